@@ -1,0 +1,1 @@
+"""Hand ranking: five-card Poker, three-card and Four Card Poker hands."""

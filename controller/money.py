@@ -1,0 +1,86 @@
+"""Exact money.
+
+Amounts paid are integer cents. A progressive meter keeps sub-cent contributions exactly, in
+meter units of 1/10,000 of a cent (a millionth of a dollar): a whole-cent wager times a rate of
+progression with up to four decimal places is then always a whole number of units. No binary
+float is used anywhere money flows.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+
+from .errors import InputError
+
+CENTS_PER_DOLLAR = 100
+UNITS_PER_CENT = 10_000
+UNITS_PER_DOLLAR = CENTS_PER_DOLLAR * UNITS_PER_CENT
+
+_DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?")
+
+
+def _parse_decimal(text: object, field: str, places: int) -> int:
+    """`text` as an integer count of 10**-places dollars."""
+    if isinstance(text, bool) or not isinstance(text, str):
+        raise InputError(field, f"must be a decimal string of dollars such as \"10000.00\", not {text!r}")
+    s = text.strip()
+    if not _DECIMAL.fullmatch(s):
+        raise InputError(field, f"{text!r} is not a decimal amount of dollars such as \"10000.00\"")
+    whole, _, frac = s.partition(".")
+    if len(frac.rstrip("0")) > places:
+        raise InputError(field, f"{text!r} has more than {places} decimal places")
+    if len(whole) > 15:
+        raise InputError(field, f"{text!r} is too large")
+    frac = frac.rstrip("0").ljust(places, "0")
+    return int(whole) * 10**places + int(frac or "0")
+
+
+def parse_cents(text: object, field: str) -> int:
+    """A decimal string of dollars ("12.50") as integer cents; more than 2 places is an error."""
+    return _parse_decimal(text, field, 2)
+
+
+def parse_units(text: object, field: str) -> int:
+    """A decimal string of dollars as integer meter units (up to 6 decimal places)."""
+    return _parse_decimal(text, field, 6)
+
+
+def format_cents(cents: int) -> str:
+    """Integer cents as a decimal string of dollars: 123456 -> "1234.56"."""
+    sign = "-" if cents < 0 else ""
+    whole, frac = divmod(abs(cents), CENTS_PER_DOLLAR)
+    return f"{sign}{whole}.{frac:02d}"
+
+
+def format_units(units: int) -> str:
+    """Meter units as dollars with at least 2 and at most 6 decimal places."""
+    sign = "-" if units < 0 else ""
+    whole, frac = divmod(abs(units), UNITS_PER_DOLLAR)
+    digits = f"{frac:06d}".rstrip("0")
+    if len(digits) < 2:
+        digits = digits.ljust(2, "0")
+    return f"{sign}{whole}.{digits}"
+
+
+def format_dollars_human(cents: int) -> str:
+    """Cents for people: 100000 -> "$1,000.00"."""
+    whole, frac = divmod(abs(cents), CENTS_PER_DOLLAR)
+    return f"{'-' if cents < 0 else ''}${whole:,}.{frac:02d}"
+
+
+def cents_to_units(cents: int) -> int:
+    return cents * UNITS_PER_CENT
+
+
+def floor_units_to_cents(units: int) -> int:
+    """The whole cents in `units`; the sub-cent remainder is left to the caller (it stays on the meter)."""
+    if units < 0:
+        raise ValueError("negative meter amount")
+    return units // UNITS_PER_CENT
+
+
+def floor_fraction_of_cents(cents: int, factor: Fraction) -> int:
+    """`cents` times an exact fraction, floored to the cent (odds such as 3 to 2 on an odd wager)."""
+    product = Fraction(cents) * factor
+    return product.numerator // product.denominator
