@@ -75,14 +75,14 @@ class Game:
     dice: bool = False
 
 
-def _fchb(rule: CardRule, dealer: CardRule | None, source: str) -> Wager:
+def _fchb(rule: CardRule, dealer: CardRule | None, source: str, fold: FoldEffect = FoldEffect.KEEP) -> Wager:
     return Wager(
         id="five-card-hand-bonus",
         title="Five Card Hand Bonus Wager",
         source=source,
         hand=HandKind.POKER5,
         rule=rule,
-        fold=FoldEffect.KEEP,
+        fold=fold,
         progressive=True,
         dealer_rule=dealer,
         magic_and_lucky=True,
@@ -167,7 +167,7 @@ GAMES: dict[str, Game] = {
                     "three-card-bonus", "Three Card Bonus Wager", "§ 643a.7(f)",
                     HandKind.THREE, CardRule.PLAYER_FIRST_THREE, FoldEffect.NO_FOLD,
                 ),
-                _fchb(CardRule.PLAYER_AND_COMMUNITY, None, "§ 643a.7(i)"),
+                _fchb(CardRule.PLAYER_AND_COMMUNITY, None, "§ 643a.7(i)", FoldEffect.NO_FOLD),
             ),
         ),
         Game(

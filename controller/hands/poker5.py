@@ -1,0 +1,166 @@
+"""Five-card Poker hands, § 667a.6(a)-(c); § 639a.6 ranks them the same way.
+
+A hand's value is one int, higher is better and equal is a tie (§ 667a.6(c), last sentence):
+
+    bits 20-23  the category, a Poker5 member (§ 667a.6(b), royal flush highest)
+    bits 0-19   five ranks (2..14), four bits each, in order of significance
+
+The ranks in order of significance are the cards grouped by how many share a rank, larger groups
+first and higher ranks first within a size: K-K-K-4-4, Q-Q-7-7-3, 9-9-A-8-2. That is how
+§ 667a.6(b) ranks hands of one category (four aces the highest four-of-a-kind, three aces and two
+kings the highest full house, two aces and two kings the highest two pair) and, among hands the
+same under (b), § 667a.6(c)'s "highest ranking card ... not contained in the other hand" decides:
+for hands that agree on their groups it is the first kicker in which they differ.
+
+A straight is ranked by its highest card. The ace is high, except that it completes A-2-3-4-5
+(§ 667a.6(a)), which is the lowest straight and straight flush and is written 5-4-3-2-A; the ace
+joins no other sequence, so Q-K-A-2-3 is not a straight.
+
+`evaluate` is two table lookups: the product of one prime per rank identifies the ranks of a hand
+whatever the order or suits, and a flush is looked up in its own table. The tables are built at
+import from the rules above (some 7,500 entries, a few milliseconds).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from itertools import combinations, combinations_with_replacement
+
+from ..errors import CardError
+from .categories import Poker5
+
+HAND_SIZE = 5
+_RANKS = range(2, 15)
+_RANK_PRIME = dict(zip(_RANKS, (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)))
+# One prime per card, indexed by the card int (rank_index * 4 + suit).
+_PRIME: list[int] = [_RANK_PRIME[r] for r in _RANKS for _ in range(4)]
+
+
+def straight_top(ranks: Sequence[int]) -> int:
+    """The highest card of a straight made of these five distinct ranks (5 for A-2-3-4-5), else 0."""
+    ordered = sorted(ranks)
+    if ordered == [2, 3, 4, 5, 14]:
+        return 5  # § 667a.6(a): the ace completes 2-3-4-5 and no other sequence
+    if ordered[-1] - ordered[0] == 4 and len(set(ordered)) == 5:
+        return ordered[-1]
+    return 0
+
+
+def _pack(category: int, ranks: Iterable[int]) -> int:
+    value = category
+    for r in ranks:
+        value = value << 4 | r
+    return value
+
+
+def _value(ranks: Sequence[int], flush: bool) -> int:
+    """The value of a hand with these ranks, from the definitions in § 667a.6(b)."""
+    count = Counter(ranks)
+    grouped = sorted(ranks, key=lambda r: (count[r], r), reverse=True)
+    shape = sorted(count.values(), reverse=True)
+    top = straight_top(ranks) if len(count) == 5 else 0
+    if top:
+        grouped = [top - i for i in range(4)] + [14 if top == 5 else top - 4]
+    if top and flush:
+        cat = Poker5.ROYAL_FLUSH if top == 14 else Poker5.STRAIGHT_FLUSH
+    elif shape[0] == 4:
+        cat = Poker5.FOUR_OF_A_KIND
+    elif shape[:2] == [3, 2]:
+        cat = Poker5.FULL_HOUSE
+    elif flush:
+        cat = Poker5.FLUSH
+    elif top:
+        cat = Poker5.STRAIGHT
+    elif shape[0] == 3:
+        cat = Poker5.THREE_OF_A_KIND
+    elif shape[:2] == [2, 2]:
+        cat = Poker5.TWO_PAIR
+    elif shape[0] == 2:
+        cat = Poker5.PAIR
+    else:
+        cat = Poker5.HIGH_CARD
+    return _pack(cat, grouped)
+
+
+def _product(ranks: Iterable[int]) -> int:
+    p = 1
+    for r in ranks:
+        p *= _RANK_PRIME[r]
+    return p
+
+
+# Prime product of the ranks -> value. No rank appears five times in one deck.
+_PLAIN: dict[int, int] = {
+    _product(rs): _value(rs, flush=False)
+    for rs in combinations_with_replacement(_RANKS, HAND_SIZE)
+    if len(set(rs)) > 1
+}
+_FLUSH: dict[int, int] = {_product(rs): _value(rs, flush=True) for rs in combinations(_RANKS, HAND_SIZE)}
+
+
+def evaluate(cards: Sequence[int]) -> int:
+    """The value of exactly five cards: higher is better, equal is a tie (§ 667a.6(b)-(c)).
+
+    The cards must be distinct ints 0..51 (`cards.parse_cards` and `select.form_hand` check that;
+    this function does not, for speed). A wrong count or a non-card raises CardError.
+    """
+    try:
+        a, b, c, d, e = cards
+        key = _PRIME[a] * _PRIME[b] * _PRIME[c] * _PRIME[d] * _PRIME[e]
+        if a & 3 == b & 3 == c & 3 == d & 3 == e & 3:
+            return _FLUSH[key]
+        return _PLAIN[key]
+    except (ValueError, TypeError, IndexError, KeyError):
+        raise hand_error(cards, HAND_SIZE) from None
+
+
+def category(value: int) -> Poker5:
+    """The category of a hand value (§ 667a.6(b))."""
+    return Poker5(value >> 20)
+
+
+def ranks(value: int) -> tuple[int, ...]:
+    """The five ranks of a hand value in order of significance, e.g. (13, 13, 13, 4, 4)."""
+    return tuple((value >> shift) & 15 for shift in (16, 12, 8, 4, 0))
+
+
+def first_rank(value: int) -> int:
+    """The rank that defines the hand: the pair's rank for a pair (for "a pair of jacks or
+    better", § 667a.12(b)), the high pair of two pair, the three of a full house, the highest
+    card of a straight (5 for A-2-3-4-5), flush or high-card hand."""
+    return (value >> 16) & 15
+
+
+def best(cards: Sequence[int]) -> tuple[int, tuple[int, ...]]:
+    """The best five of 5 to 7 cards: (value, the five cards in the order given).
+
+    Of several equally good choices the first in `itertools.combinations` order is returned.
+    """
+    n = len(cards)
+    if not HAND_SIZE <= n <= 7:
+        raise CardError("cards", f"has {n} cards; the best five-card hand is chosen from 5 to 7")
+    hands = iter(combinations(tuple(cards), HAND_SIZE))
+    top_cards = next(hands)
+    top = evaluate(top_cards)
+    for hand in hands:
+        v = evaluate(hand)
+        if v > top:
+            top, top_cards = v, hand
+    return top, top_cards
+
+
+def hand_error(cards: object, size: int) -> CardError:
+    """Why `cards` is not a hand of `size` distinct cards (for evaluators whose lookup failed)."""
+    try:
+        items = list(cards)  # type: ignore[call-overload]
+    except TypeError:
+        return CardError("cards", f"must be a sequence of {size} cards, not {cards!r}")
+    if len(items) != size:
+        return CardError("cards", f"has {len(items)} cards; a hand here has exactly {size}")
+    for i, c in enumerate(items):
+        if type(c) is not int or not 0 <= c < 52:
+            return CardError(f"cards[{i}]", f"is not a card (an int 0..51): {c!r}")
+    if len(set(items)) != size:
+        return CardError("cards", f"holds the same card twice: {items!r}")
+    return CardError("cards", f"is not a hand of {size} cards: {items!r}")

@@ -1,0 +1,116 @@
+"""Three-card Poker hands, § 667a.6(d) (Flop Poker's Three Card Bonus) and § 643a.6(d) (Let It Ride).
+
+From highest to lowest: mini-royal (A-K-Q of one suit; "a royal" in § 667a.6(d)(1)), straight
+flush, three-of-a-kind, straight, flush, pair, high card. In three cards a straight outranks a
+flush (§ 667a.6(d)(4)-(5)).
+
+Decisions where § 667a.6(d) is silent:
+- A-2-3 is a straight (and, suited, a straight flush): the lowest one, written 3-2-A. The ace
+  joins 2-3 as § 667a.6(a) lets it join 2-3-4-5 in five cards, and no other sequence, so K-A-2 is
+  not a straight. A-K-Q is the highest straight.
+- Hands of one category are ranked as five-card hands are (§ 667a.6(b)-(c)): a straight by its
+  highest card, a pair by its rank then the kicker, three-of-a-kind by its rank, a flush and a
+  high-card hand card by card from the highest.
+
+A hand's value is one int, higher is better and equal is a tie: the category (a Three member) in
+bits 12-15 and the three ranks in order of significance in bits 0-11, four bits each.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from itertools import combinations, combinations_with_replacement
+
+from .categories import Three
+from .poker5 import hand_error
+
+HAND_SIZE = 3
+_RANKS = range(2, 15)
+_RANK_PRIME = dict(zip(_RANKS, (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)))
+_PRIME: list[int] = [_RANK_PRIME[r] for r in _RANKS for _ in range(4)]
+
+
+def straight_top(ranks: Sequence[int]) -> int:
+    """The highest card of a straight made of these three ranks (3 for A-2-3), else 0."""
+    ordered = sorted(ranks)
+    if ordered == [2, 3, 14]:
+        return 3  # A-2-3, the lowest straight (see the module docstring)
+    if ordered[2] - ordered[0] == 2 and len(set(ordered)) == 3:
+        return ordered[2]
+    return 0
+
+
+def _pack(category: int, ranks: Iterable[int]) -> int:
+    value = category
+    for r in ranks:
+        value = value << 4 | r
+    return value
+
+
+def _value(ranks: Sequence[int], flush: bool) -> int:
+    """The value of a hand with these ranks, from the definitions in § 667a.6(d)."""
+    count = Counter(ranks)
+    grouped = sorted(ranks, key=lambda r: (count[r], r), reverse=True)
+    top = straight_top(ranks) if len(count) == 3 else 0
+    if top:
+        grouped = [top, top - 1, 14 if top == 3 else top - 2]
+    if top and flush:
+        cat = Three.MINI_ROYAL if top == 14 else Three.STRAIGHT_FLUSH
+    elif len(count) == 1:
+        cat = Three.THREE_OF_A_KIND
+    elif top:
+        cat = Three.STRAIGHT
+    elif flush:
+        cat = Three.FLUSH
+    elif len(count) == 2:
+        cat = Three.PAIR
+    else:
+        cat = Three.HIGH_CARD
+    return _pack(cat, grouped)
+
+
+def _product(ranks: Iterable[int]) -> int:
+    p = 1
+    for r in ranks:
+        p *= _RANK_PRIME[r]
+    return p
+
+
+# Prime product of the ranks -> value.
+_PLAIN: dict[int, int] = {
+    _product(rs): _value(rs, flush=False) for rs in combinations_with_replacement(_RANKS, HAND_SIZE)
+}
+_FLUSH: dict[int, int] = {_product(rs): _value(rs, flush=True) for rs in combinations(_RANKS, HAND_SIZE)}
+
+
+def evaluate(cards: Sequence[int]) -> int:
+    """The value of exactly three cards: higher is better, equal is a tie.
+
+    The cards must be distinct ints 0..51 (not checked here, for speed); a wrong count or a
+    non-card raises CardError.
+    """
+    try:
+        a, b, c = cards
+        key = _PRIME[a] * _PRIME[b] * _PRIME[c]
+        if a & 3 == b & 3 == c & 3:
+            return _FLUSH[key]
+        return _PLAIN[key]
+    except (ValueError, TypeError, IndexError, KeyError):
+        raise hand_error(cards, HAND_SIZE) from None
+
+
+def category(value: int) -> Three:
+    """The category of a hand value (§ 667a.6(d), § 643a.6(d))."""
+    return Three(value >> 12)
+
+
+def ranks(value: int) -> tuple[int, ...]:
+    """The three ranks of a hand value in order of significance, e.g. (9, 9, 14)."""
+    return ((value >> 8) & 15, (value >> 4) & 15, value & 15)
+
+
+def first_rank(value: int) -> int:
+    """The rank that defines the hand: the pair's rank for a pair, the highest card otherwise
+    (3 for A-2-3)."""
+    return (value >> 8) & 15

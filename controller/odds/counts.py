@@ -1,0 +1,128 @@
+"""Exact counts of hands by category and first rank, for each kind of hand and card rule.
+
+Every count is out of all equally likely deals of the cards that form the hand: C(52, 5) =
+2,598,960 five-card hands, C(52, 3) = 22,100 three-card hands, and for Flop Poker's
+"player's three cards and two of the three community cards" (§ 667a.11(d)(2))
+C(52, 3) * C(49, 3) = 407,170,400 deals. Results are cached for the life of the process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from functools import cache
+from math import comb
+from types import MappingProxyType
+
+from ..errors import RulesError
+from ..games import CardRule, HandKind
+from ..hands.categories import Four, Poker5, Three
+from .codes import KEY, category_of, first_rank_of, suits_by_card, tables
+from .suits import suit_patterns
+
+_ENUMS: Mapping[HandKind, type[IntEnum]] = MappingProxyType(
+    {HandKind.POKER5: Poker5, HandKind.THREE: Three, HandKind.FOUR: Four}
+)
+
+# Rules under which a five-card Poker hand is five cards dealt from one deck, whoever holds them.
+FIVE_RANDOM_CARDS = frozenset(
+    {
+        CardRule.PLAYER,
+        CardRule.PLAYER_AND_COMMUNITY,
+        CardRule.PLAYER_AND_FLOP,
+        CardRule.DEALER_FIRST_FIVE,
+        CardRule.DEALER_AND_FLOP,
+        CardRule.DEALER_AND_COMMUNITY,
+    }
+)
+
+
+@dataclass(frozen=True)
+class HandCounts:
+    """How many of `total` equally likely deals give each (category, first rank)."""
+
+    kind: HandKind
+    rule: CardRule
+    total: int
+    by_hand: Mapping[tuple[IntEnum, int], int]  # (category, first rank) -> count, highest first
+    method: str
+
+    def count(self, category: IntEnum, min_rank: int | None = None) -> int:
+        """Deals whose best hand is `category` (with a first rank of at least `min_rank`)."""
+        return sum(n for (c, r), n in self.by_hand.items() if c == category and (min_rank is None or r >= min_rank))
+
+    @property
+    def by_category(self) -> dict[IntEnum, int]:
+        """Counts per category, highest category first (every category, zero included)."""
+        out: dict[IntEnum, int] = {c: 0 for c in sorted(_ENUMS[self.kind], reverse=True)}
+        for (c, _), n in self.by_hand.items():
+            out[c] += n
+        return out
+
+
+def _freeze(kind: HandKind, rule: CardRule, codes: Mapping[int, int], total: int, method: str) -> HandCounts:
+    enum = _ENUMS[kind]
+    if sum(codes.values()) != total:  # every deal counted once: a broken enumeration must not pass silently
+        raise AssertionError(f"{kind.value}/{rule.value}: counted {sum(codes.values())} of {total} deals")
+    items = sorted(((enum(category_of(k)), first_rank_of(k)), n) for k, n in codes.items() if n)
+    return HandCounts(kind, rule, total, MappingProxyType(dict(reversed(items))), method)
+
+
+def _count_patterns(size: int, evaluate: Callable[[tuple[int, ...]], int]) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for cards, weight in suit_patterns(size):
+        k = evaluate(cards)
+        out[k] = out.get(k, 0) + weight
+    return out
+
+
+def _poker5(cards: tuple[int, ...]) -> int:
+    t = tables()
+    a, b, c, d, e = cards
+    key = KEY[a] + KEY[b] + KEY[c] + KEY[d] + KEY[e]
+    if a & 3 == b & 3 == c & 3 == d & 3 == e & 3:
+        return t.poker5_flush[key]
+    return t.poker5_plain[key]
+
+
+def _three(cards: tuple[int, ...]) -> int:
+    t = tables()
+    a, b, c = cards
+    key = KEY[a] + KEY[b] + KEY[c]
+    if a & 3 == b & 3 == c & 3:
+        return t.three_flush[key]
+    return t.three_plain[key]
+
+
+def _best_four(cards: tuple[int, ...], plain: Mapping[int, int]) -> int:
+    """Best four of the cards (§ 641a.11(c)(2)): the best rank-only four, or four of one suit."""
+    best = plain[sum(KEY[c] for c in cards)]
+    flush = tables().four_flush
+    for ranks in suits_by_card(cards).values():
+        if len(ranks) >= 4:
+            best = max(best, flush[sum(1 << (3 * (r - 2)) for r in ranks)])
+    return best
+
+
+@cache
+def hand_counts(kind: HandKind, rule: CardRule) -> HandCounts:
+    """Exact counts for the hand a wager of this kind and card rule is paid on."""
+    if kind is HandKind.POKER5 and rule in FIVE_RANDOM_CARDS:
+        codes = _count_patterns(5, _poker5)
+        return _freeze(kind, rule, codes, comb(52, 5), "all 2,598,960 five-card hands, by suit pattern")
+    if kind is HandKind.POKER5 and rule is CardRule.PLAYER_AND_TWO_OF_COMMUNITY:
+        from .flop import flop_codes
+
+        return _freeze(kind, rule, flop_codes(), comb(52, 3) * comb(49, 3), "all 407,170,400 Flop Poker deals")
+    if kind is HandKind.THREE and rule is CardRule.PLAYER_FIRST_THREE:
+        return _freeze(kind, rule, _count_patterns(3, _three), comb(52, 3), "all 22,100 three-card hands")
+    if kind is HandKind.FOUR and rule is CardRule.PLAYER_BEST_FOUR:
+        plain5 = tables().four_of_five_plain
+        codes = _count_patterns(5, lambda cards: _best_four(cards, plain5))
+        return _freeze(kind, rule, codes, comb(52, 5), "best four of all 2,598,960 five-card hands")
+    if kind is HandKind.FOUR and rule is CardRule.DEALER_BEST_FOUR:
+        plain6 = tables().four_of_six_plain
+        codes = _count_patterns(6, lambda cards: _best_four(cards, plain6))
+        return _freeze(kind, rule, codes, comb(52, 6), "best four of all 20,358,520 six-card hands")
+    raise RulesError("rule", f"no exact count for {kind.value} hands formed by the {rule.value!r} rule")

@@ -1,0 +1,181 @@
+"""progressivectl as other tools use it: the installed command, JSON in and out, exit statuses."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from controller.cli import ctl
+
+CTL = Path(sys.executable).parent / "progressivectl"
+DAEMON = Path(sys.executable).parent / "progressived"
+ROOT = Path(__file__).resolve().parent.parent
+
+ROUND = {
+    "game": "caribbean-stud",
+    "wager": "progressive",
+    "paytable": "caribbean-stud-progressive-d",
+    "meter": {"amount": "25000.00", "reset": "10000.00"},
+    "seats": [
+        {"seat": 1, "wager": "1.00", "folded": False, "cards": ["AS", "KS", "QS", "JS", "TS"]},
+        {"seat": 3, "wager": "5.00", "folded": False, "cards": ["9D", "8D", "7D", "6D", "5D"]},
+    ],
+    "dealer": {"cards": ["2C", "3C", "4D", "9H", "QC"]},
+}
+
+
+def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(CTL), *args], input=stdin, capture_output=True, text=True, timeout=120)
+
+
+def assert_one_line_error(proc: subprocess.CompletedProcess[str], field: str) -> None:
+    assert proc.returncode == 2, proc
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert field in lines[0]
+
+
+def test_settle_from_stdin():
+    proc = run("settle", "-", stdin=json.dumps(ROUND))
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    awards = [(a["seat"], a["kind"], a["hand"], a["amount"], a["paid_by"]) for a in out["awards"]]
+    assert awards == [
+        (3, "paytable", "straight-flush", "2500.00", "attendant"),  # 10% of $25,000.00
+        (3, "envy", "royal-flush", "5000.00", "table"),
+        (1, "paytable", "royal-flush", "22500.00", "attendant"),
+        (1, "envy", "straight-flush", "300.00", "table"),
+    ]
+    assert out["meter"] == {"before": "25000.00", "after": "10000.00", "seeded": "10000.00"}
+
+
+def test_settle_from_file(tmp_path):
+    f = tmp_path / "round.json"
+    f.write_text(json.dumps(ROUND))
+    proc = run("settle", str(f))
+    assert proc.returncode == 0 and json.loads(proc.stdout)["awards"]
+
+
+def test_settle_bad_card_is_one_line_naming_the_field():
+    bad = json.loads(json.dumps(ROUND))
+    bad["seats"][1]["cards"][2] = "ZZ"
+    assert_one_line_error(run("settle", "-", stdin=json.dumps(bad)), "seats[1].cards[2]")
+
+
+def test_settle_invalid_json_names_line_and_column():
+    proc = run("settle", "-", stdin='{"game": "caribbean-stud",\n  "wager": }')
+    assert_one_line_error(proc, "line 2")
+
+
+def test_settle_missing_file():
+    assert_one_line_error(run("settle", "no-such-round.json"), "no-such-round.json")
+
+
+def test_settle_unknown_paytable():
+    bad = dict(ROUND, paytable="caribbean-stud-progressive-z")
+    assert_one_line_error(run("settle", "-", stdin=json.dumps(bad)), "caribbean-stud-progressive-z")
+
+
+def test_bad_arguments_exit_2_one_line():
+    assert_one_line_error(run("odds", "--game", "caribbean-stud"), "arguments")
+    assert_one_line_error(run("frobnicate"), "arguments")
+
+
+def test_odds_json_caribbean_stud_paytable_d():
+    proc = run(
+        "odds", "--game", "caribbean-stud", "--wager", "progressive",
+        "--paytable", "caribbean-stud-progressive-d", "--meter", "10000.00", "--json",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["total"] == 2_598_960
+    outcomes = {o["hand"]: o for o in out["outcomes"]}
+    assert outcomes["royal-flush"]["count"] == 4
+    assert outcomes["straight-flush"]["count"] == 36
+    assert outcomes["three-of-a-kind"]["count"] == 54_912
+    assert "break_even_meter" in out and "return" in out
+
+
+def test_odds_text_for_people():
+    proc = run("odds", "--game", "flop-poker", "--wager", "three-card-bonus", "--paytable", "flop-poker-three-card-bonus")
+    assert proc.returncode == 0, proc.stderr
+    assert "mini-royal" in proc.stdout and "22100" in proc.stdout.replace(",", "")
+
+
+def test_odds_unknown_wager_names_it():
+    proc = run("odds", "--game", "flop-poker", "--wager", "progressive", "--paytable", "flop-poker-progressive-a")
+    assert_one_line_error(proc, "--wager")
+
+
+def test_paytables_lists_every_builtin_and_loaded():
+    proc = run("paytables", "--json", "--paytable-dir", str(ROOT / "config" / "paytables"))
+    assert proc.returncode == 0, proc.stderr
+    ids = {t["id"] for t in json.loads(proc.stdout)}
+    for expected in (
+        "caribbean-stud-progressive-a", "caribbean-stud-progressive-e", "five-card-hand-bonus",
+        "four-card-poker-bad-beat-a", "four-card-poker-bad-beat-b", "flop-poker-progressive-a",
+        "flop-poker-progressive-b", "flop-poker-flop-wager", "flop-poker-three-card-bonus",
+        "hot-roller-a", "hot-roller-b", "props-and-hops",
+    ):
+        assert expected in ids
+    assert len(ids) >= 16  # and the four example files
+    text = run("paytables")
+    assert text.returncode == 0 and "caribbean-stud-progressive-d" in text.stdout
+
+
+def test_daemon_entry_point_is_honest_about_what_exists():
+    proc = subprocess.run([str(DAEMON)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and "not available" in proc.stderr
+
+
+# Parser robustness: whatever JSON arrives, the answer is a settlement or one line of bad input.
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6)
+    | st.sampled_from(["AS", "10h", "caribbean-stud", "progressive", "1.00", "10000.00", "dealer"]),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(
+        st.sampled_from(["game", "wager", "paytable", "meter", "seats", "cards", "seat", "amount", "reset",
+                         "dealer", "community", "wagers", "folded", "magic_card", "lucky_seat", "x"]),
+        inner, max_size=6),
+    max_leaves=20,
+)
+
+
+def _mutate(base: dict, path: list, value) -> dict:
+    doc = json.loads(json.dumps(base))
+    node = doc
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    return doc
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.one_of(
+        json_values,
+        st.tuples(
+            st.sampled_from([["game"], ["meter"], ["meter", "amount"], ["seats"], ["seats", 0], ["seats", 0, "cards"],
+                             ["seats", 1, "seat"], ["seats", 0, "wager"], ["dealer"], ["dealer", "cards"],
+                             ["paytable"], ["magic_card"], ["lucky_seat"]]),
+            json_values,
+        ).map(lambda pv: _mutate(ROUND, *pv)),
+    )
+)
+def test_settle_never_crashes_on_arbitrary_json(monkeypatch, capsys, doc):
+    monkeypatch.setattr(sys, "stdin", io.StringIO(json.dumps(doc)))
+    status = ctl.main(["settle", "-"])
+    out, err = capsys.readouterr()
+    assert status in (0, 2), err
+    if status == 2:
+        assert len(err.strip().splitlines()) == 1 and out == ""
+    else:
+        json.loads(out)
