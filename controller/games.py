@@ -46,6 +46,8 @@ class FoldEffect(str, Enum):
     KEEP = "keep"  # 639a.11(b) Five Card Hand Bonus; 667a.11(b): still eligible
     FORFEIT = "forfeit"  # the wager goes with the hand (Flop Wager is the fold itself)
     NO_FOLD = "no-fold"  # the game has no fold that touches side wagers (643a.7(j))
+    IS_THE_FOLD = "is-the-fold"  # § 667a.1 "Fold": not making a Flop Wager; a folded seat has none
+    NOT_IN_OUR_COPY = "not-in-our-copy"  # the game's fold rule is not in the regulations we hold
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ class Wager:
     dealer_rule: CardRule | None = None  # a wager on the dealer's hand is allowed (Five Card Hand Bonus)
     magic_and_lucky: bool = False  # Magic Card and Lucky Bonus payouts, 639a.12(e)(3)
     envy_rule: CardRule | None = None  # the hand other players hold for an Envy Bonus (default: `rule`)
+    dealer_bets: bool = False  # players may wager on the dealer's hand (Five Card Hand Bonus only)
+    three_card_ace_low: bool = False  # A-2-3 is a three-card straight (see controller/hands/three.py)
 
 
 @dataclass(frozen=True)
@@ -75,7 +79,7 @@ class Game:
     dice: bool = False
 
 
-def _fchb(rule: CardRule, dealer: CardRule | None, source: str, fold: FoldEffect = FoldEffect.KEEP) -> Wager:
+def _fchb(rule: CardRule, dealer: CardRule | None, source: str, fold: FoldEffect) -> Wager:
     return Wager(
         id="five-card-hand-bonus",
         title="Five Card Hand Bonus Wager",
@@ -85,6 +89,7 @@ def _fchb(rule: CardRule, dealer: CardRule | None, source: str, fold: FoldEffect
         fold=fold,
         progressive=True,
         dealer_rule=dealer,
+        dealer_bets=dealer is not None,
         magic_and_lucky=True,
     )
 
@@ -112,7 +117,7 @@ GAMES: dict[str, Game] = {
                     "caribbean-stud-bonus", "Caribbean Stud Bonus Wager", "§ 639a.7(d)(3)",
                     HandKind.POKER5, CardRule.PLAYER, FoldEffect.FORFEIT,
                 ),
-                _fchb(CardRule.PLAYER, CardRule.DEALER_FIRST_FIVE, "§ 639a.7(d)(4)"),
+                _fchb(CardRule.PLAYER, CardRule.DEALER_FIRST_FIVE, "§ 639a.7(d)(4)", FoldEffect.KEEP),  # 639a.11(b)
             ),
         ),
         Game(
@@ -140,7 +145,9 @@ GAMES: dict[str, Game] = {
                     HandKind.FOUR, CardRule.PLAYER_BEST_FOUR, FoldEffect.FORFEIT,
                     dealer_rule=CardRule.DEALER_BEST_FOUR,
                 ),
-                _fchb(CardRule.PLAYER, CardRule.DEALER_FIRST_FIVE, "§ 641a.7(d)(7)"),
+                # § 641a.11(b): a fold forfeits the Ante and "end[s] his participation in the round of
+                # play"; only the Aces Up Wager is kept ((b)(1)), so the Five Card Hand Bonus goes too.
+                _fchb(CardRule.PLAYER, CardRule.DEALER_FIRST_FIVE, "§ 641a.7(d)(7)", FoldEffect.FORFEIT),
             ),
         ),
         Game(
@@ -185,7 +192,7 @@ GAMES: dict[str, Game] = {
                 ),
                 Wager(
                     "flop", "Flop Wager", "§ 667a.7(d)(2)",
-                    HandKind.POKER5, CardRule.PLAYER_AND_TWO_OF_COMMUNITY, FoldEffect.FORFEIT,
+                    HandKind.POKER5, CardRule.PLAYER_AND_TWO_OF_COMMUNITY, FoldEffect.IS_THE_FOLD,
                 ),
                 Wager(
                     "three-card-bonus", "Three Card Bonus Wager", "§ 667a.7(d)(3)",
@@ -197,27 +204,27 @@ GAMES: dict[str, Game] = {
         Game(
             id="three-card-poker", title="Three Card Poker", chapter="649a", max_seats=7,
             player_cards=3, community_cards=(2,), dealer_cards=(3,),
-            wagers=_index(_fchb(CardRule.PLAYER_AND_COMMUNITY, CardRule.DEALER_AND_COMMUNITY, "§ 649a.7")),
+            wagers=_index(_fchb(CardRule.PLAYER_AND_COMMUNITY, CardRule.DEALER_AND_COMMUNITY, "§ 649a.7", FoldEffect.NOT_IN_OUR_COPY)),
         ),
         Game(
             id="ultimate-texas-holdem", title="Ultimate Texas Hold 'Em Poker", chapter="653a", max_seats=6,
             player_cards=2, community_cards=(3, 5), dealer_cards=(2,),
-            wagers=_index(_fchb(CardRule.PLAYER_AND_FLOP, CardRule.DEALER_AND_FLOP, "§ 653a.11")),
+            wagers=_index(_fchb(CardRule.PLAYER_AND_FLOP, CardRule.DEALER_AND_FLOP, "§ 653a.11", FoldEffect.NOT_IN_OUR_COPY)),
         ),
         Game(
             id="texas-holdem-bonus", title="Texas Hold 'Em Bonus Poker", chapter="647a", max_seats=6,
             player_cards=2, community_cards=(3, 5), dealer_cards=(2,),
-            wagers=_index(_fchb(CardRule.PLAYER_AND_FLOP, CardRule.DEALER_AND_FLOP, "§ 647a.11")),
+            wagers=_index(_fchb(CardRule.PLAYER_AND_FLOP, CardRule.DEALER_AND_FLOP, "§ 647a.11", FoldEffect.NOT_IN_OUR_COPY)),
         ),
         Game(
             id="mississippi-stud", title="Mississippi Stud Poker", chapter="655a", max_seats=6,
             player_cards=2, community_cards=(3,),
-            wagers=_index(_fchb(CardRule.PLAYER_AND_COMMUNITY, None, "§ 655a.7")),
+            wagers=_index(_fchb(CardRule.PLAYER_AND_COMMUNITY, None, "§ 655a.7", FoldEffect.NOT_IN_OUR_COPY)),
         ),
         Game(
             id="crazy-4-poker", title="Crazy 4 Poker", chapter="657a", max_seats=6,
             player_cards=5, dealer_cards=(5,),
-            wagers=_index(_fchb(CardRule.PLAYER, CardRule.DEALER_FIRST_FIVE, "§ 657a.7")),
+            wagers=_index(_fchb(CardRule.PLAYER, CardRule.DEALER_FIRST_FIVE, "§ 657a.7", FoldEffect.NOT_IN_OUR_COPY)),
         ),
         Game(
             id="hot-roller-craps", title="Hot Roller Craps", chapter="623c", max_seats=16,  # 623c.1(a)(2)(i)

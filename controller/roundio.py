@@ -17,7 +17,7 @@ from .errors import InputError
 from .games import game as find_game
 from .games import wager as find_wager
 from .money import format_cents, format_units, parse_cents, parse_units
-from .paytables import Paytable
+from .paytables import Paytable, check_paytable_for
 from .settlement import DEALER_POSITION, Round, Seat, Settlement, settle
 
 ROUND_KEYS = {
@@ -68,6 +68,8 @@ def settle_json(doc: Any, lookup: PaytableLookup) -> dict[str, Any]:
     if not isinstance(doc["paytable"], str):
         raise InputError("paytable", "must be a paytable id or the path of a paytable file")
     pt = lookup(doc["paytable"])
+    # The same selection rules as configuration: a paytable the rules forbid settles nothing.
+    check_paytable_for(pt, g.id, w.id, linked=False, wager_sizes=())
     if g.dice:
         from .dice.settle import settle_dice, to_json
 

@@ -57,6 +57,7 @@ DEALER_POSITION = 0  # the Lucky Bonus may select the dealer's position (§ 639a
 _CATEGORY_KINDS = {HandKind.POKER5: Poker5, HandKind.THREE: Three, HandKind.FOUR: Four}
 _BAD_BEAT_MINIMUM = Four.TWO_PAIR  # § 641a.7(d)(6)
 _VALIDATION_ODDS = 500  # § 639a.11(c)(6)(ii): "odds of 500 for 1"
+_FORFEITED_BY_FOLD = (FoldEffect.FORFEIT, FoldEffect.FORFEIT_KEEP_ENVY)
 
 
 @dataclass(frozen=True)
@@ -130,8 +131,9 @@ def settle(rnd: Round) -> Settlement:
 
     for s in order:
         own = hands[s.seat]
+        folds_away = s.folded and w.fold in _FORFEITED_BY_FOLD
         if s.wager:
-            if s.folded and w.fold in (FoldEffect.FORFEIT, FoldEffect.FORFEIT_KEEP_ENVY):
+            if folds_away:
                 forfeited.append(s.seat)
             elif w.id == "bad-beat":
                 p = _bad_beat(rnd, s, own, dealer_hand)
@@ -143,10 +145,13 @@ def settle(rnd: Round) -> Settlement:
                     payouts.append(p)
             if rnd.paytable.envy is not None and not (s.folded and w.fold is FoldEffect.FORFEIT):
                 payouts.extend(_envy(rnd, s, hands))
-            if w.magic_and_lucky and own is not None:
+            if w.magic_and_lucky and own is not None and not folds_away:
                 payouts.extend(_magic_and_lucky(rnd, s.seat, s.wager, own, "player"))
         on_dealer = rnd.dealer_wagers.get(s.seat, 0)
-        if on_dealer and dealer_hand is not None:
+        if on_dealer and folds_away:
+            if s.seat not in forfeited:
+                forfeited.append(s.seat)
+        elif on_dealer and dealer_hand is not None:
             p, dealer_share = _dealer_payout(rnd, s.seat, on_dealer, dealer_hand, state, dealer_share)
             if p:
                 payouts.append(p)
@@ -175,6 +180,11 @@ class _MeterState:
         self.meter = change.after
         self.seeded += change.seeded
         return per_share, before, change.after
+
+
+def _folds_away(rnd: Round, seat_no: int) -> bool:
+    seat = next(s for s in rnd.seats if s.seat == seat_no)
+    return seat.folded and rnd.wager.fold in _FORFEITED_BY_FOLD
 
 
 def _requires_validation(w: Wager, award: object) -> bool:
@@ -218,7 +228,7 @@ def _dealer_payout(
             award.received_cents(wager), "table", _requires_validation(rnd.wager, award),
         ), locked
     if locked is None:
-        sharers = sum(1 for v in rnd.dealer_wagers.values() if v)
+        sharers = sum(1 for seat_no, v in rnd.dealer_wagers.items() if v and not _folds_away(rnd, seat_no))
         cents, before, after = state.take(award.percent, sharers)
         template = Payout(
             seat, wager, "paytable", "dealer", hand.label, hand.cards, award.describe(), cents, "attendant",
@@ -309,7 +319,10 @@ def _player_hand(rnd: Round, s: Seat) -> Hand | None:
     if not s.cards:
         return None
     try:
-        return form_hand(rnd.wager.rule, rnd.wager.hand, s.cards, rnd.community, rnd.dealer)
+        return form_hand(
+            rnd.wager.rule, rnd.wager.hand, s.cards, rnd.community, rnd.dealer,
+            three_card_ace_low=rnd.wager.three_card_ace_low,
+        )
     except InputError as e:
         raise e.at(f"seats[{_index(rnd, s.seat)}]") from None
 
@@ -354,6 +367,14 @@ def _check_round(rnd: Round) -> None:
             raise RulesError(f"{where}.wager", "is negative")
         if s.folded and w.fold is FoldEffect.NO_FOLD:
             raise RulesError(f"{where}.folded", f"{g.title} has no fold that affects the {w.title} (§ {g.chapter}.7)")
+        if s.folded and s.wager and w.fold is FoldEffect.IS_THE_FOLD:
+            raise RulesError(f"{where}.folded", f"a player who folds makes no {w.title} (§ {g.chapter}.1 \"Fold\")")
+        if s.folded and w.fold is FoldEffect.NOT_IN_OUR_COPY and (s.wager or rnd.dealer_wagers.get(s.seat)):
+            raise RulesError(
+                f"{where}.folded",
+                f"what a fold does to the {w.title} of {g.title} is not in the regulations this controller "
+                f"implements (§ {g.chapter}.11); a folded seat cannot be settled",
+            )
         forfeits = s.folded and w.fold in (FoldEffect.FORFEIT, FoldEffect.FORFEIT_KEEP_ENVY)
         needs_cards = bool(s.wager) and not forfeits
         if s.cards and len(s.cards) != g.player_cards:
@@ -366,7 +387,7 @@ def _check_round(rnd: Round) -> None:
         want = " or ".join(str(n) for n in g.community_cards)
         raise InputError("community", f"has {len(rnd.community)} cards; {g.title} uses {want} community cards")
     dealer_needed = any(rnd.dealer_wagers.values()) or w.id == "bad-beat"
-    if rnd.dealer_wagers and w.dealer_rule is None:
+    if rnd.dealer_wagers and not w.dealer_bets:
         raise RulesError("dealer.wagers", f"the {w.title} of {g.title} cannot be placed on the dealer's hand")
     for seat_no, amount in rnd.dealer_wagers.items():
         if seat_no not in seen:
@@ -378,8 +399,16 @@ def _check_round(rnd: Round) -> None:
         raise InputError("dealer.cards", f"has {len(rnd.dealer)} cards; the dealer of {g.title} receives {want}")
     if dealer_needed and not rnd.dealer:
         raise InputError("dealer.cards", "are required: a wager depends on the dealer's hand")
-    if rnd.lucky_seat is not None and rnd.lucky_seat != DEALER_POSITION and not 1 <= rnd.lucky_seat <= g.max_seats:
-        raise RulesError("lucky_seat", f"{rnd.lucky_seat} is not a position of {g.title}")
+    bonus = w.magic_and_lucky
+    if rnd.magic_card is not None and not (bonus and rnd.paytable.magic_card is not None):
+        raise RulesError("magic_card", f"the {w.title} under {rnd.paytable.id} pays no Magic Card Bonus")
+    if rnd.lucky_seat is not None:
+        if not (bonus and rnd.paytable.lucky_bonus is not None):
+            raise RulesError("lucky_seat", f"the {w.title} under {rnd.paytable.id} pays no Lucky Bonus")
+        if rnd.lucky_seat == DEALER_POSITION and not w.dealer_bets:
+            raise RulesError("lucky_seat", f"the dealer's position is not drawn for the Lucky Bonus at {g.title}")
+        if rnd.lucky_seat != DEALER_POSITION and not 1 <= rnd.lucky_seat <= g.max_seats:
+            raise RulesError("lucky_seat", f"{rnd.lucky_seat} is not a position of {g.title}")
     _check_duplicates(rnd)
 
 

@@ -101,8 +101,12 @@ anything = st.recursive(
         st.none(), st.booleans(), st.integers(), st.floats(), st.binary(max_size=6),
         st.text(max_size=6), card_like, st.sampled_from(["AS", "10h", "td", " kc "]),
     ),
-    lambda inner: st.one_of(st.lists(inner, max_size=6), st.tuples(inner, inner),
-                            st.dictionaries(st.text(max_size=3), inner, max_size=3), st.frozensets(st.text(max_size=3))),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=6),
+        st.tuples(inner, inner),
+        st.dictionaries(st.text(max_size=3), inner, max_size=3),
+        st.frozensets(st.text(max_size=3)),
+    ),
     max_leaves=12,
 )
 

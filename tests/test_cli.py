@@ -179,3 +179,30 @@ def test_settle_never_crashes_on_arbitrary_json(monkeypatch, capsys, doc):
         assert len(err.strip().splitlines()) == 1 and out == ""
     else:
         json.loads(out)
+
+
+def test_check_paytable_linked_caribbean_stud_639a_12_d_3():
+    """§ 639a.12(d)(3): Paytables A, B, C and E may not be selected for a linked progressive."""
+    for letter in "abce":
+        proc = run("check-paytable", "--game", "caribbean-stud", "--wager", "progressive",
+                   "--paytable", f"caribbean-stud-progressive-{letter}", "--linked")
+        assert_one_line_error(proc, "639a.12(d)(3)")
+    ok = run("check-paytable", "--game", "caribbean-stud", "--wager", "progressive",
+             "--paytable", "caribbean-stud-progressive-d", "--linked", "--wager-sizes", "1.00,5.00")
+    assert ok.returncode == 0 and "may be selected" in ok.stdout
+
+
+def test_check_paytable_envy_must_cover_every_wager_size():
+    proc = run("check-paytable", "--game", "caribbean-stud", "--wager", "progressive",
+               "--paytable", "caribbean-stud-progressive-d", "--wager-sizes", "1.00,2.00,5.00")
+    assert_one_line_error(proc, "$2.00")
+
+
+def test_settle_refuses_a_paytable_the_rules_forbid(tmp_path):
+    """A copy of Paytable D that pays a pair is not a paytable the regulations print."""
+    text = (ROOT / "controller" / "paytables" / "builtin" / "caribbean-stud-progressive-d.toml").read_text()
+    text = text.replace('id = "caribbean-stud-progressive-d"', 'id = "house-d"')
+    f = tmp_path / "house-d.toml"
+    f.write_text(text.replace('award = "9 for 1"', 'award = "10 for 1"'))
+    doc = dict(ROUND, paytable=str(f))
+    assert_one_line_error(run("settle", "-", stdin=json.dumps(doc)), "paytable")

@@ -186,7 +186,8 @@ rolls_st = st.lists(st.tuples(st.integers(1, 6), st.integers(1, 6)), max_size=12
 
 
 @settings(max_examples=300, deadline=None)
-@given(rolls=rolls_st, wager=st.integers(1, 10**7), positions=st.sets(st.integers(1, 16), min_size=1))
+# At most 15 of the 16 positions, so that one is always free for the late wager below.
+@given(rolls=rolls_st, wager=st.integers(1, 10**7), positions=st.sets(st.integers(1, 16), min_size=1, max_size=15))
 def test_random_rolls_follow_a_reference_model(rolls: list[tuple[int, int]], wager: int, positions: set[int]) -> None:
     """Against a direct reading of § 623c.1(d)-(g): markers since the last 7, settle on the 7."""
     m = HotRoller.new(B)
@@ -208,11 +209,16 @@ def test_random_rolls_follow_a_reference_model(rolls: list[tuple[int, int]], wag
                 assert res == ()
             thrown, positions = set(), set()
             assert m.wagers == () and m.markers == frozenset()
+            assert m.place(16, wager).wager_at(16) is not None  # a new series: before its come-out again
         else:
             assert res == ()
             if (min(a, b), max(a, b)) in MARKER_COMBINATIONS:
                 thrown.add((min(a, b), max(a, b)))
             assert m.markers == thrown
             assert m.numbers_complete == complete_numbers(frozenset(thrown))
-            with pytest.raises(RulesError):
-                m.place(1 if 1 not in positions else 2, 100)
+            # no wager after the come-out roll (§ 623c.1(b)), even at a position that is free
+            free = min(set(range(1, 17)) - positions)
+            assert m.wager_at(free) is None
+            with pytest.raises(RulesError) as e:
+                m.place(free, 100)
+            assert e.value.field == "roll" and "come-out" in str(e.value) and "§ 623c.1(b)" in str(e.value)

@@ -32,7 +32,24 @@ WORD = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6}
 HARD = {"two": 1, "four": 2, "six": 3, "eight": 4, "ten": 5, "twelve": 6}
 
 
-def expected(bet: str, a: int, b: int, layout=EXAMPLE_LAYOUT) -> str:  # type: ignore[no-untyped-def]
+def _combos(text: str) -> frozenset[tuple[int, int]]:
+    return frozenset((int(c[0]), int(c[2])) for c in text.split())
+
+
+# The example layout's hops, written out by hand from the layout module's docstring and its grid
+# (three rows of seven boxes; the top row; columns 1-2 left, 3-5 center, 6-7 right):
+#     1-1 1-2 | 1-6 2-5 3-4 | 5-6 6-6
+#     1-3 1-4 | 2-2 2-4 3-3 | 4-5 4-6
+#     1-5 2-3 | 4-4 3-5 5-5 | 3-6 2-6
+EXAMPLE_HOPS = {
+    "hop-the-top": _combos("1-1 1-2 1-6 2-5 3-4 5-6 6-6"),  # 12 ways of 36
+    "hop-the-left": _combos("1-1 1-2 1-3 1-4 1-5 2-3"),  # 11 ways
+    "hop-the-right": _combos("5-6 6-6 4-5 4-6 3-6 2-6"),  # 11 ways
+    "hop-the-center": _combos("1-6 2-5 3-4 2-2 2-4 3-3 4-4 3-5 5-5"),  # 14 ways
+}
+
+
+def expected(bet: str, a: int, b: int, hops=EXAMPLE_HOPS) -> str:  # type: ignore[no-untyped-def]
     """The outcome as the regulations word it, written independently of the code under test."""
     total = a + b
     if bet.endswith("-the-hardway"):  # § 668a.2(d): the double shown in the box
@@ -43,8 +60,8 @@ def expected(bet: str, a: int, b: int, layout=EXAMPLE_LAYOUT) -> str:  # type: i
         return "any-number" if {a, b} == {WORD[parts[0]], WORD[parts[1]]} and a != b else "lose"
     if bet == "field":  # § 668a.2(f)(1), § 668a.4
         return "field-2-or-12" if total in (2, 12) else "field" if total in (3, 4, 9, 10, 11) else "lose"
-    if bet in HOPS:  # § 668a.2(f)(2)-(5): the combinations of that part of the layout
-        return bet if (min(a, b), max(a, b)) in layout.combinations(bet) else "lose"
+    if bet in hops:  # § 668a.2(f)(2)-(5): the combinations of that part of the layout
+        return bet if (min(a, b), max(a, b)) in hops[bet] else "lose"
     if bet == "one-six-and-under":  # § 668a.2(f)(6)
         return bet if {a, b} == {1, 6} or total < 7 else "lose"
     if bet == "three-four-and-over":  # § 668a.2(f)(7)
@@ -189,12 +206,25 @@ def test_example_layout_is_the_documented_grid() -> None:
     sides = [set(d[h]) for h in ("hop-the-left", "hop-the-center", "hop-the-right")]
     assert set().union(*sides) == set(cells) and sum(len(s) for s in sides) == 21  # a partition
     assert [sum(ways(c) for c in EXAMPLE_LAYOUT.combinations(h)) for h in HOPS] == [12, 11, 11, 14]
+    assert {h: EXAMPLE_LAYOUT.combinations(h) for h in HOPS} == EXAMPLE_HOPS  # the grid read by hand
+
+
+@pytest.mark.parametrize("hop", HOPS)
+def test_each_hop_wins_on_exactly_its_combinations_of_the_example_layout(hop: str) -> None:
+    """Both orders of the dice; every other roll loses (§ 668a.2(f)(2)-(5))."""
+    for a in range(1, 7):
+        for b in range(1, 7):
+            _, (x,) = PropsAndHops.new(PH).place(1, hop, 100).roll((a, b))
+            assert (x.outcome == hop) == ((min(a, b), max(a, b)) in EXAMPLE_HOPS[hop]), (hop, a, b)
+            assert x.outcome in (hop, "lose")
 
 
 def test_parse_layout_round_trip_and_operator_layout() -> None:
     assert parse_layout(EXAMPLE_LAYOUT.as_dict(), name="example") == EXAMPLE_LAYOUT
     mine = parse_layout({"hop-the-top": ["6-6"], "hop-the-left": ["1-1"], "hop-the-right": ["2-1", "3-3"],
                          "hop-the-center": ["4-3"]})
+    mine_hops = {"hop-the-top": {(6, 6)}, "hop-the-left": {(1, 1)}, "hop-the-right": {(1, 2), (3, 3)},
+                 "hop-the-center": {(3, 4)}}
     assert mine.combinations("hop-the-right") == {(1, 2), (3, 3)}
     m = PropsAndHops.new(PH, mine).place(1, "hop-the-right", 200).place(2, "hop-the-top", 200)
     _, res = m.roll((2, 1))
@@ -202,7 +232,7 @@ def test_parse_layout_round_trip_and_operator_layout() -> None:
     for r in ALL_ROLLS:
         for hop in HOPS:
             _, (x,) = PropsAndHops.new(PH, mine).place(1, hop, 100).roll(r)
-            assert x.outcome == expected(hop, r.first, r.second, mine)
+            assert x.outcome == expected(hop, r.first, r.second, mine_hops)
 
 
 @pytest.mark.parametrize(

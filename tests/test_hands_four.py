@@ -206,17 +206,24 @@ def test_best_needs_four_to_seven_cards(n):
         four.best(tuple(range(n)))
 
 
-@pytest.mark.parametrize("cards, field", [((1, 2, 3), "cards"), ((1, 2, 3, 99), "cards[3]"), ((0, 4, 8, 0), "cards")])
+@pytest.mark.parametrize(
+    "cards, field", [((1, 2, 3), "cards"), ((1, 2, 3, 99), "cards[3]"), ((0, 4, 8, 0), "cards[3]")]
+)
 def test_evaluate_rejects_what_is_not_four_cards(cards, field):
     with pytest.raises(CardError) as err:
         four.evaluate(cards)
     assert err.value.field == field
 
 
-def test_best_of_five_rejects_bad_cards():
+@pytest.mark.parametrize(
+    "cards, field",
+    [((0, 1, 2, 3, "AS"), "cards[4]"), ((0, 1, 2, 3, 4, 99), "cards[5]"), ((0, 4, 8, 12, 0), "cards[4]"),
+     ((0, 4, 8, 12, -100), "cards[4]")],
+)
+def test_best_names_a_bad_card_by_its_place(cards, field):
     with pytest.raises(CardError) as err:
-        four.best((0, 1, 2, 3, "AS"))
-    assert err.value.field == "cards[4]"
+        four.best(cards)
+    assert err.value.field == field
 
 
 def test_every_kind_of_hand_is_ordered_as_641a_6_b():

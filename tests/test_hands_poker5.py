@@ -291,6 +291,13 @@ def test_best_needs_five_to_seven_cards(n):
         poker5.best(tuple(range(n)))
 
 
+@pytest.mark.parametrize("cards, field", [((0, 1, 2, 3, 4, 99), "cards[5]"), ((8, 12, 16, 20, 24, 28, 8), "cards[6]")])
+def test_best_names_a_bad_card_by_its_place(cards, field):
+    with pytest.raises(CardError) as err:
+        poker5.best(cards)
+    assert err.value.field == field
+
+
 @pytest.mark.parametrize(
     "cards, field, words",
     [
@@ -299,8 +306,8 @@ def test_best_needs_five_to_seven_cards(n):
         ((1, 2, 3, 4, 52), "cards[4]", "not a card"),
         ((1, 2, "AS", 4, 5), "cards[2]", "not a card"),
         ((1, 2, 3.0, 4, 5), "cards[2]", "not a card"),
-        ((0, 1, 2, 3, 0), "cards", "same card twice"),  # five 2s
-        ((0, 4, 8, 12, 0), "cards", "same card twice"),  # a flush with a pair
+        ((0, 1, 2, 3, 0), "cards[4]", "duplicate card 2S"),  # five 2s
+        ((0, 4, 8, 12, 0), "cards[4]", "duplicate card 2S"),  # a flush with a pair
         (None, "cards", "sequence of 5"),
     ],
 )

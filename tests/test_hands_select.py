@@ -35,9 +35,30 @@ def test_player_all_five_cards_639a_11():
 def test_player_first_three_643a_7_g_and_667a_11_d_1():
     h = form_hand(R.PLAYER_FIRST_THREE, K.THREE, cards("QS KS AS"), cards("2D 3C"))
     assert h.category is Three.MINI_ROYAL and h.label == "mini-royal" and h.cards == cards("QS KS AS")
+    assert h.kind is K.THREE and h.value == three.evaluate(h.cards)
     # only the first three dealt count, whatever follows
     h = form_hand(R.PLAYER_FIRST_THREE, K.THREE, cards("2S 7H 9D 9C 9S"))
     assert h.category is Three.HIGH_CARD and h.cards == cards("2S 7H 9D")
+
+
+@pytest.mark.parametrize(
+    "player, letter, ace_low",
+    [
+        ("AS 2H 3D", Three.HIGH_CARD, Three.STRAIGHT),
+        ("3C AC 2C 9D 9S", Three.FLUSH, Three.STRAIGHT_FLUSH),
+        ("KS AH 2D", Three.HIGH_CARD, Three.HIGH_CARD),  # K-A-2 is never a straight
+        ("2S 3H 4D", Three.STRAIGHT, Three.STRAIGHT),
+    ],
+)
+def test_player_first_three_a_2_3_is_a_straight_only_when_the_game_says_so(player, letter, ace_low):
+    """§ 667a.6(a) to the letter by default; `three_card_ace_low` (the wager's rule) makes A-2-3 the
+    lowest straight (controller/hands/three.py)."""
+    h = form_hand(R.PLAYER_FIRST_THREE, K.THREE, cards(player))
+    assert h.category is letter and h.value == three.evaluate(h.cards, ace_low=False)
+    assert form_hand(R.PLAYER_FIRST_THREE, K.THREE, cards(player), three_card_ace_low=False) == h
+    low = form_hand(R.PLAYER_FIRST_THREE, K.THREE, cards(player), three_card_ace_low=True)
+    assert low.category is ace_low and low.value == three.evaluate(low.cards, ace_low=True)
+    assert low.cards == h.cards == cards(player)[:3]
 
 
 def test_player_and_community_five_in_all_643a_7_h():
@@ -130,7 +151,7 @@ def test_every_wager_of_every_card_game_forms_its_hand(game_id):
         player, community, dealer = _deal(game, rnd)
         for w in game.wagers.values():
             for rule in {w.rule, w.dealer_rule, w.envy_rule} - {None}:
-                h = form_hand(rule, w.hand, player, community, dealer)
+                h = form_hand(rule, w.hand, player, community, dealer, three_card_ace_low=w.three_card_ace_low)
                 assert h.kind is w.hand and len(h.cards) == {K.POKER5: 5, K.THREE: 3, K.FOUR: 4}[w.hand]
                 assert set(h.cards) <= set(player) | set(community) | set(dealer)
 

@@ -275,6 +275,77 @@ def test_every_builtin_passes_its_own_selection_rules() -> None:
     assert checked >= len(BUILTIN) + 7  # the Five Card Hand Bonus table is checked once per game
 
 
+def _changed(award):  # type: ignore[no-untyped-def]
+    """Another award: one more of the same form, so no printed table of the wager pays it."""
+    if isinstance(award, PercentOfMeter):
+        return PercentOfMeter(award.percent + 1)
+    if isinstance(award, ForOne):
+        return ForOne(award.n + 1)
+    if isinstance(award, ToOne):
+        return ToOne(award.n + 1)
+    assert isinstance(award, Fixed)
+    return Fixed(award.cents + 100)
+
+
+def _other_form(award):  # type: ignore[no-untyped-def]
+    """The same number, the other way of paying it (5 for 1 against 5 to 1), or None."""
+    if isinstance(award, ForOne):
+        return ToOne(award.n)
+    if isinstance(award, ToOne):
+        return ForOne(award.n)
+    return None
+
+
+def _one_award_changed(t: Paytable) -> list[tuple[str, Paytable]]:
+    """Copies of `t` under another id, each with one award changed: every row, every Envy Bonus
+    amount, the Magic Card and Lucky Bonus awards."""
+    out = []
+    for i, p in enumerate(t.pays):
+        for new in (_changed(p.award), _other_form(p.award)):
+            if new is not None:
+                pays = (*t.pays[:i], replace(p, award=new), *t.pays[i + 1 :])
+                out.append((f"{p.hand} {new.describe()}", replace(t, id=f"{t.id}-changed", pays=pays)))
+    if t.envy is not None:
+        for size, row in t.envy.by_wager.items():
+            for hand, fixed in row.items():
+                by_wager = {**t.envy.by_wager, size: {**row, hand: _changed(fixed)}}
+                envy = replace(t.envy, by_wager=by_wager)
+                out.append((f"envy {size} {hand}", replace(t, id=f"{t.id}-changed", envy=envy)))
+    for name in ("magic_card", "lucky_bonus"):
+        if getattr(t, name) is not None:
+            out.append((name, replace(t, id=f"{t.id}-changed", **{name: _changed(getattr(t, name))})))
+    return out
+
+
+PRINTED_FOR = [(t.id, g, w) for t in BUILTIN.values() for g in t.games for w in GAMES[g].wagers if covers(t, g, w)]
+
+
+def test_every_builtin_is_a_printed_table_of_some_wager() -> None:
+    assert {pid for pid, _, _ in PRINTED_FOR} == set(BUILTIN)
+
+
+@pytest.mark.parametrize(("pid", "game_id", "wager_id"), PRINTED_FOR)
+def test_a_printed_table_with_one_award_changed_is_refused(pid: str, game_id: str, wager_id: str) -> None:
+    """The printed-table rule: a copy under another id is selectable only as printed."""
+    t = BUILTIN[pid]
+    w = GAMES[game_id].wagers[wager_id]
+    linked = t.linked_allowed and w.progressive
+    same = replace(t, id=f"{pid}-copy")
+    assert same != t
+    check_paytable_for(same, game_id, wager_id, linked=linked, wager_sizes=[100, 500])
+    variants = _one_award_changed(t)
+    assert len(variants) >= len(t.pays)
+    for what, changed in variants:
+        # the premise: no printed table of this wager has these awards
+        assert all(changed.pays != p.pays or changed.envy != p.envy or changed.magic_card != p.magic_card
+                   or changed.lucky_bonus != p.lucky_bonus for p in BUILTIN.values() if covers(p, game_id, wager_id))
+        with pytest.raises(RulesError) as e:
+            check_paytable_for(changed, game_id, wager_id, linked=False, wager_sizes=[100, 500])
+        assert e.value.field == "paytable", what
+        assert f"{pid}-changed differs from the paytables the regulations print" in str(e.value), what
+        assert pid in str(e.value), what  # names the printed tables to use
+
+
 def test_props_and_hops_covers_every_wager_of_its_game() -> None:
     """Whatever the ids of the game's wagers, § 668a.4 is their one payout schedule."""
     t = BUILTIN["props-and-hops"]

@@ -8,7 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller.cards import parse_cards
 from controller.errors import CardError, InputError, RulesError
+from controller.hands import poker5
+from controller.hands.categories import Poker5
 from controller.money import UNITS_PER_CENT
 from controller.paytables import find_paytable
 from controller.roundio import settle_json
@@ -152,8 +155,20 @@ def test_flop_poker_fold_keeps_progressive_flop_and_three_card_bonus_667a_11_b()
     assert by_seat(prog) == [(1, "royal-flush", "10000.00")]
     tcb = settle(dict(base, wager="three-card-bonus", paytable="flop-poker-three-card-bonus"))
     assert by_seat(tcb) == [(1, "straight-flush", "51.00")]  # 50 to 1, wager returned
-    flop = settle(dict(base, wager="flop", paytable="flop-poker-flop-wager"))
-    assert flop["awards"] == [] and flop["forfeited"] == [1]
+    with pytest.raises(RulesError) as e:  # § 667a.1 "Fold": not making a Flop Wager
+        settle(dict(base, wager="flop", paytable="flop-poker-flop-wager"))
+    assert e.value.field == "seats[0].folded"
+
+
+def test_three_card_bonus_ace_two_three_is_not_a_straight_667a_6_a():
+    """§ 667a.6(a): the ace is low only in a straight with 2, 3, 4 and 5, with no other sequence."""
+    base = {"game": "flop-poker", "wager": "three-card-bonus", "paytable": "flop-poker-three-card-bonus",
+            "community": ["9D", "KD", "7C"]}
+    assert settle(dict(base, seats=[seat(1, ["AS", "2D", "3H"], wager="5.00")]))["awards"] == []
+    suited = settle(dict(base, seats=[seat(1, ["AC", "2C", "3C"], wager="5.00")]))
+    assert by_seat(suited) == [(1, "flush", "20.00")]  # a flush at 3 to 1, not a straight flush
+    high = settle(dict(base, seats=[seat(1, ["AC", "KS", "QH"], wager="5.00")]))
+    assert by_seat(high) == [(1, "straight", "35.00")]  # A-K-Q is the highest straight, 6 to 1
 
 
 def test_flop_poker_uses_exactly_two_community_cards_667a_11_d_2():
@@ -216,8 +231,13 @@ def test_envy_several_qualifying_hands_never_own_or_dealer_639a_11_c_5_v():
         (1, "royal-flush", "1000.00"),
         (1, "straight-flush", "300.00"),
     ]
-    # Seat 4 is paid its royal flush first (it settles before seat 2), then its envy.
-    assert [a["seat"] for a in out["awards"]][:2] == [5, 5]
+    # Seat by seat from the dealer's right; within a seat the paytable award, then its Envy Bonuses.
+    assert [(a["seat"], a["kind"]) for a in out["awards"]] == [
+        (5, "paytable"), (5, "envy"), (5, "envy"),
+        (4, "paytable"), (4, "envy"),
+        (2, "paytable"), (2, "envy"),
+        (1, "envy"), (1, "envy"),
+    ]
 
 
 def test_envy_holder_need_not_have_wagered():
@@ -302,6 +322,39 @@ def test_let_it_ride_magic_card_matches_a_community_card_643a_1():
     assert [(a["kind"], a["amount"]) for a in settle(doc)["awards"]] == [("magic-card", "20.00")]
 
 
+def test_four_card_poker_fold_forfeits_five_card_hand_bonus_641a_11_b():
+    """§ 641a.11(b): a fold ends the player's participation; only the Aces Up Wager is kept."""
+    dealer = ["2H", "5H", "8H", "JH", "KH", "AH"]
+    out = settle(fchb([seat(1, QUADS, wager="1.00", folded=True)], dealer, dealer_wagers=[(1, "1.00")],
+                      game="four-card-poker"))
+    assert out["awards"] == [] and out["forfeited"] == [1]
+
+
+def test_fold_rule_not_in_our_copy_is_refused():
+    doc = fchb([seat(1, ["AS", "KS"], wager="1.00", folded=True)], ["2C", "3D"], game="ultimate-texas-holdem",
+               community=["QS", "JS", "TS"])
+    with pytest.raises(RulesError) as e:
+        settle(doc)
+    assert e.value.field == "seats[0].folded" and "653a.11" in str(e.value)
+
+
+def test_magic_card_on_a_wager_without_it_is_refused():
+    with pytest.raises(RulesError) as e:
+        settle(cs_round([seat(1, NOTHING)], magic_card="AS"))
+    assert e.value.field == "magic_card"
+
+
+def test_lucky_dealer_position_at_let_it_ride_is_refused_643a_1():
+    doc = {
+        "game": "let-it-ride", "wager": "five-card-hand-bonus", "paytable": "five-card-hand-bonus",
+        "meter": {"amount": "10000.00", "reset": "10000.00"}, "community": ["9S", "KD"],
+        "seats": [seat(1, ["2C", "4H", "6D"])], "lucky_seat": "dealer",
+    }
+    with pytest.raises(RulesError) as e:
+        settle(doc)
+    assert e.value.field == "lucky_seat"
+
+
 # --- Bad Beat ---------------------------------------------------------------------------------
 
 
@@ -327,6 +380,17 @@ def test_bad_beat_dealer_two_pair_loses_641a_11_c_6_ii():
 
 def test_bad_beat_needs_two_pair_in_the_losing_hand():
     assert bad_beat(["KS", "KH", "3D", "4S", "7C"], ["9S", "9H", "9D", "3C", "4C", "5S"])["awards"] == []
+
+
+def test_bad_beat_cannot_be_placed_on_the_dealers_hand_641a_7_d_6():
+    doc = {
+        "game": "four-card-poker", "wager": "bad-beat", "paytable": "four-card-poker-bad-beat-a",
+        "seats": [seat(1, ["2S", "3D", "5H", "8C", "JD"], wager="0")],
+        "dealer": {"cards": ["AS", "AH", "AD", "AC", "KD", "2D"], "wagers": [{"seat": 1, "wager": "5.00"}]},
+    }
+    with pytest.raises(RulesError) as e:
+        settle(doc)
+    assert e.value.field == "dealer.wagers"
 
 
 def test_bad_beat_four_of_a_kind_outranks_straight_flush_641a_6_b():
@@ -428,20 +492,127 @@ def _units(text: str) -> int:
     return int(whole) * 1_000_000 + int(frac.ljust(6, "0"))
 
 
-@settings(max_examples=150, deadline=None)
-@given(caribbean_rounds())
-def test_settlement_conserves_money(doc):
-    out = settle(doc)
+# An independent reference for Caribbean Stud, written straight from the printed tables
+# (§ 639a.12(d)(1) Paytable D, § 639a.12(d)(6), § 639a.12(e)(1)-(2)) and the design conventions,
+# sharing nothing with the settlement code but the hand evaluator.
+PAYTABLE_D = {
+    Poker5.ROYAL_FLUSH: ("%", 100), Poker5.STRAIGHT_FLUSH: ("%", 10), Poker5.FOUR_OF_A_KIND: ("x", 300),
+    Poker5.FULL_HOUSE: ("x", 50), Poker5.FLUSH: ("x", 40), Poker5.STRAIGHT: ("x", 30),
+    Poker5.THREE_OF_A_KIND: ("x", 9),
+}
+ENVY_D = {100: {Poker5.ROYAL_FLUSH: 100_000, Poker5.STRAIGHT_FLUSH: 30_000},
+          500: {Poker5.ROYAL_FLUSH: 500_000, Poker5.STRAIGHT_FLUSH: 150_000}}
+FIVE_CARD_HAND_BONUS = {
+    Poker5.ROYAL_FLUSH: ("%", 100), Poker5.STRAIGHT_FLUSH: ("%", 10), Poker5.FOUR_OF_A_KIND: ("x", 500),
+    Poker5.FULL_HOUSE: ("x", 100), Poker5.FLUSH: ("x", 50),
+}
+RESET = 10_000_000_000  # $10,000 in meter units
+
+
+def _cat(cards):
+    return poker5.category(poker5.evaluate(parse_cards(cards)))
+
+
+def _cents(text):
+    whole, _, frac = text.partition(".")
+    return int(whole) * 100 + int(frac.ljust(2, "0")[:2])
+
+
+def reference_progressive(doc):
+    meter = _units(doc["meter"]["amount"])
+    paid = []
+    seats = sorted(doc["seats"], key=lambda s: -s["seat"])
+    for s in seats:
+        wager = _cents(s.get("wager", "0"))
+        if not wager:
+            continue
+        if not s["folded"]:
+            row = PAYTABLE_D.get(_cat(s["cards"]))
+            if row and row[0] == "%":
+                cents = meter * row[1] // 100 // 10_000
+                meter = max(meter - cents * 10_000, RESET)
+                paid.append((s["seat"], "paytable", cents))
+            elif row:
+                paid.append((s["seat"], "paytable", wager * row[1]))
+        for other in seats:
+            if other is not s and not other["folded"] and _cat(other["cards"]) in ENVY_D[wager]:
+                paid.append((s["seat"], "envy", ENVY_D[wager][_cat(other["cards"])]))
+    return paid, meter
+
+
+def reference_five_card_hand_bonus(doc):
+    meter = _units(doc["meter"]["amount"])
+    on_dealer = {d["seat"]: _cents(d["wager"]) for d in doc["dealer"]["wagers"]}
+    dealer_row = FIVE_CARD_HAND_BONUS.get(_cat(doc["dealer"]["cards"]))
+    share = None
+    paid = []
+    for s in sorted(doc["seats"], key=lambda s: -s["seat"]):
+        wager = _cents(s.get("wager", "0"))
+        row = FIVE_CARD_HAND_BONUS.get(_cat(s["cards"])) if wager else None
+        if row and row[0] == "%":
+            cents = meter * row[1] // 100 // 10_000
+            meter = max(meter - cents * 10_000, RESET)
+            paid.append((s["seat"], "player", cents))
+        elif row:
+            paid.append((s["seat"], "player", wager * row[1]))
+        if s["seat"] in on_dealer and dealer_row:
+            if dealer_row[0] == "%":
+                if share is None:  # locked at the first sharer's turn, split equally to the cent
+                    total = meter * dealer_row[1] // 100 // 10_000
+                    share = total // len(on_dealer)
+                    meter = max(meter - share * len(on_dealer) * 10_000, RESET)
+                paid.append((s["seat"], "dealer", share))
+            else:
+                paid.append((s["seat"], "dealer", on_dealer[s["seat"]] * dealer_row[1]))
+    return paid, meter
+
+
+def _check_conservation(out):
     before, after, seeded = (_units(out["meter"][k]) for k in ("before", "after", "seeded"))
     paid = sum(_units(a["amount"]) for a in out["awards"] if a["paid_by"] == "attendant")
     assert before + seeded - paid == after
-    assert after >= _units("10000.00")
-    seats_order = [a["seat"] for a in out["awards"]]
-    assert seats_order == sorted(seats_order, reverse=True)
-    for a in out["awards"]:
-        if a["paid_by"] == "attendant":
-            assert _units(a["meter_before"]) - _units(a["amount"]) <= _units(a["meter_after"])
-    # The meter award chain is continuous: each takes the meter the previous one left.
-    meter_awards = [a for a in out["awards"] if a["paid_by"] == "attendant"]
-    for prev, nxt in zip(meter_awards, meter_awards[1:]):
-        assert prev["meter_after"] == nxt["meter_before"]
+    assert after >= RESET
+
+
+@settings(max_examples=200, deadline=None)
+@given(caribbean_rounds())
+def test_progressive_settlement_matches_the_reference(doc):
+    out = settle(doc)
+    expected, meter_after = reference_progressive(doc)
+    assert [(a["seat"], a["kind"], _cents(a["amount"])) for a in out["awards"]] == expected
+    assert _units(out["meter"]["after"]) == meter_after
+    _check_conservation(out)
+
+
+@st.composite
+def five_card_hand_bonus_rounds(draw):
+    doc = draw(caribbean_rounds())
+    doc["wager"], doc["paytable"] = "five-card-hand-bonus", "five-card-hand-bonus"
+    for s in doc["seats"]:
+        s["folded"] = draw(st.booleans())  # § 639a.11(b): the fold keeps this wager
+    dealer_wagers = [
+        {"seat": s["seat"], "wager": draw(st.sampled_from(["1.00", "5.00"]))}
+        for s in doc["seats"] if draw(st.booleans())
+    ]
+    dealer = doc["dealer"]["cards"]
+    if draw(st.integers(0, 3)) == 0:  # often a royal or straight flush for the dealer, to split
+        used = {c for s in doc["seats"] for c in s["cards"]}
+        for suit in "SHDC":
+            for top in (14, 13):
+                ranks = "23456789TJQKA"
+                want = [ranks[top - 2 - k] + suit for k in range(5)]
+                if not used & set(want):
+                    dealer = want
+    doc["dealer"] = {"cards": dealer, "wagers": dealer_wagers}
+    return doc
+
+
+@settings(max_examples=200, deadline=None)
+@given(five_card_hand_bonus_rounds())
+def test_five_card_hand_bonus_settlement_matches_the_reference(doc):
+    out = settle(doc)
+    expected, meter_after = reference_five_card_hand_bonus(doc)
+    got = [(a["seat"], a["hand_of"], _cents(a["amount"])) for a in out["awards"] if a["kind"] == "paytable"]
+    assert got == expected
+    assert _units(out["meter"]["after"]) == meter_after
+    _check_conservation(out)

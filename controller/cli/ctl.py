@@ -39,12 +39,22 @@ def _parser() -> argparse.ArgumentParser:
     o.add_argument("--game", required=True)
     o.add_argument("--wager", required=True, help="wager id, e.g. progressive, five-card-hand-bonus")
     o.add_argument("--paytable", required=True, help="paytable id or TOML file")
+    o.add_argument("--bet", help="the Props & Hops bet, e.g. field, hop-the-top, six-eight-shake")
     o.add_argument("--meter", help="meter amount in dollars (default: the $10,000.00 reset floor)")
     o.add_argument("--amount", default="1.00", help="amount wagered in dollars (default 1.00)")
     o.add_argument("--players", type=int, default=1, help="players at the table, for Envy Bonus returns")
     o.add_argument("--lucky-positions", type=int, help="positions the Lucky Bonus draws from")
     o.add_argument("--paytable-dir", action="append", default=[], type=Path)
     o.add_argument("--json", action="store_true")
+
+    c = sub.add_parser("check-paytable", help="may this paytable be selected for this wager? (exit 0 yes, 2 no)")
+    c.add_argument("--game", required=True)
+    c.add_argument("--wager", required=True)
+    c.add_argument("--paytable", required=True, help="paytable id or TOML file")
+    c.add_argument("--linked", action="store_true", help="the meter is shared with other tables (§ 605a.8)")
+    c.add_argument("--wager-sizes", default="", help="comma-separated wager sizes offered, e.g. 1.00,5.00")
+    c.add_argument("--no-examples", action="store_true", help="refuse paytables marked as examples")
+    c.add_argument("--paytable-dir", action="append", default=[], type=Path)
 
     t = sub.add_parser("paytables", help="list every built-in and loaded paytable")
     t.add_argument("--paytable-dir", action="append", default=[], type=Path)
@@ -94,13 +104,27 @@ def _cmd_odds(args: argparse.Namespace) -> int:
         raise InputError("--players", f"must be 1..{g.max_seats} for {g.title}")
     report = odds_report(
         g.id, w.id, pt, meter_units=meter, wager_cents=amount, players=args.players,
-        lucky_positions=args.lucky_positions,
+        lucky_positions=args.lucky_positions, bet=args.bet,
     )
     if args.json:
         json.dump(to_json(report), sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_text(report))
+    return 0
+
+
+def _cmd_check_paytable(args: argparse.Namespace) -> int:
+    from ..games import game, wager
+    from ..money import parse_cents
+    from ..paytables import check_paytable_for, find_paytable
+
+    g = game(args.game, "--game")
+    w = wager(g, args.wager, "--wager")
+    pt = find_paytable(args.paytable, args.paytable_dir)
+    sizes = [parse_cents(x.strip(), f"--wager-sizes[{i}]") for i, x in enumerate(args.wager_sizes.split(",")) if x.strip()]
+    check_paytable_for(pt, g.id, w.id, linked=args.linked, wager_sizes=sizes, allow_examples=not args.no_examples)
+    print(f"{pt.id}: may be selected for the {w.title} of {g.title}" + (" (linked)" if args.linked else ""))
     return 0
 
 
@@ -121,7 +145,10 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         args = _parser().parse_args(argv)
-        handler = {"settle": _cmd_settle, "odds": _cmd_odds, "paytables": _cmd_paytables}[args.command]
+        handler = {
+            "settle": _cmd_settle, "odds": _cmd_odds, "check-paytable": _cmd_check_paytable,
+            "paytables": _cmd_paytables,
+        }[args.command]
         return handler(args)
     except InputError as e:
         print(f"progressivectl: {e}", file=sys.stderr)

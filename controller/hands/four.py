@@ -10,7 +10,9 @@ other sequence, so K-A-2-3 is not a straight. Hands of one category are ranked a
 are (§ 667a.6(b)-(c)): larger groups first, then higher ranks, then kickers from the highest.
 
 A player's hand is the best four of the player's five cards (§ 641a.11(c)(2)); the dealer's is
-the best four of the dealer's six (§ 641a.11(c)).
+the best four of the dealer's six (§ 641a.11(c)). Of five cards without four of one suit the best
+four depends on the ranks alone, so `best` looks that up in a table built at import; otherwise it
+tries every four.
 
 A hand's value is one int, higher is better and equal is a tie: the category (a Four member) in
 bits 16-19 and the four ranks in order of significance in bits 0-15, four bits each.
@@ -18,7 +20,6 @@ bits 16-19 and the four ranks in order of significance in bits 0-15, four bits e
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import combinations, combinations_with_replacement
 
@@ -52,10 +53,11 @@ def _pack(category: int, ranks: Iterable[int]) -> int:
 
 def _value(ranks: Sequence[int], flush: bool) -> int:
     """The value of a hand with these ranks, in the order of § 641a.6(b)."""
-    count = Counter(ranks)
-    grouped = sorted(ranks, key=lambda r: (count[r], r), reverse=True)
-    shape = sorted(count.values(), reverse=True)
-    top = straight_top(ranks) if len(count) == 4 else 0
+    # (how many, rank) for each rank: larger groups first, then higher ranks
+    groups = sorted(((ranks.count(r), r) for r in set(ranks)), reverse=True)
+    shape = [k for k, _ in groups]
+    grouped = [r for k, r in groups for _ in range(k)]
+    top = straight_top(ranks) if len(groups) == 4 else 0
     if top:
         grouped = [top, top - 1, top - 2, 14 if top == 4 else top - 3]
     if shape[0] == 4:
@@ -136,27 +138,30 @@ def best(cards: Sequence[int]) -> tuple[int, tuple[int, ...]]:
 
 
 def _best_of_any(cards: Sequence[int]) -> tuple[int, tuple[int, ...]]:
-    hands = iter(combinations(tuple(cards), HAND_SIZE))
-    top_cards = next(hands)
-    top = evaluate(top_cards)
-    for hand in hands:
-        v = evaluate(hand)
-        if v > top:
-            top, top_cards = v, hand
+    try:
+        hands = iter(combinations(tuple(cards), HAND_SIZE))
+        top_cards = next(hands)
+        top = evaluate(top_cards)
+        for hand in hands:
+            v = evaluate(hand)
+            if v > top:
+                top, top_cards = v, hand
+    except CardError:
+        raise hand_error(cards, len(cards)) from None  # name the card by its place in `cards`
     return top, top_cards
 
 
-def _best_plain(product: int) -> tuple[int, int]:
-    """Of five cards with this rank product and no four of one suit: the best value and the
-    rank index (0..12) of a card to leave out."""
-    return max((_PLAIN[product // p], r - 2) for r, p in _RANK_PRIME.items() if product % p == 0)
+def _best_plain(ranks: Sequence[int]) -> tuple[int, tuple[int, int]]:
+    """Five cards of these ranks, no four of one suit: (rank product, (the best value of four of
+    them, the rank index 0..12 of the card to leave out))."""
+    p = _product(ranks)
+    return p, max((_PLAIN[p // _RANK_PRIME[r]], r - 2) for r in set(ranks))
 
 
 # The best four of five cards depends on their ranks alone unless four share a suit.
-_BEST_OF_FIVE: dict[int, tuple[int, int]] = {
-    p: _best_plain(p)
-    for p in (_product(rs) for rs in combinations_with_replacement(_RANKS, 5) if len(set(rs)) > 1)
-}
+_BEST_OF_FIVE: dict[int, tuple[int, int]] = dict(
+    _best_plain(rs) for rs in combinations_with_replacement(_RANKS, 5) if len(set(rs)) > 1
+)
 # A byte per suit: adding 0x7C to a count of 4 or 5 sets that byte's top bit.
 _SUIT_BYTE: list[int] = [1 << 8 * (card & 3) for card in range(52)]
 
@@ -167,10 +172,8 @@ def _best_of_five(cards: Sequence[int]) -> tuple[int, tuple[int, ...]]:
         if (_SUIT_BYTE[a] + _SUIT_BYTE[b] + _SUIT_BYTE[c] + _SUIT_BYTE[d] + _SUIT_BYTE[e] + 0x7C7C7C7C) & 0x80808080:
             return _best_of_any(cards)  # a four-card flush is possible: try every four
         value, left_out = _BEST_OF_FIVE[_PRIME[a] * _PRIME[b] * _PRIME[c] * _PRIME[d] * _PRIME[e]]
+        i = (a >> 2, b >> 2, c >> 2, d >> 2, e >> 2).index(left_out)
     except (ValueError, TypeError, IndexError, KeyError):
         raise hand_error(cards, 5) from None
-    hand = tuple(cards)
-    i = 0
-    while hand[i] >> 2 != left_out:
-        i += 1
+    hand = (a, b, c, d, e)
     return value, hand[:i] + hand[i + 1 :]

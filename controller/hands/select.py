@@ -2,6 +2,22 @@
 
 `form_hand` checks the cards (ints 0..51, no card twice anywhere on the table, the counts the
 rule needs) and returns a `Hand`: its kind, value, category and the cards that make it.
+
+Card counts each rule accepts (cards in the order dealt):
+
+    player                   player 5
+    player-first-three       player 3 to 5; the first three
+    player+community         player and community 5 in all
+    player+flop              player 2, community 3 to 5; the first three community cards
+    player+two-of-community  player 3, community 3; the best of the three ways to take two
+    player-best-four         player 5; the best four
+    dealer-first-five        dealer 5 or 6; the first five
+    dealer+flop              dealer 2, community 3 to 5; the first three community cards
+    dealer+community         dealer and community 5 in all
+    dealer-best-four         dealer 4 to 7; the best four
+
+Choices that tie have the same value, so which one is the hand matters only for the cards shown:
+player+two-of-community keeps the first of the community pairs (1st, 2nd), (1st, 3rd), (2nd, 3rd).
 """
 
 from __future__ import annotations
@@ -111,8 +127,13 @@ def form_hand(
     player: Sequence[int],
     community: Sequence[int] = (),
     dealer: Sequence[int] = (),
+    *,
+    three_card_ace_low: bool = False,
 ) -> Hand:
     """The hand of `kind` that `rule` forms from the player's, the community and the dealer's cards.
+
+    `three_card_ace_low`: whether A-2-3 is a straight in a three-card hand (the game's rule; see
+    controller/hands/three.py).
 
     Cards are ints 0..51 in the order dealt. Every card given is checked, whether the rule uses
     it or not: a card that is not a card, or one seen twice, is a CardError naming its place
@@ -129,17 +150,18 @@ def form_hand(
     p = _cards("player", player, seen)
     c = _cards("community", community, seen)
     d = _cards("dealer", dealer, seen)
-    return _form(rule, p, c, d)
+    return _form(rule, p, c, d, three_card_ace_low)
 
 
-def _form(rule: CardRule, p: Cards, c: Cards, d: Cards) -> Hand:
+def _form(rule: CardRule, p: Cards, c: Cards, d: Cards, ace_low: bool = False) -> Hand:
     R = CardRule
     if rule is R.PLAYER:
         _count("player", p, rule, 5)
         return _hand(HandKind.POKER5, p)
     if rule is R.PLAYER_FIRST_THREE:
         _count("player", p, rule, 3, 5)
-        return _hand(HandKind.THREE, p[:3])
+        value = three.evaluate(p[:3], ace_low)
+        return Hand(HandKind.THREE, value, three.category(value), p[:3])
     if rule is R.PLAYER_AND_COMMUNITY:
         _five_in_all("player", p, c, rule)
         return _hand(HandKind.POKER5, p + c)

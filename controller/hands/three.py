@@ -4,10 +4,15 @@ From highest to lowest: mini-royal (A-K-Q of one suit; "a royal" in § 667a.6(d)
 flush, three-of-a-kind, straight, flush, pair, high card. In three cards a straight outranks a
 flush (§ 667a.6(d)(4)-(5)).
 
+The ace: § 667a.6(a) ranks it highest and lets it be used low only "to complete a straight
+flush or a straight formed with a 2, 3, 4 and 5 but [it] may not be combined with any other
+sequence of cards". Read to the letter, A-2-3 is therefore not a straight in Flop Poker's three
+cards: it is ace-high (or, suited, a flush). That is the default (`ace_low=False`). Games whose
+rules do let A-2-3 be a straight (Three Card Poker's custom, and the well-known table of 22,100
+three-card hands with 720 straights) evaluate with `ace_low=True`: A-2-3 is then the lowest
+straight, written 3-2-A. Either way K-A-2 is not a straight and A-K-Q is the highest.
+
 Decisions where § 667a.6(d) is silent:
-- A-2-3 is a straight (and, suited, a straight flush): the lowest one, written 3-2-A. The ace
-  joins 2-3 as § 667a.6(a) lets it join 2-3-4-5 in five cards, and no other sequence, so K-A-2 is
-  not a straight. A-K-Q is the highest straight.
 - Hands of one category are ranked as five-card hands are (§ 667a.6(b)-(c)): a straight by its
   highest card, a pair by its rank then the kicker, three-of-a-kind by its rank, a flush and a
   high-card hand card by card from the highest.
@@ -18,7 +23,6 @@ bits 12-15 and the three ranks in order of significance in bits 0-11, four bits 
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable, Sequence
 from itertools import combinations, combinations_with_replacement
 
@@ -31,11 +35,11 @@ _RANK_PRIME = dict(zip(_RANKS, (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41))
 _PRIME: list[int] = [_RANK_PRIME[r] for r in _RANKS for _ in range(4)]
 
 
-def straight_top(ranks: Sequence[int]) -> int:
-    """The highest card of a straight made of these three ranks (3 for A-2-3), else 0."""
+def straight_top(ranks: Sequence[int], ace_low: bool = False) -> int:
+    """The highest card of a straight made of these three ranks (3 for A-2-3 when `ace_low`), else 0."""
     ordered = sorted(ranks)
     if ordered == [2, 3, 14]:
-        return 3  # A-2-3, the lowest straight (see the module docstring)
+        return 3 if ace_low else 0  # see the module docstring
     if ordered[2] - ordered[0] == 2 and len(set(ordered)) == 3:
         return ordered[2]
     return 0
@@ -48,22 +52,23 @@ def _pack(category: int, ranks: Iterable[int]) -> int:
     return value
 
 
-def _value(ranks: Sequence[int], flush: bool) -> int:
+def _value(ranks: Sequence[int], flush: bool, ace_low: bool) -> int:
     """The value of a hand with these ranks, from the definitions in § 667a.6(d)."""
-    count = Counter(ranks)
-    grouped = sorted(ranks, key=lambda r: (count[r], r), reverse=True)
-    top = straight_top(ranks) if len(count) == 3 else 0
+    # (how many, rank) for each rank: larger groups first, then higher ranks
+    groups = sorted(((ranks.count(r), r) for r in set(ranks)), reverse=True)
+    grouped = [r for k, r in groups for _ in range(k)]
+    top = straight_top(ranks, ace_low) if len(groups) == 3 else 0
     if top:
         grouped = [top, top - 1, 14 if top == 3 else top - 2]
     if top and flush:
         cat = Three.MINI_ROYAL if top == 14 else Three.STRAIGHT_FLUSH
-    elif len(count) == 1:
+    elif len(groups) == 1:
         cat = Three.THREE_OF_A_KIND
     elif top:
         cat = Three.STRAIGHT
     elif flush:
         cat = Three.FLUSH
-    elif len(count) == 2:
+    elif len(groups) == 2:
         cat = Three.PAIR
     else:
         cat = Three.HIGH_CARD
@@ -77,25 +82,29 @@ def _product(ranks: Iterable[int]) -> int:
     return p
 
 
-# Prime product of the ranks -> value.
-_PLAIN: dict[int, int] = {
-    _product(rs): _value(rs, flush=False) for rs in combinations_with_replacement(_RANKS, HAND_SIZE)
-}
-_FLUSH: dict[int, int] = {_product(rs): _value(rs, flush=True) for rs in combinations(_RANKS, HAND_SIZE)}
+def _tables(ace_low: bool) -> tuple[dict[int, int], dict[int, int]]:
+    """Prime product of the ranks -> value, for unsuited and for suited cards."""
+    plain = {_product(rs): _value(rs, False, ace_low) for rs in combinations_with_replacement(_RANKS, HAND_SIZE)}
+    flush = {_product(rs): _value(rs, True, ace_low) for rs in combinations(_RANKS, HAND_SIZE)}
+    return plain, flush
 
 
-def evaluate(cards: Sequence[int]) -> int:
+_TABLES = {False: _tables(False), True: _tables(True)}
+
+
+def evaluate(cards: Sequence[int], ace_low: bool = False) -> int:
     """The value of exactly three cards: higher is better, equal is a tie.
 
-    The cards must be distinct ints 0..51 (not checked here, for speed); a wrong count or a
-    non-card raises CardError.
+    `ace_low`: whether A-2-3 is a straight (see the module docstring). The cards must be distinct
+    ints 0..51 (not checked here, for speed); a wrong count or a non-card raises CardError.
     """
     try:
         a, b, c = cards
         key = _PRIME[a] * _PRIME[b] * _PRIME[c]
+        plain, flush = _TABLES[ace_low]
         if a & 3 == b & 3 == c & 3:
-            return _FLUSH[key]
-        return _PLAIN[key]
+            return flush[key]
+        return plain[key]
     except (ValueError, TypeError, IndexError, KeyError):
         raise hand_error(cards, HAND_SIZE) from None
 

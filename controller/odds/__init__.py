@@ -1,16 +1,20 @@
 """Exact odds by enumeration: counts of hands, return at a meter, break-even meter (docs/odds.md)."""
 
-from .counts import HandCounts, hand_counts
+from .badbeat import BadBeatCounts, bad_beat_counts
+from .counts import HandCounts, clear_caches, hand_counts
 from .render import render_text, to_json
 from .report import LOSING, Bonus, OddsReport, Outcome, break_even_meter, odds_report
 
 __all__ = [
     "LOSING",
+    "BadBeatCounts",
     "Bonus",
     "HandCounts",
     "OddsReport",
     "Outcome",
+    "bad_beat_counts",
     "break_even_meter",
+    "clear_caches",
     "hand_counts",
     "odds_report",
     "render_text",

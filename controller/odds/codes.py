@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from functools import cache
 from itertools import combinations, combinations_with_replacement
 
 from ..hands.categories import Four, Poker5, Three
@@ -44,16 +45,17 @@ def first_rank_of(code_: int) -> int:
     return code_ & 15
 
 
-def _straight_top(ranks: Sequence[int], size: int) -> int:
+def _straight_top(ranks: Sequence[int], size: int, ace_low: bool = True) -> int:
     """The top card of a straight of `size` distinct ranks, else 0. The ace is low only in
-    A-2-3-4-5 (§ 667a.6(a)) and, by the same rule, in A-2-3-4 and A-2-3; it joins no other
-    sequence (so K-A-2 is no straight)."""
+    A-2-3-4-5 (§ 667a.6(a)) and, as controller.hands has it, in A-2-3-4; in A-2-3 only where the
+    game's rule says so (`ace_low`, Wager.three_card_ace_low). It joins no other sequence (so
+    K-A-2 is no straight)."""
     s = sorted(set(ranks))
     if len(s) != size or len(ranks) != size:
         return 0
     if s[-1] - s[0] == size - 1:
         return s[-1]
-    if s[-1] == ACE and s[:-1] == list(range(2, size + 1)):
+    if ace_low and s[-1] == ACE and s[:-1] == list(range(2, size + 1)):
         return size  # A-2-3-4-5 is a five-high straight
     return 0
 
@@ -87,10 +89,11 @@ def poker5_code(ranks: Sequence[int], flush: bool) -> int:
     return code(Poker5.HIGH_CARD, max(ranks))
 
 
-def three_code(ranks: Sequence[int], flush: bool) -> int:
-    """Three-card hands, § 667a.6(d) and § 643a.6(d): a straight outranks a flush."""
+def three_code(ranks: Sequence[int], flush: bool, ace_low: bool = False) -> int:
+    """Three-card hands, § 667a.6(d) and § 643a.6(d): a straight outranks a flush. A-2-3 is a
+    straight only with `ace_low` (§ 667a.6(a) lets the ace be low in 2-3-4-5 alone)."""
     groups = _groups(ranks)
-    top = _straight_top(ranks, 3)
+    top = _straight_top(ranks, 3, ace_low)
     n1, r1 = groups[0]
     if top and flush:
         return code(Three.MINI_ROYAL if top == ACE else Three.STRAIGHT_FLUSH, top)
@@ -133,14 +136,19 @@ def _multisets(size: int) -> list[tuple[int, ...]]:
     return [rs for rs in combinations_with_replacement(RANKS, size) if max(Counter(rs).values()) <= 4]
 
 
+@cache
+def _four_code(ranks: tuple[int, ...], flush: bool) -> int:
+    return four_code(ranks, flush)
+
+
 def _best_four(ranks: Sequence[int]) -> int:
     """Best rank-only Four Card Poker code of any four of these ranks (no flush)."""
-    return max(four_code(sub, False) for sub in combinations(ranks, 4))
+    return max(_four_code(sub, False) for sub in combinations(sorted(ranks), 4))
 
 
 def _best_four_flush(ranks: Sequence[int]) -> int:
     """Best Four Card Poker code of four of these distinct ranks all of one suit."""
-    return max(four_code(sub, True) for sub in combinations(ranks, 4))
+    return max(_four_code(sub, True) for sub in combinations(sorted(ranks), 4))
 
 
 class Tables:
@@ -153,8 +161,13 @@ class Tables:
             rank_key(rs): poker5_code(rs, True) for rs in combinations(RANKS, 5)
         }
         three = _multisets(3)
-        self.three_plain: dict[int, int] = {rank_key(rs): three_code(rs, False) for rs in three}
-        self.three_flush: dict[int, int] = {rank_key(rs): three_code(rs, True) for rs in combinations(RANKS, 3)}
+        # Indexed by ace_low (False, True): whether A-2-3 is a straight.
+        self.three_plain: tuple[dict[int, int], ...] = tuple(
+            {rank_key(rs): three_code(rs, False, low) for rs in three} for low in (False, True)
+        )
+        self.three_flush: tuple[dict[int, int], ...] = tuple(
+            {rank_key(rs): three_code(rs, True, low) for rs in combinations(RANKS, 3)} for low in (False, True)
+        )
         # Best four of five (§ 641a.11(c)(2)) without flushes, and the best four suited ranks.
         self.four_of_five_plain: dict[int, int] = {rank_key(rs): _best_four(rs) for rs in five}
         self.four_flush: dict[int, int] = {

@@ -11,8 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+from collections import Counter
 from functools import cache
-from math import comb
+from itertools import combinations, combinations_with_replacement
+from math import comb, prod
 from types import MappingProxyType
 
 from ..errors import RulesError
@@ -86,13 +88,13 @@ def _poker5(cards: tuple[int, ...]) -> int:
     return t.poker5_plain[key]
 
 
-def _three(cards: tuple[int, ...]) -> int:
+def _three(cards: tuple[int, ...], ace_low: bool = False) -> int:
     t = tables()
     a, b, c = cards
     key = KEY[a] + KEY[b] + KEY[c]
     if a & 3 == b & 3 == c & 3:
-        return t.three_flush[key]
-    return t.three_plain[key]
+        return t.three_flush[ace_low][key]
+    return t.three_plain[ace_low][key]
 
 
 def _best_four(cards: tuple[int, ...], plain: Mapping[int, int]) -> int:
@@ -106,23 +108,80 @@ def _best_four(cards: tuple[int, ...], plain: Mapping[int, int]) -> int:
 
 
 @cache
-def hand_counts(kind: HandKind, rule: CardRule) -> HandCounts:
-    """Exact counts for the hand a wager of this kind and card rule is paid on."""
+def _five_card_codes() -> dict[int, int]:
+    return _count_patterns(5, _poker5)
+
+
+def _six_card_best_four() -> dict[int, int]:
+    """Best four of six cards (the Four Card Poker dealer, § 641a.11(c)) by rank multiset: a
+    multiset r has prod C(4, r_i) suit choices; of those, the ones with four or more cards of one
+    suit s (at most one suit, in six cards) are counted by the set F of ranks held in s: 4 choices
+    of s, then C(3, r_i - 1) for the other cards of a rank in F and C(3, r_i) for the others."""
+    t = tables()
+    out: dict[int, int] = {}
+    for ranks, key in _multisets_with_keys(6):
+        count = Counter(ranks)
+        plain = t.four_of_six_plain[key]
+        total = prod(comb(4, n) for n in count.values())
+        distinct = sorted(count)
+        for size in range(4, len(distinct) + 1):
+            for suited in combinations(distinct, size):
+                ways = 4 * prod(comb(3, n - 1) if r in suited else comb(3, n) for r, n in count.items())
+                if ways:
+                    best = max(plain, t.four_flush[sum(KEY[(r - 2) * 4] for r in suited)])
+                    out[best] = out.get(best, 0) + ways
+                    total -= ways
+        out[plain] = out.get(plain, 0) + total
+    return out
+
+
+def _multisets_with_keys(size: int) -> list[tuple[tuple[int, ...], int]]:
+    return [
+        (rs, sum(KEY[(r - 2) * 4] for r in rs))
+        for rs in combinations_with_replacement(range(2, 15), size)
+        if max(Counter(rs).values()) <= 4
+    ]
+
+
+def hand_counts(kind: HandKind, rule: CardRule, *, three_card_ace_low: bool = False) -> HandCounts:
+    """Exact counts for the hand a wager of this kind and card rule is paid on.
+
+    `three_card_ace_low` (the wager's rule, Wager.three_card_ace_low): whether A-2-3 is a
+    straight in three cards; it matters to three-card hands only."""
+    return _hand_counts(kind, rule, kind is HandKind.THREE and three_card_ace_low)
+
+
+@cache
+def _hand_counts(kind: HandKind, rule: CardRule, three_card_ace_low: bool) -> HandCounts:
     if kind is HandKind.POKER5 and rule in FIVE_RANDOM_CARDS:
-        codes = _count_patterns(5, _poker5)
-        return _freeze(kind, rule, codes, comb(52, 5), "all 2,598,960 five-card hands, by suit pattern")
+        return _freeze(kind, rule, _five_card_codes(), comb(52, 5), "every five-card hand, by suit pattern")
     if kind is HandKind.POKER5 and rule is CardRule.PLAYER_AND_TWO_OF_COMMUNITY:
         from .flop import flop_codes
 
-        return _freeze(kind, rule, flop_codes(), comb(52, 3) * comb(49, 3), "all 407,170,400 Flop Poker deals")
+        return _freeze(kind, rule, flop_codes(), comb(52, 3) * comb(49, 3), "every deal of the player's three cards and the flop, by suit class and triangle counting")
     if kind is HandKind.THREE and rule is CardRule.PLAYER_FIRST_THREE:
-        return _freeze(kind, rule, _count_patterns(3, _three), comb(52, 3), "all 22,100 three-card hands")
+        codes = _count_patterns(3, lambda cards: _three(cards, three_card_ace_low))
+        straights = "A-2-3 a straight" if three_card_ace_low else "A-2-3 not a straight"
+        return _freeze(kind, rule, codes, comb(52, 3), f"every three-card hand, by suit pattern ({straights})")
     if kind is HandKind.FOUR and rule is CardRule.PLAYER_BEST_FOUR:
         plain5 = tables().four_of_five_plain
         codes = _count_patterns(5, lambda cards: _best_four(cards, plain5))
-        return _freeze(kind, rule, codes, comb(52, 5), "best four of all 2,598,960 five-card hands")
+        return _freeze(kind, rule, codes, comb(52, 5), "best four of every five-card hand, by suit pattern")
     if kind is HandKind.FOUR and rule is CardRule.DEALER_BEST_FOUR:
-        plain6 = tables().four_of_six_plain
-        codes = _count_patterns(6, lambda cards: _best_four(cards, plain6))
-        return _freeze(kind, rule, codes, comb(52, 6), "best four of all 20,358,520 six-card hands")
+        return _freeze(kind, rule, _six_card_best_four(), comb(52, 6), "best four of every six-card hand, by rank multiset and suited ranks")
     raise RulesError("rule", f"no exact count for {kind.value} hands formed by the {rule.value!r} rule")
+
+
+def clear_caches() -> None:
+    """Forget every cached count and table (for benchmarks that time a cold start)."""
+    from . import badbeat, codes, suits
+
+    badbeat.bad_beat_counts.cache_clear()
+    badbeat._tables.cache_clear()
+    badbeat._four_value.cache_clear()
+    _hand_counts.cache_clear()
+    _five_card_codes.cache_clear()
+    suits.suit_patterns.cache_clear()
+    suits.suit_classes.cache_clear()
+    codes._four_code.cache_clear()
+    codes._TABLES = None

@@ -8,11 +8,12 @@ people are rounded exactly from Fractions, never through a binary float.
 from __future__ import annotations
 
 from fractions import Fraction
+from math import ceil
 from typing import Any
 
 from ..cards import RANKS
 from ..games import GAMES
-from ..money import format_cents, format_dollars_human, format_units
+from ..money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units
 from .report import LOSING, Bonus, OddsReport, Outcome
 
 
@@ -74,6 +75,8 @@ def to_json(report: OddsReport) -> dict[str, Any]:
         "return": f"{r.return_.numerator}/{r.return_.denominator}",
         "return_percent": decimal(r.return_ * 100, 6).replace(",", ""),
         "break_even_meter": None if r.break_even_meter_units is None else format_units(r.break_even_meter_units),
+        # The root of the return before flooring, up to the next meter unit (a millionth of a dollar).
+        "break_even_linear": None if r.break_even_linear_units is None else format_units(ceil(r.break_even_linear_units)),
         "notes": list(r.notes),
     }
 
@@ -84,6 +87,13 @@ def _hand_text(o: Outcome) -> str:
     if o.min_rank is not None:
         return f"{o.hand} ({RANKS[o.min_rank - 2]} or better)"
     return o.hand
+
+
+def _meter(units: int) -> str:
+    """Meter units for people: whole cents as "$10,000.00", else every sub-cent digit."""
+    if units % UNITS_PER_CENT == 0:
+        return format_dollars_human(units // UNITS_PER_CENT)
+    return "$" + format_units(units)
 
 
 def _one_in(p: Fraction) -> str:
@@ -106,9 +116,8 @@ def render_text(report: OddsReport) -> str:
     w = g.wagers[r.wager_id]
     lines = [
         f"{g.title}: {w.title}" + (f", {r.bet}" if r.bet else ""),
-        f"Paytable {r.paytable_id}; meter {format_dollars_human(r.meter_units // 10_000)}"
-        f"{'' if r.meter_units % 10_000 == 0 else ' (and ' + format_units(r.meter_units % 10_000) + ' below a cent)'};"
-        f" wager {format_dollars_human(r.wager_cents)}; {r.players} player{'s' if r.players != 1 else ''}",
+        f"Paytable {r.paytable_id}; meter {_meter(r.meter_units)}; wager {format_dollars_human(r.wager_cents)};"
+        f" {r.players} player{'s' if r.players != 1 else ''}",
         f"Method: {r.method}" + (f" ({r.total:,} equally likely deals)" if r.total else ""),
         "",
     ]
@@ -141,6 +150,6 @@ def render_text(report: OddsReport) -> str:
     lines.append("")
     lines.append(f"Return: {decimal(r.return_ * 100, 4)}% of the amount wagered (exactly {r.return_.numerator}/{r.return_.denominator})")
     if r.break_even_meter_units is not None:
-        lines.append(f"Break-even meter: {format_dollars_human(r.break_even_meter_units // 10_000)}")
+        lines.append(f"Break-even meter: {_meter(r.break_even_meter_units)}")
     lines += [f"Note: {n}" for n in r.notes]
     return "\n".join(lines) + "\n"

@@ -8,7 +8,9 @@ outcome (Envy Bonus, Magic Card, Lucky Bonus). All arithmetic is in integers and
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import IntEnum
 from fractions import Fraction
 from math import ceil
 
@@ -18,7 +20,7 @@ from ..games import CardRule, Game, HandKind, Wager, game, wager
 from ..hands.categories import category_from_label
 from ..money import UNITS_PER_CENT, format_dollars_human
 from ..paytables.model import ANY_WAGER, Pay, Paytable, hand_type
-from .counts import HandCounts, hand_counts
+from .counts import hand_counts
 
 LOSING = "other"  # the hand label of the losing remainder: every outcome no row pays
 
@@ -70,6 +72,7 @@ class OddsReport:
     bonuses: tuple[Bonus, ...]
     return_: Fraction  # expected amount received / amount wagered, at meter_units
     break_even_meter_units: int | None  # whole cents; None when no award is a percentage of the meter
+    break_even_linear_units: Fraction | None  # the exact root of the return without flooring
     notes: tuple[str, ...] = ()
 
     @property
@@ -114,24 +117,31 @@ def _check_paytable(g: Game, w: Wager, paytable: object) -> Paytable:
 
 def _card_rows(w: Wager, paytable: Paytable) -> tuple[list[_Row], int, str]:
     """Rows in paytable order plus the losing remainder, from exact hand counts."""
+    by_hand: Mapping[tuple[IntEnum, int | None], int]
     if w.dealer_rule is CardRule.DEALER_BEST_FOUR:
-        from .badbeat import bad_beat_counts
+        # The Bad Beat Bonus is paid on the losing hand of the player's and the dealer's (§ 641a.7(d)(6)).
+        from . import badbeat
 
-        counts = bad_beat_counts()
+        if any(p.min_rank is not None for p in paytable.pays):
+            raise RulesError("paytable", f"{paytable.id!r}: a Bad Beat row is paid on the losing hand's category; a min_rank is not supported")
+        bad_beat = badbeat.bad_beat_counts()
+        by_hand = {(c, None): n for c, n in bad_beat.by_losing_hand.items()}
+        total, method = bad_beat.total, bad_beat.method
     else:
-        counts = hand_counts(w.hand, w.rule)
+        counts = hand_counts(w.hand, w.rule, three_card_ace_low=w.three_card_ace_low)
+        by_hand, total, method = counts.by_hand, counts.total, counts.method
     per_row = [0] * len(paytable.pays)
     paid = 0
-    for (category, first_rank), n in counts.by_hand.items():
+    for (category, first_rank), n in by_hand.items():
         pay = paytable.pay_for(category, first_rank)
         if pay is None:
             continue
         index = next(i for i, p in enumerate(paytable.pays) if p is pay)
         per_row[index] += n
         paid += n
-    rows = [_Row(p, n, Fraction(n, counts.total)) for p, n in zip(paytable.pays, per_row)]
-    rows.append(_Row(None, counts.total - paid, Fraction(counts.total - paid, counts.total)))
-    return rows, counts.total, counts.method
+    rows = [_Row(p, n, Fraction(n, total)) for p, n in zip(paytable.pays, per_row)]
+    rows.append(_Row(None, total - paid, Fraction(total - paid, total)))
+    return rows, total, method
 
 
 def _dice_rows(g: Game, w: Wager, paytable: Paytable, bet: str | None) -> tuple[list[_Row], str]:
@@ -179,7 +189,7 @@ def _bonuses(
         else:
             # Every other player's hand has the same distribution as this one, so the expected
             # envy is (players - 1) times one other hand's chance: linearity of expectation.
-            counts = hand_counts(w.hand, w.envy_rule or w.rule)
+            counts = hand_counts(w.hand, w.envy_rule or w.rule, three_card_ace_low=w.three_card_ace_low)
             enum = hand_type(w.hand)
             assert enum is not None
             for label, fixed in sorted(row.items(), key=lambda kv: category_from_label(enum, kv[0]), reverse=True):
@@ -197,7 +207,7 @@ def _bonuses(
         if paytable.lucky_bonus is not None:
             # § 639a.1 "Lucky Bonus": a player's seat, or the dealer's position where a wager
             # may be placed on the dealer's hand.
-            positions = lucky_positions or g.max_seats + (1 if w.dealer_rule is not None else 0)
+            positions = lucky_positions or g.max_seats + (1 if w.dealer_bets else 0)
             award = paytable.lucky_bonus
             out.append((Bonus("lucky-bonus", "lucky-bonus", 1, positions, Fraction(1, positions), 1,
                               award.describe(), 0), award))
@@ -211,6 +221,21 @@ def _return_cents(
     return sum((p * received_cents(a, meter_units, wager_cents) for p, a in rows), Fraction(0))
 
 
+def _linear(rows: list[tuple[Fraction, Award]], wager_cents: int) -> tuple[Fraction, Fraction, Fraction]:
+    """The return without flooring is (fixed + slope·M) / wager: (fixed cents, slope in cents
+    per meter unit, the chance of a percentage award)."""
+    percent = [(p, a) for p, a in rows if isinstance(a, PercentOfMeter)]
+    fixed = sum((p * received_cents(a, 0, wager_cents) for p, a in rows if not isinstance(a, PercentOfMeter)), Fraction(0))
+    slope = sum((p * a.percent / 100 for p, a in percent), Fraction(0)) / UNITS_PER_CENT
+    return fixed, slope, sum((p for p, _ in percent), Fraction(0))
+
+
+def break_even_linear(rows: list[tuple[Fraction, Award]], wager_cents: int) -> Fraction | None:
+    """The meter (units, exact) at which the return would reach 1 if awards were not floored."""
+    fixed, slope, _ = _linear(rows, wager_cents)
+    return None if slope == 0 else max(Fraction(0), (wager_cents - fixed) / slope)
+
+
 def break_even_meter(rows: list[tuple[Fraction, Award]], wager_cents: int) -> int | None:
     """The least whole-cent meter (in units) at which the return as paid reaches 1.
 
@@ -219,20 +244,16 @@ def break_even_meter(rows: list[tuple[Fraction, Award]], wager_cents: int) -> in
     the return, by less than a cent per award, so the answer lies between that root and the root
     of a + s·M - Σp = wager; a binary search over whole cents finds it.
     """
-    percent = [(p, a) for p, a in rows if isinstance(a, PercentOfMeter)]
-    if not percent:
+    fixed, slope, loss = _linear(rows, wager_cents)  # flooring loses less than a cent per award
+    if slope == 0:
         return None
-    fixed = sum((p * received_cents(a, 0, wager_cents) for p, a in rows if not isinstance(a, PercentOfMeter)), Fraction(0))
-    slope = sum((p * a.percent / 100 for p, a in percent), Fraction(0)) / UNITS_PER_CENT  # cents per unit
-    loss = sum((p for p, _ in percent), Fraction(0))  # at most one cent per percentage award
 
     def reaches(cents: int) -> bool:
         return _return_cents(rows, cents * UNITS_PER_CENT, wager_cents) >= wager_cents
 
     low = max(0, ceil((wager_cents - fixed) / slope / UNITS_PER_CENT))
     high = max(low, ceil((wager_cents - fixed + loss) / slope / UNITS_PER_CENT))
-    while not reaches(high):  # cannot happen by the bound above; kept so a slip cannot loop forever
-        high = high * 2 + 1
+    assert reaches(high), "the return at the upper bound must reach 1"
     while low < high:
         mid = (low + high) // 2
         if reaches(mid):
@@ -317,5 +338,6 @@ def odds_report(
         bonuses=paid_bonuses,
         return_=expected / wager_cents,
         break_even_meter_units=break_even_meter(weighted, wager_cents),
+        break_even_linear_units=break_even_linear(weighted, wager_cents),
         notes=tuple(notes),
     )
