@@ -25,7 +25,8 @@ The rules followed, by section:
 - Five Card Hand Bonus on the dealer's hand: a percentage award is divided equally among the
   players who wagered on the dealer's hand (§ 639a.12(e)(2), § 641a.12(g)(2)). The share is
   locked at the turn of the first of them in settlement order; indivisible cents stay on the meter.
-- Magic Card and Lucky Bonus are additional payouts (§ 639a.1, § 641a.1, § 643a.1, § 639a.12(e)(3)).
+- Magic Card and Lucky Bonus are "additional" payouts (§ 639a.1, § 641a.1, § 643a.1, § 639a.12(e)(3)):
+  paid on top of a winning Five Card Hand Bonus hand, never alone (docs/rules.md says why).
 - Bad Beat Bonus (§ 641a.7(d)(6), § 641a.11(c)(6)): paid on the rank of the losing hand when the
   player's hand is two pair or better and the dealer's outranks it, or the dealer's is two pair or
   better and the player's outranks it.
@@ -44,7 +45,7 @@ from .awards import ForOne, PercentOfMeter
 from .errors import InputError, RulesError
 from .games import CardRule, FoldEffect, Game, HandKind, Wager
 from .cards import card_str
-from .hands import poker5
+from .hands import four, poker5, three
 from .hands.categories import Four, Poker5, Three
 from .hands.select import Hand, form_hand
 from .meter_award import RESET_FLOOR_CENTS, take_percent
@@ -55,6 +56,7 @@ from .paytables.model import ANY_WAGER
 DEALER_POSITION = 0  # the Lucky Bonus may select the dealer's position (§ 639a.1 "Lucky Bonus" (ii))
 
 _CATEGORY_KINDS = {HandKind.POKER5: Poker5, HandKind.THREE: Three, HandKind.FOUR: Four}
+_FIRST_RANK = {HandKind.POKER5: poker5.first_rank, HandKind.THREE: three.first_rank, HandKind.FOUR: four.first_rank}
 _BAD_BEAT_MINIMUM = Four.TWO_PAIR  # § 641a.7(d)(6)
 _VALIDATION_ODDS = 500  # § 639a.11(c)(6)(ii): "odds of 500 for 1"
 _FORFEITED_BY_FOLD = (FoldEffect.FORFEIT, FoldEffect.FORFEIT_KEEP_ENVY)
@@ -143,10 +145,10 @@ def settle(rnd: Round) -> Settlement:
                 p = _paytable_payout(rnd, s.seat, s.wager, own, "player", state)
                 if p:
                     payouts.append(p)
+                    if w.magic_and_lucky:
+                        payouts.extend(_magic_and_lucky(rnd, s.seat, s.wager, own, "player"))
             if rnd.paytable.envy is not None and not (s.folded and w.fold is FoldEffect.FORFEIT):
                 payouts.extend(_envy(rnd, s, hands))
-            if w.magic_and_lucky and own is not None and not folds_away:
-                payouts.extend(_magic_and_lucky(rnd, s.seat, s.wager, own, "player"))
         on_dealer = rnd.dealer_wagers.get(s.seat, 0)
         if on_dealer and folds_away:
             if s.seat not in forfeited:
@@ -155,8 +157,8 @@ def settle(rnd: Round) -> Settlement:
             p, dealer_share = _dealer_payout(rnd, s.seat, on_dealer, dealer_hand, state, dealer_share)
             if p:
                 payouts.append(p)
-            if w.magic_and_lucky:
-                payouts.extend(_magic_and_lucky(rnd, s.seat, on_dealer, dealer_hand, "dealer"))
+                if w.magic_and_lucky:
+                    payouts.extend(_magic_and_lucky(rnd, s.seat, on_dealer, dealer_hand, "dealer"))
 
     return Settlement(
         payouts=tuple(payouts),
@@ -309,10 +311,9 @@ def _bad_beat(rnd: Round, s: Seat, own: Hand | None, dealer: Hand | None) -> Pay
     )
 
 
-def _first_rank(hand: Hand) -> int | None:
-    if hand.kind is HandKind.POKER5:
-        return poker5.first_rank(hand.value)
-    return None
+def _first_rank(hand: Hand) -> int:
+    """The rank that names the hand, for rows restricted by rank (a pair of jacks or better, four aces)."""
+    return _FIRST_RANK[hand.kind](hand.value)
 
 
 def _player_hand(rnd: Round, s: Seat) -> Hand | None:

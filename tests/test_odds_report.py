@@ -143,7 +143,8 @@ def test_four_card_envy_counts_other_players_best_four() -> None:
     (envy,) = r.bonuses
     assert (envy.hand, envy.count, envy.total, envy.occurrences) == ("four-of-a-kind", 624, N5, 2)
     assert counts.count(Four.FOUR_OF_A_KIND) == 624
-    assert r.outcomes[0].count == 624 and r.outcomes[1].count == 2_072 and r.outcomes[2].count == 58_656
+    # Four aces (min_rank A) are 48 hands of the 624 quads; the other quads are the second row.
+    assert [o.count for o in r.outcomes[:4]] == [48, 576, 2_072, 58_656]
 
 
 def test_three_card_envy_is_a_mini_royal_of_three_cards() -> None:
@@ -158,28 +159,34 @@ def test_three_card_envy_is_a_mini_royal_of_three_cards() -> None:
     assert straight.count == counts.count(Three.STRAIGHT) == (720 if ace_low else 660)  # A-2-3 or not
 
 
+WINNING_FIVE_CARD_HANDS = 4 + 36 + 624 + 3_744 + 5_108  # flush or better, § 639a.12(e)(1)
+
+
 @pytest.mark.parametrize(("game", "positions"), [("caribbean-stud", 8), ("four-card-poker", 8), ("let-it-ride", 7)])
 def test_magic_card_and_lucky_bonus(game: str, positions: int) -> None:
     pt = find_paytable("five-card-hand-bonus")
     bare = replace(pt, magic_card=None, lucky_bonus=None)
     with_bonus = odds_report(game, "five-card-hand-bonus", pt, meter_units=TEN_THOUSAND)
     without = odds_report(game, "five-card-hand-bonus", bare, meter_units=TEN_THOUSAND)
-    # Magic Card 20 for 1 on one of 52 cards matching one of the hand's five; Lucky Bonus 5 for
-    # 1 on one of the positions (the seats, and the dealer's where a wager may be on the dealer).
-    assert with_bonus.return_ - without.return_ == 20 * Fraction(5, 52) + 5 * Fraction(1, positions)
-    assert [(b.kind, b.count, b.total) for b in with_bonus.bonuses] == [("magic-card", 5, 52), ("lucky-bonus", 1, positions)]
+    # "Additional" payouts to a winning hand: Magic Card 20 for 1 when one of 52 cards matches one
+    # of the hand's five; Lucky Bonus 5 for 1 on one of the positions (the seats, and the
+    # dealer's where a wager may be on the dealer's hand).
+    win = Fraction(WINNING_FIVE_CARD_HANDS, 2_598_960)
+    assert with_bonus.return_ - without.return_ == win * (20 * Fraction(5, 52) + 5 * Fraction(1, positions))
+    assert [(b.kind, b.count, b.total) for b in with_bonus.bonuses] == [
+        ("magic-card", WINNING_FIVE_CARD_HANDS * 5, 2_598_960 * 52),
+        ("lucky-bonus", WINNING_FIVE_CARD_HANDS, 2_598_960 * positions),
+    ]
     assert with_bonus.lucky_positions == positions
     other = odds_report(game, "five-card-hand-bonus", pt, meter_units=TEN_THOUSAND, lucky_positions=3)
-    assert other.return_ - without.return_ == 20 * Fraction(5, 52) + 5 * Fraction(1, 3)
+    assert other.return_ - without.return_ == win * (20 * Fraction(5, 52) + 5 * Fraction(1, 3))
 
 
-def test_magic_card_alone_returns_more_than_the_wager() -> None:
-    """Read as § 639a.12(e)(3) prints it, the Magic Card pays 20 for 1 whenever one of the five
-    cards matches: 20 * 5/52 = 192% of the wager, whatever the hand. The wager then returns more
-    than it costs at any meter, and the break-even meter is $0."""
-    r = odds_report("caribbean-stud", "five-card-hand-bonus", find_paytable("five-card-hand-bonus"), meter_units=0)
-    assert r.return_ > 2
-    assert r.break_even_meter_units == 0 and r.break_even_linear_units == 0
+def test_five_card_hand_bonus_with_its_bonuses_returns_less_than_the_wager_at_the_floor() -> None:
+    r = odds_report("caribbean-stud", "five-card-hand-bonus", find_paytable("five-card-hand-bonus"),
+                    meter_units=TEN_THOUSAND)
+    assert r.return_ < 1
+    assert r.break_even_meter_units is not None and r.break_even_meter_units > TEN_THOUSAND
 
 
 def test_lucky_positions_without_a_lucky_bonus_is_an_error() -> None:

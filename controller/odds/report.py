@@ -178,7 +178,7 @@ def _label(pay: Pay | None) -> str:
 
 def _bonuses(
     g: Game, w: Wager, paytable: Paytable, wager_cents: int, players: int, lucky_positions: int | None,
-    notes: list[str],
+    notes: list[str], wins: int = 0, total: int = 1,
 ) -> list[tuple[Bonus, Award]]:
     out: list[tuple[Bonus, Award]] = []
     if paytable.envy is not None:
@@ -200,17 +200,19 @@ def _bonuses(
         raise InputError("lucky_positions", f"the {w.title} under {paytable.id!r} has no Lucky Bonus")
     if w.magic_and_lucky:
         # § 639a.12(e)(3): the system draws a card (of 52, independently of the deal) and a seat.
+        # Both are "additional" payouts to a winning hand (docs/rules.md), so each needs a win:
+        # P(win and match) = wins/total * 5/52, P(win and lucky) = wins/total * 1/positions.
         if paytable.magic_card is not None:
             award = paytable.magic_card
-            out.append((Bonus("magic-card", "magic-card", MAGIC_CARD_MATCHES, DECK_SIZE,
-                              Fraction(MAGIC_CARD_MATCHES, DECK_SIZE), 1, award.describe(), 0), award))
+            n, d = wins * MAGIC_CARD_MATCHES, total * DECK_SIZE
+            out.append((Bonus("magic-card", "magic-card", n, d, Fraction(n, d), 1, award.describe(), 0), award))
         if paytable.lucky_bonus is not None:
             # § 639a.1 "Lucky Bonus": a player's seat, or the dealer's position where a wager
             # may be placed on the dealer's hand.
             positions = lucky_positions or g.max_seats + (1 if w.dealer_bets else 0)
             award = paytable.lucky_bonus
-            out.append((Bonus("lucky-bonus", "lucky-bonus", 1, positions, Fraction(1, positions), 1,
-                              award.describe(), 0), award))
+            n, d = wins, total * positions
+            out.append((Bonus("lucky-bonus", "lucky-bonus", n, d, Fraction(n, d), 1, award.describe(), 0), award))
     return out
 
 
@@ -299,7 +301,8 @@ def odds_report(
         total = None
     else:
         rows, total, method = _card_rows(w, pt)
-    bonuses = _bonuses(g, w, pt, wager_cents, players, lucky_positions, notes)
+    wins = sum(r.count or 0 for r in rows if r.pay is not None)
+    bonuses = _bonuses(g, w, pt, wager_cents, players, lucky_positions, notes, wins, total or 1)
 
     weighted = [(r.probability, r.pay.award) for r in rows if r.pay is not None]
     weighted += [(b.probability * b.occurrences, a) for b, a in bonuses]
@@ -331,7 +334,9 @@ def odds_report(
         meter_units=meter_units,
         wager_cents=wager_cents,
         players=players,
-        lucky_positions=next((b.total for b in paid_bonuses if b.kind == "lucky-bonus"), None),
+        lucky_positions=next(
+            (b.total // (total or 1) for b in paid_bonuses if b.kind == "lucky-bonus"), None
+        ),
         total=total,
         method=method,
         outcomes=outcomes,
