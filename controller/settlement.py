@@ -352,7 +352,7 @@ def _check_round(rnd: Round) -> None:
     if rnd.paytable.pays_percent_of_meter:
         if rnd.reset < RESET_FLOOR_CENTS * UNITS_PER_CENT:
             raise RulesError(
-                "meter.reset", f"the reset amount may not be less than $10,000 (§ 639a.12(d)(4), § 667a.12(d)(3))"
+                "meter.reset", "the reset amount may not be less than $10,000 (§ 639a.12(d)(4), § 667a.12(d)(3))"
             )
         if rnd.meter < rnd.reset:
             raise RulesError("meter.amount", "is below the reset amount; the meter never shows less than its reset")

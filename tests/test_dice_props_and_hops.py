@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from controller.awards import ToOne
 from controller.dice.layout import EXAMPLE_GRID, EXAMPLE_LAYOUT, HOPS, parse_layout
 from controller.dice.props_and_hops import BETS, PropsAndHops
-from controller.dice.roll import ALL_ROLLS, COMBINATIONS, Roll, ways
+from controller.dice.roll import ALL_ROLLS, COMBINATIONS, ways
 from controller.dice.six_eight_shake import COMBINATIONS as SHAKE
 from controller.errors import InputError, RulesError
 from controller.paytables import Pay, builtin_paytables

@@ -20,18 +20,15 @@ bits 16-19 and the four ranks in order of significance in bits 0-15, four bits e
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import combinations, combinations_with_replacement
 
 from ..errors import CardError
 from .categories import Four
-from .poker5 import hand_error
+from .rankcode import CARD_PRIME, RANK_PRIME, RANKS, hand_error, pack, prime_product, rank_groups
 
 HAND_SIZE = 4
 MAX_CARDS = 7
-_RANKS = range(2, 15)
-_RANK_PRIME = dict(zip(_RANKS, (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)))
-_PRIME: list[int] = [_RANK_PRIME[r] for r in _RANKS for _ in range(4)]
 
 
 def straight_top(ranks: Sequence[int]) -> int:
@@ -44,20 +41,10 @@ def straight_top(ranks: Sequence[int]) -> int:
     return 0
 
 
-def _pack(category: int, ranks: Iterable[int]) -> int:
-    value = category
-    for r in ranks:
-        value = value << 4 | r
-    return value
-
-
 def _value(ranks: Sequence[int], flush: bool) -> int:
     """The value of a hand with these ranks, in the order of § 641a.6(b)."""
-    # (how many, rank) for each rank: larger groups first, then higher ranks
-    groups = sorted(((ranks.count(r), r) for r in set(ranks)), reverse=True)
-    shape = [k for k, _ in groups]
-    grouped = [r for k, r in groups for _ in range(k)]
-    top = straight_top(ranks) if len(groups) == 4 else 0
+    shape, grouped = rank_groups(ranks)
+    top = straight_top(ranks) if len(shape) == 4 else 0
     if top:
         grouped = [top, top - 1, top - 2, 14 if top == 4 else top - 3]
     if shape[0] == 4:
@@ -76,21 +63,14 @@ def _value(ranks: Sequence[int], flush: bool) -> int:
         cat = Four.PAIR
     else:
         cat = Four.HIGH_CARD
-    return _pack(cat, grouped)
-
-
-def _product(ranks: Iterable[int]) -> int:
-    p = 1
-    for r in ranks:
-        p *= _RANK_PRIME[r]
-    return p
+    return pack(cat, grouped)
 
 
 # Prime product of the ranks -> value.
 _PLAIN: dict[int, int] = {
-    _product(rs): _value(rs, flush=False) for rs in combinations_with_replacement(_RANKS, HAND_SIZE)
+    prime_product(rs): _value(rs, flush=False) for rs in combinations_with_replacement(RANKS, HAND_SIZE)
 }
-_FLUSH: dict[int, int] = {_product(rs): _value(rs, flush=True) for rs in combinations(_RANKS, HAND_SIZE)}
+_FLUSH: dict[int, int] = {prime_product(rs): _value(rs, flush=True) for rs in combinations(RANKS, HAND_SIZE)}
 
 
 def evaluate(cards: Sequence[int]) -> int:
@@ -101,7 +81,7 @@ def evaluate(cards: Sequence[int]) -> int:
     """
     try:
         a, b, c, d = cards
-        key = _PRIME[a] * _PRIME[b] * _PRIME[c] * _PRIME[d]
+        key = CARD_PRIME[a] * CARD_PRIME[b] * CARD_PRIME[c] * CARD_PRIME[d]
         if a & 3 == b & 3 == c & 3 == d & 3:
             return _FLUSH[key]
         return _PLAIN[key]
@@ -154,13 +134,13 @@ def _best_of_any(cards: Sequence[int]) -> tuple[int, tuple[int, ...]]:
 def _best_plain(ranks: Sequence[int]) -> tuple[int, tuple[int, int]]:
     """Five cards of these ranks, no four of one suit: (rank product, (the best value of four of
     them, the rank index 0..12 of the card to leave out))."""
-    p = _product(ranks)
-    return p, max((_PLAIN[p // _RANK_PRIME[r]], r - 2) for r in set(ranks))
+    p = prime_product(ranks)
+    return p, max((_PLAIN[p // RANK_PRIME[r]], r - 2) for r in set(ranks))
 
 
 # The best four of five cards depends on their ranks alone unless four share a suit.
 _BEST_OF_FIVE: dict[int, tuple[int, int]] = dict(
-    _best_plain(rs) for rs in combinations_with_replacement(_RANKS, 5) if len(set(rs)) > 1
+    _best_plain(rs) for rs in combinations_with_replacement(RANKS, 5) if len(set(rs)) > 1
 )
 # A byte per suit: adding 0x7C to a count of 4 or 5 sets that byte's top bit.
 _SUIT_BYTE: list[int] = [1 << 8 * (card & 3) for card in range(52)]
@@ -171,7 +151,7 @@ def _best_of_five(cards: Sequence[int]) -> tuple[int, tuple[int, ...]]:
         a, b, c, d, e = cards
         if (_SUIT_BYTE[a] + _SUIT_BYTE[b] + _SUIT_BYTE[c] + _SUIT_BYTE[d] + _SUIT_BYTE[e] + 0x7C7C7C7C) & 0x80808080:
             return _best_of_any(cards)  # a four-card flush is possible: try every four
-        value, left_out = _BEST_OF_FIVE[_PRIME[a] * _PRIME[b] * _PRIME[c] * _PRIME[d] * _PRIME[e]]
+        value, left_out = _BEST_OF_FIVE[CARD_PRIME[a] * CARD_PRIME[b] * CARD_PRIME[c] * CARD_PRIME[d] * CARD_PRIME[e]]
         i = (a >> 2, b >> 2, c >> 2, d >> 2, e >> 2).index(left_out)
     except (ValueError, TypeError, IndexError, KeyError):
         raise hand_error(cards, 5) from None

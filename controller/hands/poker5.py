@@ -23,18 +23,16 @@ import from the rules above (7,462 distinct values; tens of milliseconds).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import combinations, combinations_with_replacement
 
-from ..cards import card_str
 from ..errors import CardError
 from .categories import Poker5
+from .rankcode import CARD_PRIME, RANKS, hand_error, pack, prime_product, rank_groups
+
+__all__ = ["best", "category", "evaluate", "first_rank", "hand_error", "ranks", "straight_top"]
 
 HAND_SIZE = 5
-_RANKS = range(2, 15)
-_RANK_PRIME = dict(zip(_RANKS, (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)))
-# One prime per card, indexed by the card int (rank_index * 4 + suit).
-_PRIME: list[int] = [_RANK_PRIME[r] for r in _RANKS for _ in range(4)]
 
 
 def straight_top(ranks: Sequence[int]) -> int:
@@ -47,20 +45,10 @@ def straight_top(ranks: Sequence[int]) -> int:
     return 0
 
 
-def _pack(category: int, ranks: Iterable[int]) -> int:
-    value = category
-    for r in ranks:
-        value = value << 4 | r
-    return value
-
-
 def _value(ranks: Sequence[int], flush: bool) -> int:
     """The value of a hand with these ranks, from the definitions in § 667a.6(b)."""
-    # (how many, rank) for each rank: larger groups first, then higher ranks
-    groups = sorted(((ranks.count(r), r) for r in set(ranks)), reverse=True)
-    shape = [k for k, _ in groups]
-    grouped = [r for k, r in groups for _ in range(k)]
-    top = straight_top(ranks) if len(groups) == 5 else 0
+    shape, grouped = rank_groups(ranks)
+    top = straight_top(ranks) if len(shape) == 5 else 0
     if top:
         grouped = [top - i for i in range(4)] + [14 if top == 5 else top - 4]
     if top and flush:
@@ -81,23 +69,16 @@ def _value(ranks: Sequence[int], flush: bool) -> int:
         cat = Poker5.PAIR
     else:
         cat = Poker5.HIGH_CARD
-    return _pack(cat, grouped)
-
-
-def _product(ranks: Iterable[int]) -> int:
-    p = 1
-    for r in ranks:
-        p *= _RANK_PRIME[r]
-    return p
+    return pack(cat, grouped)
 
 
 # Prime product of the ranks -> value. No rank appears five times in one deck.
 _PLAIN: dict[int, int] = {
-    _product(rs): _value(rs, flush=False)
-    for rs in combinations_with_replacement(_RANKS, HAND_SIZE)
+    prime_product(rs): _value(rs, flush=False)
+    for rs in combinations_with_replacement(RANKS, HAND_SIZE)
     if len(set(rs)) > 1
 }
-_FLUSH: dict[int, int] = {_product(rs): _value(rs, flush=True) for rs in combinations(_RANKS, HAND_SIZE)}
+_FLUSH: dict[int, int] = {prime_product(rs): _value(rs, flush=True) for rs in combinations(RANKS, HAND_SIZE)}
 
 
 def evaluate(cards: Sequence[int]) -> int:
@@ -108,7 +89,7 @@ def evaluate(cards: Sequence[int]) -> int:
     """
     try:
         a, b, c, d, e = cards
-        key = _PRIME[a] * _PRIME[b] * _PRIME[c] * _PRIME[d] * _PRIME[e]
+        key = CARD_PRIME[a] * CARD_PRIME[b] * CARD_PRIME[c] * CARD_PRIME[d] * CARD_PRIME[e]
         if a & 3 == b & 3 == c & 3 == d & 3 == e & 3:
             return _FLUSH[key]
         return _PLAIN[key]
@@ -150,7 +131,7 @@ def best(cards: Sequence[int]) -> tuple[int, tuple[int, ...]]:
     top, chosen = -1, _FIVES[n][0]
     try:
         # `evaluate` inlined: the primes and suits of the cards are looked up once, not per five
-        p = [_PRIME[c] for c in hand]
+        p = [CARD_PRIME[c] for c in hand]
         s = [c & 3 for c in hand]
         for five in _FIVES[n]:
             a, b, c, d, e = five
@@ -161,21 +142,3 @@ def best(cards: Sequence[int]) -> tuple[int, tuple[int, ...]]:
     except (TypeError, IndexError, KeyError):
         raise hand_error(cards, n) from None
     return top, tuple(hand[i] for i in chosen)
-
-
-def hand_error(cards: object, size: int) -> CardError:
-    """Why `cards` is not `size` distinct cards (for evaluators whose lookup failed)."""
-    try:
-        items = list(cards)  # type: ignore[call-overload]
-    except TypeError:
-        return CardError("cards", f"must be a sequence of {size} cards, not {cards!r}")
-    if len(items) != size:
-        return CardError("cards", f"has {len(items)} cards; a hand here has exactly {size}")
-    seen: dict[int, int] = {}
-    for i, c in enumerate(items):
-        if type(c) is not int or not 0 <= c < 52:
-            return CardError(f"cards[{i}]", f"is not a card (an int 0..51): {c!r}")
-        if c in seen:
-            return CardError(f"cards[{i}]", f"duplicate card {card_str(c)} (already at cards[{seen[c]}])")
-        seen[c] = i
-    return CardError("cards", f"is not a hand of {size} cards: {items!r}")

@@ -23,16 +23,13 @@ bits 12-15 and the three ranks in order of significance in bits 0-11, four bits 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import combinations, combinations_with_replacement
 
 from .categories import Three
-from .poker5 import hand_error
+from .rankcode import CARD_PRIME, RANKS, hand_error, pack, prime_product, rank_groups
 
 HAND_SIZE = 3
-_RANKS = range(2, 15)
-_RANK_PRIME = dict(zip(_RANKS, (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)))
-_PRIME: list[int] = [_RANK_PRIME[r] for r in _RANKS for _ in range(4)]
 
 
 def straight_top(ranks: Sequence[int], ace_low: bool = False) -> int:
@@ -45,47 +42,31 @@ def straight_top(ranks: Sequence[int], ace_low: bool = False) -> int:
     return 0
 
 
-def _pack(category: int, ranks: Iterable[int]) -> int:
-    value = category
-    for r in ranks:
-        value = value << 4 | r
-    return value
-
-
 def _value(ranks: Sequence[int], flush: bool, ace_low: bool) -> int:
     """The value of a hand with these ranks, from the definitions in § 667a.6(d)."""
-    # (how many, rank) for each rank: larger groups first, then higher ranks
-    groups = sorted(((ranks.count(r), r) for r in set(ranks)), reverse=True)
-    grouped = [r for k, r in groups for _ in range(k)]
-    top = straight_top(ranks, ace_low) if len(groups) == 3 else 0
+    shape, grouped = rank_groups(ranks)
+    top = straight_top(ranks, ace_low) if len(shape) == 3 else 0
     if top:
         grouped = [top, top - 1, 14 if top == 3 else top - 2]
     if top and flush:
         cat = Three.MINI_ROYAL if top == 14 else Three.STRAIGHT_FLUSH
-    elif len(groups) == 1:
+    elif len(shape) == 1:
         cat = Three.THREE_OF_A_KIND
     elif top:
         cat = Three.STRAIGHT
     elif flush:
         cat = Three.FLUSH
-    elif len(groups) == 2:
+    elif len(shape) == 2:
         cat = Three.PAIR
     else:
         cat = Three.HIGH_CARD
-    return _pack(cat, grouped)
-
-
-def _product(ranks: Iterable[int]) -> int:
-    p = 1
-    for r in ranks:
-        p *= _RANK_PRIME[r]
-    return p
+    return pack(cat, grouped)
 
 
 def _tables(ace_low: bool) -> tuple[dict[int, int], dict[int, int]]:
     """Prime product of the ranks -> value, for unsuited and for suited cards."""
-    plain = {_product(rs): _value(rs, False, ace_low) for rs in combinations_with_replacement(_RANKS, HAND_SIZE)}
-    flush = {_product(rs): _value(rs, True, ace_low) for rs in combinations(_RANKS, HAND_SIZE)}
+    plain = {prime_product(rs): _value(rs, False, ace_low) for rs in combinations_with_replacement(RANKS, HAND_SIZE)}
+    flush = {prime_product(rs): _value(rs, True, ace_low) for rs in combinations(RANKS, HAND_SIZE)}
     return plain, flush
 
 
@@ -100,7 +81,7 @@ def evaluate(cards: Sequence[int], ace_low: bool = False) -> int:
     """
     try:
         a, b, c = cards
-        key = _PRIME[a] * _PRIME[b] * _PRIME[c]
+        key = CARD_PRIME[a] * CARD_PRIME[b] * CARD_PRIME[c]
         plain, flush = _TABLES[ace_low]
         if a & 3 == b & 3 == c & 3:
             return flush[key]
