@@ -56,6 +56,22 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--no-examples", action="store_true", help="refuse paytables marked as examples")
     c.add_argument("--paytable-dir", action="append", default=[], type=Path)
 
+    a = sub.add_parser("audit", help="audit a state directory")
+    asub = a.add_subparsers(dest="audit_command", required=True, parser_class=_Parser)
+    v = asub.add_parser("verify", help="verify the journal's chain, integrity and invariant (exit 1 if damaged)")
+    v.add_argument("--state", required=True, type=Path, help="state directory (or a copy of it)")
+    v.add_argument("--json", action="store_true")
+
+    m = sub.add_parser("meters", help="every meter of a state directory, read from its journal")
+    m.add_argument("--state", required=True, type=Path)
+    m.add_argument("--meter", help="only this meter")
+    m.add_argument("--json", action="store_true")
+
+    h = sub.add_parser("history", help="the hit history of a state directory, read from its journal")
+    h.add_argument("--state", required=True, type=Path)
+    h.add_argument("--meter", help="only this meter")
+    h.add_argument("--json", action="store_true")
+
     t = sub.add_parser("paytables", help="list every built-in and loaded paytable")
     t.add_argument("--paytable-dir", action="append", default=[], type=Path)
     t.add_argument("--json", action="store_true")
@@ -141,13 +157,31 @@ def _cmd_paytables(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_audit(args: argparse.Namespace) -> int:
+    from .audit import cmd_verify
+
+    return cmd_verify(args.state, args.json)
+
+
+def _cmd_meters(args: argparse.Namespace) -> int:
+    from .audit import cmd_meters
+
+    return cmd_meters(args.state, args.json, args.meter)
+
+
+def _cmd_history(args: argparse.Namespace) -> int:
+    from .audit import cmd_history
+
+    return cmd_history(args.state, args.json, args.meter)
+
+
 def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         args = _parser().parse_args(argv)
         handler = {
             "settle": _cmd_settle, "odds": _cmd_odds, "check-paytable": _cmd_check_paytable,
-            "paytables": _cmd_paytables,
+            "paytables": _cmd_paytables, "audit": _cmd_audit, "meters": _cmd_meters, "history": _cmd_history,
         }[args.command]
         return handler(args)
     except InputError as e:

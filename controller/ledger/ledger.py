@@ -1,0 +1,248 @@
+"""The ledger: an append-only, hash-chained journal in SQLite from which state is derived."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import platform
+import sqlite3
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from . import chain, journal
+from .chain import GENESIS, GENESIS_PREV, INTERNAL_KEY_PREFIX, SELF_CHECK
+from .errors import LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
+from .reducer import Reducer
+from .verify import Bad, derive_state, run_integrity_check, verify_chain_fast
+from .writer import Op, Receipt, Writer, exit_process
+
+S = TypeVar("S")
+
+
+@dataclass(frozen=True)
+class Head:
+    seq: int
+    hash: str
+
+
+@dataclass(frozen=True)
+class Startup:
+    """What start-up found and did; the same figures are recorded in the self-check entry."""
+
+    created: bool
+    seconds: float
+    entries: int          # head sequence number before the self-check entry
+    segments: int         # old segments verified in bulk against their checkpoint digests
+    tail: int             # entries verified one by one
+    replayed_from: int    # first entry replayed through the reducer
+    self_check: Receipt
+
+
+class Ledger(Generic[S]):
+    """Open with `Ledger.open(...)`; one per state directory and process.
+
+    - `submit(kind, body, key)` blocks until the operation is durable and returns its Receipt, or raises
+      the reducer's InputError/RulesError (nothing journaled), KeyConflict (the key was used for a
+      different operation), InvariantViolation, FatalStorageError or LedgerClosed.
+    - `submit_async` is the same for asyncio code; `submit_future` returns a concurrent Future.
+      Cancelling a submission that the writer has already taken does not withdraw it: retry with the
+      same key to learn its outcome.
+    - `state` is the derived state as of the last COMMIT (treat it as read-only); `head` the last entry.
+    """
+
+    def __init__(self, path: Path, db: Path, lock_fd: int, conn: sqlite3.Connection, writer: Writer,
+                 startup: Startup) -> None:
+        self.path = path
+        self.db_path = db
+        self._lock_fd: int | None = lock_fd
+        self._conn = conn
+        self._writer = writer
+        self.startup = startup
+
+    @classmethod
+    def open(cls, state_dir: str | os.PathLike[str], reducer: Reducer[S], *, software_digest: str,
+             clock: Callable[[], Any] = chain.utc_now, checkpoint_every: int = 10_000, keep_snapshots: int = 2,
+             max_batch: int = 1024, integrity: str = "full",
+             fatal: Callable[[BaseException], None] = exit_process,
+             connection_factory: type[sqlite3.Connection] | None = None) -> "Ledger[S]":
+        """Open (or, only when there is none, create) the ledger in `state_dir`, verify it, derive the
+        state, record a power-up self-check entry and start the writer.
+
+        Raises LedgerDamaged naming the first bad entry when anything is wrong; a damaged ledger is never
+        replaced by a new one. `integrity` is "full" (PRAGMA integrity_check: also proves the key index
+        matches the table) or "quick" (quick_check). `fatal` is called (from the writer thread) after a
+        failed write or COMMIT; the default exits the process. `connection_factory` is for fault injection.
+        """
+        journal.check_sqlite_version()
+        if integrity not in ("full", "quick"):
+            raise ValueError("integrity must be 'full' or 'quick'")
+        if not isinstance(software_digest, str) or not software_digest:
+            raise ValueError("software_digest must be a non-empty string")
+        if max_batch < 1 or keep_snapshots < 1 or checkpoint_every < 0 or checkpoint_every == 1:
+            raise ValueError("max_batch >= 1, keep_snapshots >= 1, checkpoint_every 0 (off) or >= 2")
+        chain.format_time(clock())  # fail now on a clock that returns naive datetimes
+        t0 = time.perf_counter()
+        path = Path(state_dir)
+        if path.exists() and not path.is_dir():
+            raise LedgerError(f"{path} is not a directory")
+        path.mkdir(parents=True, exist_ok=True, mode=0o750)
+        lock_fd = _lock(path / journal.LOCK_NAME)
+        try:
+            db = path / journal.DB_NAME
+            created = False
+            if not db.exists():
+                _create(db, software_digest, clock)
+                created = True
+            conn = journal.connect(db, "rw", connection_factory)
+            try:
+                writer, head, replayed_from = _verify_and_load(
+                    conn, db, reducer, integrity=integrity, clock=clock, checkpoint_every=checkpoint_every,
+                    keep_snapshots=keep_snapshots, max_batch=max_batch, fatal=fatal)
+                body = {
+                    "software_sha256": software_digest,
+                    "python": platform.python_version(),
+                    "sqlite": sqlite3.sqlite_version,
+                    "verified": {"entries": head.seq, "segments": head.segments, "tail": head.tail,
+                                 "replayed_from": replayed_from, "integrity": integrity},
+                    "startup_ms": int((time.perf_counter() - t0) * 1000),
+                }
+                receipt = writer.append_internal(SELF_CHECK, f"{INTERNAL_KEY_PREFIX}self-check:{head.seq + 1}", body)
+                writer._maybe_checkpoint()
+                writer.start()
+            except BaseException:
+                conn.close()
+                raise
+        except BaseException:
+            os.close(lock_fd)
+            raise
+        startup = Startup(created=created, seconds=time.perf_counter() - t0, entries=head.seq,
+                          segments=head.segments, tail=head.tail, replayed_from=replayed_from,
+                          self_check=receipt)
+        return cls(path, db, lock_fd, conn, writer, startup)
+
+    # --- operations ---
+
+    def submit_future(self, kind: str, body: dict[str, Any], key: str) -> Future[Receipt]:
+        return self._writer.enqueue(_op(kind, body, key))
+
+    def submit(self, kind: str, body: dict[str, Any], key: str, *, timeout: float | None = None) -> Receipt:
+        return self.submit_future(kind, body, key).result(timeout)
+
+    async def submit_async(self, kind: str, body: dict[str, Any], key: str) -> Receipt:
+        import asyncio  # here, not at the top: the daemon has it loaded; tools and child processes need not
+
+        # An asyncio future, resolved in this loop's thread with one wake-up per batch, not per operation.
+        return await self._writer.enqueue(_op(kind, body, key, asyncio.get_running_loop()))
+
+    # --- reading ---
+
+    @property
+    def state(self) -> S:
+        return self._writer.state
+
+    @property
+    def head(self) -> Head:
+        w = self._writer
+        return Head(w.seq, w.hash)
+
+    @property
+    def transactions(self) -> int:
+        """Transactions committed since open (including the self-check entry's and checkpoints')."""
+        return self._writer.transactions
+
+    @property
+    def failed(self) -> LedgerError | None:
+        """The fatal storage error that stopped the writer, if one did."""
+        return self._writer.dead
+
+    def close(self, *, checkpoint: bool = True) -> None:
+        """Finish what was submitted before, write a checkpoint (unless told not to: the next start then
+        restores the final state from its snapshot and replays nothing), and close. Idempotent."""
+        if self._lock_fd is None:
+            return
+        self._writer.stop(checkpoint)
+        try:
+            self._conn.close()
+        finally:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def __enter__(self) -> "Ledger[S]":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:  # pragma: no cover - best effort, and writes nothing
+        if getattr(self, "_lock_fd", None) is not None:
+            try:
+                self.close(checkpoint=False)
+            except Exception:  # noqa: BLE001
+                pass
+
+
+def _op(kind: str, body: dict[str, Any], key: str, loop: Any = None) -> Op:
+    chain.check_kind(kind)
+    chain.check_key(key)
+    body_text, decoded = chain.canonical_body(body)
+    return Op(kind, key, body_text, decoded, loop)
+
+
+def _lock(lock_path: Path) -> int:
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise LedgerBusy(f"{lock_path.parent}: the ledger is already open (by another process or in this one)") from None
+    return fd
+
+
+def _create(db: Path, software_digest: str, clock: Callable[[], Any]) -> None:
+    for suffix in ("-wal", "-journal"):
+        stray = Path(str(db) + suffix)
+        if stray.exists():
+            raise LedgerDamaged(db, None, f"{db.name} is missing but {stray.name} exists: refusing to create a "
+                                          "new ledger over what may be the remains of one")
+    now = chain.format_time(clock())
+    body = {"format": journal.FORMAT, "software_sha256": software_digest}
+    key = f"{INTERNAL_KEY_PREFIX}genesis"
+    text = chain.entry_text(GENESIS_PREV, 1, key, now, GENESIS, chain.canonical(body), "null")
+    journal.create(db, (1, key, text, chain.entry_hash(text)), now)
+
+
+def _verify_and_load(conn: sqlite3.Connection, db: Path, reducer: Reducer, *, integrity: str,
+                     **writer_args: Any):
+    journal.check_header(conn, db)
+    try:
+        journal.set_pragmas(conn)
+    except sqlite3.DatabaseError as e:
+        raise LedgerDamaged(db, None, f"the database file cannot be opened for writing ({e})") from None
+    problems: list[str] = []
+    checker = run_integrity_check(db, integrity, problems)
+    bad: Bad | None = None
+    try:
+        head = verify_chain_fast(conn, db)
+        state, replayed_from = derive_state(conn, reducer, head)
+    except Bad as b:
+        bad = b
+    except sqlite3.DatabaseError as e:
+        bad = Bad(None, f"the database file cannot be read ({e})")
+    finally:
+        checker.join()
+    if problems:
+        found = f"{'quick' if integrity == 'quick' else 'integrity'} check: " + "; ".join(problems[:3])
+        if bad is not None:
+            raise LedgerDamaged(db, bad.seq, f"{bad.text} ({found})")
+        raise LedgerDamaged(db, None, found)
+    if bad is not None:
+        raise LedgerDamaged(db, bad.seq, bad.text)
+    writer = Writer(conn, reducer, state, head, **writer_args)
+    return writer, head, replayed_from
+
+
+__all__ = ["Head", "Ledger", "LedgerClosed", "Receipt", "Startup"]

@@ -1,0 +1,392 @@
+"""`apply(state, op) -> (new_state, Effect)`: the one pure function that moves the meter.
+
+Refusals raise RulesError (well formed but not allowed now) or InputError naming the field at fault;
+the state passed in is never changed (it is immutable). Every new state is checked against the
+invariant before it is returned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from ..errors import InputError, RulesError
+from ..meter_award import take_percent
+from ..money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units
+from .ops import (
+    Adjust,
+    BookContributions,
+    ChangeParams,
+    CloseRound,
+    Op,
+    PayFixedAward,
+    PayPercentAward,
+    TopUp,
+    VoidRound,
+)
+from .state import RECENT_ROUNDS, Booking, Hit, MeterState, SharedAward, check_invariant, hit_label, with_maps
+
+
+@dataclass(frozen=True)
+class Effect:
+    """What an operation did. Units are meter units; signed deltas are negative when money was taken back."""
+
+    kind: str
+    meter_before: int
+    meter_after: int
+    round_id: str = ""
+    contributed: int = 0  # units added to the visible meter by wagers (negative: reversed by a void)
+    reserved: int = 0  # units added to the reserve (negative: reversed)
+    overflowed: int = 0  # units added to the overflow (negative: reversed)
+    paid_cents: int = 0  # paid to the payee of this operation
+    taken_cents: int = 0  # taken from the meter by this operation (every share of a shared award)
+    reset: bool = False  # the award took the meter below its reset amount; it was restored
+    from_reserve: int = 0  # units moved from the reserve to the visible meter
+    from_overflow: int = 0  # units moved from the overflow to the visible meter
+    seeded: int = 0  # units of operator money put on the meter (seed)
+    adjusted: int = 0  # units of an authorized adjustment
+    hit: Hit | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        u = format_units
+        d: dict[str, Any] = {
+            "kind": self.kind,
+            "meter_before": u(self.meter_before),
+            "meter_after": u(self.meter_after),
+            "round_id": self.round_id,
+            "contributed": u(self.contributed),
+            "reserved": u(self.reserved),
+            "overflowed": u(self.overflowed),
+            "paid": format_cents(self.paid_cents),
+            "taken": format_cents(self.taken_cents),
+            "reset": self.reset,
+            "from_reserve": u(self.from_reserve),
+            "from_overflow": u(self.from_overflow),
+            "seeded": u(self.seeded),
+            "adjusted": u(self.adjusted),
+        }
+        if self.hit is not None:
+            d["hit_number"] = self.hit.number
+        return d
+
+
+def apply(state: MeterState, op: Op) -> tuple[MeterState, Effect]:
+    """The state after `op` and what it did; raises RulesError/InputError, changing nothing, if not allowed."""
+    handler = _HANDLERS.get(type(op))
+    if handler is None:
+        raise InputError("kind", f"not a meter operation: {type(op).__name__}")
+    new, effect = handler(state, op)
+    check_invariant(new)
+    return new, effect
+
+
+# --- contributions -----------------------------------------------------------------------------
+
+
+def _book(s: MeterState, op: BookContributions) -> tuple[MeterState, Effect]:
+    p = s.params
+    if op.round_id in s.open_rounds:
+        raise RulesError("round_id", f"round {op.round_id} is already booked")
+    if op.round_id in s.recent_rounds:
+        raise RulesError("round_id", f"round {op.round_id} was booked before and is closed or voided")
+    for i, (seat, cents) in enumerate(op.wagers):
+        if cents not in p.wager_sizes:
+            accepted = ", ".join(format_dollars_human(c) for c in p.wager_sizes)
+            raise RulesError(
+                f"wagers[{i}].cents",
+                f"seat {seat}: {format_dollars_human(cents)} is not an accepted wager on meter {p.meter_id} "
+                f"(accepted: {accepted})",
+            )
+    cents = sum(c for _, c in op.wagers)
+    contribution = cents * p.rate_units
+    reserved = cents * p.reserve_units
+    to_meter = contribution
+    ceiling = p.ceiling_units
+    if ceiling is not None:
+        to_meter = min(contribution, max(0, ceiling - s.current))
+    overflowed = contribution - to_meter
+    booking = Booking(
+        table=op.table, wagers=op.wagers, contributed=to_meter, reserved=reserved, overflowed=overflowed,
+        booked_at=op.at,
+    )
+    new = with_maps(
+        s,
+        current=s.current + to_meter,
+        contributions=s.contributions + to_meter,
+        reserve=s.reserve + reserved,
+        reserve_in=s.reserve_in + reserved,
+        overflow=s.overflow + overflowed,
+        overflow_in=s.overflow_in + overflowed,
+        wagers_count=s.wagers_count + len(op.wagers),
+        wagers_cents=s.wagers_cents + cents,
+        open_rounds={**s.open_rounds, op.round_id: booking},
+    )
+    return new, Effect(
+        op.kind, s.current, new.current, op.round_id, contributed=to_meter, reserved=reserved, overflowed=overflowed
+    )
+
+
+def _void(s: MeterState, op: VoidRound) -> tuple[MeterState, Effect]:
+    b = _open(s, op.round_id)
+    if b.paid:
+        raise RulesError(
+            "round_id", f"an award has been paid in round {op.round_id}: it can no longer be voided"
+        )
+    # What this round put in reserve or overflow may since have funded a reset (another table's round on a
+    # linked meter): that part is taken back from the visible meter, where it went.
+    reserve_back = min(b.reserved, s.reserve)
+    overflow_back = min(b.overflowed, s.overflow)
+    reserve_moved = b.reserved - reserve_back
+    overflow_moved = b.overflowed - overflow_back
+    current = s.current - b.contributed - reserve_moved - overflow_moved
+    seeded = max(0, s.params.reset_units - current)
+    rounds = dict(s.open_rounds)
+    del rounds[op.round_id]
+    new = with_maps(
+        s,
+        current=current + seeded,
+        seed=s.seed + seeded,
+        contributions=s.contributions - b.contributed,
+        reserve=s.reserve - reserve_back,
+        reserve_in=s.reserve_in - b.reserved,
+        reserve_to_meter=s.reserve_to_meter - reserve_moved,
+        overflow=s.overflow - overflow_back,
+        overflow_in=s.overflow_in - b.overflowed,
+        overflow_to_meter=s.overflow_to_meter - overflow_moved,
+        wagers_count=s.wagers_count - len(b.wagers),
+        wagers_cents=s.wagers_cents - b.wager_cents,
+        voided_rounds=s.voided_rounds + 1,
+        voided_wagers_cents=s.voided_wagers_cents + b.wager_cents,
+        open_rounds=rounds,
+        recent_rounds=_remember(s, op.round_id),
+    )
+    return new, Effect(
+        op.kind, s.current, new.current, op.round_id, contributed=-b.contributed, reserved=-b.reserved,
+        overflowed=-b.overflowed, from_reserve=-reserve_moved, from_overflow=-overflow_moved, seeded=seeded,
+    )
+
+
+def _close(s: MeterState, op: CloseRound) -> tuple[MeterState, Effect]:
+    b = _open(s, op.round_id)
+    for sh in b.shared:
+        if sh.owed_cents:
+            raise RulesError(
+                "round_id",
+                f"round {op.round_id}: {sh.shares - len(sh.paid_seats)} of {sh.shares} players sharing "
+                f"{hit_label(sh.hand, sh.award)} are still to be paid {format_dollars_human(sh.per_share_cents)} each",
+            )
+    rounds = dict(s.open_rounds)
+    del rounds[op.round_id]
+    new = with_maps(s, open_rounds=rounds, recent_rounds=_remember(s, op.round_id))
+    return new, Effect(op.kind, s.current, s.current, op.round_id)
+
+
+# --- awards --------------------------------------------------------------------------------------
+
+
+def _pay_percent(s: MeterState, op: PayPercentAward) -> tuple[MeterState, Effect]:
+    b = _payable(s, op.round_id, op.table, op.seat)
+    p = s.params
+    if op.shares > 1:
+        for i, sh in enumerate(b.shared):
+            if (sh.hand, sh.award, sh.percent, sh.shares) != (op.hand, op.award, op.percent, op.shares):
+                continue
+            if op.seat in sh.paid_seats:
+                raise RulesError("seat", f"seat {op.seat} has been paid its share of {hit_label(op.hand, op.award)}")
+            if len(sh.paid_seats) >= sh.shares:
+                raise RulesError("shares", f"all {sh.shares} shares of {hit_label(op.hand, op.award)} have been paid")
+            # A later sharer: the share was locked at the first sharer's turn; the meter is not touched.
+            paid = replace(sh, paid_seats=(*sh.paid_seats, op.seat))
+            shared = b.shared[:i] + (paid,) + b.shared[i + 1 :]
+            booking = replace(b, shared=shared)
+            hit, tallies = _record(
+                s, op.round_id, op.table, op.seat, op.hand, op.award, sh.per_share_cents, "attendant", op.shares,
+                sh.meter_before, sh.meter_after, op.at, op.approved_by,
+            )
+            new = with_maps(
+                s,
+                owed_cents=s.owed_cents - sh.per_share_cents,
+                meter_paid_cents=s.meter_paid_cents + sh.per_share_cents,
+                open_rounds={**s.open_rounds, op.round_id: booking},
+                **tallies,
+            )
+            return new, Effect(op.kind, s.current, s.current, op.round_id, paid_cents=sh.per_share_cents, hit=hit)
+
+    if op.shares > len(b.seats):
+        raise RulesError(
+            "shares",
+            f"{op.shares} players cannot share an award: only {len(b.seats)} seat{'s' if len(b.seats) != 1 else ''} "
+            f"wagered in round {op.round_id}",
+        )
+    # Floored to the cent, then split equally to the cent; what is left stays (meter_award.take_percent).
+    per_share, take = take_percent(s.current, p.reset_units, op.percent, op.shares)
+    left = s.current - take.paid_cents * UNITS_PER_CENT
+    need = max(0, p.reset_units - left)
+    reset = need > 0
+    # The reset is funded from the reserve, then the overflow, then the operator (seed) for the rest.
+    from_reserve = min(s.reserve, need)
+    from_overflow = min(s.overflow, need - from_reserve)
+    seeded = need - from_reserve - from_overflow
+    after = left + need
+    if reset and s.overflow > from_overflow:
+        # The rest of the overflow carries into the next reset, up to the ceiling.
+        room = s.overflow - from_overflow if p.ceiling_units is None else max(0, p.ceiling_units - after)
+        carried = min(s.overflow - from_overflow, room)
+        from_overflow += carried
+        after += carried
+    shared = b.shared
+    if op.shares > 1:
+        shared = (
+            *shared,
+            SharedAward(op.hand, op.award, op.percent, op.shares, per_share, s.current, after, (op.seat,)),
+        )
+    booking = replace(b, paid=True, shared=shared)
+    hit, tallies = _record(
+        s, op.round_id, op.table, op.seat, op.hand, op.award, per_share, "attendant", op.shares, s.current, after,
+        op.at, op.approved_by,
+    )
+    new = with_maps(
+        s,
+        current=after,
+        seed=s.seed + seeded,
+        reserve=s.reserve - from_reserve,
+        reserve_to_meter=s.reserve_to_meter + from_reserve,
+        overflow=s.overflow - from_overflow,
+        overflow_to_meter=s.overflow_to_meter + from_overflow,
+        meter_awards=s.meter_awards + take.paid_cents * UNITS_PER_CENT,
+        meter_paid_cents=s.meter_paid_cents + per_share,
+        owed_cents=s.owed_cents + take.paid_cents - per_share,
+        open_rounds={**s.open_rounds, op.round_id: booking},
+        **tallies,
+    )
+    return new, Effect(
+        op.kind, s.current, after, op.round_id, paid_cents=per_share, taken_cents=take.paid_cents, reset=reset,
+        from_reserve=from_reserve, from_overflow=from_overflow, seeded=seeded, hit=hit,
+    )
+
+
+def _pay_fixed(s: MeterState, op: PayFixedAward) -> tuple[MeterState, Effect]:
+    b = _payable(s, op.round_id, op.table, op.seat)
+    hit, tallies = _record(
+        s, op.round_id, op.table, op.seat, op.hand, op.award, op.cents, op.paid_by, 1, s.current, s.current, op.at,
+        op.approved_by,
+    )
+    new = with_maps(s, open_rounds={**s.open_rounds, op.round_id: replace(b, paid=True)}, **tallies)
+    return new, Effect(op.kind, s.current, s.current, op.round_id, paid_cents=op.cents, hit=hit)
+
+
+def _record(
+    s: MeterState, round_id: str, table: str, seat: int, hand: str, award: str, cents: int, paid_by: str,
+    shares: int, before: int, after: int, at: Any, approved_by: str,
+) -> tuple[Hit, dict[str, Any]]:
+    """The history entry of a payout and the tallies it changes (hits by award, paid by, cumulative)."""
+    hit = Hit(s.hit_count + 1, table, round_id, seat, hand, award, cents, paid_by, shares, before, after, at, approved_by)
+    count, amount = s.hits.get(hit.label, (0, 0))
+    tallies: dict[str, Any] = {
+        "hits": {**s.hits, hit.label: (count + 1, amount + cents)},
+        "hit_count": hit.number,
+        "cumulative_payouts_cents": s.cumulative_payouts_cents + cents,
+        "history": (*s.history, hit)[-s.params.history_size :],
+    }
+    if paid_by == "table":
+        tallies["paid_by_table_cents"] = s.paid_by_table_cents + cents
+    else:
+        tallies["paid_by_attendant_cents"] = s.paid_by_attendant_cents + cents
+    return hit, tallies
+
+
+# --- operator ------------------------------------------------------------------------------------
+
+
+def _top_up(s: MeterState, op: TopUp) -> tuple[MeterState, Effect]:
+    units = op.cents * UNITS_PER_CENT
+    _below_ceiling(s, s.current + units, "cents")
+    new = replace(s, current=s.current + units, seed=s.seed + units)
+    return new, Effect(op.kind, s.current, new.current, seeded=units)
+
+
+def _adjust(s: MeterState, op: Adjust) -> tuple[MeterState, Effect]:
+    after = s.current + op.units
+    if after < 0 or after < s.params.reset_units:
+        raise RulesError(
+            "units",
+            f"{format_units(op.units)} would take the meter to {format_units(after)}, below its reset amount "
+            f"{format_units(s.params.reset_units)}",
+        )
+    _below_ceiling(s, after, "units")
+    new = replace(s, current=after, adjustments=s.adjustments + op.units)
+    return new, Effect(op.kind, s.current, after, adjusted=op.units)
+
+
+def _change_params(s: MeterState, op: ChangeParams) -> tuple[MeterState, Effect]:
+    new_p = op.params
+    if s.open_rounds:
+        rounds = ", ".join(sorted(s.open_rounds))
+        raise RulesError(
+            "params",
+            f"cannot change while a round is in play (open: {rounds}); N.J.A.C. 13:69E-1.39A, 9 NYCRR 5320.8",
+        )
+    if new_p.meter_id != s.params.meter_id:
+        raise RulesError("params.meter_id", f"is {s.params.meter_id!r}: a meter keeps its id")
+    if new_p.ceiling_units is not None and s.current > new_p.ceiling_units:
+        raise RulesError(
+            "params.ceiling_cents",
+            f"{format_cents(new_p.ceiling_cents or 0)} is below what the meter shows ({format_units(s.current)}); "
+            "the meter is never lowered",
+        )
+    # A reset amount above what the meter shows is reached with operator money (seed).
+    seeded = max(0, new_p.reset_units - s.current)
+    new = replace(
+        s,
+        params=new_p,
+        current=s.current + seeded,
+        seed=s.seed + seeded,
+        history=s.history[-new_p.history_size :],
+        params_set_by=op.who,
+        params_set_at=op.at,
+    )
+    return new, Effect(op.kind, s.current, new.current, seeded=seeded)
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+
+def _open(s: MeterState, round_id: str) -> Booking:
+    b = s.open_rounds.get(round_id)
+    if b is None:
+        why = "it is closed or voided" if round_id in s.recent_rounds else "it was never booked"
+        raise RulesError("round_id", f"round {round_id} is not open on meter {s.params.meter_id}: {why}")
+    return b
+
+
+def _payable(s: MeterState, round_id: str, table: str, seat: int) -> Booking:
+    b = _open(s, round_id)
+    if table != b.table:
+        raise RulesError("table", f"round {round_id} was booked by table {b.table}, not {table}")
+    if seat not in b.seats:
+        raise RulesError("seat", f"seat {seat} made no progressive wager in round {round_id}")
+    return b
+
+
+def _below_ceiling(s: MeterState, after: int, field: str) -> None:
+    ceiling = s.params.ceiling_units
+    if ceiling is not None and after > ceiling:
+        raise RulesError(
+            field, f"would take the meter to {format_units(after)}, above its ceiling {format_units(ceiling)}"
+        )
+
+
+def _remember(s: MeterState, round_id: str) -> tuple[str, ...]:
+    return (*s.recent_rounds, round_id)[-RECENT_ROUNDS:]
+
+
+_HANDLERS: dict[type, Any] = {
+    BookContributions: _book,
+    VoidRound: _void,
+    PayPercentAward: _pay_percent,
+    PayFixedAward: _pay_fixed,
+    TopUp: _top_up,
+    Adjust: _adjust,
+    ChangeParams: _change_params,
+    CloseRound: _close,
+}

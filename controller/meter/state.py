@@ -1,0 +1,248 @@
+"""The state of a progressive meter: every meter the rules require, the open rounds and the hit history.
+
+Meters (58 Pa. Code 605a.7(a); N.J.A.C. 13:69E-1.39A; 9 NYCRR 5320.8): the visible meter (``current``),
+contributions, reserve (hidden), overflow (above the ceiling), seed (operator money), adjustments,
+meter awards, qualifying wagers, hits and amounts by award, amounts paid by the table and by the
+attendant, cumulative payouts, and a history of at least the last 25 hits.
+
+All amounts on the meter are integer meter units (1/10,000 cent, controller.money.UNITS_PER_CENT);
+amounts paid are integer cents. The state is immutable: `controller.meter.apply` returns a new one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from fractions import Fraction
+from types import MappingProxyType
+from typing import Any
+
+from ..money import UNITS_PER_CENT, format_units
+from .params import MeterParams
+
+RECENT_ROUNDS = 1000  # closed or voided round ids remembered to refuse a second booking
+
+
+def _frozen(d: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:
+    return MappingProxyType(dict(d or {}))
+
+
+@dataclass(frozen=True)
+class SharedAward:
+    """A percentage award on the dealer's hand shared equally by `shares` players (§ 639a.12(e)(2)).
+
+    The whole award is taken from the meter at the turn of the first sharer and locked; the others are
+    paid the same share without touching the meter again. Until all are paid, the unpaid shares are owed.
+    """
+
+    hand: str
+    award: str
+    percent: Fraction
+    shares: int
+    per_share_cents: int
+    meter_before: int
+    meter_after: int
+    paid_seats: tuple[int, ...]
+
+    @property
+    def owed_cents(self) -> int:
+        return (self.shares - len(self.paid_seats)) * self.per_share_cents
+
+
+@dataclass(frozen=True)
+class Booking:
+    """What a locked round put on the meter: exactly what `VoidRound` takes back."""
+
+    table: str
+    wagers: tuple[tuple[int, int], ...]  # (seat, cents)
+    contributed: int  # units credited to the visible meter
+    reserved: int  # units put in reserve
+    overflowed: int  # units diverted by the ceiling
+    booked_at: datetime
+    paid: bool = False  # an award was paid in this round: it can no longer be voided
+    shared: tuple[SharedAward, ...] = ()
+
+    @property
+    def wager_cents(self) -> int:
+        return sum(c for _, c in self.wagers)
+
+    @property
+    def seats(self) -> frozenset[int]:
+        return frozenset(s for s, _ in self.wagers)
+
+    @property
+    def owed_cents(self) -> int:
+        return sum(s.owed_cents for s in self.shared)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One payout in the hit history (N.J.A.C. 13:69E-1.39A: at least the last 25)."""
+
+    number: int  # 1, 2, ... in the order the meter paid them (the order of near-simultaneous wins)
+    table: str
+    round_id: str
+    seat: int
+    hand: str
+    award: str
+    amount_cents: int
+    paid_by: str  # "attendant" or "table"
+    shares: int  # 1, or the number of players sharing a dealer-hand award
+    meter_before: int  # units
+    meter_after: int  # units
+    at: datetime
+    approved_by: str
+
+    @property
+    def label(self) -> str:
+        return hit_label(self.hand, self.award)
+
+
+def hit_label(hand: str, award: str) -> str:
+    """The key of the hits-by-award meter: the hand paid on and the award as the paytable states it."""
+    return f"{hand}: {award}" if hand else award
+
+
+@dataclass(frozen=True)
+class MeterState:
+    params: MeterParams
+    current: int  # units on the visible meter
+    seed: int  # units put in by the operator (the first reset amount, restorations, top-ups)
+    contributions: int = 0  # units of wagers credited to the visible meter (net of voided rounds)
+    reserve: int = 0  # units held hidden to fund the next reset
+    reserve_in: int = 0  # units ever put in reserve (net of voided rounds)
+    reserve_to_meter: int = 0  # units moved from reserve to the visible meter
+    overflow: int = 0  # units held above the ceiling
+    overflow_in: int = 0  # units ever diverted by the ceiling (net of voided rounds)
+    overflow_to_meter: int = 0  # units moved from overflow to the visible meter
+    adjustments: int = 0  # units of authorized adjustments, signed
+    meter_awards: int = 0  # units taken from the meter by percentage awards
+    meter_paid_cents: int = 0  # cents of percentage awards paid to players
+    owed_cents: int = 0  # cents taken from the meter for shared awards and not yet paid to a sharer
+    wagers_count: int = 0  # qualifying wagers (net of voided rounds)
+    wagers_cents: int = 0
+    voided_rounds: int = 0
+    voided_wagers_cents: int = 0
+    hits: Mapping[str, tuple[int, int]] = field(default_factory=_frozen)  # label -> (count, cents)
+    hit_count: int = 0
+    paid_by_table_cents: int = 0  # 605a.7(a)
+    paid_by_attendant_cents: int = 0  # 605a.7(a)
+    cumulative_payouts_cents: int = 0  # 605a.7(a)
+    history: tuple[Hit, ...] = ()  # the last params.history_size hits, oldest first
+    open_rounds: Mapping[str, Booking] = field(default_factory=_frozen)
+    recent_rounds: tuple[str, ...] = ()  # the last RECENT_ROUNDS closed or voided round ids
+    params_set_by: str = ""
+    params_set_at: datetime | None = None
+
+    __hash__ = None  # type: ignore[assignment]  # holds mappings
+
+    @property
+    def current_cents(self) -> int:
+        """What the sign shows: the meter floored to the cent (the remainder stays on the meter)."""
+        return self.current // UNITS_PER_CENT
+
+    def hits_for(self, hand: str, award: str) -> tuple[int, int]:
+        return self.hits.get(hit_label(hand, award), (0, 0))
+
+
+def initial_state(params: MeterParams, set_by: str = "", at: datetime | None = None) -> MeterState:
+    """A new meter showing its reset amount, which the operator puts in (booked as seed)."""
+    if not isinstance(params, MeterParams):
+        raise TypeError("params must be MeterParams")
+    return MeterState(
+        params=params, current=params.reset_units, seed=params.reset_units, params_set_by=set_by, params_set_at=at
+    )
+
+
+def with_maps(state: MeterState, **changes: Any) -> MeterState:
+    """`replace` that freezes mapping fields it is given."""
+    for key in ("hits", "open_rounds"):
+        if key in changes:
+            changes[key] = _frozen(changes[key])
+    return replace(state, **changes)
+
+
+# --- the invariant ------------------------------------------------------------------------------
+
+
+class InvariantError(AssertionError):
+    """The meter's books do not balance: a defect, never bad input."""
+
+
+def invariant_failures(s: MeterState) -> list[str]:
+    """Every way in which `s` breaks the meter's invariant, with the numbers (empty: it holds)."""
+    u = format_units
+    bad: list[str] = []
+    p = s.params
+    visible = s.seed + s.contributions + s.reserve_to_meter + s.overflow_to_meter - s.meter_awards + s.adjustments
+    if s.current != visible:
+        bad.append(
+            f"current {u(s.current)} != seed {u(s.seed)} + contributions {u(s.contributions)} + reserve_to_meter "
+            f"{u(s.reserve_to_meter)} + overflow_to_meter {u(s.overflow_to_meter)} - meter_awards "
+            f"{u(s.meter_awards)} + adjustments {u(s.adjustments)} = {u(visible)}"
+        )
+    if s.reserve != s.reserve_in - s.reserve_to_meter:
+        bad.append(f"reserve {u(s.reserve)} != reserve_in {u(s.reserve_in)} - reserve_to_meter {u(s.reserve_to_meter)}")
+    if s.overflow != s.overflow_in - s.overflow_to_meter:
+        bad.append(
+            f"overflow {u(s.overflow)} != overflow_in {u(s.overflow_in)} - overflow_to_meter {u(s.overflow_to_meter)}"
+        )
+    if s.current < p.reset_units:
+        bad.append(f"current {u(s.current)} is below the reset amount {u(p.reset_units)}")
+    if p.ceiling_units is not None and s.current > p.ceiling_units:
+        bad.append(f"current {u(s.current)} is above the ceiling {u(p.ceiling_units)}")
+    for name in (
+        "seed", "contributions", "reserve", "reserve_in", "reserve_to_meter", "overflow", "overflow_in",
+        "overflow_to_meter", "meter_awards", "meter_paid_cents", "owed_cents", "wagers_count", "wagers_cents",
+        "voided_rounds", "voided_wagers_cents", "hit_count", "paid_by_table_cents", "paid_by_attendant_cents",
+    ):
+        if getattr(s, name) < 0:
+            bad.append(f"{name} is negative: {getattr(s, name)}")
+    if s.meter_awards != (s.meter_paid_cents + s.owed_cents) * UNITS_PER_CENT:
+        bad.append(
+            f"meter_awards {u(s.meter_awards)} != (meter_paid_cents {s.meter_paid_cents} + owed_cents "
+            f"{s.owed_cents}) cents"
+        )
+    owed = sum(b.owed_cents for b in s.open_rounds.values())
+    if s.owed_cents != owed:
+        bad.append(f"owed_cents {s.owed_cents} != {owed} owed in the open rounds")
+    if s.meter_paid_cents > s.paid_by_attendant_cents:
+        bad.append(f"meter_paid_cents {s.meter_paid_cents} > paid_by_attendant_cents {s.paid_by_attendant_cents}")
+    if s.cumulative_payouts_cents != s.paid_by_table_cents + s.paid_by_attendant_cents:
+        bad.append(
+            f"cumulative_payouts_cents {s.cumulative_payouts_cents} != table {s.paid_by_table_cents} + attendant "
+            f"{s.paid_by_attendant_cents}"
+        )
+    count = sum(c for c, _ in s.hits.values())
+    amount = sum(a for _, a in s.hits.values())
+    if count != s.hit_count or amount != s.cumulative_payouts_cents:
+        bad.append(
+            f"hits by award total {count} hits and {amount} cents; hit_count {s.hit_count}, cumulative "
+            f"{s.cumulative_payouts_cents} cents"
+        )
+    if len(s.history) > p.history_size or len(s.history) > s.hit_count:
+        bad.append(f"history holds {len(s.history)} hits; at most {min(p.history_size, s.hit_count)}")
+    if [h.number for h in s.history] != list(range(s.hit_count - len(s.history) + 1, s.hit_count + 1)):
+        bad.append(f"history is not the last {len(s.history)} of {s.hit_count} hits in order")
+    open_count = sum(len(b.wagers) for b in s.open_rounds.values())
+    open_cents = sum(b.wager_cents for b in s.open_rounds.values())
+    if open_count > s.wagers_count or open_cents > s.wagers_cents:
+        bad.append(f"open rounds hold {open_count} wagers of {open_cents} cents; the meters {s.wagers_count}, {s.wagers_cents}")
+    in_open = [sum(getattr(b, k) for b in s.open_rounds.values()) for k in ("contributed", "reserved", "overflowed")]
+    if in_open[0] > s.contributions or in_open[1] > s.reserve_in or in_open[2] > s.overflow_in:
+        bad.append(f"open rounds booked {in_open} units; more than contributions, reserve_in, overflow_in")
+    if len(s.recent_rounds) > RECENT_ROUNDS or set(s.recent_rounds) & set(s.open_rounds):
+        bad.append("recent_rounds is too long or holds an open round")
+    return bad
+
+
+def invariant_holds(state: MeterState) -> bool:
+    return not invariant_failures(state)
+
+
+def check_invariant(state: MeterState) -> None:
+    """Raise InvariantError, with the numbers, if the books of `state` do not balance."""
+    bad = invariant_failures(state)
+    if bad:
+        raise InvariantError(f"meter {state.params.meter_id}: " + "; ".join(bad))
