@@ -335,6 +335,15 @@ def test_submit_async(tmp_path):
 # --- fatal storage errors -----------------------------------------------------------------------
 
 
+def outcome(led: Ledger, kind, body, key):
+    """The receipt or the error of one submission: once the writer has stopped, submitting raises at once;
+    before that, the error comes through the future."""
+    try:
+        return led.submit_future(kind, body, key).result(WAIT)
+    except Exception as e:  # noqa: BLE001 - returned for the test to look at
+        return e
+
+
 class FailingCommit(sqlite3.Connection):
     fail = False
 
@@ -351,7 +360,13 @@ def test_commit_error_is_fatal_and_never_acknowledged(tmp_path):
     try:
         led.submit("deposit", {"account": "a", "cents": 100}, "ok")
         factory.fail = True
-        futs = [led.submit_future("deposit", {"account": "a", "cents": 1}, f"lost{i}") for i in range(5)]
+        futs, refused_at_once = [], 0
+        for i in range(50):  # queued together: every one waiting on the failed batch is told
+            try:
+                futs.append(led.submit_future("deposit", {"account": "a", "cents": 1}, f"lost{i}"))
+            except FatalStorageError:  # the writer had already stopped
+                refused_at_once += 1
+        assert futs and len(futs) + refused_at_once == 50
         for f in futs:
             with pytest.raises(FatalStorageError):
                 f.result(WAIT)
@@ -389,11 +404,9 @@ def test_disk_full_is_fatal(tmp_path):
         led.submit("deposit", {"account": "a", "cents": 1}, "ok")
         factory.cap = True
         big = "x" * 20_000  # needs new pages
-        futs = [led.submit_future("deposit", {"account": "a", "cents": 1, "memo": big}, f"big{i}")
-                for i in range(20)]
-        for f in futs:
-            with pytest.raises(FatalStorageError):
-                f.result(WAIT)
+        for i in range(20):
+            body = {"account": "a", "cents": 1, "memo": big}
+            assert isinstance(outcome(led, "deposit", body, f"big{i}"), FatalStorageError)
         assert len(hooked) == 1 and "full" in str(hooked[0].__cause__)
     finally:
         led.close()
