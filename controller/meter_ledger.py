@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import InputError, RulesError
+from .meter._check import parse_moment
 from .meter import (
     MeterState,
     apply,
@@ -57,7 +58,7 @@ class MetersReducer:
             params = params_from_dict(body.get("params"), "params")
             if params.meter_id in state:
                 raise RulesError("params.meter_id", f"meter {params.meter_id!r} is already defined")
-            at = _moment(body.get("at"), "at")
+            at = parse_moment(body.get("at"), "at")
             new = initial_state(params, str(body.get("set_by", "")), at)
             return _with(state, params.meter_id, new), {"meter": params.meter_id}
         meter_id = body.get("meter")
@@ -87,14 +88,3 @@ def _with(state: Meters, meter_id: str, new: MeterState) -> Meters:
     d[meter_id] = new
     return MappingProxyType(d)
 
-
-def _moment(value: object, field: str) -> datetime:
-    if not isinstance(value, str):
-        raise InputError(field, f"must be an ISO 8601 time, not {value!r}")
-    try:
-        moment = datetime.fromisoformat(value)
-    except ValueError:
-        raise InputError(field, f"{value!r} is not an ISO 8601 time") from None
-    if moment.tzinfo is None:
-        raise InputError(field, f"{value!r} has no time zone")
-    return moment

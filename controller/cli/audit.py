@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..meter import MeterState, params_to_dict
+from ..meter.snapshot import hit_to_dict
 from ..money import format_cents, format_units
 
 EXIT_DAMAGED = 1
@@ -87,22 +88,8 @@ def meter_json(s: MeterState) -> dict[str, Any]:
 
 
 def hit_json(meter_id: str, h) -> dict[str, Any]:  # noqa: ANN001 - a controller.meter.Hit
-    return {
-        "meter": meter_id,
-        "number": h.number,
-        "time": h.at.isoformat(),
-        "table": h.table,
-        "round": h.round_id,
-        "seat": h.seat,
-        "hand": h.hand,
-        "award": h.award,
-        "amount": format_cents(h.amount_cents),
-        "paid_by": h.paid_by,
-        "shares": h.shares,
-        "meter_before": format_units(h.meter_before),
-        "meter_after": format_units(h.meter_after),
-        "approved_by": h.approved_by,
-    }
+    d = hit_to_dict(h)
+    return {"meter": meter_id, "number": d.pop("number"), "time": d.pop("at"), "round": d.pop("round_id"), **d}
 
 
 def _select(meters: Mapping[str, MeterState], meter_id: str | None) -> list[str]:

@@ -38,7 +38,7 @@ def state_to_dict(s: MeterState) -> dict[str, Any]:
     d.update({_key(k): format_cents(getattr(s, k)) for k in _CENTS})
     d.update({k: getattr(s, k) for k in _COUNTS})
     d["hits"] = {label: {"count": n, "amount": format_cents(c)} for label, (n, c) in sorted(s.hits.items())}
-    d["history"] = [_hit_to_dict(h) for h in s.history]
+    d["history"] = [hit_to_dict(h) for h in s.history]
     d["open_rounds"] = {rid: _booking_to_dict(b) for rid, b in s.open_rounds.items()}
     d["recent_rounds"] = list(s.recent_rounds)
     d["params_set_by"] = s.params_set_by
@@ -92,7 +92,7 @@ def state_from_dict(d: object, field_prefix: str = "") -> MeterState:
     return state
 
 
-def _hit_to_dict(h: Hit) -> dict[str, Any]:
+def hit_to_dict(h: Hit) -> dict[str, Any]:
     return {
         "number": h.number,
         "table": h.table,
