@@ -16,7 +16,6 @@ import gc
 import os
 import platform
 import random
-import re
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ sys.path.insert(0, str(ROOT))
 
 from controller.cards import card_str  # noqa: E402
 from controller.hands import four, poker5, three  # noqa: E402
+from benchdoc import write_section
 
 SECTION = "## Hand evaluation"
 COMMAND = ".venv/bin/python bench/bench_hands.py --write"
@@ -168,25 +168,13 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        write_section(ROOT / "docs" / "benchmarks.md", text)
+        write_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
 
 
 def _version(dist: str) -> str:
     from importlib.metadata import version
 
     return version(dist)
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of the file (or add it), leaving other sections alone."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: section + "\n", old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + section
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(new.rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":

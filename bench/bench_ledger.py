@@ -18,7 +18,6 @@ import asyncio
 import datetime
 import os
 import platform
-import re
 import shutil
 import sqlite3
 import statistics
@@ -37,6 +36,7 @@ from controller.ledger import (  # noqa: E402
     verify_state_dir,
 )
 from controller.ledger.verify import derive_state, verify_chain_fast  # noqa: E402
+from benchdoc import write_section
 
 SECTION = "## Ledger"
 COMMAND = ".venv/bin/python bench/bench_ledger.py --write"
@@ -267,7 +267,7 @@ def main() -> None:
         print()
         print(text)
         if args.write:
-            write_section(ROOT / "docs" / "benchmarks.md", text)
+            write_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
     finally:
         shutil.rmtree(work, ignore_errors=True)
         if not args.dir:
@@ -354,16 +354,6 @@ def goal_text(tp: list[dict], fsync: float) -> str:
             "loop together, which take turns on the GIL). On a disk whose fsync takes 1 ms or more the first "
             "figure falls below 1,000 per second while the second does not move, which would put the ratio "
             "above 10x: an estimate, not a measurement of this run.")
-
-
-def write_section(path: Path, section: str) -> None:
-    text = path.read_text() if path.exists() else "# Benchmarks\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(text):
-        new = pattern.sub(lambda _m: section + "\n", text)
-    else:
-        new = text.rstrip("\n") + "\n\n" + section
-    path.write_text(new.rstrip("\n") + "\n")
 
 
 if __name__ == "__main__":

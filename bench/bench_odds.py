@@ -17,7 +17,6 @@ import datetime
 import gc
 import os
 import platform
-import re
 import sys
 import time
 from collections.abc import Callable
@@ -32,6 +31,7 @@ from controller.money import UNITS_PER_DOLLAR  # noqa: E402
 from controller.odds import odds_report  # noqa: E402
 from controller.odds.counts import clear_caches  # noqa: E402
 from controller.paytables import find_paytable  # noqa: E402
+from benchdoc import write_section
 
 SECTION = "## Exact odds"
 COMMAND = ".venv/bin/python bench/bench_odds.py --write"
@@ -130,19 +130,7 @@ def main() -> None:
     text = "\n".join(lines)
     print(text)
     if args.write:
-        write_section(ROOT / "docs" / "benchmarks.md", text)
-
-
-def write_section(path: Path, section: str) -> None:
-    """Replace this benchmark's section of the file (or add it), leaving other sections alone."""
-    old = path.read_text() if path.exists() else "# Benchmarks\n\n"
-    pattern = re.compile(rf"^{re.escape(SECTION)}\n.*?(?=^## |\Z)", re.S | re.M)
-    if pattern.search(old):
-        new = pattern.sub(lambda _: section + "\n", old, count=1)
-    else:
-        new = old.rstrip("\n") + "\n\n" + section
-    path.parent.mkdir(exist_ok=True)
-    path.write_text(new.rstrip("\n") + "\n")
+        write_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 
+from crash_pipe import kill, read_lines
 from ledger_child import Accounts
 
 from controller.ledger import Ledger, journal, verify_state_dir
@@ -136,34 +137,12 @@ class Lane:
         self.check(lines, ops, where)
 
     def _read(self, proc, sel, buf, lines, *, until, deadline, to_eof=False) -> bool:
-        """Read lines until `until` outcomes have been read (None: no such limit), the deadline passes, or
-        EOF (returns True). With to_eof, passing the deadline is a hang."""
-        while True:
-            if isinstance(until, str):
-                if until in lines:
-                    return False
-            elif until is not None and sum(1 for ln in lines if ln.startswith(("ACK", "REFUSED"))) >= until:
-                return False
-            left = deadline - time.monotonic()
-            if left <= 0:
-                assert not to_eof, f"lane seed {self.seed}: child hung (lines so far: {lines[-5:]})"
-                return False
-            if not sel.select(left):
-                continue
-            chunk = os.read(proc.stdout.fileno(), 65536)
-            if not chunk:
-                return True
-            buf.extend(chunk)
-            while b"\n" in buf:
-                line, _, rest = bytes(buf).partition(b"\n")
-                buf[:] = rest
-                lines.append(line.decode())
+        """Read until `until` outcomes (see crash_pipe.read_lines)."""
+        return read_lines(proc, sel, buf, lines, counted=("ACK", "REFUSED"), until=until, deadline=deadline,
+                          to_eof=to_eof, where=f"lane seed {self.seed}")
 
     def _kill(self, proc) -> bool:
-        if proc.poll() is not None:
-            return False
-        proc.send_signal(signal.SIGKILL)
-        return True
+        return kill(proc)
 
     # --- checks ---
 
