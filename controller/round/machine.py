@@ -1,0 +1,345 @@
+"""The round state machine of one table: a pure function ``step(rules, state, input) -> Step``.
+
+It decides which wagers exist. The shell feeds it device events and the ledger's answers, and carries out
+its effects (lights, bookings, notes for the log and the metrics); it never touches a device or the disk.
+
+- Betting: a chip sensed on a spot while no block is up is acknowledged (accepted light on) and is a wager;
+  removed before lock-out, it is withdrawn. A chip sensed after lock-out is not recognized (§ 639a.2(c)(2),
+  § 641a.2(c), § 643a.2(d), § 667a.2(c)): noted and counted, nothing else.
+- Lock-out (§ 639a.8(b)): wagers frozen; their contributions go to the ledger in one booking per meter,
+  with the Magic Card and Lucky Bonus seat drawn at that moment; the round moves on to dealing only when the
+  booking is on disk. The accepted count per spot goes to the dealer's chip reconciliation.
+- Cards: a shuffler count other than 52 or decks out of alternation blocks wagering until a supervisor
+  confirms a new deck (§ 667a.5(b), § 667a.3(b)); without a counting shuffler the stub must be counted at
+  least every `stub_count_every` rounds (§ 667a.8(f)) or wagering stays blocked; a wrong stub count voids
+  the round and blocks the deck (§ 667a.8(h)).
+- Void (shoe jam § 667a.13(e), misdeal § 667a.13(a),(c)): every wager returned, the booking reversed.
+- Blocks (device down, link down, deck, stub, table closed) stop new wagers; wagers already accepted in the
+  round stay accepted and lit: turning a light off would tell the player a recognized wager was not.
+- A chip still on a sensor when the next round opens was not collected: it is not a wager until it is
+  lifted and placed again, so one chip can never be counted in two rounds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+from ..errors import InputError, RulesError
+from .model import (
+    DECK_SIZE,
+    Block,
+    BlockCleared,
+    BlockRaised,
+    Book,
+    Booked,
+    CardsDispensed,
+    ChipRemoved,
+    ChipSensed,
+    Close,
+    DeckReplaced,
+    DeckState,
+    Effect,
+    Input,
+    Lamp,
+    Light,
+    LockoutPressed,
+    Note,
+    Opened,
+    Phase,
+    Reconcile,
+    Reverse,
+    RoundSettled,
+    ShuffleCounted,
+    SpotKey,
+    Step,
+    StubCounted,
+    TableRules,
+    TableState,
+    VoidRound,
+    Voided,
+    round_id,
+)
+
+
+def start(rules: TableRules, round_no: int = 1) -> Step:
+    """The state at start-up: betting open for `round_no` (the next after the last closed in the journal).
+    Without a counting shuffler the stub must be counted first: nobody can say how many rounds ago it was."""
+    state = TableState(round_no=round_no)
+    effects: list[Effect] = [Lamp(False)]
+    if not rules.counting_shuffler:
+        state = _raise(state, Block.STUB, "start-up")
+        effects.append(Note("stub-count-due", {"rounds": None}))
+    effects.append(Opened(round_id(rules.table, round_no)))
+    return Step(state, tuple(effects))
+
+
+def step(rules: TableRules, state: TableState, event: Input) -> Step:
+    """Apply one input. Raises InputError for malformed input (naming the field) and RulesError for an
+    action the rules do not allow now; the state is then unchanged."""
+    handler = _HANDLERS.get(type(event))
+    if handler is None:
+        raise InputError("input", f"unknown input {type(event).__name__}")
+    return handler(rules, state, event)
+
+
+# --- betting -----------------------------------------------------------------------------------
+
+
+def _spot_key(rules: TableRules, seat: object, spot: object) -> SpotKey:
+    if isinstance(seat, bool) or not isinstance(seat, int) or not 1 <= seat <= rules.seats:
+        raise InputError("seat", f"{seat!r} is not a seat of table {rules.table} (1..{rules.seats})")
+    if spot not in rules.spots:
+        raise InputError("spot", f"{spot!r} is not a wager spot of table {rules.table}; spots: {', '.join(rules.spots)}")
+    return seat, spot  # type: ignore[return-value]
+
+
+def _chip_sensed(rules: TableRules, state: TableState, e: ChipSensed) -> Step:
+    key = _spot_key(rules, e.seat, e.spot)
+    if e.amount_cents is not None and (isinstance(e.amount_cents, bool) or not isinstance(e.amount_cents, int)):
+        raise InputError("amount_cents", f"must be whole cents or None, not {e.amount_cents!r}")
+    state = replace(state, sensed=_put(state.sensed, key, e.amount_cents))
+    if key in state.accepted:
+        return Step(state)  # the device repeating itself
+    why = _not_recognized_because(rules, state, key, e.amount_cents)
+    if why is not None:
+        return Step(state, (Note("wager-not-recognized", {"seat": e.seat, "spot": e.spot, "reason": why,
+                                                           "round": round_id(rules.table, state.round_no)}),))
+    cents = e.amount_cents if e.amount_cents is not None else rules.spots[e.spot].sizes[0]
+    state = replace(state, accepted=_put(state.accepted, key, cents))
+    return Step(state, (Light(e.seat, e.spot, True),
+                        Note("wager-accepted", {"seat": e.seat, "spot": e.spot, "cents": cents,
+                                                "round": round_id(rules.table, state.round_no)})))
+
+
+def _not_recognized_because(rules: TableRules, state: TableState, key: SpotKey, amount: int | None) -> str | None:
+    if state.phase is not Phase.BETTING:
+        return "after lock-out"
+    if key in state.stale:
+        return "chip left from the previous round: lift it and place it again"
+    if state.blocked:
+        return "progressive wagering disabled: " + ", ".join(
+            f"{b.value} ({', '.join(sorted(src))})" for b, src in sorted(state.blocks.items()) if src)
+    sizes = rules.spots[key[1]].sizes
+    if amount is None and len(sizes) > 1:
+        return "the device cannot read the amount and the spot accepts several"
+    if amount is not None and amount not in sizes:
+        return f"{amount} cents is not an accepted wager ({', '.join(map(str, sizes))})"
+    return None
+
+
+def _chip_removed(rules: TableRules, state: TableState, e: ChipRemoved) -> Step:
+    key = _spot_key(rules, e.seat, e.spot)
+    state = replace(state, sensed=_drop(state.sensed, key), stale=state.stale - {key})
+    if state.phase is Phase.BETTING and key in state.accepted:
+        state = replace(state, accepted=_drop(state.accepted, key))
+        return Step(state, (Light(e.seat, e.spot, False),
+                            Note("wager-withdrawn", {"seat": e.seat, "spot": e.spot,
+                                                     "round": round_id(rules.table, state.round_no)})))
+    return Step(state)  # after lock-out the dealer collects the chips (§ 639a.8(b))
+
+
+# --- lock-out and booking ----------------------------------------------------------------------
+
+
+def _lockout(rules: TableRules, state: TableState, e: LockoutPressed) -> Step:
+    rid = round_id(rules.table, state.round_no)
+    if state.phase is not Phase.BETTING:
+        raise RulesError("lockout", f"round {rid} is already locked ({state.phase.value})")
+    if e.lucky_seat is not None and not 0 <= e.lucky_seat <= rules.seats:
+        raise InputError("lucky_seat", f"{e.lucky_seat} is not a position of table {rules.table}")
+    by_meter: dict[str, list[tuple[int, int]]] = {}
+    for (seat, spot), cents in sorted(state.accepted.items()):
+        by_meter.setdefault(rules.spots[spot].meter, []).append((seat, cents))
+    effects: list[Effect] = [Lamp(True)]
+    if by_meter:
+        state = replace(state, phase=Phase.LOCKING, lamp=True)
+        effects.append(Book(rid, MappingProxyType({m: tuple(w) for m, w in by_meter.items()}),
+                            e.magic_card, e.lucky_seat))
+    else:
+        state = replace(state, phase=Phase.DEALING, lamp=True)
+        effects.append(Reconcile(rid, _counts(rules, state)))
+    effects.append(Note("locked", {"round": rid, "wagers": len(state.accepted)}))
+    return Step(state, tuple(effects))
+
+
+def _counts(rules: TableRules, state: TableState) -> MappingProxyType:
+    counts = {spot: 0 for spot in rules.spots}
+    for _seat, spot in state.accepted:
+        counts[spot] += 1
+    return MappingProxyType(counts)
+
+
+def _booked(rules: TableRules, state: TableState, e: Booked) -> Step:
+    rid = _current(rules, state, e.round_id, Phase.LOCKING, "booked")
+    state = replace(state, phase=Phase.DEALING)
+    return Step(state, (Reconcile(rid, _counts(rules, state)),))
+
+
+def _current(rules: TableRules, state: TableState, rid: str, phase: Phase, what: str) -> str:
+    current = round_id(rules.table, state.round_no)
+    if rid != current:
+        raise RulesError("round_id", f"{what}: {rid!r} is not the current round {current!r}")
+    if state.phase is not phase:
+        raise RulesError("round_id", f"{what}: round {current} is {state.phase.value}, not {phase.value}")
+    return current
+
+
+# --- end of a round ----------------------------------------------------------------------------
+
+
+def _void(rules: TableRules, state: TableState, e: VoidRound) -> Step:
+    rid = round_id(rules.table, state.round_no)
+    if state.phase is not Phase.DEALING:
+        raise RulesError("void", f"round {rid} is {state.phase.value}: only a round being dealt can be voided")
+    meters = tuple(sorted({rules.spots[spot].meter for _seat, spot in state.accepted}))
+    note = Note("round-voided", {"round": rid, "reason": e.reason, "wagers": len(state.accepted)})
+    if not meters:
+        nxt = _next_round(rules, state)
+        return Step(nxt.state, (note, *nxt.effects))
+    return Step(replace(state, phase=Phase.VOID), (Reverse(rid, e.reason, meters), note))
+
+
+def _voided(rules: TableRules, state: TableState, e: Voided) -> Step:
+    _current(rules, state, e.round_id, Phase.VOID, "voided")
+    return _next_round(rules, state)
+
+
+def _settled(rules: TableRules, state: TableState, e: RoundSettled) -> Step:
+    rid = _current(rules, state, e.round_id, Phase.DEALING, "settled")
+    nxt = _next_round(rules, state)
+    return Step(nxt.state, (Close(rid), *nxt.effects))
+
+
+def _next_round(rules: TableRules, state: TableState) -> Step:
+    effects: list[Effect] = [Light(seat, spot, False) for seat, spot in sorted(state.accepted)]
+    effects.append(Lamp(False))
+    deck = replace(state.deck, rounds_since_count=state.deck.rounds_since_count + 1, dispensed=None)
+    new = TableState(round_no=state.round_no + 1, sensed=state.sensed, stale=frozenset(state.sensed),
+                     blocks=state.blocks, deck=deck)
+    if not rules.counting_shuffler and deck.rounds_since_count >= rules.stub_count_every:
+        new = _raise(new, Block.STUB, "dealer")
+        effects.append(Note("stub-count-due", {"rounds": deck.rounds_since_count}))
+    effects.append(Opened(round_id(rules.table, new.round_no)))
+    return Step(new, tuple(effects))
+
+
+# --- cards -------------------------------------------------------------------------------------
+
+
+def _shuffle_counted(rules: TableRules, state: TableState, e: ShuffleCounted) -> Step:
+    if isinstance(e.count, bool) or not isinstance(e.count, int) or e.count < 0:
+        raise InputError("count", f"must be a whole number of cards, not {e.count!r}")
+    if e.count != DECK_SIZE:
+        return Step(_raise(state, Block.DECK, "shuffler"),
+                    (Note("deck-count-wrong", {"count": e.count, "deck": e.deck}),))
+    if rules.two_decks:
+        if e.deck is None:
+            raise InputError("deck", "two decks are alternated: the shuffler must say which deck it counted")
+        if e.deck == state.deck.last_deck:
+            return Step(_raise(state, Block.DECK, "alternation"),
+                        (Note("deck-not-alternated", {"deck": e.deck}),))
+    deck = replace(state.deck, rounds_since_count=0, last_deck=e.deck)
+    return Step(replace(state, deck=deck), (Note("deck-counted", {"count": e.count, "deck": e.deck}),))
+
+
+def _stub_counted(rules: TableRules, state: TableState, e: StubCounted) -> Step:
+    dealt = e.dealt if e.dealt is not None else state.deck.dispensed
+    if dealt is None:
+        raise InputError("dealt", "how many cards were dealt? (no shoe reported it)")
+    for name, v in (("stub", e.stub), ("dealt", dealt)):
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InputError(name, f"must be a whole number of cards, not {v!r}")
+    if e.stub + dealt == DECK_SIZE:
+        state = _clear(state, Block.STUB, None)
+        deck = replace(state.deck, rounds_since_count=0)
+        return Step(replace(state, deck=deck), (Note("stub-counted", {"stub": e.stub, "dealt": dealt}),))
+    # § 667a.8(h): wrong count: hands void, wagers returned, and (unless only misdealt) the deck removed
+    state = _raise(state, Block.DECK, "stub")
+    note = Note("stub-count-wrong", {"stub": e.stub, "dealt": dealt})
+    if state.phase is Phase.DEALING:
+        voided = _void(rules, state, VoidRound(f"stub count {e.stub} + {dealt} dealt is not {DECK_SIZE}"))
+        return Step(voided.state, (note, *voided.effects))
+    return Step(state, (note,))
+
+
+def _cards_dispensed(rules: TableRules, state: TableState, e: CardsDispensed) -> Step:
+    if isinstance(e.count, bool) or not isinstance(e.count, int) or not 0 <= e.count <= DECK_SIZE:
+        raise InputError("count", f"must be 0..{DECK_SIZE} cards, not {e.count!r}")
+    return Step(replace(state, deck=replace(state.deck, dispensed=e.count)))
+
+
+def _deck_replaced(rules: TableRules, state: TableState, e: DeckReplaced) -> Step:
+    state = _clear(_clear(state, Block.DECK, None), Block.STUB, None)
+    state = replace(state, deck=DeckState())
+    return Step(state, (Note("deck-replaced", {"by": e.by}),))
+
+
+# --- blocks ------------------------------------------------------------------------------------
+
+
+def _raise(state: TableState, block: Block, source: str) -> TableState:
+    blocks = dict(state.blocks)
+    blocks[block] = frozenset(blocks.get(block, frozenset()) | {source})
+    return replace(state, blocks=MappingProxyType(blocks))
+
+
+def _clear(state: TableState, block: Block, source: str | None) -> TableState:
+    """Clear `source`'s hold on `block` (every source's with None)."""
+    blocks = dict(state.blocks)
+    left = frozenset() if source is None else blocks.get(block, frozenset()) - {source}
+    if left:
+        blocks[block] = left
+    else:
+        blocks.pop(block, None)
+    return replace(state, blocks=MappingProxyType(blocks))
+
+
+def _block_raised(rules: TableRules, state: TableState, e: BlockRaised) -> Step:
+    was = state.blocked
+    state = _raise(state, e.block, e.source)
+    effects = () if was else (Note("wagering-disabled", {"block": e.block.value, "source": e.source}),)
+    return Step(state, effects)
+
+
+def _block_cleared(rules: TableRules, state: TableState, e: BlockCleared) -> Step:
+    if e.block in (Block.DECK, Block.STUB):
+        raise RulesError("block", f"the {e.block.value} block is cleared by a count or a new deck, not directly")
+    was = state.blocked
+    state = _clear(state, e.block, e.source)
+    effects = (Note("wagering-enabled", {"block": e.block.value, "source": e.source}),) if was and not state.blocked else ()
+    return Step(state, effects)
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _put(m, key, value):
+    d = dict(m)
+    d[key] = value
+    return MappingProxyType(d)
+
+
+def _drop(m, key):
+    if key not in m:
+        return m
+    d = dict(m)
+    del d[key]
+    return MappingProxyType(d)
+
+
+_HANDLERS = {
+    ChipSensed: _chip_sensed,
+    ChipRemoved: _chip_removed,
+    LockoutPressed: _lockout,
+    Booked: _booked,
+    ShuffleCounted: _shuffle_counted,
+    StubCounted: _stub_counted,
+    CardsDispensed: _cards_dispensed,
+    DeckReplaced: _deck_replaced,
+    VoidRound: _void,
+    Voided: _voided,
+    RoundSettled: _settled,
+    BlockRaised: _block_raised,
+    BlockCleared: _block_cleared,
+}

@@ -1,0 +1,270 @@
+"""The round state machine: which wagers exist, lock-out, booking, voids, deck and stub counts, blocks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.errors import InputError, RulesError
+from controller.round import machine
+from controller.round.model import (
+    Block,
+    BlockCleared,
+    BlockRaised,
+    Book,
+    Booked,
+    CardsDispensed,
+    ChipRemoved,
+    ChipSensed,
+    Close,
+    DeckReplaced,
+    Lamp,
+    Light,
+    LockoutPressed,
+    Note,
+    Opened,
+    Phase,
+    Reconcile,
+    Reverse,
+    RoundSettled,
+    ShuffleCounted,
+    SpotRule,
+    StubCounted,
+    TableRules,
+    VoidRound,
+    Voided,
+)
+
+SPOTS = {
+    "progressive": SpotRule("progressive", "progressive", "cs-main", (100,)),
+    "fchb": SpotRule("fchb", "five-card-hand-bonus", "fchb", (100, 500)),
+}
+RULES = TableRules("t1", 7, SPOTS)
+NO_SHUFFLER = TableRules("t1", 7, SPOTS, counting_shuffler=False, stub_count_every=3)
+
+
+def run(rules, events, state=None):
+    s = state if state is not None else machine.start(rules).state
+    effects = []
+    for e in events:
+        out = machine.step(rules, s, e)
+        s = out.state
+        effects.extend(out.effects)
+    return s, effects
+
+
+def notes(effects, what):
+    return [e for e in effects if isinstance(e, Note) and e.what == what]
+
+
+def test_sensed_wager_is_acknowledged_and_booked_at_lockout():
+    s, eff = run(RULES, [ChipSensed(3, "progressive"), ChipSensed(5, "fchb", 500), ChipSensed(1, "progressive")])
+    assert [e for e in eff if isinstance(e, Light)] == [Light(3, "progressive", True), Light(5, "fchb", True),
+                                                        Light(1, "progressive", True)]
+    s, eff = run(RULES, [LockoutPressed(magic_card=7, lucky_seat=2)], s)
+    assert s.phase is Phase.LOCKING and s.lamp
+    (book,) = [e for e in eff if isinstance(e, Book)]
+    assert book.round_id == "t1-r1"
+    assert dict(book.wagers) == {"cs-main": ((1, 100), (3, 100)), "fchb": ((5, 500),)}
+    assert (book.magic_card, book.lucky_seat) == (7, 2)
+    s, eff = run(RULES, [Booked("t1-r1")], s)
+    assert s.phase is Phase.DEALING
+    assert eff == [Reconcile("t1-r1", {"progressive": 2, "fchb": 1})]
+
+
+def test_wager_after_lockout_is_not_recognized():
+    """§ 639a.2(c)(2): no wager is recognized after "no more bets", before or after the booking is on disk."""
+    s, _ = run(RULES, [ChipSensed(3, "progressive"), LockoutPressed()])
+    s, eff = run(RULES, [ChipSensed(4, "progressive")], s)
+    assert not [e for e in eff if isinstance(e, Light)]
+    assert notes(eff, "wager-not-recognized")[0].detail["reason"] == "after lock-out"
+    s, eff = run(RULES, [Booked("t1-r1"), ChipSensed(6, "progressive")], s)
+    assert len(notes(eff, "wager-not-recognized")) == 1
+    assert set(s.accepted) == {(3, "progressive")}
+
+
+def test_withdrawn_before_lockout_is_not_booked():
+    s, eff = run(RULES, [ChipSensed(3, "progressive"), ChipRemoved(3, "progressive"), LockoutPressed()])
+    assert Light(3, "progressive", False) in eff
+    assert not [e for e in eff if isinstance(e, Book)]
+    assert s.phase is Phase.DEALING  # nothing to book: straight to dealing
+    assert [e for e in eff if isinstance(e, Reconcile)][0].counts["progressive"] == 0
+
+
+def test_removal_after_lockout_keeps_the_wager():
+    s, _ = run(RULES, [ChipSensed(3, "progressive"), LockoutPressed(), ChipRemoved(3, "progressive")])
+    assert dict(s.accepted) == {(3, "progressive"): 100}
+
+
+def test_amounts_checked_against_the_spot():
+    s, eff = run(RULES, [ChipSensed(1, "fchb", 250), ChipSensed(2, "fchb"), ChipSensed(3, "fchb", 100)])
+    reasons = [n.detail["reason"] for n in notes(eff, "wager-not-recognized")]
+    assert "250 cents is not an accepted wager (100, 500)" in reasons
+    assert "the device cannot read the amount and the spot accepts several" in reasons
+    assert dict(s.accepted) == {(3, "fchb"): 100}
+
+
+def test_bad_input_names_the_field_and_changes_nothing():
+    s = machine.start(RULES).state
+    with pytest.raises(InputError, match="^seat: 8 is not a seat of table t1"):
+        machine.step(RULES, s, ChipSensed(8, "progressive"))
+    with pytest.raises(InputError, match="^spot: 'ante' is not a wager spot"):
+        machine.step(RULES, s, ChipSensed(1, "ante"))
+    with pytest.raises(RulesError, match="not the current round"):
+        machine.step(RULES, s, Booked("t1-r9"))
+
+
+def test_settled_round_closes_and_next_opens_with_lights_off():
+    s, eff = run(RULES, [ChipSensed(3, "progressive"), LockoutPressed(), Booked("t1-r1"), ChipRemoved(3, "progressive"),
+                         RoundSettled("t1-r1")])
+    assert Close("t1-r1") in eff and Opened("t1-r2") in eff
+    assert Light(3, "progressive", False) in eff and Lamp(False) in eff
+    assert s.round_no == 2 and s.phase is Phase.BETTING and not s.accepted
+
+
+def test_chip_left_on_the_sensor_is_not_counted_twice():
+    s, _ = run(RULES, [ChipSensed(3, "progressive"), LockoutPressed(), Booked("t1-r1"), RoundSettled("t1-r1")])
+    s, eff = run(RULES, [ChipSensed(3, "progressive")], s)  # the device repeats: the chip never left
+    assert not s.accepted
+    assert "previous round" in notes(eff, "wager-not-recognized")[0].detail["reason"]
+    s, eff = run(RULES, [ChipRemoved(3, "progressive"), ChipSensed(3, "progressive")], s)
+    assert dict(s.accepted) == {(3, "progressive"): 100}
+
+
+def test_void_reverses_the_booking_and_opens_the_next_round():
+    s, _ = run(RULES, [ChipSensed(3, "progressive"), ChipSensed(4, "fchb", 100), LockoutPressed(), Booked("t1-r1")])
+    s, eff = run(RULES, [VoidRound("shoe jam")], s)
+    assert Reverse("t1-r1", "shoe jam", ("cs-main", "fchb")) in eff
+    assert s.phase is Phase.VOID
+    with pytest.raises(RulesError):
+        machine.step(RULES, s, RoundSettled("t1-r1"))
+    s, eff = run(RULES, [Voided("t1-r1")], s)
+    assert s.round_no == 2 and Opened("t1-r2") in eff
+
+
+def test_void_only_while_dealing():
+    s, _ = run(RULES, [ChipSensed(3, "progressive"), LockoutPressed()])
+    with pytest.raises(RulesError, match="only a round being dealt"):
+        machine.step(RULES, s, VoidRound("misdeal"))
+
+
+def test_wrong_shuffler_count_blocks_until_new_deck():
+    """§ 667a.5(b): a count other than 52 removes the deck; no wagers until a new one is confirmed."""
+    s, eff = run(RULES, [ShuffleCounted(51)])
+    assert notes(eff, "deck-count-wrong")
+    s, eff = run(RULES, [ChipSensed(1, "progressive")], s)
+    assert not s.accepted and "deck (shuffler)" in notes(eff, "wager-not-recognized")[0].detail["reason"]
+    s, _ = run(RULES, [ShuffleCounted(52)], s)  # a good count of the same deck does not undo the removal
+    assert s.blocked
+    with pytest.raises(RulesError):
+        machine.step(RULES, s, BlockCleared(Block.DECK, "shuffler"))
+    s, _ = run(RULES, [DeckReplaced("floor-1"), ChipSensed(1, "progressive")], s)
+    assert dict(s.accepted) == {(1, "progressive"): 100}
+
+
+def test_two_decks_must_alternate():
+    rules = TableRules("t1", 7, SPOTS, two_decks=True)
+    s, eff = run(rules, [ShuffleCounted(52, "red"), ShuffleCounted(52, "blue"), ShuffleCounted(52, "red")])
+    assert not s.blocked
+    s, eff = run(rules, [ShuffleCounted(52, "red")], s)
+    assert s.blocked and notes(eff, "deck-not-alternated")
+    with pytest.raises(InputError, match="^deck:"):
+        machine.step(rules, s, ShuffleCounted(52))
+
+
+def test_stub_count_due_every_n_rounds_without_shuffler():
+    """§ 667a.8(f): without a counting shuffler the stub is counted at least every 5 rounds (3 here)."""
+    start = machine.start(NO_SHUFFLER)
+    assert start.state.blocks.get(Block.STUB)
+    s, _ = run(NO_SHUFFLER, [StubCounted(52 - 0, 0)], start.state)
+    assert not s.blocked
+
+    def one_round(s):
+        rid = f"t1-r{s.round_no}"
+        return run(NO_SHUFFLER, [ChipSensed(2, "progressive"), LockoutPressed(), Booked(rid),
+                                 ChipRemoved(2, "progressive"), RoundSettled(rid)], s)
+
+    for _ in range(2):
+        s, eff = one_round(s)
+        assert not s.blocked
+    s, eff = one_round(s)
+    assert s.blocks.get(Block.STUB) and notes(eff, "stub-count-due")
+    s, _ = run(NO_SHUFFLER, [CardsDispensed(17), StubCounted(35)], s)
+    assert not s.blocked
+
+
+def test_wrong_stub_count_voids_the_round():
+    """§ 667a.8(h): hands void, wagers returned, deck removed."""
+    s, _ = run(NO_SHUFFLER, [StubCounted(52, 0), ChipSensed(2, "progressive"), LockoutPressed(), Booked("t1-r1")])
+    s, eff = run(NO_SHUFFLER, [StubCounted(30, 17)], s)
+    assert notes(eff, "stub-count-wrong")
+    assert [e for e in eff if isinstance(e, Reverse)][0].round_id == "t1-r1"
+    assert s.blocks.get(Block.DECK)
+
+
+def test_blocks_stop_new_wagers_and_keep_accepted_ones():
+    s, _ = run(RULES, [ChipSensed(1, "progressive"), BlockRaised(Block.DEVICE, "seat-4"), ChipSensed(4, "progressive")])
+    assert set(s.accepted) == {(1, "progressive")}
+    s, eff = run(RULES, [BlockRaised(Block.LINK, "link"), BlockCleared(Block.DEVICE, "seat-4")], s)
+    assert not notes(eff, "wagering-enabled")  # the link is still down
+    s, eff = run(RULES, [BlockCleared(Block.LINK, "link"), ChipRemoved(4, "progressive"), ChipSensed(4, "progressive")], s)
+    assert notes(eff, "wagering-enabled")
+    assert set(s.accepted) == {(1, "progressive"), (4, "progressive")}
+
+
+# --- properties --------------------------------------------------------------------------------
+
+seat = st.integers(1, 7)
+spot = st.sampled_from(["progressive", "fchb"])
+inputs = st.one_of(
+    st.builds(ChipSensed, seat, spot, st.sampled_from([None, 100, 500, 250])),
+    st.builds(ChipRemoved, seat, spot),
+    st.builds(LockoutPressed),
+    st.just("booked"), st.just("settled"), st.just("void"), st.just("voided"),
+    st.builds(ShuffleCounted, st.sampled_from([52, 52, 51])),
+    st.builds(DeckReplaced, st.just("floor")),
+    st.builds(BlockRaised, st.sampled_from([Block.DEVICE, Block.LINK]), st.sampled_from(["a", "b"])),
+    st.builds(BlockCleared, st.sampled_from([Block.DEVICE, Block.LINK]), st.sampled_from(["a", "b"])),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(inputs, max_size=60))
+def test_lights_bookings_and_rounds_stay_consistent(seq):
+    """Over any sequence: a lit light is exactly an accepted wager; wagers are accepted only while betting
+    and unblocked, only for chips sensed now; each booking holds exactly the accepted wagers; a chip that
+    never left its sensor is booked in one round at most."""
+    s = machine.start(RULES).state
+    lights: dict = {}
+    booked_rounds: dict = {}  # key -> rounds it was booked in
+    lifted: set = set()  # keys removed since their last booking
+    for item in seq:
+        rid = f"t1-r{s.round_no}"
+        e = {"booked": Booked(rid), "settled": RoundSettled(rid), "void": VoidRound("misdeal"),
+             "voided": Voided(rid)}.get(item, item) if isinstance(item, str) else item
+        before = s
+        try:
+            out = machine.step(RULES, s, e)
+        except (InputError, RulesError):
+            continue
+        s = out.state
+        for eff in out.effects:
+            if isinstance(eff, Light):
+                lights[(eff.seat, eff.spot)] = eff.on
+            if isinstance(eff, Book):
+                got = sorted((seat_, meter) for meter, ws in eff.wagers.items() for seat_, _c in ws)
+                assert got == sorted((k[0], RULES.spots[k[1]].meter) for k in before.accepted)
+                for k in before.accepted:
+                    if booked_rounds.get(k) and k not in lifted:
+                        pytest.fail(f"chip {k} booked again without leaving its sensor")
+                    booked_rounds.setdefault(k, []).append(before.round_no)
+                    lifted.discard(k)
+        if isinstance(e, ChipRemoved):
+            lifted.add((e.seat, e.spot))
+        on = {k for k, v in lights.items() if v}
+        assert on == set(s.accepted)
+        assert set(s.accepted) <= set(s.sensed) or s.phase is not Phase.BETTING
+        new = set(s.accepted) - set(before.accepted)
+        if new:
+            assert before.phase is Phase.BETTING and not before.blocked
