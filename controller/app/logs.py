@@ -1,0 +1,57 @@
+"""Logging set-up: structlog, JSON lines on stdout for journald, readable lines on a terminal.
+
+Table, round and seat travel in context variables (``structlog.contextvars``), so every line logged while a
+round is handled carries them without each call site repeating them. The standard library's logging
+(used by the ledger and by pymodbus) goes through the same renderer.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from typing import IO, Literal
+
+import structlog
+
+Format = Literal["auto", "json", "console"]
+
+
+def configure(fmt: Format = "auto", level: str = "info", stream: IO[str] | None = None) -> None:
+    stream = stream if stream is not None else sys.stdout
+    if fmt == "auto":
+        fmt = "console" if stream.isatty() else "json"
+    lvl = logging.getLevelNamesMapping().get(level.upper())
+    if lvl is None:
+        raise ValueError(f"logging level: unknown level {level!r}")
+    shared = [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+    ]
+    renderer = (structlog.processors.JSONRenderer(sort_keys=True) if fmt == "json"
+                else structlog.dev.ConsoleRenderer(colors=stream.isatty()))
+    structlog.configure(
+        processors=[*shared, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.make_filtering_bound_logger(lvl),
+        cache_logger_on_first_use=False,
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder()],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+                    structlog.processors.format_exc_info, renderer],
+    ))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(lvl)
+    logging.getLogger("pymodbus").setLevel(max(lvl, logging.WARNING))  # its INFO is per request
+
+
+def bind(**context: object) -> None:
+    """Put table/round/seat (or anything) into the context of every following line of this task."""
+    structlog.contextvars.bind_contextvars(**context)
+
+
+def unbind(*keys: str) -> None:
+    structlog.contextvars.unbind_contextvars(*keys)
