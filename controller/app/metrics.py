@@ -1,0 +1,67 @@
+"""Prometheus metrics of one controller, in a registry of its own (tests make as many as they like).
+
+Names follow Prometheus' conventions: a ``progressive_`` prefix, base units in the name, ``_total`` on
+counters. Money is in cents: as integers below 2**53, cents are exact in a float64 sample, dollars with
+two decimals are not. The journal, not these numbers, is the record; the metrics are for watching.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import start_http_server
+
+# Latencies from a sub-millisecond COMMIT to a slow lock-out over a congested bus.
+_SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+ROUND_PHASES = ("betting", "locking", "dealing", "void")
+
+
+class Metrics:
+    def __init__(self, table: str, registry: CollectorRegistry | None = None) -> None:
+        r = registry if registry is not None else CollectorRegistry(auto_describe=True)
+        self.registry = r
+        self.table = table
+        self.info = Gauge("progressive_controller_info", "The controller's table and software version",
+                          ["table", "version"], registry=r)
+        self.meter_cents = Gauge("progressive_meter_amount_cents", "Amount shown on the meter, in cents",
+                                 ["meter"], registry=r)
+        self.wagers = Counter("progressive_wagers_accepted_total", "Progressive wagers acknowledged",
+                              ["spot"], registry=r)
+        self.wagers_cents = Counter("progressive_wagers_cents_total", "Cents wagered on acknowledged wagers",
+                                    ["spot"], registry=r)
+        self.not_recognized = Counter("progressive_wagers_not_recognized_total",
+                                      "Wagers sensed but not recognized (after lock-out, blocked, bad amount)",
+                                      ["reason"], registry=r)
+        self.contributions = Counter("progressive_contributions_cents_total",
+                                     "Cents contributed to the meter by locked rounds", ["meter"], registry=r)
+        self.hits = Counter("progressive_hits_total", "Jackpot hits paid", ["meter", "award"], registry=r)
+        self.payouts = Counter("progressive_payouts_cents_total", "Cents paid on hits",
+                               ["meter", "award", "paid_by"], registry=r)
+        self.rounds = Counter("progressive_rounds_total", "Rounds ended, by how they ended", ["outcome"],
+                              registry=r)
+        self.round_phase = Gauge("progressive_round_phase", "1 for the phase the current round is in",
+                                 ["phase"], registry=r)
+        self.blocked = Gauge("progressive_wagering_blocked", "1 while progressive wagering is disabled, by cause",
+                             ["block"], registry=r)
+        self.lockout_latency = Histogram("progressive_lockout_latency_seconds",
+                                         "From the lock-out press to the round's booking on disk",
+                                         buckets=_SECONDS, registry=r)
+        self.device_up = Gauge("progressive_device_up", "1 while the device answers", ["device", "kind"],
+                               registry=r)
+        self.device_errors = Counter("progressive_device_errors_total", "Device faults by kind",
+                                     ["device", "error"], registry=r)
+        self.device_poll = Histogram("progressive_device_poll_seconds", "Duration of one poll of a device",
+                                     ["device"], buckets=_SECONDS, registry=r)
+        self.commit_latency = Histogram("progressive_ledger_commit_seconds",
+                                        "From submitting an operation to its durable receipt",
+                                        buckets=_SECONDS, registry=r)
+
+    def set_phase(self, phase: str) -> None:
+        for p in ROUND_PHASES:
+            self.round_phase.labels(p).set(1 if p == phase else 0)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def serve(self, host: str, port: int):
+        """Serve /metrics on host:port in a thread of its own; returns (server, thread)."""
+        return start_http_server(port, addr=host, registry=self.registry)
