@@ -140,7 +140,8 @@ class SetLockoutLamp:
 
 @dataclass(frozen=True, slots=True)
 class ShowAmounts:
-    """Show meter amounts, in cents, in the order given: ``((meter_id, cents), ...)``."""
+    """Show the meters, in cents, in the order given: ``((meter_id, cents), ...)``. The sign leaves any
+    message it showed: amounts are its normal face."""
 
     amounts: tuple[tuple[str, int], ...]
 

@@ -1,0 +1,46 @@
+"""Modbus RTU and Modbus TCP device drivers described by register maps.
+
+Layered like pymodbus underneath them:
+
+- settings.py: one settings object per connection (serial line or TCP), and how the pymodbus client is
+  configured (transport);
+- frames.py: function codes, frame lengths, CRC errors told from garbage (framer);
+- codec.py, registermap.py: register values <-> Python values and cents; the TOML register maps (PDU);
+- bus.py: ModbusBus, one client and one lock per bus, silence, timeouts, retries, reconnects (transaction);
+- edges.py, devices.py: polled states -> events, commands -> writes; the Device implementations (client).
+"""
+
+from .bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected, Transaction
+from .devices import (
+    DeviceMetrics,
+    ModbusDevice,
+    ModbusLockoutButton,
+    ModbusMeterSign,
+    ModbusSeatDevice,
+    make_device,
+)
+from .registermap import Kind, Point, RegisterMap, RegisterMapError, Table, load_register_map
+from .settings import SerialBusSettings, TcpSettings
+
+__all__ = [
+    "BusError",
+    "DeviceException",
+    "DeviceMetrics",
+    "Kind",
+    "ModbusBus",
+    "ModbusDevice",
+    "ModbusLockoutButton",
+    "ModbusMeterSign",
+    "ModbusSeatDevice",
+    "NoResponse",
+    "NotConnected",
+    "Point",
+    "RegisterMap",
+    "RegisterMapError",
+    "SerialBusSettings",
+    "Table",
+    "TcpSettings",
+    "Transaction",
+    "load_register_map",
+    "make_device",
+]

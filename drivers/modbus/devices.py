@@ -1,0 +1,519 @@
+"""Device drivers for Modbus devices described by a register map: seat wagering devices, the lock-out
+button and the meter sign. Each implements drivers.device.Device.
+
+A driver polls its device every ``poll_interval`` through the shared bus and turns what it reads into
+events; ``send`` turns commands into writes. Faults, per the policy in docs/register-maps.md:
+
+- every failed attempt is counted by kind in ``health.errors`` (``timeout``, ``crc``, ``garbage``,
+  ``exception_<name>``) and logged loudly once per outage;
+- a poll that gets no usable reply (after the bus' retries), or an exception reply other than busy, marks
+  the device down (DeviceDown once); while down it is probed with a single attempt after a capped
+  exponential backoff, and the first good poll raises DeviceUp once;
+- a busy reply (exception 5 or 6) keeps the device up but skips that poll; ``busy_down_after`` busy polls in
+  a row mark it down;
+- a failed poll changes no state, so no fault becomes a phantom wager;
+- the outputs last commanded (and acknowledged) are written again when the device comes back, and, while it
+  is up, read back every ``verify_every`` polls (every poll for the sign) and written again if they differ:
+  a device that rebooted between two polls comes back with its power-on outputs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import structlog
+
+from controller.errors import InputError
+from drivers.device import DeviceUnavailable, UnsupportedCommand
+from drivers.events import (
+    Command,
+    Event,
+    LockoutPressed,
+    SetAcceptedLight,
+    SetLockoutLamp,
+    SetWinLight,
+    ShowAmounts,
+    ShowMessage,
+    SignMessage,
+    WagerRemoved,
+    WagerSensed,
+)
+from drivers.health import Backoff, DeviceHealth
+
+from . import frames
+from .bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected
+from .codec import DataType
+from .edges import PressCounter, RisingEdge, Sensed, WagerEdges
+from .registermap import ButtonMode, Kind, Point, RegisterMap, Table
+
+log = structlog.get_logger("drivers.modbus")
+
+
+class EmitError(RuntimeError):
+    """``emit`` raised: not a device fault, so it ends ``run`` (the caller's queue is full or broken)."""
+
+
+@dataclass(frozen=True)
+class Block:
+    """Points at consecutive addresses of one table, read or written in one request."""
+
+    table: Table
+    address: int
+    count: int
+    points: tuple[Point, ...]
+
+    def slice(self, raw: list, point: Point) -> list:
+        return raw[point.address - self.address:point.end - self.address]
+
+
+def plan_blocks(points: Iterable[Point], *, write: bool = False) -> list[Block]:
+    """Group points into requests: consecutive addresses of one table, up to the function's limit. Gaps
+    are never read across (a device may refuse an address it does not have)."""
+    limit = frames.MAX_WRITE if write else frames.MAX_READ
+    order = list(Table)
+    blocks: list[Block] = []
+    for p in sorted(points, key=lambda p: (order.index(p.table), p.address)):
+        last = blocks[-1] if blocks else None
+        if (last is not None and last.table is p.table and last.address + last.count == p.address
+                and last.count + p.width <= limit[p.table]):
+            blocks[-1] = Block(p.table, last.address, last.count + p.width, (*last.points, p))
+        else:
+            blocks.append(Block(p.table, p.address, p.width, (p,)))
+    return blocks
+
+
+@dataclass(frozen=True)
+class DeviceMetrics:
+    name: str
+    kind: str
+    bus: str
+    unit: int
+    up: bool | None
+    errors: dict[str, int]
+    polls: int
+    failed_polls: int
+    last_poll_s: float | None
+
+
+def _discard(_event: Event) -> None:
+    pass
+
+
+class ModbusDevice:
+    """The common part of the three drivers; use ``make_device`` or a subclass."""
+
+    kind: ClassVar[Kind]
+    default_poll_interval: ClassVar[float] = 0.05
+
+    def __init__(self, name: str, bus: ModbusBus, unit: int, register_map: RegisterMap, *,
+                 first_seat: int = 1, poll_interval: float | None = None, backoff: Backoff | None = None,
+                 verify_every: int = 20, busy_down_after: int = 5) -> None:
+        if register_map.kind is not self.kind:
+            raise ValueError(f"{register_map.source} describes a {register_map.kind.value}, not a {self.kind.value}")
+        lo = 1 if bus.serial else 0
+        if not lo <= unit <= (247 if bus.serial else 255):
+            raise ValueError(f"unit {unit} is not a valid {'RTU' if bus.serial else 'TCP'} unit id")
+        if first_seat < 1:
+            raise ValueError("first_seat must be at least 1")
+        self.name = name
+        self.bus = bus
+        self.unit = unit
+        self.map = register_map
+        self.first_seat = first_seat
+        self.poll_interval = self.default_poll_interval if poll_interval is None else poll_interval
+        if not 0 <= self.poll_interval <= 3600:
+            raise ValueError("poll_interval must be 0..3600 seconds")
+        self.backoff = backoff or Backoff(initial=0.1, cap=5.0)
+        self.verify_every = verify_every
+        self.busy_down_after = max(1, busy_down_after)
+        self._emit: Callable[[Event], None] = _discard
+        self.health = DeviceHealth(name, self._forward)
+        self._commanded: dict[Point, list] = {}
+        self._busy_streak = 0
+        self._since_verify = 0
+        self.polls = 0
+        self.failed_polls = 0
+        self.last_poll_s: float | None = None
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} unit {self.unit} on {self.bus.name}>"
+
+    # --- Device protocol --------------------------------------------------------------------------
+
+    async def run(self, emit: Callable[[Event], None]) -> None:
+        self._emit = emit
+        loop = asyncio.get_running_loop()
+        while True:
+            started = loop.time()
+            await self.poll_once()
+            if self.health.up is False:
+                delay = self.backoff.delay()
+            else:
+                self.backoff.reset()
+                delay = self.poll_interval - (loop.time() - started)
+            await asyncio.sleep(max(0.0, delay))
+
+    async def send(self, command: Command) -> None:
+        writes = self._plan(command)  # UnsupportedCommand / InputError before anything else
+        if self.health.up is False:
+            raise DeviceUnavailable(f"{self.name} is down")
+        try:
+            await self._write(writes)
+        except BusError as exc:
+            # Not acknowledged: forget these outputs rather than re-assert a value the caller was told failed.
+            for p in writes:
+                self._commanded.pop(p, None)
+            self._failed(exc)
+            raise DeviceUnavailable(f"{self.name}: {exc}") from exc
+        self._commanded.update(writes)
+
+    # --- polling ----------------------------------------------------------------------------------
+
+    def attach(self, emit: Callable[[Event], None]) -> None:
+        """Where events go when ``poll_once`` is called directly (``run`` does this itself)."""
+        self._emit = emit
+
+    async def poll_once(self) -> bool:
+        """One poll (or, while down, one probe). True if the device answered."""
+        t0 = time.monotonic()
+        probe = self.health.up is False
+        try:
+            await self._poll(0 if probe else None)
+        except BusError as exc:
+            self.failed_polls += 1
+            self._failed(exc)
+            return False
+        except EmitError:
+            raise
+        except (ValueError, TypeError, LookupError) as exc:  # a decoding bug must not end run()
+            self.failed_polls += 1
+            self.health.error("internal", repr(exc))
+            log.exception("poll failed", device=self.name)
+            return False
+        finally:
+            self.polls += 1
+            self.last_poll_s = time.monotonic() - t0
+        return True
+
+    async def _poll(self, retries: int | None) -> None:
+        raise NotImplementedError
+
+    def metrics(self) -> DeviceMetrics:
+        return DeviceMetrics(self.name, self.kind.value, self.bus.name, self.unit, self.health.up,
+                             dict(self.health.errors), self.polls, self.failed_polls, self.last_poll_s)
+
+    @property
+    def commanded(self) -> dict[Point, list]:
+        return dict(self._commanded)
+
+    # --- shared machinery -------------------------------------------------------------------------
+
+    def _forward(self, event: Event) -> None:
+        try:
+            self._emit(event)
+        except Exception as exc:
+            raise EmitError(f"{self.name}: emit failed for {event!r}") from exc
+
+    def _fault(self, kind: str, detail: str) -> None:
+        self.health.error(kind, detail)
+
+    def _failed(self, exc: BusError) -> None:
+        if isinstance(exc, DeviceException):
+            self.health.error(exc.kind, str(exc))
+            if exc.busy:
+                self._busy_streak += 1
+                if self._busy_streak >= self.busy_down_after:
+                    self.health.down(f"busy for {self._busy_streak} polls in a row")
+                return
+            self.health.down(str(exc))
+        elif isinstance(exc, (NoResponse, NotConnected)):
+            self.health.down(str(exc))
+        else:
+            self.health.down(repr(exc))
+
+    def _contact(self) -> bool:
+        """The device answered a poll. True on first contact and on recovery."""
+        self._busy_streak = 0
+        recovered = self.health.up is not True
+        self.health.ok()
+        return recovered
+
+    async def _read(self, blocks: list[Block], retries: int | None) -> dict[Point, list]:
+        raw: dict[Point, list] = {}
+        for block in blocks:
+            values = await self.bus.read(self.unit, block.table, block.address, block.count,
+                                         on_fault=self._fault, retries=retries)
+            for p in block.points:
+                raw[p] = block.slice(values, p)
+        return raw
+
+    async def _write(self, writes: dict[Point, list]) -> None:
+        blocks = plan_blocks(writes, write=True)
+        # Where a write takes several requests, the one with a message code goes last, so a sign never
+        # shows a new message over old details.
+        blocks.sort(key=lambda b: any(p.role == "message_code" for p in b.points))
+        for block in blocks:
+            values: list = []
+            for p in block.points:
+                values.extend(writes[p])
+            await self.bus.write(self.unit, block.table, block.address, values, on_fault=self._fault)
+
+    async def _reassert(self) -> None:
+        if not self._commanded:
+            return
+        log.info("re-asserting outputs", device=self.name, points=len(self._commanded))
+        await self._write(dict(self._commanded))
+
+    async def _verify(self) -> None:
+        """Read back what was commanded; write again whatever differs."""
+        commanded = dict(self._commanded)
+        if not commanded:
+            return
+        raw = await self._read(plan_blocks(commanded), None)
+        await self._restore(raw, commanded)
+
+    async def _restore(self, raw: dict[Point, list], commanded: dict[Point, list]) -> None:
+        lost = {p: v for p, v in commanded.items() if p in raw and _norm(raw[p]) != _norm(v)
+                and self._commanded.get(p) == v}
+        if lost:
+            self.health.error("outputs_lost", f"{len(lost)} output(s) not as commanded (device restarted?): "
+                              + ", ".join(p.path for p in lost))
+            await self._write(lost)
+
+    async def _after_contact(self, recovered: bool) -> None:
+        if recovered:
+            self._since_verify = 0
+            await self._reassert()
+            return
+        self._since_verify += 1
+        if self.verify_every and self._since_verify >= self.verify_every:
+            self._since_verify = 0
+            await self._verify()
+
+    def _plan(self, command: Command) -> dict[Point, list]:
+        raise UnsupportedCommand(f"{self.name} ({self.kind.value}) does not take {type(command).__name__}")
+
+    def _unsupported(self, command: Command, why: str) -> UnsupportedCommand:
+        return UnsupportedCommand(f"{self.name}: {type(command).__name__}: {why}")
+
+
+def _norm(values: list) -> list[int]:
+    return [int(v) for v in values]
+
+
+class ModbusSeatDevice(ModbusDevice):
+    """Wager sensors (and optionally amounts) for one or more seats, with accepted and win lights.
+
+    Seats in the map are numbered from 1 on the device; ``first_seat`` is the table seat of the device's
+    seat 1 (a one-seat unit at seat 3 has ``first_seat=3``)."""
+
+    kind = Kind.SEAT
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        m = self.map
+        self._present = {(p.seat, p.spot): p for p in m.points("wager_present")}
+        self._amount = {(p.seat, p.spot): p for p in m.points("wager_amount")}
+        self._accepted = {(p.seat, p.spot): p for p in m.points("accepted_light")}
+        self._win = {p.seat: p for p in m.points("win_light")}
+        self._inputs = plan_blocks(m.inputs)
+        self._edges: WagerEdges[tuple[int, str]] = WagerEdges()
+
+    def table_seat(self, local: int) -> int:
+        return self.first_seat + local - 1
+
+    def _local(self, seat: int) -> int:
+        return seat - self.first_seat + 1
+
+    @property
+    def wagers(self) -> dict[tuple[int, str], int | None]:
+        """Spots reported present (table seat, spot) -> amount."""
+        return {(self.table_seat(s), spot): a for (s, spot), a in self._edges.present.items()}
+
+    async def _poll(self, retries: int | None) -> None:
+        raw = await self._read(self._inputs, retries)
+        recovered = self._contact()
+        told = self._edges.present
+        polled: dict[tuple[int, str], tuple[bool, int | None]] = {}
+        for key, p in self._present.items():
+            present = bool(p.decode(raw[p]))
+            amount = None
+            ap = self._amount.get(key)
+            if ap is not None and present:
+                amount = self._cents(ap, raw[ap], told.get(key))
+            polled[key] = (present, amount)
+        for edge in self._edges.update(polled):
+            (local, spot) = edge.key
+            seat = self.table_seat(local)
+            if isinstance(edge, Sensed):
+                self._forward(WagerSensed(self.name, seat, spot, edge.amount_cents))
+            else:
+                self._forward(WagerRemoved(self.name, seat, spot))
+        await self._after_contact(recovered)
+
+    def _cents(self, p: Point, raw: list, previous: int | None) -> int | None:
+        value = p.decode(raw)
+        assert isinstance(value, int)
+        if value < 0:
+            self.health.error("bad_value", f"{p.path}: negative wager amount {value}")
+            return previous
+        return p.to_cents(value)
+
+    def _plan(self, command: Command) -> dict[Point, list]:
+        if isinstance(command, SetAcceptedLight):
+            p = self._accepted.get((self._local(command.seat), command.spot))
+            if p is None:
+                raise self._unsupported(command, f"no accepted light for seat {command.seat} spot {command.spot!r}")
+            return {p: p.encode(command.on)}
+        if isinstance(command, SetWinLight):
+            p = self._win.get(self._local(command.seat))
+            if p is None:
+                raise self._unsupported(command, f"no win light for seat {command.seat}")
+            return {p: p.encode(command.on)}
+        return super()._plan(command)
+
+
+class ModbusLockoutButton(ModbusDevice):
+    """The dealer's lock-out ("no more bets") button and its lamp.
+
+    With a press counter (preferred) every press between two polls is seen; with a momentary input a
+    press shorter than the poll interval can be missed. Presses made while the device was down or before
+    first contact are not reported: the counter is read as a new baseline, because the lock-out means "now"
+    and a press the controller could not hear at the time is stale."""
+
+    kind = Kind.LOCKOUT
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._button = self.map.one("button")
+        self._lamp = self.map.one("lamp")
+        self._inputs = plan_blocks([self._button])
+        bits = 32 if self._button.dtype is DataType.UINT32 else 16
+        self._counter = PressCounter(bits=bits) if self._button.mode is ButtonMode.COUNTER else None
+        self._edge = RisingEdge()
+
+    async def _poll(self, retries: int | None) -> None:
+        raw = await self._read(self._inputs, retries)
+        recovered = self._contact()
+        value = self._button.decode(raw[self._button])
+        presses = 0
+        restarted = False
+        if self._counter is not None:
+            if recovered:
+                self._counter.resync()
+            resets = self._counter.resets
+            presses, beyond = self._counter.update(int(value))
+            restarted = self._counter.resets != resets
+            if beyond:
+                self.health.error("presses_dropped", f"{beyond} presses beyond {self._counter.max_presses} "
+                                  "in one poll not reported")
+        else:
+            if recovered:
+                self._edge.resync()
+            presses = 1 if self._edge.update(bool(value)) else 0
+        for _ in range(presses):
+            self._forward(LockoutPressed(self.name))
+        # a counter that went back to zero is a restart: the lamp is at its power-on value now
+        await self._after_contact(recovered or restarted)
+
+    def _plan(self, command: Command) -> dict[Point, list]:
+        if isinstance(command, SetLockoutLamp):
+            return {self._lamp: self._lamp.encode(command.on)}
+        return super()._plan(command)
+
+
+class ModbusMeterSign(ModbusDevice):
+    """A meter display: an amount per slot and a message area. Its poll reads back everything it shows
+    (which is also how it notices a restart)."""
+
+    kind = Kind.SIGN
+    default_poll_interval = 1.0
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        m = self.map
+        self._slots = sorted(m.points("meter_amount"), key=lambda p: p.slot or 0)
+        self._by_meter = {p.meter: p for p in self._slots if p.meter is not None}
+        self._code = m.one("message_code")
+        self._table = m.one("message_table")
+        self._seat = m.one("message_seat")
+        self._amount = m.one("message_amount")
+        self._readback = plan_blocks(m.outputs)
+
+    async def _poll(self, retries: int | None) -> None:
+        blocks = self._readback if self.health.up is True else self._readback[:1]
+        raw = await self._read(blocks, retries)
+        recovered = self._contact()
+        if recovered:
+            await self._reassert()
+        else:
+            await self._restore(raw, dict(self._commanded))
+
+    def _plan(self, command: Command) -> dict[Point, list]:
+        if isinstance(command, ShowAmounts):
+            return self._plan_amounts(command)
+        if isinstance(command, ShowMessage):
+            return self._plan_message(command)
+        return super()._plan(command)
+
+    def _plan_amounts(self, command: ShowAmounts) -> dict[Point, list]:
+        writes: dict[Point, list] = {}
+        if not self._by_meter and len(command.amounts) > len(self._slots):
+            raise InputError("amounts", f"{len(command.amounts)} amounts for a sign with {len(self._slots)} slots")
+        for i, (meter_id, cents) in enumerate(command.amounts):
+            if self._by_meter:
+                p = self._by_meter.get(meter_id)
+                if p is None:
+                    raise InputError(f"amounts[{i}]", f"sign {self.name} has no slot for meter {meter_id!r}")
+            else:
+                p = self._slots[i]
+            writes[p] = self._encode_cents(p, cents, f"amounts[{i}]")
+        writes[self._code] = self._code.encode(0)  # amounts are the sign's normal face: no message
+        return writes
+
+    def _plan_message(self, command: ShowMessage) -> dict[Point, list]:
+        msg = SignMessage(command.message)
+        if msg is SignMessage.WIN:
+            for field in ("table", "seat", "amount_cents"):
+                if getattr(command, field) is None:
+                    raise InputError(field, "required for a WIN message")
+        try:
+            table = self._table.encode(command.table or "")
+        except (ValueError, UnicodeEncodeError) as exc:
+            raise InputError("table", str(exc)) from None
+        seat = command.seat or 0
+        try:
+            seat_raw = self._seat.encode(seat)
+        except (ValueError, TypeError) as exc:
+            raise InputError("seat", str(exc)) from None
+        return {
+            self._table: table,
+            self._seat: seat_raw,
+            self._amount: self._encode_cents(self._amount, command.amount_cents or 0, "amount_cents"),
+            self._code: self._code.encode(self.map.message_codes[msg]),
+        }
+
+    @staticmethod
+    def _encode_cents(p: Point, cents: int, field: str) -> list:
+        if isinstance(cents, bool) or not isinstance(cents, int) or cents < 0:
+            raise InputError(field, f"{cents!r} is not a whole, non-negative number of cents")
+        try:
+            return p.encode(p.from_cents(cents))
+        except ValueError as exc:
+            raise InputError(field, str(exc)) from None
+
+
+DRIVERS: dict[Kind, type[ModbusDevice]] = {
+    Kind.SEAT: ModbusSeatDevice,
+    Kind.LOCKOUT: ModbusLockoutButton,
+    Kind.SIGN: ModbusMeterSign,
+}
+
+
+def make_device(name: str, bus: ModbusBus, unit: int, register_map: RegisterMap, **options) -> ModbusDevice:
+    """The driver for the kind of device the map describes."""
+    return DRIVERS[register_map.kind](name, bus, unit, register_map, **options)

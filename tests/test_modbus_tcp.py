@@ -1,0 +1,145 @@
+"""The Modbus drivers against the simulated devices over Modbus TCP (loopback), with a fault proxy for the
+network's faults: every event and command, a device that stops answering, a cut connection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from drivers.device import DeviceUnavailable, UnsupportedCommand
+from drivers.events import (
+    DeviceDown,
+    DeviceUp,
+    LockoutPressed,
+    SetAcceptedLight,
+    SetLockoutLamp,
+    SetWinLight,
+    ShowAmounts,
+    ShowMessage,
+    SignMessage,
+    WagerRemoved,
+    WagerSensed,
+)
+from test_modbus_serial import is_, kinds
+from test_modbus_sim import LOCKOUT, SEAT3, SIGN, Spec, run_async, tcp_rig
+
+IO = Spec(1, "seat-io.toml", "table-io")
+SPOT = "progressive"
+
+
+@run_async
+async def test_every_event_and_command_over_tcp():
+    async with tcp_rig(SEAT3, IO, LOCKOUT, SIGN) as rig:
+        seat, io, lock, sign = (rig.device(n) for n in ("seat-3", "table-io", "lockout", "sign"))
+        rig.start(seat, io, lock, sign)
+        for n in ("seat-3", "table-io", "lockout", "sign"):
+            await rig.expect(is_(DeviceUp, device=n))
+        rig.sims["seat-3"].place_chip(3, SPOT, 1_500)
+        assert await rig.expect(is_(WagerSensed, device="seat-3")) == WagerSensed("seat-3", 3, SPOT, 1_500)
+        rig.sims["table-io"].place_chip(6, SPOT)
+        assert await rig.expect(is_(WagerSensed, device="table-io")) == WagerSensed("table-io", 6, SPOT, None)
+        rig.sims["seat-3"].remove_chip(3, SPOT)
+        assert await rig.expect(is_(WagerRemoved)) == WagerRemoved("seat-3", 3, SPOT)
+        rig.sims["lockout"].press_lockout()
+        assert await rig.expect(is_(LockoutPressed)) == LockoutPressed("lockout")
+        await seat.send(SetAcceptedLight(3, SPOT, True))
+        await io.send(SetWinLight(6, True))
+        await lock.send(SetLockoutLamp(True))
+        await sign.send(ShowAmounts((("grand", 99_999_999),)))
+        await sign.send(ShowMessage(SignMessage.WIN, table="T1", seat=6, amount_cents=5_000_00))
+        assert rig.sims["seat-3"].lights()["accepted"] == {(3, SPOT): True}
+        assert rig.sims["table-io"].lights()["win"][6] is True
+        assert rig.sims["lockout"].lights() == {"lockout_lamp": True}
+        assert rig.sims["sign"].sign() == {
+            "amounts": [(1, 99_999_999), (2, 0), (3, 0)],
+            "message": {"message": "WIN", "table": "T1", "seat": 6, "amount_cents": 500_000}}
+        for msg in (SignMessage.PENDING, SignMessage.OFFLINE, SignMessage.CLOSED):
+            await sign.send(ShowMessage(msg))
+            assert rig.sims["sign"].sign()["message"]["message"] == msg.value
+        with pytest.raises(UnsupportedCommand):
+            await sign.send(SetLockoutLamp(True))
+        await rig.stop_devices()
+        assert kinds(rig.seen + rig.drain()) == ["DeviceUp"] * 4 + ["WagerSensed", "WagerSensed", "WagerRemoved",
+                                                                    "LockoutPressed"]
+        assert rig.bus.silence == 0 and rig.bus.connects == 1
+
+
+@run_async
+async def test_a_silent_unit_goes_down_once_and_comes_back():
+    async with tcp_rig(SEAT3, LOCKOUT) as rig:
+        seat, lock = rig.device("seat-3"), rig.device("lockout")
+        rig.start(seat, lock)
+        await rig.expect(is_(DeviceUp, device="seat-3"))
+        await rig.expect(is_(DeviceUp, device="lockout"))
+        sim = rig.sims["seat-3"]
+        sim.mute(True)
+        assert await rig.expect(is_(DeviceDown)) == DeviceDown("seat-3", rig.seen[-1].reason)
+        n = sim.requests
+        await sim.wait_until(lambda: sim.requests >= n + 3)
+        loop = asyncio.get_running_loop()
+        sim.mute(False)
+        unmuted = loop.time()
+        await rig.expect(is_(DeviceUp, device="seat-3"))
+        assert loop.time() - unmuted <= seat.backoff.bound + rig.bus.settings.timeout + 0.05
+        await rig.stop_devices()
+        assert kinds(rig.seen + rig.drain()) == ["DeviceUp", "DeviceUp", "DeviceDown", "DeviceUp"]
+        # the other unit behind the same connection kept working, and the connection was never dropped
+        assert lock.health.up and lock.health.errors == {} and rig.bus.connects == 1
+
+
+@run_async
+async def test_a_cut_connection_is_reopened_with_backoff():
+    async with tcp_rig(SEAT3, LOCKOUT, proxy=True) as rig:
+        seat, lock = rig.device("seat-3"), rig.device("lockout")
+        rig.start(seat, lock)
+        await rig.expect(is_(DeviceUp, device="seat-3"))
+        await rig.expect(is_(DeviceUp, device="lockout"))
+        rig.proxy.cut()
+        downs = {(await rig.expect(is_(DeviceDown))).device, (await rig.expect(is_(DeviceDown))).device}
+        assert downs == {"seat-3", "lockout"}
+        with pytest.raises(DeviceUnavailable):
+            await lock.send(SetLockoutLamp(True))
+        rig.sims["lockout"].press_lockout()  # while the controller could not hear it: stale
+        rig.proxy.restore()
+        ups = {(await rig.expect(is_(DeviceUp))).device, (await rig.expect(is_(DeviceUp))).device}
+        assert ups == {"seat-3", "lockout"}
+        await rig.stop_devices()
+        assert kinds(rig.seen + rig.drain()) == ["DeviceUp"] * 2 + ["DeviceDown"] * 2 + ["DeviceUp"] * 2
+        assert rig.bus.connects >= 2 and rig.proxy.connections >= 2
+
+
+@run_async
+async def test_dropped_reply_is_retried_and_exceptions_counted():
+    async with tcp_rig(SEAT3, proxy=True, retries=1) as rig:
+        dev, sim = rig.device("seat-3"), rig.sims["seat-3"]
+        assert await dev.poll_once()
+        rig.proxy.drop_next(1)
+        sim.place_chip(3, SPOT, 250)
+        assert await dev.poll_once()  # the retry carries a new transaction id: the answer is the right one
+        assert dev.health.errors["timeout"] == 1
+        rig.proxy.delay_next(0.03)  # late, but within the timeout
+        assert await dev.poll_once()
+        sim.set_exception(4)
+        assert not await dev.poll_once()
+        sim.set_exception(None)
+        assert await dev.poll_once()
+        assert kinds(rig.drain()) == ["DeviceUp", "WagerSensed", "DeviceDown", "DeviceUp"]
+        assert dev.health.errors["exception_device_failure"] == 1
+
+
+@run_async
+async def test_no_server_at_all():
+    async with tcp_rig(SEAT3, proxy=True) as rig:
+        rig.proxy.cut()
+        dev = rig.device("seat-3")
+        # the proxy accepts and closes at once: a link that drops right after connecting
+        assert not await dev.poll_once()
+        assert not await dev.poll_once()  # the bus waits its backoff before the next connection attempt
+        assert rig.bus.connects == 1 and not rig.bus.connected
+        assert kinds(rig.drain()) == ["DeviceDown"]
+        rig.proxy.restore()
+        async with asyncio.timeout(2):
+            while not await dev.poll_once():
+                pass  # each failed poll is a real connection attempt or a refusal of the bus
+        assert kinds(rig.drain()) == ["DeviceUp"]
