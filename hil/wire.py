@@ -28,11 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
 
+from drivers.modbus.frames import t35
+
 # Modbus over serial line v1.02 §2.5.1.1: 1 start + 8 data + (parity or 2nd stop) + 1 stop = 11 bits.
 CHAR_BITS = 11
-# Above 19200 baud the spec fixes t3.5 at 1.75 ms (and t1.5 at 0.75 ms).
-FIXED_SILENCE_ABOVE_BAUD = 19200
-FIXED_SILENCE_S = 0.00175
 
 
 def char_time(baud: int, char_bits: int = CHAR_BITS) -> float:
@@ -40,10 +39,8 @@ def char_time(baud: int, char_bits: int = CHAR_BITS) -> float:
 
 
 def frame_silence(baud: int, char_bits: int = CHAR_BITS) -> float:
-    """The inter-frame silence t3.5 in seconds."""
-    if baud > FIXED_SILENCE_ABOVE_BAUD:
-        return FIXED_SILENCE_S
-    return 3.5 * char_time(baud, char_bits)
+    """The inter-frame silence t3.5 in seconds (the drivers' own figure: the rig and the bus agree)."""
+    return t35(baud, char_bits)
 
 
 class Direction(str, Enum):

@@ -1,0 +1,392 @@
+"""progressive-hil: run a simulated table and drive it from the shell.
+
+    progressive-hil run config/hil/caribbean-stud-7.toml --control /tmp/hil.sock --connections drivers.toml
+    progressive-hil --control /tmp/hil.sock place 3 progressive --amount 5.00
+    progressive-hil --control /tmp/hil.sock fault seat-3 corrupt 2
+
+Exit status: 0 done, 1 the rig refused (the reason on stderr), 2 bad input, 69 no rig on the socket,
+70 internal error. ``--json`` prints the rig's reply as one JSON object for scripts.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from controller.errors import InputError
+from controller.money import format_dollars_human, parse_cents
+
+from . import control
+
+EXIT_REFUSED = 1
+EXIT_BAD_INPUT = 2
+EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE
+EXIT_INTERNAL = 70  # EX_SOFTWARE
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, status 2, as for any bad input
+        raise InputError("arguments", message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    # --control and --json are accepted before or after the command.
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--control", metavar="SOCKET", default=argparse.SUPPRESS,
+                        help="control socket (default: $PROGRESSIVE_HIL_SOCKET or progressive-hil.sock "
+                             "in $XDG_RUNTIME_DIR or /tmp)")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
+                        help="print the reply as JSON")
+    p = _Parser(prog="progressive-hil", parents=[common],
+                description="Hardware-in-the-loop rig: simulated table devices for the progressive controller")
+    p.add_argument("--debug", action="store_true", help="show a traceback for internal errors")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    def cmd(name: str, help: str) -> argparse.ArgumentParser:
+        return sub.add_parser(name, help=help, parents=[common])
+
+    r = cmd("run", "start a rig from CONFIG and serve it until Ctrl-C")
+    r.add_argument("config", type=Path)
+    r.add_argument("--connections", type=Path, metavar="FILE", help="also write the driver connections (TOML)")
+    r.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    c = cmd("check", "validate a rig configuration and exit")
+    c.add_argument("config", type=Path)
+
+    cmd("status", "devices, buses, wires and the faults in force")
+    cmd("connections", "how a driver reaches each device")
+    x = cmd("place", "put a chip on a seat's wager spot")
+    x.add_argument("seat", type=int)
+    x.add_argument("spot")
+    x.add_argument("--amount", metavar="DOLLARS", help="the wager read by the device, e.g. 5.00")
+    x = cmd("remove", "take a chip off a seat's wager spot")
+    x.add_argument("seat", type=int)
+    x.add_argument("spot")
+    x = cmd("lockout", "press the lock-out button")
+    x.add_argument("--device")
+    x = cmd("shuffle", "the shuffler finishes a shuffle and reports its card count")
+    x.add_argument("count", type=int)
+    x.add_argument("--deck", help="which of two alternating decks (e.g. A or B)")
+    x.add_argument("--device")
+    x = cmd("shuffle-fault", "the shuffler reports a fault")
+    x.add_argument("reason")
+    x.add_argument("--device")
+    x = cmd("jam", "the shoe jams")
+    x.add_argument("--device")
+    x = cmd("dispense", "the shoe reports cards dispensed since the shuffle")
+    x.add_argument("count", type=int)
+    x.add_argument("--device")
+    x = cmd("deal", "the card-reading shoe reads these cards, e.g. AS KD 10H")
+    x.add_argument("cards", nargs="+")
+    x.add_argument("--device")
+    x = cmd("roll", "the dice entry reports a roll")
+    x.add_argument("die1", type=int)
+    x.add_argument("die2", type=int)
+    x.add_argument("--device")
+    x = cmd("sign", "what the meter sign shows")
+    x.add_argument("--device")
+    cmd("lights", "accepted and win lights by seat, and the lock-out lamp")
+    for name, help in (("unplug", "pull the device's cable (a bus device: the whole bus)"),
+                       ("replug", "put the cable back"), ("reboot", "restart the device")):
+        x = cmd(name, help)
+        x.add_argument("name", help="device or bus name")
+
+    f = cmd("fault", "inject a fault: corrupt, drop, delay, garbage, exception, mute")
+    f.add_argument("name", help="device or bus name")
+    fs = f.add_subparsers(dest="fault", required=True, parser_class=_Parser)
+    direction = argparse.ArgumentParser(add_help=False)
+    direction.add_argument("--direction", choices=["to-driver", "to-device"], default="to-driver")
+    y = fs.add_parser("corrupt", parents=[direction], help="flip a CRC bit in the next N frames")
+    y.add_argument("n", type=int, nargs="?", default=1)
+    y = fs.add_parser("drop", parents=[direction], help="lose the next N frames")
+    y.add_argument("n", type=int, nargs="?", default=1)
+    y = fs.add_parser("delay", parents=[direction], help="hold the next N frames SECONDS longer")
+    y.add_argument("seconds")
+    y.add_argument("n", type=int, nargs="?", default=1)
+    y = fs.add_parser("garbage", help="send bytes that are no valid frame (hex, e.g. ff 00 7e)")
+    y.add_argument("hex", nargs="+")
+    y = fs.add_parser("exception", help="answer with Modbus exception CODE (or 'off')")
+    y.add_argument("code")
+    y = fs.add_parser("mute", help="stop answering (on) or answer again (off)")
+    y.add_argument("state", choices=["on", "off"])
+    return p
+
+
+# --- client commands ----------------------------------------------------------------------------------
+
+
+def _request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    """The control request for a client command."""
+    c = args.command
+    dev = {"device": args.device} if getattr(args, "device", None) else {}
+    if c == "place":
+        params: dict[str, Any] = {"seat": args.seat, "spot": args.spot}
+        if args.amount is not None:
+            params["amount_cents"] = parse_cents(args.amount, "--amount")
+        return "place_chip", params
+    if c == "remove":
+        return "remove_chip", {"seat": args.seat, "spot": args.spot}
+    if c == "lockout":
+        return "press_lockout", dev
+    if c == "shuffle":
+        return "shuffle", {"count": args.count, **({"deck": args.deck} if args.deck else {}), **dev}
+    if c == "shuffle-fault":
+        return "shuffle_fault", {"reason": args.reason, **dev}
+    if c == "jam":
+        return "jam_shoe", dev
+    if c == "dispense":
+        return "dispense", {"count": args.count, **dev}
+    if c == "deal":
+        return "deal", {"cards": args.cards, **dev}
+    if c == "roll":
+        return "roll", {"die1": args.die1, "die2": args.die2, **dev}
+    if c == "sign":
+        return "sign", dev
+    if c in ("status", "connections", "lights", "unplug", "replug", "reboot"):
+        return c, ({"name": args.name} if c in ("unplug", "replug", "reboot") else {})
+    if c == "fault":
+        return _fault_request(args)
+    raise InputError("arguments", f"unknown command {c!r}")
+
+
+def _fault_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
+    name, fault = args.name, args.fault
+    if fault in ("corrupt", "drop"):
+        return fault, {"name": name, "n": args.n, "direction": args.direction.replace("-", "_")}
+    if fault == "delay":
+        try:
+            seconds = Decimal(args.seconds)
+        except InvalidOperation:
+            raise InputError("seconds", f"{args.seconds!r} is not a number of seconds such as 0.5") from None
+        if not seconds.is_finite() or seconds <= 0:
+            raise InputError("seconds", "must be more than 0")
+        return "delay", {"name": name, "seconds": float(seconds), "n": args.n,
+                         "direction": args.direction.replace("-", "_")}
+    if fault == "garbage":
+        text = " ".join(args.hex)
+        try:
+            bytes.fromhex(text)
+        except ValueError:
+            raise InputError("hex", f"{text!r} is not hex bytes such as \"ff 00 7e\"") from None
+        return "garbage", {"name": name, "hex": text}
+    if fault == "exception":
+        if args.code.lower() in ("off", "none"):
+            return "exception", {"name": name, "code": None}
+        try:
+            code = int(args.code, 0)
+        except ValueError:
+            raise InputError("code", f"{args.code!r} is not an exception code (1-255) or 'off'") from None
+        return "exception", {"name": name, "code": code}
+    return "mute", {"name": name, "on": args.state == "on"}
+
+
+def _print_human(args: argparse.Namespace, op: str, params: dict[str, Any], result: Any) -> None:
+    c = args.command
+    if op == "place_chip":
+        amount = f" ({format_dollars_human(params['amount_cents'])})" if "amount_cents" in params else ""
+        print(f"seat {args.seat} {args.spot}: chip placed{amount} on {result['device']}{_acked(result)}")
+    elif op == "remove_chip":
+        print(f"seat {args.seat} {args.spot}: chip removed from {result['device']}{_acked(result)}")
+    elif op in ("press_lockout", "shuffle", "shuffle_fault", "jam_shoe", "dispense", "deal", "roll"):
+        print(f"{c}: sent by {result['device']}{_acked(result)}")
+    elif op == "sign":
+        _print_sign(result)
+    elif op == "lights":
+        _print_lights(result)
+    elif op == "status":
+        _print_status(result)
+    elif op == "connections":
+        _print_connections(result.values())
+    elif op in ("unplug", "replug"):
+        print(f"{op}ged {args.name}: {', '.join(result['devices'])}")
+    elif op == "reboot":
+        print(f"rebooted {args.name}")
+    else:
+        detail = {k: v for k, v in params.items() if k != "name"}
+        print(f"{args.name}: {op} " + " ".join(f"{k}={v}" for k, v in detail.items()))
+
+
+def _acked(result: dict[str, Any]) -> str:
+    acked = result.get("acknowledged")
+    if acked is None:
+        return ""  # Modbus: the driver reads it on its next poll
+    if acked:
+        return "; acknowledged by the driver"
+    return "; not acknowledged yet: the device keeps sending it until a driver does"
+
+
+def _money(cents: Any) -> str:
+    return format_dollars_human(cents) if isinstance(cents, int) else f"{cents} cents"
+
+
+def _print_sign(result: dict[str, Any]) -> None:
+    for label, cents in result.get("amounts", []):
+        print(f"meter {label}: {_money(cents)}")
+    m = result.get("message")
+    if not m:
+        print("message: none")
+        return
+    parts = [str(m.get("message"))]
+    if m.get("table"):
+        parts.append(f"table {m['table']}")
+    if m.get("seat"):
+        parts.append(f"seat {m['seat']}")
+    if m.get("amount_cents"):
+        parts.append(_money(m["amount_cents"]))
+    print("message: " + " ".join(parts))
+
+
+def _print_lights(result: dict[str, Any]) -> None:
+    lamp = result.get("lockout_lamp")
+    print(f"lock-out lamp: {'none' if lamp is None else ('ON' if lamp else 'off')}")
+    for seat, s in result.get("seats", {}).items():
+        accepted = ", ".join(s["accepted"]) or "-"
+        print(f"seat {seat}: accepted {accepted}; win {'ON' if s['win'] else 'off'}")
+
+
+def _where(d: dict[str, Any]) -> str:
+    if d.get("transport") == "tcp":
+        return f"{d['host']}:{d['tcp_port']}"
+    return f"{d.get('port')} @{d.get('baud')}"
+
+
+def _print_connections(conns: Any) -> None:
+    rows = [("DEVICE", "KIND", "VIA", "WHERE", "UNIT", "SEATS")]
+    for d in conns:
+        rows.append((d["name"], d["kind"], d["transport"], _where(d), str(d.get("unit", "-")),
+                     ",".join(str(s) for s in d.get("seats", [])) or "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+
+
+def _print_status(st: dict[str, Any]) -> None:
+    print(f"table {st['table']} ({st['seats']} seats) from {st['source']}")
+    _print_connections(st["devices"])
+    faults = [f"{d['name']}: " + ", ".join(k for k in ("unplugged", "muted") if d.get(k))
+              + (f" exception {d['exception']}" if d.get("exception") else "")
+              for d in st["devices"] if d.get("unplugged") or d.get("muted") or d.get("exception")]
+    print("faults in force: " + ("; ".join(faults) if faults else "none"))
+    for w in [*st["buses"], *st["lines"]]:
+        if "frames" in w:
+            fr = w["frames"]
+            print(f"wire {w['name']}: {fr['to_device']} frames to device, {fr['to_driver']} to driver, "
+                  f"{w['dropped']} dropped, {w['corrupted']} corrupted")
+
+
+def _client(args: argparse.Namespace) -> int:
+    op, params = _request(args)
+    path = getattr(args, "control", None) or control.default_socket()
+    try:
+        result = control.request(path, op, **params)
+    except control.ControlError as e:
+        if getattr(args, "json", False):
+            print(json.dumps({"ok": False, "error": str(e)}))
+        print(f"progressive-hil: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    except control.ControlUnavailable as e:
+        print(f"progressive-hil: {e}", file=sys.stderr)
+        return EXIT_UNAVAILABLE
+    if getattr(args, "json", False):
+        print(json.dumps({"ok": True, "result": result}, indent=None))
+    else:
+        _print_human(args, op, params, result)
+    return 0
+
+
+# --- run ----------------------------------------------------------------------------------------------
+
+
+def _configure_logging(level: str) -> None:
+    # Logs go to stderr: stdout carries the driver ports for whoever started the rig.
+    structlog.configure(
+        wrapper_class=structlog.make_filtering_bound_logger(getattr(logging, level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        processors=[structlog.processors.add_log_level, structlog.processors.TimeStamper(fmt="iso"),
+                    structlog.dev.ConsoleRenderer(colors=False)],
+    )
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from .rig import Rig, RigError  # only here: client commands start faster without them
+
+    rig = Rig.from_file(args.config)
+    path = getattr(args, "control", None) or control.default_socket()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await _serve(rig, path, args, stop)
+    except RigError as e:  # a simulator or wire could not start
+        print(f"progressive-hil: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+    if not getattr(args, "json", False):
+        print("rig stopped", flush=True)
+    return 0
+
+
+async def _serve(rig: Any, path: str, args: argparse.Namespace, stop: asyncio.Event) -> None:
+    """Run the rig and its control socket until ``stop`` is set."""
+    async with rig, control.ControlServer(rig, path):
+        if args.connections:
+            rig.write_driver_config(args.connections)
+        conns = {n: c.as_dict() for n, c in rig.connections().items()}
+        if getattr(args, "json", False):
+            print(json.dumps({"table": rig.config.table, "control": str(path), "devices": conns}), flush=True)
+        else:
+            print(f"table {rig.config.table} ({rig.config.seats} seats) from {args.config}")
+            _print_connections(conns.values())
+            print(f"control socket: {path}")
+            if args.connections:
+                print(f"driver connections written to {args.connections}")
+            print("running; Ctrl-C stops the rig", flush=True)
+        await stop.wait()
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = "--debug" in (argv if argv is not None else sys.argv[1:])
+    try:
+        args = _parser().parse_args(argv)
+        if args.command == "run":
+            _configure_logging(args.log_level)
+            return asyncio.run(_run(args))
+        if args.command == "check":
+            from .rig import load_rig_config
+
+            cfg = load_rig_config(args.config)
+            n = sum(1 for _ in cfg.devices())
+            print(f"{args.config}: table {cfg.table}, {cfg.seats} seats, {n} devices: ok")
+            return 0
+        return _client(args)
+    except InputError as e:
+        print(f"progressive-hil: {e}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except control.SocketInUse as e:
+        print(f"progressive-hil: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    except (BrokenPipeError, KeyboardInterrupt):
+        return 0
+    except Exception as e:  # a bug, not bad input
+        if debug:
+            raise
+        print(f"progressive-hil: internal error: {type(e).__name__}: {e} (run with --debug for details)",
+              file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        sys.exit(main())

@@ -1,0 +1,61 @@
+"""A scripted dealer: plays rounds on the rig as a dealer and players would, so that the demo table lives.
+
+Each round: the shuffler counts the deck, a few players place a chip on the progressive spot, the dealer
+presses the lock-out, the shoe deals, and the dealer tells the controller the round is settled. Everything
+goes through the simulated hardware; only "settled" goes through the controller's own control operation,
+as `progressivectl settle-round` would. Randomness here is the demo's, not the game's: `random` is fine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from typing import Any, Protocol
+
+import structlog
+
+log = structlog.get_logger("dealer")
+
+STEP_TIMEOUT_S = 15.0
+
+
+class Table(Protocol):
+    state: Any
+
+    async def call(self, op: str, args: dict[str, Any]) -> Any: ...
+
+
+async def _until(predicate, what: str, timeout: float = STEP_TIMEOUT_S) -> None:
+    try:
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                await asyncio.sleep(0.02)
+    except TimeoutError:
+        raise RuntimeError(f"dealer: {what} did not happen within {timeout} s") from None
+
+
+async def play(rig: Any, table: Table, *, rounds: int | None = None, seats: int = 7, spot: str = "progressive",
+               wager_cents: int = 100, pause: float = 1.0, rng: random.Random | None = None) -> int:
+    """Play `rounds` rounds (forever with None); returns how many were played."""
+    rng = rng or random.Random()
+    played = 0
+    while rounds is None or played < rounds:
+        await rig.shuffle(52)
+        players = sorted(rng.sample(range(1, seats + 1), rng.randint(1, min(4, seats))))
+        for seat in players:
+            await rig.place_chip(seat, spot, wager_cents)
+        await _until(lambda: len(table.state.accepted) >= len(players), f"wagers at seats {players} acknowledged")
+        await asyncio.sleep(pause)  # players look at their lights
+        await rig.press_lockout()
+        await _until(lambda: table.state.phase.value == "dealing", "the booking")
+        for seat in players:  # the dealer collects the chips (§ 639a.8(b))
+            await rig.remove_chip(seat, spot)
+        await rig.deal(rng.sample(range(52), 5 * (len(players) + 1)))
+        await asyncio.sleep(pause)
+        status = await table.call("status", {})
+        rid = status["round"]["id"]
+        await table.call("settle", {"round_id": rid})
+        log.info("round played", round=rid, players=players)
+        played += 1
+        await _until(lambda: not table.state.sensed, "chips collected")
+    return played

@@ -1,0 +1,447 @@
+"""Simulated Modbus devices for the rig: real pymodbus servers whose registers follow the same register
+maps as the drivers.
+
+``ModbusBusSim(port=wire.device_port)`` is an RTU server on a serial port (the device end of a
+hil.wire.SerialWire, so bytes are paced at the baud rate) hosting several unit ids on one bus (8N2: a PTY
+refuses parity settings, and two stop bits keep the 11-bit character of the spec, so drivers on the rig use
+``parity="N", stopbits=2``);
+``ModbusBusSim(host="127.0.0.1")`` is a Modbus TCP server on a free port. Each ``SimDevice`` is one unit:
+chips on its spots, presses of its button, what the driver last wrote to its lights and sign.
+
+How faults are made, with pymodbus 3.16's own hooks (no fork): every register access goes through the
+``action`` of a ``pymodbus.simulator.SimDevice``, which fills the registers from this module's model and
+can answer with a Modbus exception code; the server's ``trace_packet`` hook drops the reply of a muted
+unit (and of a unit not on the bus, as a real RS-485 line would stay silent). ``TcpFaultProxy`` drops,
+delays or cuts a TCP connection.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+from fractions import Fraction
+from pathlib import Path
+
+from pymodbus.constants import ExcCodes
+from pymodbus.framer import FramerType
+from pymodbus.server import ModbusSerialServer, ModbusTcpServer
+from pymodbus.simulator import DataType as SimDataType
+from pymodbus.simulator import SimData
+from pymodbus.simulator import SimDevice as PymodbusSimDevice
+
+from drivers.modbus.registermap import ButtonMode, Kind, Point, RegisterMap, Table, load_register_map
+
+_FC_TABLE = {1: Table.COIL, 5: Table.COIL, 15: Table.COIL, 2: Table.DISCRETE_INPUT,
+             3: Table.HOLDING_REGISTER, 6: Table.HOLDING_REGISTER, 16: Table.HOLDING_REGISTER,
+             23: Table.HOLDING_REGISTER, 4: Table.INPUT_REGISTER}
+_TUPLE_ORDER = (Table.COIL, Table.DISCRETE_INPUT, Table.HOLDING_REGISTER, Table.INPUT_REGISTER)
+DEFAULT_PRESS_HOLD_S = 0.25
+
+
+class SimDevice:
+    """One simulated device (one unit id). Seats are table seats: the device's seat 1 is ``first_seat``."""
+
+    def __init__(self, unit: int, register_map: RegisterMap, *, name: str, first_seat: int = 1) -> None:
+        self.name = name
+        self.unit = unit
+        self.map = register_map
+        self.kind = register_map.kind.value
+        self.first_seat = first_seat
+        self._chips: dict[tuple[int, str], int | None] = {}  # (local seat, spot) -> amount in cents
+        self._presses = 0
+        self._held = False
+        self._outputs: dict[Table, dict[int, int]] = {Table.COIL: {}, Table.HOLDING_REGISTER: {}}
+        self._exception: int | None = None
+        self._muted = False
+        self._waiters: list[asyncio.Future[None]] = []
+        self._release: asyncio.TimerHandle | None = None
+        self.requests = 0  # frames addressed to this unit that reached the device (wait_until sees it grow)
+        self.reboots = 0
+        # where each input point's registers come from
+        self._inputs: dict[Table, dict[int, tuple[Point, int]]] = {t: {} for t in Table}
+        for p in register_map.inputs:
+            for i in range(p.width):
+                self._inputs[p.table][p.address + i] = (p, i)
+
+    # --- the physical world -----------------------------------------------------------------------
+
+    def _local(self, seat: int) -> int:
+        return seat - self.first_seat + 1
+
+    def _wager_point(self, seat: int, spot: str) -> Point:
+        key = (self._local(seat), spot)
+        for p in self.map.points("wager_present"):
+            if (p.seat, p.spot) == key:
+                return p
+        raise KeyError(f"{self.name} has no wager spot {spot!r} at seat {seat}")
+
+    def place_chip(self, seat: int, spot: str, amount_cents: int | None = None) -> None:
+        self._wager_point(seat, spot)
+        key = (self._local(seat), spot)
+        if amount_cents is not None:
+            for p in self.map.points("wager_amount"):
+                if (p.seat, p.spot) == key:
+                    p.encode(self._to_raw(p, amount_cents))  # refuse what the device could not hold
+        self._chips[key] = amount_cents
+        self._notify()
+
+    def remove_chip(self, seat: int, spot: str) -> None:
+        self._wager_point(seat, spot)
+        self._chips.pop((self._local(seat), spot), None)
+        self._notify()
+
+    def press_lockout(self, hold_s: float | None = None) -> None:
+        """One press. A counter device counts it; a momentary input is held for ``hold_s`` seconds."""
+        button = self.map.one("button")
+        if button.mode is ButtonMode.COUNTER:
+            bits = 32 if button.width == 2 else 16
+            self._presses = (self._presses + 1) % (1 << bits)
+        else:
+            self._held = True
+            if self._release is not None:
+                self._release.cancel()
+            loop = asyncio.get_running_loop()
+            self._release = loop.call_later(DEFAULT_PRESS_HOLD_S if hold_s is None else hold_s,
+                                            self.release_lockout)
+        self._notify()
+
+    def release_lockout(self) -> None:
+        self._held = False
+        self._release = None
+        self._notify()
+
+    def reboot(self) -> None:
+        """Power cycle: outputs and counters back to their power-on values (zero). Chips stay where they
+        are: the sensors see them again."""
+        for table in self._outputs.values():
+            table.clear()
+        self._presses = 0
+        self.release_lockout()
+        self.reboots += 1
+        self._notify()
+
+    def set_exception(self, code: int | None) -> None:
+        """Answer every request with this Modbus exception code (4 device failure, 6 busy, ...) until None."""
+        self._exception = None if code is None else int(ExcCodes(code))
+
+    def mute(self, on: bool) -> None:
+        """Stop answering at all (and ignore what is written meanwhile)."""
+        self._muted = on
+
+    # --- what the driver made the device show -----------------------------------------------------
+
+    def _read_output(self, p: Point) -> bool | int | str:
+        table = self._outputs[p.table]
+        return p.decode([table.get(p.address + i, 0) for i in range(p.width)])
+
+    def lights(self) -> dict:
+        if self.map.kind is Kind.SEAT:
+            return {
+                "accepted": {(self.first_seat + p.seat - 1, p.spot): bool(self._read_output(p))
+                             for p in self.map.points("accepted_light")},
+                "win": {self.first_seat + p.seat - 1: bool(self._read_output(p)) for p in self.map.points("win_light")},
+            }
+        if self.map.kind is Kind.LOCKOUT:
+            return {"lockout_lamp": bool(self._read_output(self.map.one("lamp")))}
+        return {}
+
+    def sign(self) -> dict:
+        if self.map.kind is not Kind.SIGN:
+            return {}
+        amounts = []
+        for p in sorted(self.map.points("meter_amount"), key=lambda p: p.slot or 0):
+            amounts.append((p.meter if p.meter is not None else p.slot, self._cents(p)))
+        code = self._read_output(self.map.one("message_code"))
+        message = None
+        if code:
+            names = {v: k.value for k, v in self.map.message_codes.items()}
+            message = {
+                "message": names.get(int(code), int(code)),
+                "table": self._read_output(self.map.one("message_table")),
+                "seat": self._read_output(self.map.one("message_seat")),
+                "amount_cents": self._cents(self.map.one("message_amount")),
+            }
+        return {"amounts": amounts, "message": message}
+
+    def _cents(self, p: Point) -> int | Fraction:
+        value = Fraction(int(self._read_output(p))) * p.scale
+        return int(value) if value.denominator == 1 else value
+
+    @staticmethod
+    def _to_raw(p: Point, cents: int) -> int:
+        raw = Fraction(cents) / p.scale
+        if raw.denominator != 1:
+            raise ValueError(f"{cents} cents is not a whole number of counts of {p.scale} cents")
+        return int(raw)
+
+    async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
+        """Wait until ``predicate()`` holds; it is checked whenever the device changes."""
+        loop = asyncio.get_running_loop()
+        async with asyncio.timeout(timeout):
+            while not predicate():
+                fut: asyncio.Future[None] = loop.create_future()
+                self._waiters.append(fut)
+                try:
+                    await fut
+                finally:
+                    if fut in self._waiters:
+                        self._waiters.remove(fut)
+
+    def _notify(self) -> None:
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    # --- registers --------------------------------------------------------------------------------
+
+    def _input_value(self, table: Table, address: int) -> int:
+        where = self._inputs[table].get(address)
+        if where is None:
+            return 0
+        p, i = where
+        if p.role == "wager_present":
+            raw = p.encode((p.seat, p.spot) in self._chips)
+        elif p.role == "wager_amount":
+            cents = self._chips.get((p.seat, p.spot))
+            raw = p.encode(self._to_raw(p, cents) if cents is not None else 0)
+        elif p.mode is ButtonMode.COUNTER:
+            raw = p.encode(self._presses)
+        else:
+            raw = p.encode(self._held)
+        return int(raw[i])
+
+    def value(self, table: Table, address: int) -> int:
+        """A coil/input (0 or 1) or register as a Modbus read would see it."""
+        if address in self._inputs[table]:
+            return self._input_value(table, address)
+        return int(self._outputs.get(table, {}).get(address, 0))
+
+    async def _action(self, fc: int, start: int, address: int, _count: int, registers: list[int],
+                      values: list[int] | list[bool] | None) -> ExcCodes | None:
+        if self._muted:
+            return ExcCodes.DEVICE_BUSY  # not applied; the reply is dropped by the server's trace hook
+        if self._exception is not None:
+            return ExcCodes(self._exception)
+        table = _FC_TABLE.get(fc)
+        if table is None:
+            return ExcCodes.ILLEGAL_FUNCTION
+        if values is not None:
+            if table not in self._outputs:
+                return ExcCodes.ILLEGAL_ADDRESS
+            for i, v in enumerate(values):
+                self._outputs[table][address + i] = int(v)
+            self._notify()
+        # the runtime's registers are a copy of this model, refreshed on every access
+        if table.is_bits:
+            for r in range(len(registers)):
+                base = (start + r) * 16
+                registers[r] = sum(self.value(table, base + b) << b for b in range(16))
+        else:
+            for r in range(len(registers)):
+                registers[r] = self.value(table, start + r) & 0xFFFF
+        return None
+
+    def _pymodbus_device(self) -> PymodbusSimDevice:
+        blocks: list[list[SimData]] = []
+        for table in _TUPLE_ORDER:
+            points = [p for p in (*self.map.inputs, *self.map.outputs) if p.table is table]
+            lo = min((p.address for p in points), default=0)
+            hi = max((p.end for p in points), default=1)
+            if table.is_bits:
+                blocks.append([SimData(lo, count=hi - lo, values=False, datatype=SimDataType.BITS)])
+            else:
+                blocks.append([SimData(lo, count=hi - lo, values=0, datatype=SimDataType.REGISTERS)])
+        return PymodbusSimDevice(id=self.unit, simdata=tuple(blocks), action=self._action)  # type: ignore[arg-type]
+
+
+class ModbusBusSim:
+    """A bus of simulated devices behind one pymodbus server: RTU on a serial port, or Modbus TCP."""
+
+    def __init__(self, *, port: str | None = None, host: str | None = None, tcp_port: int = 0,
+                 baudrate: int = 19200) -> None:
+        if (port is None) == (host is None):
+            raise ValueError("give a serial port or a TCP host, not both")
+        self.port = port
+        self.host = host
+        self.tcp_port = tcp_port
+        self.baudrate = baudrate
+        self.devices: dict[int, SimDevice] = {}
+        self._server: ModbusSerialServer | ModbusTcpServer | None = None
+        self._rtu = port is not None
+        self.dropped_replies = 0
+
+    def add_device(self, unit: int, register_map: RegisterMap | str | Path, *, name: str,
+                   first_seat: int = 1) -> SimDevice:
+        if self._server is not None:
+            raise RuntimeError("add devices before start()")
+        if not 1 <= unit <= 247:
+            raise ValueError(f"unit {unit}: 1..247")
+        if unit in self.devices:
+            raise ValueError(f"unit {unit} is already {self.devices[unit].name}")
+        if not isinstance(register_map, RegisterMap):
+            register_map = load_register_map(register_map)
+        dev = SimDevice(unit, register_map, name=name, first_seat=first_seat)
+        self.devices[unit] = dev
+        return dev
+
+    async def start(self) -> None:
+        if not self.devices:
+            raise RuntimeError("no devices")
+        sims = [d._pymodbus_device() for d in self.devices.values()]
+        # pymodbus answers an unknown unit from unit 0 (or fails noisily): give it one, whose replies the
+        # trace hook drops like any reply from a unit that is not on the bus.
+        sims.append(PymodbusSimDevice(id=0, simdata=SimData(0, values=0, datatype=SimDataType.REGISTERS)))
+        if self._rtu:
+            server = ModbusSerialServer(sims, framer=FramerType.RTU, port=self.port or "", baudrate=self.baudrate,
+                                        parity="N", stopbits=2, trace_packet=self._trace)
+        else:
+            server = ModbusTcpServer(sims, framer=FramerType.SOCKET, address=(self.host or "127.0.0.1", self.tcp_port),
+                                     trace_packet=self._trace)
+        await server.serve_forever(background=True)
+        self._server = server
+        if not self._rtu:
+            self.tcp_port = server.transport.sockets[0].getsockname()[1]  # type: ignore[attr-defined]
+
+    async def stop(self) -> None:
+        server, self._server = self._server, None
+        if server is not None:
+            await server.shutdown()
+        for dev in self.devices.values():
+            if dev._release is not None:
+                dev._release.cancel()
+                dev._release = None
+
+    async def __aenter__(self) -> ModbusBusSim:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def _unit_of(self, frame: bytes) -> int | None:
+        if self._rtu:
+            return frame[0] if frame else None
+        return frame[6] if len(frame) > 6 else None
+
+    def _trace(self, sending: bool, data: bytes) -> bytes:
+        unit = self._unit_of(data)
+        dev = self.devices.get(unit) if unit is not None else None
+        if sending:
+            if dev is None or dev._muted:
+                self.dropped_replies += 1
+                return b""
+        elif dev is not None:
+            dev.requests += 1
+            dev._notify()
+        return data
+
+
+class TcpFaultProxy:
+    """A TCP relay between a Modbus TCP client and server that can drop or delay replies and cut the
+    connection, standing in for a pulled network cable or a lossy gateway."""
+
+    def __init__(self, target_host: str, target_port: int, *, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.target = (target_host, target_port)
+        self.host = host
+        self.port = port
+        self._server: asyncio.base_events.Server | None = None
+        self._drop = 0
+        self._delays: list[float] = []
+        self._cut = False
+        self._tasks: set[asyncio.Task] = set()
+        self._handlers: set[asyncio.Task] = set()  # one per client connection (asyncio's, for _accept)
+        self._writers: set[asyncio.StreamWriter] = set()
+        self.connections = 0
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        self._close_all()
+        tasks = list(self._tasks) + list(self._handlers)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def __aenter__(self) -> TcpFaultProxy:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    def drop_next(self, n: int = 1) -> None:
+        self._drop += n
+
+    def delay_next(self, seconds: float, n: int = 1) -> None:
+        self._delays.extend([seconds] * n)
+
+    def cut(self) -> None:
+        """Pull the cable: close every connection and refuse new ones until ``restore``."""
+        self._cut = True
+        self._close_all()
+
+    def restore(self) -> None:
+        self._cut = False
+
+    def _close_all(self) -> None:
+        for w in list(self._writers):
+            w.close()
+        self._writers.clear()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        me = asyncio.current_task()
+        assert me is not None
+        self._handlers.add(me)
+        try:
+            await self._relay(reader, writer)
+        except asyncio.CancelledError:
+            pass  # stop(): the handler ends with the proxy
+        finally:
+            self._handlers.discard(me)
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._cut:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self.target)
+        except OSError:
+            writer.close()
+            return
+        self.connections += 1
+        self._writers.update((writer, up_writer))
+        tasks = [asyncio.ensure_future(self._pump(reader, up_writer, replies=False)),
+                 asyncio.ensure_future(self._pump(up_reader, writer, replies=True))]
+        self._tasks.update(tasks)
+        try:
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            self._tasks.difference_update(tasks)
+            for w in (writer, up_writer):
+                self._writers.discard(w)
+                w.close()
+
+    async def _pump(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, replies: bool) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            while data := await reader.read(4096):
+                if replies and self._drop:
+                    self._drop -= 1
+                    continue
+                if replies and self._delays:
+                    await asyncio.sleep(self._delays.pop(0))
+                writer.write(data)
+                await writer.drain()
+
+
+__all__ = ["ModbusBusSim", "SimDevice", "TcpFaultProxy"]
