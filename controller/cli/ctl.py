@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import __version__
 from ..errors import InputError
+from ..money import format_cents
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL = 70  # EX_SOFTWARE
@@ -62,20 +63,112 @@ def _parser() -> argparse.ArgumentParser:
     v.add_argument("--state", required=True, type=Path, help="state directory (or a copy of it)")
     v.add_argument("--json", action="store_true")
 
-    m = sub.add_parser("meters", help="every meter of a state directory, read from its journal")
-    m.add_argument("--state", required=True, type=Path)
+    m = sub.add_parser("meters", help="every meter: of the running daemon, or of a state directory (--state)")
+    m.add_argument("--state", type=Path, metavar="DIR",
+                   help="read this state directory's journal instead of asking the daemon")
     m.add_argument("--meter", help="only this meter")
     m.add_argument("--json", action="store_true")
+    _live_options(m)
 
-    h = sub.add_parser("history", help="the hit history of a state directory, read from its journal")
-    h.add_argument("--state", required=True, type=Path)
+    h = sub.add_parser("history", help="the hit history: of the running daemon, or of a state directory (--state)")
+    h.add_argument("--state", type=Path, metavar="DIR",
+                   help="read this state directory's journal instead of asking the daemon")
     h.add_argument("--meter", help="only this meter")
+    h.add_argument("--limit", metavar="N", help="only the N most recent hits")
     h.add_argument("--json", action="store_true")
+    _live_options(h)
 
     t = sub.add_parser("paytables", help="list every built-in and loaded paytable")
     t.add_argument("--paytable-dir", action="append", default=[], type=Path)
     t.add_argument("--json", action="store_true")
+
+    k = sub.add_parser("check-config", help="check a table configuration file (exit 0 sound, 2 problems)")
+    k.add_argument("file", type=Path, help="the table's TOML configuration")
+    k.add_argument("--json", action="store_true")
+
+    x = sub.add_parser("hash-credential",
+                       help="hash a supervisor's secret for the configuration (read from the terminal or stdin)")
+    x.add_argument("--scheme", choices=["scrypt", "pbkdf2_sha256"], default="scrypt")
+
+    _live_parsers(sub)
     return p
+
+
+# --- talking to the running daemon (docs/operations.md) -------------------------------------------
+
+# The same default as controller.app.control.DEFAULT_SOCKET, spelled out so that the offline commands do not
+# import the client (asyncio) just to print their help.
+_DEFAULT_SOCKET = "/run/progressive/control.sock"
+_SOCKET_ENV = "PROGRESSIVE_SOCKET"
+EXIT_UNAVAILABLE = 1
+
+# Arguments of a request the daemon may name in a refusal, and the option the user typed them with.
+_OPTION_OF = {"supervisor": "--supervisor", "reason": "--reason", "dealt": "--dealt", "meter": "--meter",
+              "limit": "--limit", "round_id": "ROUND_ID", "stub": "STUB", "seat": "SEAT", "cards": "CARDS",
+              "claim_id": "CLAIM_ID"}
+
+
+def _live_options(p: argparse.ArgumentParser, json_option: bool = False) -> None:
+    p.add_argument("--socket", metavar="PATH",
+                   help=f"the daemon's control socket (default: ${_SOCKET_ENV}, else {_DEFAULT_SOCKET})")
+    p.add_argument("--timeout", default="10", metavar="SECONDS", help="how long to wait for the daemon (default 10)")
+    if json_option:
+        p.add_argument("--json", action="store_true", help="the daemon's answer as JSON, for scripts")
+
+
+def _supervisor_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--supervisor", required=True, metavar="NAME", help="the supervisor who authorizes this")
+    p.add_argument("--secret-file", type=Path, metavar="FILE",
+                   help="read the supervisor's secret from the first line of FILE (mode 0600); default: standard "
+                        "input when it is not a terminal, else a prompt")
+
+
+def _live_parsers(sub: Any) -> None:
+    s = sub.add_parser("status", help="the running daemon: table, round, blocks, devices, meters, ledger, uptime")
+    _live_options(s, json_option=True)
+
+    r = sub.add_parser("round", help="the current round of the running daemon: phase and accepted wagers")
+    _live_options(r, json_option=True)
+
+    v = sub.add_parser("void", help="void the round being dealt (shoe jam, misdeal): every wager is returned")
+    v.add_argument("--reason", required=True, metavar="TEXT", help="why, for the journal (e.g. \"misdeal\")")
+    _supervisor_options(v)
+    _live_options(v, json_option=True)
+
+    t = sub.add_parser("settle-round", help="tell the daemon the dealer finished settling round ROUND_ID")
+    t.add_argument("round_id", metavar="ROUND_ID", help="the round, e.g. CS-07-r12 (see `progressivectl round`)")
+    _live_options(t, json_option=True)
+
+    d = sub.add_parser("deck-replaced", help="a supervisor confirms a new deck is in use")
+    _supervisor_options(d)
+    _live_options(d, json_option=True)
+
+    k = sub.add_parser("stub-count", help="enter the count of the undealt stub (tables without a counting shuffler)")
+    k.add_argument("stub", metavar="STUB", help="cards counted in the stub")
+    k.add_argument("--dealt", metavar="N", help="cards dealt, when the shoe does not report them")
+    _live_options(k, json_option=True)
+
+    for name, what in (("close-table", "close the table: progressive wagering disabled until it is opened"),
+                       ("open-table", "open the table again")):
+        c = sub.add_parser(name, help=what)
+        _supervisor_options(c)
+        _live_options(c, json_option=True)
+
+    c = sub.add_parser("claim", help="claim a jackpot hand for a seat")
+    c.add_argument("seat", metavar="SEAT", help="the seat holding the hand")
+    c.add_argument("cards", metavar="CARDS", nargs="+", help="the hand's cards, e.g. AS KS QS JS TS")
+    _live_options(c, json_option=True)
+
+    a = sub.add_parser("approve", help="a supervisor approves a jackpot claim")
+    a.add_argument("claim_id", metavar="CLAIM_ID")
+    _supervisor_options(a)
+    _live_options(a, json_option=True)
+
+    j = sub.add_parser("reject", help="a supervisor rejects a jackpot claim")
+    j.add_argument("claim_id", metavar="CLAIM_ID")
+    j.add_argument("--reason", required=True, metavar="TEXT")
+    _supervisor_options(j)
+    _live_options(j, json_option=True)
 
 
 def _read_json(name: str) -> Any:
@@ -92,9 +185,14 @@ def _read_json(name: str) -> Any:
 
 
 def _cmd_settle(args: argparse.Namespace) -> int:
+    import re
+
     from ..paytables import find_paytable
     from ..roundio import settle_json
 
+    if args.file != "-" and re.fullmatch(r"\S+-r[0-9]+", args.file) and not Path(args.file).exists():
+        raise InputError(args.file, f"no such file (to tell the running daemon that round {args.file} is settled: "
+                                    f"progressivectl settle-round {args.file})")
     doc = _read_json(args.file)
     out = settle_json(doc, lambda ref: find_paytable(ref, args.paytable_dir))
     json.dump(out, sys.stdout, indent=2 if args.pretty else None)
@@ -163,16 +261,384 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return cmd_verify(args.state, args.json)
 
 
-def _cmd_meters(args: argparse.Namespace) -> int:
-    from .audit import cmd_meters
+def _offline(args: argparse.Namespace) -> bool:
+    """--state: read a state directory rather than ask the daemon."""
+    if args.state is None:
+        return False
+    if args.socket is not None:
+        raise InputError("--socket", "cannot be used with --state (--state reads a state directory, not the daemon)")
+    return True
 
-    return cmd_meters(args.state, args.json, args.meter)
+
+def _cmd_meters(args: argparse.Namespace) -> int:
+    if _offline(args):
+        from .audit import cmd_meters
+
+        return cmd_meters(args.state, args.json, args.meter)
+    rows = _select_meter(_rows(args, _ask(args, "meters")), args.meter)
+    if args.json:
+        return _dump_json(rows)
+    for r in rows:
+        print(f"{r['meter']}: ${r['shown']} (reset ${r['reset']}, rate {r['rate']}, reserve rate {r['reserve_rate']}"
+              + (f", ceiling ${r['ceiling']})" if r["ceiling"] else ")"))
+        print(f"    qualifying wagers {r['qualifying_wagers']['count']} for ${r['qualifying_wagers']['amount']}; "
+              f"contributions ${r['contributions']}; seed ${r['seed']}; reserve ${r['reserve']}; "
+              f"overflow ${r['overflow']}; adjustments ${r['adjustments']}")
+        print(f"    paid by the table ${r['paid_by_table']}; by an attendant ${r['paid_by_attendant']}; "
+              f"cumulative ${r['cumulative_payouts']}")
+        for label, h in r["hits"].items():
+            print(f"    {label}: {h['count']} hits, ${h['amount']}")
+    return 0
 
 
 def _cmd_history(args: argparse.Namespace) -> int:
-    from .audit import cmd_history
+    limit = _count(args.limit, "--limit", least=1) if args.limit is not None else None
+    if _offline(args):
+        from .audit import cmd_history
 
-    return cmd_history(args.state, args.json, args.meter)
+        if limit is None:
+            return cmd_history(args.state, args.json, args.meter)
+        from .audit import _audit, _damaged, _select, hit_json
+
+        report = _audit(args.state)
+        if not report.ok:
+            return _damaged(report)
+        hits = [hit_json(m, h) for m in _select(report.state, args.meter) for h in report.state[m].history]
+    else:
+        hits = _select_meter(_rows(args, _ask(args, "history")), args.meter, hits=True)
+        if args.meter is not None and not hits:  # no hit yet, or no such meter: the meters tell which
+            _select_meter(_rows(args, _ask(args, "meters")), args.meter)
+    hits.sort(key=lambda h: (h["time"], h["meter"], h["number"]))
+    if limit is not None:
+        hits = hits[-limit:]
+    if args.json:
+        return _dump_json(hits)
+    for h in hits:
+        print(f"{h['time']}  {h['meter']} #{h['number']}  table {h['table']} round {h['round']} seat {h['seat']}  "
+              f"{h['hand']} {h['award']}  ${h['amount']} ({h['paid_by']})  meter ${h['meter_before']} -> "
+              f"${h['meter_after']}  approved by {h['approved_by']}")
+    return 0
+
+
+def _cmd_check_config(args: argparse.Namespace) -> int:
+    from ..config import ConfigError, load_config
+
+    name = str(args.file)
+    try:
+        cfg = load_config(args.file)
+    except ConfigError as e:
+        if args.json:
+            json.dump({"file": name, "ok": False, "problems": [p.to_dict() for p in e.problems], "summary": None},
+                      sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            for p in e.problems:
+                print(p.line(name), file=sys.stderr)
+        return EXIT_BAD_INPUT
+    summary = cfg.summary()
+    if args.json:
+        json.dump({"file": name, "ok": True, "problems": [], "summary": summary}, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return 0
+    wagers = ", ".join(f"{w} ({v['paytable']}" + (f", meter {v['meter']})" if v["meter"] else ")")
+                       for w, v in summary["wagers"].items())
+    meters = ", ".join(
+        f"{m} (linked to {v['linked']})" if "linked" in v else f"{m} (reset {v['reset']}, rate {v['rate']})"
+        for m, v in summary["meters"].items()
+    ) or "none"
+    devs = summary["devices"]
+    kinds = ", ".join(f"{n} {k}" for k, n in devs["by_kind"].items())
+    print(f"{name}: sound")
+    places = "wager positions" if summary["dice"] else "seats"
+    print(f"table {summary['table']}: {summary['game_title']} ({summary['game']}), {summary['seats']} {places}")
+    print(f"wagers: {wagers}")
+    print(f"meters: {meters}")
+    print(f"devices: {devs['total']} ({kinds}) on {devs['buses']} bus(es)")
+    return 0
+
+
+def _read_secret() -> str:
+    import getpass
+
+    if sys.stdin.isatty():
+        secret = getpass.getpass("Secret: ")
+        if getpass.getpass("Again: ") != secret:
+            raise InputError("secret", "the two entries differ")
+        return secret
+    line = sys.stdin.readline()
+    return line[:-1].removesuffix("\r") if line.endswith("\n") else line
+
+
+def _cmd_hash_credential(args: argparse.Namespace) -> int:
+    from ..config import CredentialError, hash_credential
+
+    try:
+        print(hash_credential(_read_secret(), args.scheme))
+    except CredentialError as e:
+        raise InputError("secret", str(e)) from None
+    return 0
+
+
+class _Exit(Exception):
+    """Leave with `status` after printing `line` on standard error."""
+
+    def __init__(self, status: int, line: str) -> None:
+        super().__init__(line)
+        self.status = status
+        self.line = line
+
+
+def _count(text: str, field: str, least: int = 0, most: int | None = None) -> int:
+    t = text.strip()
+    if not t.isdigit() or not t.isascii() or int(t) < least or (most is not None and int(t) > most):
+        bound = f"{least}..{most}" if most is not None else f"at least {least}"
+        raise InputError(field, f"must be a whole number, {bound}, not {text!r}")
+    return int(t)
+
+
+def _ask(args: argparse.Namespace, op: str, **call_args: Any) -> Any:
+    """Send `op` to the running daemon; its result, or _Exit with the status of docs/cli.md."""
+    from ..app.control import ControlClient, ControlError, DaemonUnavailable
+
+    if args.socket is not None and not args.socket:
+        raise InputError("--socket", "is empty")
+    try:
+        timeout = float(args.timeout)
+    except ValueError:
+        timeout = 0.0
+    if not 0 < timeout <= 3600:
+        raise InputError("--timeout", f"must be a number of seconds more than 0 (at most 3600), not {args.timeout!r}")
+    client = ControlClient(args.socket, timeout)
+    try:
+        return client.call_sync(op, **call_args)
+    except DaemonUnavailable as e:
+        raise _Exit(EXIT_UNAVAILABLE, f"progressivectl: {e.path}: {e.reason}: the daemon is not running, or the "
+                                      f"socket path is wrong (give --socket PATH or set ${_SOCKET_ENV})") from None
+    except ControlError as e:
+        message = e.message
+        if e.field == "op" and e.kind == "input":
+            field = args.command
+            message += " (the daemon does not offer this command: is it an older version?)"
+        elif e.field:
+            field = _OPTION_OF.get(e.field, e.field)
+        else:
+            field = args.command
+        if e.kind == "internal":
+            message = f"the daemon failed: {message}"
+        status = EXIT_BAD_INPUT if e.kind in ("input", "rules", "auth") else EXIT_UNAVAILABLE
+        raise _Exit(status, f"progressivectl: {field}: {message}") from None
+
+
+def _not_understood(args: argparse.Namespace, what: str) -> _Exit:
+    return _Exit(EXIT_UNAVAILABLE, f"progressivectl: {args.command}: the daemon's answer is not understood ({what})")
+
+
+def _rows(args: argparse.Namespace, result: Any) -> list[dict[str, Any]]:
+    if not isinstance(result, list) or not all(isinstance(r, dict) for r in result):
+        raise _not_understood(args, "expected a list of objects")
+    return result
+
+
+def _select_meter(rows: list[dict[str, Any]], meter: str | None, hits: bool = False) -> list[dict[str, Any]]:
+    if meter is None:
+        return rows
+    chosen = [r for r in rows if r.get("meter") == meter]
+    if not chosen and not hits:
+        known = sorted({str(r.get("meter")) for r in rows})
+        raise InputError("--meter", f"unknown meter {meter!r}; defined: {', '.join(known) or 'none'}")
+    return chosen
+
+
+def _dump_json(value: Any) -> int:
+    json.dump(value, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def _table(rows: list[list[str]], right: frozenset[int] = frozenset(), indent: str = "  ") -> list[str]:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return [indent + "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+                               ).rstrip() for r in rows]
+
+
+def _duration(seconds: Any) -> str:
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds < 0:
+        return "?"
+    s = int(seconds)
+    days, s = divmod(s, 86400)
+    hours, s = divmod(s, 3600)
+    minutes, s = divmod(s, 60)
+    return (f"{days}d " if days else "") + f"{hours:02d}:{minutes:02d}:{s:02d}"
+
+
+def _text(value: Any) -> str:
+    return "?" if value is None else str(value)
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    st = _ask(args, "status")
+    if args.json:
+        return _dump_json(st)
+    if not isinstance(st, dict):
+        raise _not_understood(args, "expected an object")
+    out = [f"table {_text(st.get('table'))}: {_text(st.get('game'))}, up {_duration(st.get('uptime_seconds'))}"
+           + (f" (progressived {st['version']})" if st.get("version") else "")]
+    rnd = st.get("round")
+    out.append(f"round {_text(rnd.get('id'))}: {_text(rnd.get('phase'))}" if isinstance(rnd, dict) else "round: none")
+    blocks = [b for b in st.get("blocks") or [] if isinstance(b, dict)]
+    if blocks:
+        out.append("wagering: DISABLED: " + "; ".join(
+            _text(b.get("block")) + (f" ({', '.join(map(str, b['sources']))})" if b.get("sources") else "")
+            for b in blocks))
+    else:
+        out.append("wagering: enabled")
+    devices = [d for d in st.get("devices") or [] if isinstance(d, dict)]
+    down = sum(1 for d in devices if not d.get("up"))
+    out.append(f"devices: {len(devices) - down} up, {down} down")
+    if devices:
+        out += _table([["device", "kind", "state", "errors", "last error"]] + [
+            [_text(d.get("id")), _text(d.get("kind")), "up" if d.get("up") else "DOWN", _text(d.get("errors")),
+             _text(d.get("last_error")) if d.get("last_error") else ""] for d in devices], right=frozenset({3}))
+    meters = [m for m in st.get("meters") or [] if isinstance(m, dict)]
+    out.append("meters:" if meters else "meters: none")
+    if meters:
+        out += _table([[_text(m.get("meter")), f"${_text(m.get('amount'))}"] for m in meters], right=frozenset({1}))
+    out.append(f"ledger: head seq {_text(st.get('ledger_head_seq'))}")
+    print("\n".join(out))
+    return 0
+
+
+def _cmd_round(args: argparse.Namespace) -> int:
+    from ..money import parse_cents
+
+    rnd = _ask(args, "round")
+    if args.json:
+        return _dump_json(rnd)
+    if not isinstance(rnd, dict):
+        raise _not_understood(args, "expected an object")
+    out = [f"round {_text(rnd.get('id'))}: {_text(rnd.get('phase'))}"]
+    wagers = [w for w in rnd.get("wagers") or [] if isinstance(w, dict)]
+    if wagers:
+        out += _table([["seat", "spot", "amount"]] + [
+            [_text(w.get("seat")), _text(w.get("spot")), f"${_text(w.get('amount'))}"] for w in wagers],
+            right=frozenset({0, 2}))
+        try:
+            total = "$" + format_cents(sum(parse_cents(w.get("amount"), "amount") for w in wagers))
+        except InputError:
+            total = "?"
+        out.append(f"{len(wagers)} wager{'s' if len(wagers) != 1 else ''} accepted, {total}")
+    else:
+        out.append("no wagers accepted")
+    out.append(f"not recognized: {_text(rnd.get('not_recognized'))}")
+    print("\n".join(out))
+    return 0
+
+
+def _done(args: argparse.Namespace, result: Any) -> int:
+    """What an action answered: its message for people, the whole result with --json."""
+    if args.json:
+        return _dump_json(result)
+    if isinstance(result, dict) and isinstance(result.get("message"), str):
+        print(result["message"])
+    elif isinstance(result, str):
+        print(result)
+    elif result in (None, True, {}):
+        print(f"{args.command}: done")
+    else:
+        print(f"{args.command}: done: {json.dumps(result)}")
+    return 0
+
+
+def _read_line(data: bytes, field: str) -> str:
+    line = data.split(b"\n", 1)[0].removesuffix(b"\r")
+    try:
+        secret = line.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputError(field, "the secret is not UTF-8 text") from None
+    if not secret:
+        raise InputError(field, "the first line is empty: no secret")
+    return secret
+
+
+def _secret(args: argparse.Namespace) -> str:
+    """A supervisor's secret: never from the command line (other users see it in the process list)."""
+    import os
+    import stat
+
+    if args.secret_file is not None:
+        name = "--secret-file"
+        try:
+            fd = os.open(args.secret_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            raise InputError(name, f"{args.secret_file}: cannot read: {e.strerror or e}") from None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if stat.S_ISDIR(st.st_mode):
+                raise InputError(name, f"{args.secret_file} is a directory")
+            if st.st_mode & 0o077:
+                raise InputError(name, f"{args.secret_file} may be read by other users (mode "
+                                       f"{stat.S_IMODE(st.st_mode):04o}): make it its owner's only (chmod 600)")
+            return _read_line(f.read(4096), name)
+    if sys.stdin is not None and not sys.stdin.isatty():
+        line = sys.stdin.buffer.readline(4096)
+        if not line:
+            raise InputError("secret", "standard input is empty: give --secret-file FILE, or run on a terminal to be "
+                                       "asked for it")
+        return _read_line(line, "secret")
+    import getpass
+
+    try:
+        secret = getpass.getpass(f"Secret of supervisor {args.supervisor}: ")
+    except EOFError:
+        secret = ""
+    if not secret:
+        raise InputError("secret", "none given")
+    return secret
+
+
+def _supervised(args: argparse.Namespace, op: str, **call_args: Any) -> int:
+    if not args.supervisor.strip():
+        raise InputError("--supervisor", "is empty")
+    return _done(args, _ask(args, op, supervisor=args.supervisor, secret=_secret(args), **call_args))
+
+
+def _cmd_void(args: argparse.Namespace) -> int:
+    if not args.reason.strip():
+        raise InputError("--reason", "is empty: say why the round is voided")
+    return _supervised(args, "void", reason=args.reason)
+
+
+def _cmd_settle_round(args: argparse.Namespace) -> int:
+    return _done(args, _ask(args, "settle", round_id=args.round_id))
+
+
+def _cmd_deck_replaced(args: argparse.Namespace) -> int:
+    return _supervised(args, "deck_replaced")
+
+
+def _cmd_stub_count(args: argparse.Namespace) -> int:
+    call_args: dict[str, Any] = {"stub": _count(args.stub, "STUB", most=52)}
+    if args.dealt is not None:
+        call_args["dealt"] = _count(args.dealt, "--dealt", most=52)
+    return _done(args, _ask(args, "stub_count", **call_args))
+
+
+def _cmd_table(args: argparse.Namespace) -> int:
+    return _supervised(args, args.command.replace("-", "_"))
+
+
+def _cmd_claim(args: argparse.Namespace) -> int:
+    return _done(args, _ask(args, "claim", seat=_count(args.seat, "SEAT", least=1), cards=list(args.cards)))
+
+
+def _cmd_approve(args: argparse.Namespace) -> int:
+    return _supervised(args, "approve", claim_id=args.claim_id)
+
+
+def _cmd_reject(args: argparse.Namespace) -> int:
+    if not args.reason.strip():
+        raise InputError("--reason", "is empty: say why the claim is rejected")
+    return _supervised(args, "reject", claim_id=args.claim_id, reason=args.reason)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,13 +648,23 @@ def main(argv: list[str] | None = None) -> int:
         handler = {
             "settle": _cmd_settle, "odds": _cmd_odds, "check-paytable": _cmd_check_paytable,
             "paytables": _cmd_paytables, "audit": _cmd_audit, "meters": _cmd_meters, "history": _cmd_history,
+            "check-config": _cmd_check_config, "hash-credential": _cmd_hash_credential,
+            "status": _cmd_status, "round": _cmd_round, "void": _cmd_void, "settle-round": _cmd_settle_round,
+            "deck-replaced": _cmd_deck_replaced, "stub-count": _cmd_stub_count, "close-table": _cmd_table,
+            "open-table": _cmd_table, "claim": _cmd_claim, "approve": _cmd_approve, "reject": _cmd_reject,
         }[args.command]
         return handler(args)
+    except _Exit as e:
+        print(e.line, file=sys.stderr)
+        return e.status
     except InputError as e:
         print(f"progressivectl: {e}", file=sys.stderr)
         return EXIT_BAD_INPUT
     except BrokenPipeError:
         return 0
+    except KeyboardInterrupt:  # interrupted at a prompt or while waiting for the daemon
+        print(file=sys.stderr)
+        return 130
     except Exception as e:  # a bug, not bad input: still one line unless asked for the traceback
         if debug:
             raise

@@ -1,0 +1,135 @@
+"""The shape of each table of the configuration file, as pydantic models.
+
+Every model forbids unknown keys (a typo must not be silently ignored) and is strict (a number in
+quotes is a mistake, not a number). Each section is validated on its own, so that one bad section
+does not hide the problems of another; meaning across sections is checked in load.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import typing
+from fractions import Fraction
+from functools import cache
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+
+from ..meter.params import DEFAULT_HISTORY
+from .fields import Money, Rate, Seconds, custom
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+Seat = Annotated[int, Field(ge=1)]
+
+
+class WagerModel(Section):
+    paytable: str = Field(min_length=1)
+    meter: str | None = None
+
+
+class StandaloneMeterModel(Section):
+    reset: Money
+    rate: Rate
+    wager_sizes: list[Money] = Field(min_length=1)
+    reserve_rate: Rate = Fraction(0)
+    ceiling: Money | None = None
+    history_size: int = DEFAULT_HISTORY
+    description: str = ""
+
+
+_LINK_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+
+
+def _link_id(value: str) -> str:
+    if not _LINK_ID.fullmatch(value):
+        raise custom(f"{value!r} is not a meter id of a link authority",
+                     "1 to 64 letters, digits, '.', '_' or '-', as the link authority names the meter")
+    return value
+
+
+class LinkedMeterModel(Section):
+    linked: Annotated[str, AfterValidator(_link_id)]
+    wager_sizes: list[Money] = []
+    description: str = ""
+
+
+STANDALONE_ONLY = ("reset", "rate", "reserve_rate", "ceiling", "history_size")
+
+
+class CardsModel(Section):
+    source: Literal["shoe", "dealer"]
+    shuffler: Literal["counting", "non-counting", "none"]
+    stub_count_every: int | None = Field(None, ge=1)
+    two_decks: bool = False
+
+
+class DeviceCommon(Section):
+    """Keys every device may have; the transport's own keys are checked by ModbusFields or LineFields."""
+
+    model_config = ConfigDict(extra="ignore", strict=True, frozen=True)
+
+    kind: Literal["seat", "lockout", "sign", "card-counter", "dice-entry"]
+    transport: Literal["rtu", "tcp", "line"]
+    seats: list[Seat] = []
+    roles: list[Literal["shuffler", "shoe"]] = []
+    reads_cards: bool = False
+    description: str = ""
+
+
+class ModbusFields(Section):
+    bus: str = Field(min_length=1)
+    unit: int
+    register_map: str = Field(min_length=1)
+    poll_interval: Seconds | None = Field(None, ge=0, le=3600)
+
+
+@cache
+def line_fields() -> type[BaseModel]:
+    """The keys of a line-protocol device: exactly the fields of the driver's LineSettings, with its
+    defaults (so a setting the driver gains is a setting the configuration has)."""
+    from drivers.line import LineSettings
+
+    hints = typing.get_type_hints(LineSettings)
+    fields: dict[str, Any] = {}
+    for f in dataclasses.fields(LineSettings):
+        annotation = hints[f.name]
+        if annotation is float:
+            annotation = Seconds
+        default = ... if f.default is dataclasses.MISSING else f.default
+        fields[f.name] = (annotation, default)
+    return create_model(  # type: ignore[call-overload, no-any-return]
+        "LineFields", __config__=ConfigDict(extra="forbid", strict=True, frozen=True), **fields
+    )
+
+
+class SupervisorModel(Section):
+    name: str = Field(min_length=1, max_length=64)
+    credential: str
+
+
+class MetricsModel(Section):
+    listen: str = "127.0.0.1:9464"
+
+
+class LoggingModel(Section):
+    format: Literal["json", "console"] = "json"
+    level: Literal["debug", "info", "warning", "error"] = "info"
+
+
+class MqttModel(Section):
+    host: str = Field(min_length=1, max_length=253)
+    port: int | None = Field(None, ge=1, le=65535)
+    tls: bool = True
+    ca_file: str | None = None
+    cert_file: str | None = None
+    key_file: str | None = None
+    client_id: str | None = Field(None, min_length=1, max_length=64)
+    username: str | None = Field(None, min_length=1, max_length=128)
+    password_file: str | None = None
+    topic_prefix: str = "progressive"
+    link_timeout: Seconds = Field(10.0, gt=0, le=300)
