@@ -131,9 +131,10 @@ def test_paytables_lists_every_builtin_and_loaded():
     assert text.returncode == 0 and "caribbean-stud-progressive-d" in text.stdout
 
 
-def test_daemon_entry_point_is_honest_about_what_exists():
-    proc = subprocess.run([str(DAEMON)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode == 1 and "not available" in proc.stderr
+def test_daemon_refuses_a_missing_configuration(tmp_path):
+    proc = subprocess.run([str(DAEMON), "--config", str(tmp_path / "none.toml")], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "none.toml" in proc.stderr
 
 
 # Parser robustness: whatever JSON arrives, the answer is a settlement or one line of bad input.

@@ -37,6 +37,22 @@ def test_json_lines_carry_the_context(out):
     assert "round" not in second and second["table"] == "t1"
 
 
+def test_table_context_reaches_every_task_and_thread(out):
+    import threading
+
+    logs.set_table_context(table="t9", round="t9-r3")
+    try:
+        t = threading.Thread(target=lambda: structlog.get_logger().info("from a thread"))
+        t.start()
+        t.join()
+        structlog.get_logger().info("here", round="explicit")
+        first, second = lines(out)
+        assert (first["table"], first["round"]) == ("t9", "t9-r3")
+        assert second["round"] == "explicit"  # what a line says itself wins
+    finally:
+        logs._table_context.clear()
+
+
 def test_stdlib_records_are_rendered_the_same_way(out):
     logs.bind(table="t1")
     logging.getLogger("controller.ledger").error("commit failed: %s", "disk full")

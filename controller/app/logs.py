@@ -1,8 +1,9 @@
 """Logging set-up: structlog, JSON lines on stdout for journald, readable lines on a terminal.
 
-Table, round and seat travel in context variables (``structlog.contextvars``), so every line logged while a
-round is handled carries them without each call site repeating them. The standard library's logging
-(used by the ledger and by pymodbus) goes through the same renderer.
+The table and its current round are process-wide facts: `set_table_context` puts them on every line, from
+every task and thread. Per-task facts (a seat, a request) travel in context variables
+(``structlog.contextvars``, `bind`). The standard library's logging (used by the ledger and by pymodbus)
+goes through the same renderer.
 """
 
 from __future__ import annotations
@@ -15,6 +16,19 @@ import structlog
 
 Format = Literal["auto", "json", "console"]
 
+_table_context: dict[str, object] = {}
+
+
+def set_table_context(**context: object) -> None:
+    """Table and round for every following line, whichever task or thread logs it."""
+    _table_context.update(context)
+
+
+def _add_table_context(_logger: object, _name: str, event: dict) -> dict:
+    for k, v in _table_context.items():
+        event.setdefault(k, v)
+    return event
+
 
 def configure(fmt: Format = "auto", level: str = "info", stream: IO[str] | None = None) -> None:
     stream = stream if stream is not None else sys.stdout
@@ -25,6 +39,7 @@ def configure(fmt: Format = "auto", level: str = "info", stream: IO[str] | None 
         raise ValueError(f"logging level: unknown level {level!r}")
     shared = [
         structlog.contextvars.merge_contextvars,
+        _add_table_context,
         structlog.processors.add_log_level,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]

@@ -1,0 +1,496 @@
+"""The table daemon: devices in, round machine, ledger and device outputs out.
+
+One task owns the round state: every input (a device event, a ledger acknowledgement, a request on the
+control socket) goes through `_apply`, which runs the pure step and then schedules its effects without
+waiting on them. Effects that reach the disk (bookings, reversals, closes) run as tasks that feed their
+acknowledgement back in as the next input; effects that reach devices are desired states that each
+device's sender delivers (outputs.py). Nothing a device does can stop the daemon: driver tasks swallow
+their own faults, and a storage error stops the process (the ledger's fatal hook) so that systemd starts it
+again from the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from drivers import events as ev
+from drivers.device import Device
+
+from .. import __version__
+from ..config.credentials import verify_credential
+from ..config.model import TableConfig
+from ..errors import InputError, RulesError
+from ..ledger import Ledger, software_digest
+from ..ledger.chain import utc_now
+from ..meter import ops as meter_ops
+from ..meter_ledger import DEFINE_METER, MetersReducer, define_meter_body, op_body
+from ..money import UNITS_PER_CENT, format_cents, parse_units
+from ..round import machine
+from ..round import model as rm
+from . import logs
+from .control import NotAvailable
+from .metrics import Metrics
+from .outputs import DeviceOutputs
+from .sdnotify import Notifier, watchdog_interval
+from .setup import resume, standalone_meters, table_rules
+
+log = structlog.get_logger("table")
+
+SIGN_REFRESH_S = 10.0  # the sign shows the meters again at least this often (several states: within 30 s)
+DEVICE_METRICS_S = 5.0  # how often the drivers' counters are copied into the metrics
+EVENT_QUEUE = 10_000  # device events waiting for the round task (bounded: a babbling device cannot eat memory)
+
+
+@dataclass
+class DeviceInfo:
+    kind: str
+    up: bool | None = None
+    errors: int = 0  # outages since start
+    last_error: str | None = None
+
+
+class TableDaemon:
+    def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, Any] | None = None,
+                 metrics: Metrics | None = None, notifier: Notifier | None = None,
+                 control: Callable[[TableDaemon], Any] | None = None,
+                 draw: Callable[[int], int] = secrets.randbelow) -> None:
+        self.cfg = cfg
+        self.rules = table_rules(cfg)
+        self.devices = devices
+        self.buses = buses or {}
+        self.metrics = metrics or Metrics(cfg.table)
+        self.notifier = notifier or Notifier()
+        self._control_factory = control
+        self._draw = draw
+        self.ledger: Ledger | None = None
+        self.state: rm.TableState | None = None
+        self._events: asyncio.Queue = asyncio.Queue(EVENT_QUEUE)
+        self._outputs = {name: DeviceOutputs(d) for name, d in devices.items()}
+        self._info = {name: DeviceInfo(cfg.devices[name].kind) if name in cfg.devices else DeviceInfo("?")
+                      for name in devices}
+        self._seat_device: dict[int, str] = {}
+        for d in cfg.devices.values():
+            if d.kind == "seat":
+                for s in d.seats:
+                    self._seat_device[s] = d.name
+        self._booked: dict[str, tuple[str, ...]] = {}  # round id -> meters booked
+        self._writes: dict[str, asyncio.Task] = {}  # round id -> the task writing its close or reversal
+        self._lock_pressed_at: float | None = None
+        self._not_recognized = 0
+        self._cards: list[int] = []
+        self._tasks: asyncio.TaskGroup | None = None
+        self.ready = asyncio.Event()
+        self.started_at = time.monotonic()
+        logs.set_table_context(table=cfg.table)
+
+    # --- start-up ----------------------------------------------------------------------------------
+
+    def _open_ledger(self) -> Ledger:
+        led = Ledger.open(self.cfg.state_dir, MetersReducer(), software_digest=software_digest())
+        try:
+            self._define_meters(led)
+        except BaseException:
+            led.close()
+            raise
+        return led
+
+    def _define_meters(self, led: Ledger) -> None:
+        """Create each of the table's meters the journal does not have yet; a meter whose parameters the
+        configuration changed gets a recorded parameter change (refused while one of its rounds is open)."""
+        for m in standalone_meters(self.cfg):
+            current = led.state.get(m.id)
+            now = utc_now()
+            if current is None:
+                body = define_meter_body(m.params, f"configuration {self.cfg.source.name}", now)
+                led.submit(DEFINE_METER, body, f"define:{self.cfg.table}:{m.id}")
+                log.info("meter defined", meter=m.id, reset=format_cents(m.params.reset_cents))
+            elif current.params != m.params:
+                op = meter_ops.ChangeParams(m.params, f"configuration {self.cfg.source.name}", now)
+                led.submit(op.kind, op_body(m.id, op), f"params:{self.cfg.table}:{m.id}:{now.isoformat()}")
+                log.warning("meter parameters changed by the configuration", meter=m.id)
+
+    # --- running -----------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        if any(m.linked for m in self.cfg.meters.values()):
+            raise RulesError("meters", "linked meters need the link authority, which this version does not have")
+        self.ledger = await asyncio.to_thread(self._open_ledger)
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tasks = tg
+                self.state, open_round = resume(self.rules, self.ledger.state)
+                if open_round is not None:
+                    self._booked[open_round] = tuple(sorted(
+                        m for m, s in self.ledger.state.items() if open_round in s.open_rounds))
+                    log.warning("round was open when the controller stopped: settle or void it", round=open_round)
+                    self._after_step(rm.Step(self.state, (rm.Lamp(True),)))
+                else:
+                    first = machine.start(self.rules, self.state.round_no)
+                    self._after_step(first)
+                for name, dev in self.devices.items():
+                    tg.create_task(dev.run(self._emit_for(name)), name=f"device:{name}")
+                    tg.create_task(self._outputs[name].run(), name=f"outputs:{name}")
+                tg.create_task(self._consume(), name="rounds")
+                tg.create_task(self._sign_refresh(), name="sign")
+                tg.create_task(self._device_metrics(), name="device-metrics")
+                interval = watchdog_interval()
+                if interval:
+                    tg.create_task(self._watchdog(interval), name="watchdog")
+                control = self._control_factory(self) if self._control_factory else None
+                if control is not None:
+                    await control.start()
+                    tg.create_task(_stop_on_cancel(control), name="control")
+                self._show_meters()
+                self.ready.set()
+                self.notifier.ready(f"table {self.cfg.table}: round {rm.round_id(self.cfg.table, self.state.round_no)}")
+                log.info("table ready", table=self.cfg.table, round=rm.round_id(self.cfg.table, self.state.round_no))
+        finally:
+            self.notifier.stopping()
+            for bus in self.buses.values():
+                try:
+                    await bus.close()
+                except Exception:  # noqa: BLE001 - closing: nothing left to protect
+                    pass
+            led, self.ledger = self.ledger, None
+            if led is not None:
+                await asyncio.to_thread(led.close)
+
+    def _emit_for(self, name: str) -> Callable[[ev.Event], None]:
+        def emit(event: ev.Event) -> None:
+            try:
+                self._events.put_nowait(event)
+            except asyncio.QueueFull:
+                log.error("event queue full: device event dropped", device=name, event=repr(event))
+        return emit
+
+    async def _consume(self) -> None:
+        while True:
+            event = await self._events.get()
+            try:
+                self._on_device_event(event)
+            except Exception:  # noqa: BLE001 - one bad event must not stop the table
+                log.exception("device event failed", event=repr(event))
+
+    async def _watchdog(self, interval: float) -> None:
+        while True:
+            if self.ledger is not None and self.ledger.failed is None:
+                self.notifier.watchdog()
+            await asyncio.sleep(interval)
+
+    async def _device_metrics(self) -> None:
+        """Copy each driver's own counters into the metrics (Prometheus counters only go up: add the
+        difference since the last look)."""
+        seen: dict[tuple[str, str], int] = {}
+        while True:
+            for name, dev in self.devices.items():
+                health = getattr(dev, "health", None)
+                errors = dict(getattr(health, "errors", None) or {})
+                get = getattr(dev, "metrics", None)
+                m = get() if callable(get) else None
+                if m is not None:
+                    errors = dict(m.errors)
+                    if m.last_poll_s is not None:
+                        self.metrics.device_poll.labels(name).observe(m.last_poll_s)
+                for kind, n in errors.items():
+                    before = seen.get((name, kind), 0)
+                    if n > before:
+                        self.metrics.device_errors.labels(name, kind).inc(n - before)
+                        seen[(name, kind)] = n
+            await asyncio.sleep(DEVICE_METRICS_S)
+
+    async def _sign_refresh(self) -> None:
+        while True:
+            await asyncio.sleep(SIGN_REFRESH_S)
+            self._show_meters()
+
+    # --- inputs ------------------------------------------------------------------------------------
+
+    def _on_device_event(self, e: ev.Event) -> None:
+        match e:
+            case ev.WagerSensed(device=_, seat=seat, spot=spot, amount_cents=amount):
+                if spot in self.rules.spots:
+                    self.apply(rm.ChipSensed(seat, spot, amount))
+                else:
+                    log.warning("wager on a spot this table does not offer", device=e.device, seat=seat, spot=spot)
+            case ev.WagerRemoved(device=_, seat=seat, spot=spot):
+                if spot in self.rules.spots:
+                    self.apply(rm.ChipRemoved(seat, spot))
+            case ev.LockoutPressed():
+                self._lock_pressed_at = time.monotonic()
+                self.apply(rm.LockoutPressed(**self._draws()))
+            case ev.ShufflerCount(count=count, deck=deck):
+                self.apply(rm.ShuffleCounted(count, deck))
+            case ev.ShuffleFault(reason=reason):
+                log.warning("shuffle fault: reshuffle (§ 667a.13(d))", device=e.device, reason=reason)
+            case ev.CardsDispensed(count=count):
+                self.apply(rm.CardsDispensed(count))
+            case ev.ShoeJam():
+                if self.state is not None and self.state.phase is rm.Phase.DEALING:
+                    self.apply(rm.VoidRound("shoe jam (§ 667a.13(e))"))
+                else:
+                    log.warning("shoe jam outside a round", device=e.device)
+            case ev.CardDealt(card=card):
+                self._cards.append(card)
+            case ev.DiceRolled(die1=d1, die2=d2):
+                log.info("dice rolled", device=e.device, die1=d1, die2=d2)
+            case ev.DeviceDown(reason=reason):
+                self._device_state(e.device, False, reason)
+            case ev.DeviceUp():
+                self._device_state(e.device, True, "")
+
+    def _draws(self) -> dict[str, int | None]:
+        """Magic Card and Lucky Bonus position (§ 639a.1), drawn from the OS CSPRNG at lock-out."""
+        if not any(w.wager.magic_and_lucky for w in self.cfg.wagers.values()):
+            return {"magic_card": None, "lucky_seat": None}
+        return {"magic_card": self._draw(52), "lucky_seat": self._draw(self.cfg.seats + 1)}
+
+    def _device_state(self, name: str, up: bool, reason: str) -> None:
+        info = self._info.setdefault(name, DeviceInfo("?"))
+        info.up = up
+        self.metrics.device_up.labels(name, info.kind).set(1 if up else 0)
+        if up:
+            self._outputs[name].resend_all() if name in self._outputs else None
+            self.apply(rm.BlockCleared(rm.Block.DEVICE, name))
+        else:
+            info.errors += 1
+            info.last_error = reason
+            self.apply(rm.BlockRaised(rm.Block.DEVICE, name))
+
+    def apply(self, event: rm.Input) -> rm.Step | None:
+        """Run one input through the round machine and carry out its effects. A refused input is logged
+        and changes nothing."""
+        assert self.state is not None
+        try:
+            out = machine.step(self.rules, self.state, event)
+        except (InputError, RulesError) as err:
+            log.warning("input refused", input=repr(event), error=str(err))
+            return None
+        self._after_step(out)
+        return out
+
+    def _after_step(self, out: rm.Step) -> None:
+        was_blocked = self.state.blocked if self.state is not None else False
+        self.state = out.state
+        self.metrics.set_phase(out.state.phase.value)
+        for block in rm.Block:
+            self.metrics.blocked.labels(block.value).set(1 if out.state.blocks.get(block) else 0)
+        for effect in out.effects:
+            self._effect(effect)
+        if out.state.blocked != was_blocked:
+            self._show_meters()
+
+    # --- effects -----------------------------------------------------------------------------------
+
+    def _effect(self, e: rm.Effect) -> None:
+        match e:
+            case rm.Light(seat=seat, spot=spot, on=on):
+                name = self._seat_device.get(seat)
+                if name in self._outputs:
+                    self._outputs[name].want(("accepted", seat, spot), ev.SetAcceptedLight(seat, spot, on))
+            case rm.Lamp(on=on):
+                for d in self.cfg.devices_of("lockout"):
+                    if d.name in self._outputs:
+                        self._outputs[d.name].want("lamp", ev.SetLockoutLamp(on))
+            case rm.Book():
+                self._spawn(self._book(e), f"book:{e.round_id}")
+            case rm.Reverse():
+                self._writes[e.round_id] = self._spawn(self._reverse(e), f"void:{e.round_id}")
+            case rm.Close(round_id=rid):
+                self._writes[rid] = self._spawn(self._close(rid), f"close:{rid}")
+            case rm.Reconcile(round_id=rid, counts=counts):
+                if self._lock_pressed_at is not None:
+                    self.metrics.lockout_latency.observe(time.monotonic() - self._lock_pressed_at)
+                    self._lock_pressed_at = None
+                log.info("wagers locked: count the chips", round=rid, accepted=dict(counts))
+            case rm.Opened(round_id=rid):
+                self._cards.clear()
+                self._not_recognized = 0
+                logs.set_table_context(table=self.cfg.table, round=rid)
+                log.info("betting open", round=rid)
+            case rm.Note(what=what, detail=detail):
+                self._note(what, dict(detail))
+
+    def _note(self, what: str, detail: dict[str, Any]) -> None:
+        if what == "wager-accepted":
+            self.metrics.wagers.labels(detail["spot"]).inc()
+            self.metrics.wagers_cents.labels(detail["spot"]).inc(detail["cents"])
+        elif what == "wager-not-recognized":
+            self._not_recognized += 1
+            self.metrics.not_recognized.labels(detail["reason"].split(":")[0]).inc()
+        level = "warning" if what in ("wager-not-recognized", "deck-count-wrong", "stub-count-wrong",
+                                      "deck-not-alternated", "round-voided", "wagering-disabled") else "info"
+        getattr(log, level)(what, **detail)
+
+    def _spawn(self, coro, name: str) -> asyncio.Task:
+        assert self._tasks is not None
+        return self._tasks.create_task(coro, name=name)
+
+    async def _durable(self, rid: str) -> None:
+        """Wait until the journal holds what ending round `rid` wrote (its close or its reversal)."""
+        task = self._writes.pop(rid, None)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def _submit(self, op, meter: str, key: str):
+        assert self.ledger is not None
+        t0 = time.perf_counter()
+        receipt = await self.ledger.submit_async(op.kind, op_body(meter, op), key)
+        self.metrics.commit_latency.observe(time.perf_counter() - t0)
+        return receipt
+
+    async def _book(self, e: rm.Book) -> None:
+        now = utc_now()
+        for meter, wagers in e.wagers.items():
+            op = meter_ops.BookContributions(e.round_id, self.cfg.table, wagers, now)
+            receipt = await self._submit(op, meter, f"{e.round_id}:book:{meter}")
+            contributed = parse_units(receipt.result["contributed"], "contributed")
+            self.metrics.contributions.labels(meter).inc(contributed // UNITS_PER_CENT)
+        log.info("round booked", round=e.round_id, meters=sorted(e.wagers), magic_card=e.magic_card,
+                 lucky_seat=e.lucky_seat)
+        self._booked[e.round_id] = tuple(sorted(e.wagers))
+        self.apply(rm.Booked(e.round_id))
+        self._show_meters()
+
+    async def _reverse(self, e: rm.Reverse) -> None:
+        now = utc_now()
+        for meter in e.meters:
+            op = meter_ops.VoidRound(e.round_id, now, e.reason)
+            await self._submit(op, meter, f"{e.round_id}:void:{meter}")
+        self._booked.pop(e.round_id, None)
+        self.metrics.rounds.labels("voided").inc()
+        self.apply(rm.Voided(e.round_id))
+        self._show_meters()
+
+    async def _close(self, rid: str) -> None:
+        now = utc_now()
+        for meter in self._booked.pop(rid, ()):
+            op = meter_ops.CloseRound(rid, now)
+            await self._submit(op, meter, f"{rid}:close:{meter}")
+        self.metrics.rounds.labels("closed").inc()
+
+    def _show_meters(self) -> None:
+        """Every sign shows the meters, or OFFLINE while progressive wagering is disabled."""
+        if self.ledger is None or self.state is None:
+            return
+        meters = self.ledger.state
+        amounts = tuple((m.id, meters[m.id].current_cents) for m in standalone_meters(self.cfg) if m.id in meters)
+        for mid, cents in amounts:
+            self.metrics.meter_cents.labels(mid).set(cents)
+        for d in self.cfg.devices_of("sign"):
+            out = self._outputs.get(d.name)
+            if out is None:
+                continue
+            if self.state.blocked:
+                out.want("sign", ev.ShowMessage(ev.SignMessage.OFFLINE, table=self.cfg.table))
+            else:
+                out.want("sign", ev.ShowAmounts(amounts))
+
+    # --- the control socket's operations ------------------------------------------------------------
+
+    def _supervisor(self, args: dict[str, Any]) -> str:
+        name = args.get("supervisor")
+        secret = args.get("secret")
+        sup = self.cfg.supervisor(name) if isinstance(name, str) else None
+        if sup is None or not isinstance(secret, str) or not verify_credential(secret, sup.credential):
+            raise PermissionError("supervisor name or credential not accepted")
+        return sup.name
+
+    async def call(self, op: str, args: dict[str, Any]) -> Any:
+        """The control socket's operations (docs/operations.md has their arguments and results)."""
+        assert self.state is not None and self.ledger is not None
+        rid = rm.round_id(self.cfg.table, self.state.round_no)
+        match op:
+            case "status":
+                return self.status()
+            case "round":
+                return self.round_info()
+            case "meters":
+                from ..cli.audit import meter_json
+                return [meter_json(s) for _m, s in sorted(self.ledger.state.items())]
+            case "history":
+                from ..cli.audit import hit_json
+                return [hit_json(m, h) for m, s in sorted(self.ledger.state.items()) for h in s.history]
+            case "settle":
+                wagers = len(self.state.accepted)
+                self._act(rm.RoundSettled(str(args.get("round_id", ""))))
+                await self._durable(str(args.get("round_id", "")))
+                return {"message": f"round {args.get('round_id')} settled ({wagers} wagers); "
+                                   f"round {rm.round_id(self.cfg.table, self.state.round_no)} open for betting"}
+            case "void":
+                who = self._supervisor(args)
+                reason = args.get("reason")
+                if not isinstance(reason, str) or not reason.strip():
+                    raise InputError("reason", "say why the round is voided")
+                wagers = len(self.state.accepted)
+                self._act(rm.VoidRound(f"{reason} (by {who})"))
+                await self._durable(rid)
+                return {"message": f"round {rid} voided: {wagers} wagers returned"}
+            case "deck_replaced":
+                who = self._supervisor(args)
+                self._act(rm.DeckReplaced(who))
+                return {"message": f"new deck confirmed by {who}"}
+            case "stub_count":
+                self._act(rm.StubCounted(args.get("stub"), args.get("dealt")))
+                ok = not self.state.blocks.get(rm.Block.DECK)
+                return {"message": "stub count recorded: 52 cards" if ok else
+                        "stub count wrong: the deck is removed (§ 667a.8(h))", "deck_ok": ok}
+            case "close_table":
+                who = self._supervisor(args)
+                self._act(rm.BlockRaised(rm.Block.CLOSED, who))
+                return {"message": f"table {self.cfg.table} closed by {who}: no progressive wagers"}
+            case "open_table":
+                who = self._supervisor(args)
+                for holder in list(self.state.blocks.get(rm.Block.CLOSED, ())):
+                    self._act(rm.BlockCleared(rm.Block.CLOSED, holder))
+                return {"message": f"table {self.cfg.table} opened by {who}"}
+            case "claim" | "approve" | "reject":
+                raise NotAvailable(f"{op}: jackpot claims are not available in this version")
+        raise LookupError(op)
+
+    def _act(self, event: rm.Input) -> None:
+        """Apply an input asked for on the control socket: a refusal goes back to the asker."""
+        assert self.state is not None
+        out = machine.step(self.rules, self.state, event)  # InputError / RulesError reach the client
+        self._after_step(out)
+
+    def status(self) -> dict[str, Any]:
+        assert self.state is not None and self.ledger is not None
+        s = self.state
+        return {
+            "table": self.cfg.table,
+            "game": self.cfg.game.id,
+            "version": __version__,
+            "round": {"id": rm.round_id(self.cfg.table, s.round_no), "phase": s.phase.value},
+            "blocks": [{"block": b.value, "sources": sorted(src)} for b, src in sorted(s.blocks.items()) if src],
+            "devices": [{"id": n, "kind": i.kind, "up": i.up, "errors": i.errors, "last_error": i.last_error}
+                        for n, i in sorted(self._info.items())],
+            "meters": [{"meter": m, "amount": format_cents(st.current_cents)}
+                       for m, st in sorted(self.ledger.state.items())],
+            "ledger_head_seq": self.ledger.head.seq,
+            "uptime_seconds": round(time.monotonic() - self.started_at, 1),
+        }
+
+    def round_info(self) -> dict[str, Any]:
+        assert self.state is not None
+        s = self.state
+        return {
+            "id": rm.round_id(self.cfg.table, s.round_no),
+            "phase": s.phase.value,
+            "wagers": [{"seat": seat, "spot": spot, "amount": format_cents(c)}
+                       for (seat, spot), c in sorted(s.accepted.items())],
+            "not_recognized": self._not_recognized,
+        }
+
+
+async def _stop_on_cancel(control: Any) -> None:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await control.stop()

@@ -1,0 +1,29 @@
+"""Test-suite plumbing: `async def` tests run in a fresh event loop with a deadline, and must leave no task
+behind (pytest alone would skip them with a warning, which would let them pass without running)."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+
+import pytest
+
+ASYNC_TEST_DEADLINE_S = 120.0
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    fn = pyfuncitem.obj
+    if not inspect.iscoroutinefunction(fn):
+        return None
+    names = pyfuncitem._fixtureinfo.argnames
+    kwargs = {name: pyfuncitem.funcargs[name] for name in names}
+
+    async def main() -> None:
+        async with asyncio.timeout(ASYNC_TEST_DEADLINE_S):
+            await fn(**kwargs)
+        leftover = asyncio.all_tasks() - {asyncio.current_task()}
+        assert not leftover, f"tasks left running: {leftover}"
+
+    asyncio.run(main())
+    return True

@@ -1,0 +1,145 @@
+"""The table daemon on the rig: real drivers over paced PTY lines, real simulators, a real ledger.
+
+Rounds are played through the rig's control API as a dealer would: chips placed, the lock-out pressed,
+the shoe jammed, a device muted; the test then looks at what the simulated hardware shows and at the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from controller.app.table import TableDaemon
+from controller.config import load_config
+from controller.config.devices import build_drivers
+from hil.attach import attach
+from hil.rig import Rig
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
+RIG = ROOT / "config" / "hil" / "caribbean-stud-7.toml"
+DEADLINE = 15.0
+
+
+async def until(predicate, what, timeout: float = DEADLINE):
+    """Wait for a condition of the simulated hardware (which raises no events of its own), with a deadline.
+    `what` says what was awaited (a callable: evaluated at the deadline, to show the state then)."""
+    try:
+        async with asyncio.timeout(timeout):
+            while not (value := predicate()):
+                await asyncio.sleep(0.01)
+            return value
+    except TimeoutError:
+        raise AssertionError(what() if callable(what) else what) from None
+
+
+@contextlib.asynccontextmanager
+async def table(tmp_path):
+    cfg = load_config(TABLE)
+    async with Rig.from_file(RIG) as rig:
+        cfg = replace(attach(cfg, rig.connections()), state_dir=tmp_path / "state")
+        buses, devices = build_drivers(cfg)
+        daemon = TableDaemon(cfg, devices, buses=buses)
+        task = asyncio.create_task(daemon.run())
+        try:
+            async with asyncio.timeout(DEADLINE):
+                await daemon.ready.wait()
+            await until(lambda: all(i.up for i in daemon._info.values()), "every device up")
+            yield daemon, rig
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+def lit(rig, seat):
+    return rig.lights()["seats"].get(seat, {}).get("accepted", [])
+
+
+def shown(rig):
+    """Meter amounts on the sign, by meter: the table shows its meters in configuration order, one per
+    slot of the sign's register map (slot 1: main, slot 2: bonus)."""
+    slots = dict(rig.sign().get("amounts") or [])
+    return {"main": slots.get(1), "bonus": slots.get(2)}
+
+
+async def test_round_on_the_rig(tmp_path):
+    async with table(tmp_path) as (daemon, rig):
+        await until(lambda: shown(rig) == {"main": 1_000_000, "bonus": 1_000_000}, "sign shows the meters")
+
+        await rig.place_chip(3, "progressive", 100)
+        await until(lambda: "progressive" in lit(rig, 3), "seat 3 acknowledged")
+        await rig.press_lockout()
+        await until(lambda: daemon.state.phase.value == "dealing", "booked and dealing")
+        await until(lambda: rig.lights()["lockout_lamp"] is True, "lock-out lamp on")
+
+        # after lock-out: not recognized, no light
+        await rig.place_chip(5, "progressive", 100)
+        await until(lambda: daemon._not_recognized == 1, "late wager noted")
+        assert lit(rig, 5) == []
+
+        # the meter grew by the rate of progression (15% of $1, 2% to reserve) and the sign shows it
+        await until(lambda: shown(rig).get("main") == 1_000_015, "sign shows the new amount")
+        assert daemon.ledger.state["main"].wagers_count == 1
+
+        result = await daemon.call("settle", {"round_id": "CS-07-r1"})
+        assert "CS-07-r2 open for betting" in result["message"]
+        status = await daemon.call("status", {})
+        assert status["round"] == {"id": "CS-07-r2", "phase": "betting"}
+        assert {"meter": "main", "amount": "10000.15"} in status["meters"]
+        await until(lambda: lit(rig, 3) == [] and rig.lights()["lockout_lamp"] is False, "lights off")
+        await until(lambda: "CS-07-r1" in daemon.ledger.state["main"].recent_rounds, "round closed in the journal")
+
+        text = daemon.metrics.exposition().decode()
+        for line in ('progressive_wagers_accepted_total{spot="progressive"} 1.0',
+                     'progressive_wagers_not_recognized_total{reason="after lock-out"} 1.0',
+                     'progressive_meter_amount_cents{meter="main"} 1.000015e+06',
+                     'progressive_rounds_total{outcome="closed"} 1.0',
+                     'progressive_round_phase{phase="betting"} 1.0',
+                     'progressive_lockout_latency_seconds_count 1.0'):
+            assert line in text, line
+
+
+async def test_shoe_jam_voids_the_round(tmp_path):
+    async with table(tmp_path) as (daemon, rig):
+        await rig.place_chip(2, "progressive", 100)
+        await until(lambda: "progressive" in lit(rig, 2), "seat 2 acknowledged")
+        await rig.press_lockout()
+        await until(lambda: daemon.state.phase.value == "dealing", "dealing")
+        await rig.jam_shoe()
+        await until(lambda: daemon.state.round_no == 2, "voided, next round open")
+        main = daemon.ledger.state["main"]
+        assert main.voided_rounds == 1 and main.wagers_count == 0 and main.current == 10_000 * 100 * 10_000
+        await until(lambda: shown(rig).get("main") == 1_000_000, "sign shows the reset amount again")
+
+
+async def test_device_down_disables_wagering_until_it_recovers(tmp_path):
+    async with table(tmp_path) as (daemon, rig):
+        await rig.place_chip(1, "progressive", 100)
+        await until(lambda: "progressive" in lit(rig, 1), "seat 1 acknowledged")
+        rig.unplug("shoe")
+        await until(lambda: daemon.state.blocked, "wagering disabled")
+        await until(lambda: (rig.sign().get("message") or {}).get("message") == "OFFLINE", "sign says OFFLINE")
+        await rig.place_chip(4, "progressive", 100)
+        await until(lambda: daemon._not_recognized >= 1, "wager while down not recognized")
+        assert lit(rig, 4) == [] and "progressive" in lit(rig, 1)  # nothing accepted is lost
+        rig.replug("shoe")
+        await until(lambda: not daemon.state.blocked, "wagering enabled again")
+        await until(lambda: shown(rig).get("main") == 1_000_000 and not rig.sign().get("message"),
+                    lambda: f"sign shows the meters again: {rig.sign()}")
+        await rig.remove_chip(4, "progressive")  # lifted and placed again, now that wagering is back
+        await until(lambda: (4, "progressive") not in daemon.state.sensed, "removal seen by a poll")
+        await rig.place_chip(4, "progressive", 100)
+        await until(lambda: "progressive" in lit(rig, 4), "seat 4 acknowledged after recovery")
+        await rig.press_lockout()
+        await until(lambda: daemon.state.phase.value == "dealing", "dealing")
+        assert daemon.ledger.state["main"].wagers_count == 2
+
+
+@pytest.fixture(autouse=True)
+def _loop_debug():
+    yield
