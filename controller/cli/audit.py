@@ -110,6 +110,12 @@ def cmd_meters(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
         json.dump(rows, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
+    print_meters(rows)
+    return 0
+
+
+def print_meters(rows: list[dict[str, Any]]) -> None:
+    """Meters (as meter_json gives them) for people."""
     for r in rows:
         print(f"{r['meter']}: ${r['shown']} (reset ${r['reset']}, rate {r['rate']}, reserve rate {r['reserve_rate']}"
               + (f", ceiling ${r['ceiling']})" if r["ceiling"] else ")"))
@@ -120,7 +126,6 @@ def cmd_meters(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
               f"cumulative ${r['cumulative_payouts']}")
         for label, h in r["hits"].items():
             print(f"    {label}: {h['count']} hits, ${h['amount']}")
-    return 0
 
 
 def cmd_history(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
@@ -133,8 +138,13 @@ def cmd_history(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
         json.dump(hits, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
+    print_hits(hits)
+    return 0
+
+
+def print_hits(hits: list[dict[str, Any]]) -> None:
+    """Hits (as hit_json gives them) for people, one a line."""
     for h in hits:
         print(f"{h['time']}  {h['meter']} #{h['number']}  table {h['table']} round {h['round']} seat {h['seat']}  "
               f"{h['hand']} {h['award']}  ${h['amount']} ({h['paid_by']})  meter ${h['meter_before']} -> "
               f"${h['meter_after']}  approved by {h['approved_by']}")
-    return 0

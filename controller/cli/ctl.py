@@ -278,16 +278,9 @@ def _cmd_meters(args: argparse.Namespace) -> int:
     rows = _select_meter(_rows(args, _ask(args, "meters")), args.meter)
     if args.json:
         return _dump_json(rows)
-    for r in rows:
-        print(f"{r['meter']}: ${r['shown']} (reset ${r['reset']}, rate {r['rate']}, reserve rate {r['reserve_rate']}"
-              + (f", ceiling ${r['ceiling']})" if r["ceiling"] else ")"))
-        print(f"    qualifying wagers {r['qualifying_wagers']['count']} for ${r['qualifying_wagers']['amount']}; "
-              f"contributions ${r['contributions']}; seed ${r['seed']}; reserve ${r['reserve']}; "
-              f"overflow ${r['overflow']}; adjustments ${r['adjustments']}")
-        print(f"    paid by the table ${r['paid_by_table']}; by an attendant ${r['paid_by_attendant']}; "
-              f"cumulative ${r['cumulative_payouts']}")
-        for label, h in r["hits"].items():
-            print(f"    {label}: {h['count']} hits, ${h['amount']}")
+    from .audit import print_meters
+
+    print_meters(rows)
     return 0
 
 
@@ -313,10 +306,9 @@ def _cmd_history(args: argparse.Namespace) -> int:
         hits = hits[-limit:]
     if args.json:
         return _dump_json(hits)
-    for h in hits:
-        print(f"{h['time']}  {h['meter']} #{h['number']}  table {h['table']} round {h['round']} seat {h['seat']}  "
-              f"{h['hand']} {h['award']}  ${h['amount']} ({h['paid_by']})  meter ${h['meter_before']} -> "
-              f"${h['meter_after']}  approved by {h['approved_by']}")
+    from .audit import print_hits
+
+    print_hits(hits)
     return 0
 
 
