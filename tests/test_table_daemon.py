@@ -38,8 +38,10 @@ async def until(predicate, what, timeout: float = DEADLINE):
 
 
 @contextlib.asynccontextmanager
-async def table(tmp_path):
+async def table(tmp_path, secret: str | None = None):
     cfg = load_config(TABLE)
+    if secret is not None:
+        cfg = _with_supervisor(cfg, secret)
     async with Rig.from_file(RIG) as rig:
         cfg = replace(attach(cfg, rig.connections()), state_dir=tmp_path / "state")
         buses, devices = build_drivers(cfg)
@@ -51,9 +53,24 @@ async def table(tmp_path):
             await until(lambda: all(i.up for i in daemon._info.values()), "every device up")
             yield daemon, rig
         finally:
-            task.cancel()
+            await _stop(task)
+
+
+async def _stop(task: asyncio.Task) -> None:
+    """Cancel the daemon; if it does not stop, say which of its tasks hang (and where)."""
+    task.cancel()
+    try:
+        async with asyncio.timeout(20):
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+    except TimeoutError:
+        import io
+
+        out = io.StringIO()
+        for t in asyncio.all_tasks():
+            if t is not asyncio.current_task():
+                t.print_stack(file=out)
+        raise AssertionError("the daemon did not stop when cancelled:\n" + out.getvalue()) from None
 
 
 def lit(rig, seat):
@@ -140,6 +157,86 @@ async def test_device_down_disables_wagering_until_it_recovers(tmp_path):
         assert daemon.ledger.state["main"].wagers_count == 2
 
 
-@pytest.fixture(autouse=True)
-def _loop_debug():
-    yield
+# --- jackpot claims ----------------------------------------------------------------------------
+
+SUPERVISOR = "floor-1"
+
+
+def _with_supervisor(cfg, secret):
+    from controller.config.credentials import hash_credential, parse_credential
+    from controller.config.model import Supervisor
+
+    return replace(cfg, supervisors=(Supervisor(SUPERVISOR, parse_credential(hash_credential(secret, "pbkdf2_sha256"))),))
+
+
+async def _locked_round(daemon, rig, seats):
+    for seat in seats:
+        await rig.place_chip(seat, "progressive", 100)
+    await until(lambda: len(daemon.state.accepted) == len(seats), "wagers acknowledged")
+    await rig.press_lockout()
+    await until(lambda: daemon.state.phase.value == "dealing", "dealing")
+
+
+async def test_royal_flush_claim_approved_paid_and_reset(tmp_path, monkeypatch):
+    import controller.app.table as table_mod
+    from controller.errors import RulesError
+
+    monkeypatch.setattr(table_mod, "WIN_DISPLAY_S", 0.2)
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        await _locked_round(daemon, rig, [7, 6, 2])
+        before = daemon.ledger.state["main"].current  # 10,000.45 (three wagers at 15%)
+
+        # a claim for a losing hand changes nothing
+        with pytest.raises(RulesError, match="not a winning hand"):
+            await daemon.call("claim", {"seat": 6, "cards": ["2S", "7H", "9D", "JC", "KS"]})
+        # a seat without a wager cannot claim
+        with pytest.raises(RulesError, match="no accepted"):
+            await daemon.call("claim", {"seat": 4, "cards": ["AS", "KS", "QS", "JS", "TS"]})
+
+        got = await daemon.call("claim", {"seat": 6, "cards": ["AS", "KS", "QS", "JS", "TS"]})
+        assert got["status"] == "pending" and "100% of meter = $10000.45" in got["message"]
+        await until(lambda: rig.lights()["seats"].get(6, {}).get("win"), "win light on")
+        await until(lambda: (rig.sign().get("message") or {}).get("message") == "PENDING", "sign says PENDING")
+        # settlement order: seat 2 after 6, not before; and nothing settles while a claim waits
+        with pytest.raises(RulesError, match="awaits"):
+            await daemon.call("settle", {"round_id": "CS-07-r1"})
+        with pytest.raises(PermissionError):
+            await daemon.call("approve", {"claim_id": got["claim_id"], "supervisor": SUPERVISOR, "secret": "wrong"})
+        assert daemon.ledger.state["main"].current == before  # nothing paid yet
+
+        done = await daemon.call("approve", {"claim_id": got["claim_id"], "supervisor": SUPERVISOR,
+                                             "secret": "s3cret-floor"})
+        assert "approved by floor-1 and paid" in done["message"]
+        main = daemon.ledger.state["main"]
+        assert main.hit_count == 1 and main.history[-1].amount_cents == 1_000_045
+        assert main.history[-1].approved_by == SUPERVISOR and main.history[-1].seat == 6
+        assert main.current_cents == 1_000_000  # reset to $10,000 (the reserve funds part of it)
+        await until(lambda: (rig.sign().get("message") or {}).get("message") == "WIN", "sign shows the win")
+        assert rig.sign()["message"]["amount_cents"] == 1_000_045 and rig.sign()["message"]["seat"] == 6
+        await until(lambda: not rig.sign().get("message") and shown(rig)["main"] == 1_000_000,
+                    lambda: f"then the new amount: {rig.sign()}")
+
+        # seat 2 comes after seat 6: a straight flush pays 10% of the meter as it is now
+        with pytest.raises(RulesError, match="settled before seat 6"):
+            await daemon.call("claim", {"seat": 7, "cards": ["9H", "8H", "7H", "6H", "5H"]})
+        got2 = await daemon.call("claim", {"seat": 2, "cards": ["9H", "8H", "7H", "6H", "5H"]})
+        assert "10% of meter = $1000.00" in got2["message"]
+        rejected = await daemon.call("reject", {"claim_id": got2["claim_id"], "supervisor": SUPERVISOR,
+                                                "secret": "s3cret-floor", "reason": "cards switched"})
+        assert "nothing paid" in rejected["message"]
+        assert daemon.ledger.state["main"].hit_count == 1
+        await daemon.call("settle", {"round_id": "CS-07-r1"})
+        history = await daemon.call("history", {})
+        assert [(h["seat"], h["amount"]) for h in history] == [(6, "10000.45")]
+
+
+async def test_every_progressive_payout_waits_for_a_floorperson(tmp_path):
+    """§ 639a.11(c)(5)(iii): even a 9 for 1 on the Progressive Payout Wager is validated; the table pays it
+    and the meter does not move."""
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        await _locked_round(daemon, rig, [3])
+        got = await daemon.call("claim", {"seat": 3, "cards": ["2S", "2H", "2D", "9C", "KS"]})
+        assert got["status"] == "pending" and "9 for 1 = $9.00" in got["message"]
+        await daemon.call("approve", {"claim_id": got["claim_id"], "supervisor": SUPERVISOR, "secret": "s3cret-floor"})
+        main = daemon.ledger.state["main"]
+        assert main.paid_by_table_cents == 900 and main.current_cents == 1_000_015

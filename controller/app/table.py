@@ -15,7 +15,7 @@ import asyncio
 import secrets
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -31,11 +31,12 @@ from ..ledger import Ledger, software_digest
 from ..ledger.chain import utc_now
 from ..meter import ops as meter_ops
 from ..meter_ledger import DEFINE_METER, MetersReducer, define_meter_body, op_body
-from ..money import UNITS_PER_CENT, format_cents, parse_units
+from ..money import UNITS_PER_CENT, format_cents, parse_cents, parse_units
 from ..round import machine
 from ..round import model as rm
 from . import logs
-from .control import NotAvailable
+from ..awards import PercentOfMeter, parse_award
+from .claims import Claim, RoundClaims, verify
 from .metrics import Metrics
 from .outputs import DeviceOutputs
 from .sdnotify import Notifier, watchdog_interval
@@ -43,6 +44,7 @@ from .setup import resume, standalone_meters, table_rules
 
 log = structlog.get_logger("table")
 
+WIN_DISPLAY_S = 10.0  # the sign shows a win this long, then the new amount (several states: within 30 s)
 SIGN_REFRESH_S = 10.0  # the sign shows the meters again at least this often (several states: within 30 s)
 DEVICE_METRICS_S = 5.0  # how often the drivers' counters are copied into the metrics
 EVENT_QUEUE = 10_000  # device events waiting for the round task (bounded: a babbling device cannot eat memory)
@@ -82,6 +84,8 @@ class TableDaemon:
                     self._seat_device[s] = d.name
         self._booked: dict[str, tuple[str, ...]] = {}  # round id -> meters booked
         self._writes: dict[str, asyncio.Task] = {}  # round id -> the task writing its close or reversal
+        self._claims = RoundClaims("")
+        self._win_seats: set[int] = set()
         self._lock_pressed_at: float | None = None
         self._not_recognized = 0
         self._cards: list[int] = []
@@ -312,6 +316,10 @@ class TableDaemon:
             case rm.Opened(round_id=rid):
                 self._cards.clear()
                 self._not_recognized = 0
+                self._claims = RoundClaims(rid)
+                for seat in sorted(self._win_seats):
+                    self._win_light(seat, False)
+                self._win_seats.clear()
                 logs.set_table_context(table=self.cfg.table, round=rid)
                 log.info("betting open", round=rid)
             case rm.Note(what=what, detail=detail):
@@ -418,6 +426,9 @@ class TableDaemon:
                 from ..cli.audit import hit_json
                 return [hit_json(m, h) for m, s in sorted(self.ledger.state.items()) for h in s.history]
             case "settle":
+                if self._claims.pending is not None:
+                    raise RulesError("round_id", f"{self._claims.pending.id} awaits a supervisor: approve or reject "
+                                                 "it before the round is settled")
                 wagers = len(self.state.accepted)
                 self._act(rm.RoundSettled(str(args.get("round_id", ""))))
                 await self._durable(str(args.get("round_id", "")))
@@ -450,9 +461,101 @@ class TableDaemon:
                 for holder in list(self.state.blocks.get(rm.Block.CLOSED, ())):
                     self._act(rm.BlockCleared(rm.Block.CLOSED, holder))
                 return {"message": f"table {self.cfg.table} opened by {who}"}
-            case "claim" | "approve" | "reject":
-                raise NotAvailable(f"{op}: jackpot claims are not available in this version")
+            case "claim":
+                return await self._claim(args)
+            case "approve":
+                who = self._supervisor(args)
+                claim = self._claims.get(args.get("claim_id"))
+                if claim.status != "pending":
+                    raise RulesError("claim_id", f"{claim.id} is {claim.status}")
+                await self._pay(claim, who)
+                return {"message": f"{claim.describe()}: approved by {who} and paid", "claim_id": claim.id}
+            case "reject":
+                who = self._supervisor(args)
+                claim = self._claims.get(args.get("claim_id"))
+                reason = args.get("reason")
+                if not isinstance(reason, str) or not reason.strip():
+                    raise InputError("reason", "say why the claim is rejected")
+                if claim.status != "pending":
+                    raise RulesError("claim_id", f"{claim.id} is {claim.status}")
+                self._claims = self._claims.with_claim(replace(claim, status="rejected", by=who, reason=reason))
+                self._win_light(claim.seat, False)
+                self._show_meters()
+                log.warning("claim rejected", claim=claim.id, seat=claim.seat, by=who, reason=reason)
+                return {"message": f"{claim.id} rejected by {who}: nothing paid", "claim_id": claim.id}
         raise LookupError(op)
+
+    async def _claim(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A hit claimed by the dealer with the cards (§ 639a.11(c)(5), § 667a.11(d)(2))."""
+        assert self.state is not None and self.ledger is not None
+        rid = rm.round_id(self.cfg.table, self.state.round_no)
+        if self.state.phase is not rm.Phase.DEALING:
+            raise RulesError("claim", f"round {rid} is {self.state.phase.value}: hits are claimed while it is dealt")
+        seat = args.get("seat")
+        spot = args.get("spot")
+        if spot is None:  # the seat's own progressive wager
+            spot = next((sp for (st, sp) in sorted(self.state.accepted) if st == seat
+                         and not self.rules.spots[sp].on_dealer), next(iter(self.rules.spots)))
+        if spot not in self.rules.spots or self.rules.spots[spot].on_dealer:
+            raise InputError("spot", f"{spot!r} is not a progressive wager spot of the player's own hand")
+        rule = self.rules.spots[spot]
+        wcfg = self.cfg.wagers[rule.wager]
+        meter = self.ledger.state[rule.meter]
+        claim = verify(self._claims, game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable,
+                       meter_units=meter.current, reset_units=meter.params.reset_cents * UNITS_PER_CENT,
+                       seat=seat, spot=spot, meter=rule.meter, wager_cents=self.state.accepted.get((seat, spot)),
+                       cards=args.get("cards"))
+        self._claims = self._claims.with_claim(claim)
+        self._win_light(claim.seat, True)  # § 639a.11(c)(5)(ii): the light the dealer verifies
+        log.info("claim verified", claim=claim.id, seat=claim.seat, amount=format_cents(claim.amount_cents),
+                 approval=claim.needs_approval)
+        if not claim.needs_approval:
+            await self._pay(claim, "dealer")
+            return {"message": f"{claim.describe()}: paid by the table", "claim_id": claim.id, "status": "paid"}
+        self._show_sign(ev.ShowMessage(ev.SignMessage.PENDING, table=self.cfg.table, seat=claim.seat,
+                                       amount_cents=claim.amount_cents))
+        return {"message": f"{claim.describe()}: awaiting a supervisor's approval "
+                           f"(progressivectl approve {claim.id})", "claim_id": claim.id, "status": "pending"}
+
+    async def _pay(self, claim: Claim, who: str) -> None:
+        """Pay every payout of an approved claim through the ledger, then show the win."""
+        now = utc_now()
+        for i, p in enumerate(claim.payouts):
+            award = parse_award(p.award, "award")
+            if isinstance(award, PercentOfMeter):
+                op = meter_ops.PayPercentAward(claim.round_id, self.cfg.table, claim.seat, p.hand, p.award,
+                                               award.percent, now, who)
+            else:
+                op = meter_ops.PayFixedAward(claim.round_id, self.cfg.table, claim.seat, p.hand, p.award, p.amount,
+                                             p.paid_by, now, who)
+            receipt = await self._submit(op, claim.meter, f"{claim.id}:pay:{i}")
+            paid = receipt.result.get("paid")
+            if paid is not None and parse_cents(paid, "paid") != p.amount:
+                log.error("meter paid another amount than the claim showed", claim=claim.id, shown=p.amount,
+                          paid=paid)
+            self.metrics.hits.labels(claim.meter, p.award).inc()
+            self.metrics.payouts.labels(claim.meter, p.award, p.paid_by).inc(p.amount)
+        self._claims = self._claims.with_claim(replace(claim, status="paid", by=who))
+        log.info("claim paid", claim=claim.id, seat=claim.seat, amount=format_cents(claim.amount_cents), by=who)
+        self._show_sign(ev.ShowMessage(ev.SignMessage.WIN, table=self.cfg.table, seat=claim.seat,
+                                       amount_cents=claim.amount_cents))
+        self._spawn(self._show_meters_later(WIN_DISPLAY_S), f"sign-after-win:{claim.id}")
+
+    async def _show_meters_later(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+        self._show_meters()
+
+    def _show_sign(self, command: ev.Command) -> None:
+        for d in self.cfg.devices_of("sign"):
+            if d.name in self._outputs:
+                self._outputs[d.name].want("sign", command)
+
+    def _win_light(self, seat: int, on: bool) -> None:
+        name = self._seat_device.get(seat)
+        if name in self._outputs:
+            self._outputs[name].want(("win", seat), ev.SetWinLight(seat, on))
+        if on:
+            self._win_seats.add(seat)
 
     def _act(self, event: rm.Input) -> None:
         """Apply an input asked for on the control socket: a refusal goes back to the asker."""
