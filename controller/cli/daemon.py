@@ -134,11 +134,24 @@ async def _demo(stack: contextlib.AsyncExitStack, cfg, args: argparse.Namespace)
     rig_sock = d / "rig.sock"
     await stack.enter_async_context(RigControl(rig, rig_sock))
     sock = Path(args.socket) if args.socket else d / "control.sock"
-    cfg = replace(attach(cfg, rig.connections()), state_dir=d / "state")
+    cfg = replace(attach(cfg, rig.connections()), state_dir=d / "state",
+                  supervisors=(*cfg.supervisors, _demo_supervisor()))
     structlog.get_logger("progressived").info(
         "demo table on the simulated rig", journal=str(cfg.state_dir),
-        status=f"progressivectl status --socket {sock}", rig=f"progressive-hil --control {rig_sock} lights")
+        status=f"progressivectl status --socket {sock}", rig=f"progressive-hil --control {rig_sock} lights",
+        supervisor=f"{DEMO_SUPERVISOR[0]} (secret: {DEMO_SUPERVISOR[1]})")
     return rig, cfg, str(sock)
+
+
+DEMO_SUPERVISOR = ("demo-floor", "demo-secret")  # name and secret, for trying approvals on the demo table only
+
+
+def _demo_supervisor():
+    from ..config.credentials import PBKDF2, hash_credential, parse_credential
+    from ..config.model import Supervisor
+
+    name, secret = DEMO_SUPERVISOR
+    return Supervisor(name, parse_credential(hash_credential(secret, PBKDF2)))
 
 
 async def _dealer(rig, daemon, rounds: int | None, run: asyncio.Task) -> None:
