@@ -62,7 +62,7 @@ async def open_port(path: str, protocol: FrameProtocol, *, baud: int, bytesize: 
     """Open ``path`` and attach ``protocol``. Raises OSError/serial.SerialException/TimeoutError."""
     loop = asyncio.get_running_loop()
     opener = loop.run_in_executor(None, partial(
-        serial.Serial, path, baudrate=baud, bytesize=bytesize, parity=parity, stopbits=stopbits))
+        serial.serial_for_url, path, baudrate=baud, bytesize=bytesize, parity=parity, stopbits=stopbits))
     try:
         async with asyncio.timeout(timeout):
             ser = await asyncio.shield(opener)
