@@ -747,3 +747,23 @@ def test_every_operation_round_trips_through_json_exactly(p, data):
     assert back == op and type(back) is type(op)
     assert back.to_dict() == op.to_dict()
     assert type(op).from_dict(d) == op
+
+
+def test_booking_records_the_draws_and_round_trips():
+    """§ 639a.1: the Magic Card and Lucky Bonus position drawn at lock-out are recorded with the booking."""
+    from datetime import datetime, timezone
+
+    from controller.errors import InputError
+    from controller.meter.ops import BookContributions, op_from_dict
+
+    at = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+    op = BookContributions("t1-r1", "t1", ((3, 100),), at, magic_card=51, lucky_seat=0)
+    d = op.to_dict()
+    assert d["magic_card"] == "AC" and d["lucky_seat"] == 0
+    assert op_from_dict(d) == op
+    plain = BookContributions("t1-r2", "t1", ((3, 100),), at)
+    assert "magic_card" not in plain.to_dict() and op_from_dict(plain.to_dict()) == plain
+    with pytest.raises(InputError, match="^magic_card"):
+        BookContributions("t1-r3", "t1", ((3, 100),), at, magic_card=52)
+    with pytest.raises(InputError, match="magic_card"):
+        op_from_dict({**d, "magic_card": "ZZ"})

@@ -355,8 +355,10 @@ class TableDaemon:
 
     async def _book(self, e: rm.Book) -> None:
         now = utc_now()
+        drawing = {w.meter for w in self.cfg.wagers.values() if w.wager.magic_and_lucky and w.meter}
         for meter, wagers in e.wagers.items():
-            op = meter_ops.BookContributions(e.round_id, self.cfg.table, wagers, now)
+            draws = {"magic_card": e.magic_card, "lucky_seat": e.lucky_seat} if meter in drawing else {}
+            op = meter_ops.BookContributions(e.round_id, self.cfg.table, wagers, now, **draws)
             receipt = await self._submit(op, meter, f"{e.round_id}:book:{meter}")
             contributed = parse_units(receipt.result["contributed"], "contributed")
             self.metrics.contributions.labels(meter).inc(contributed // UNITS_PER_CENT)

@@ -15,6 +15,7 @@ from fractions import Fraction
 from typing import Any, ClassVar
 
 from ..awards import PercentOfMeter, parse_award
+from ..cards import card_str, parse_card
 from ..errors import InputError
 from ..money import format_cents, parse_cents
 from . import _check
@@ -41,6 +42,10 @@ class BookContributions:
     table: str
     wagers: tuple[tuple[int, int], ...]  # (seat, cents); a seat may appear twice (own hand and dealer's hand)
     at: datetime
+    # Drawn at lock-out, before any card is dealt, and recorded with the booking (§ 639a.1 "Magic Card",
+    # "Lucky Bonus"); only on the meter of a wager that pays them.
+    magic_card: int | None = None
+    lucky_seat: int | None = None  # 0: the dealer's position
 
     def __post_init__(self) -> None:
         _check.identifier(self.round_id, "round_id")
@@ -59,26 +64,42 @@ class BookContributions:
             out.append((seat, c))
         object.__setattr__(self, "wagers", tuple(out))
         _check.moment(self.at, "at")
+        if self.magic_card is not None:
+            _check.integer(self.magic_card, "magic_card", minimum=0)
+            if self.magic_card > 51:
+                raise InputError("magic_card", f"{self.magic_card} is not a card (0..51)")
+        if self.lucky_seat is not None:
+            _check.integer(self.lucky_seat, "lucky_seat", minimum=0)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        d: dict[str, Any] = {
             "kind": self.kind,
             "round_id": self.round_id,
             "table": self.table,
             "wagers": [{"seat": s, "amount": format_cents(c)} for s, c in self.wagers],
             "at": _check.format_moment(self.at),
         }
+        if self.magic_card is not None:
+            d["magic_card"] = card_str(self.magic_card)
+        if self.lucky_seat is not None:
+            d["lucky_seat"] = self.lucky_seat
+        return d
 
     @classmethod
     def from_dict(cls, d: object, field_prefix: str = "") -> BookContributions:
-        m = _fields(d, field_prefix, cls.kind, ("round_id", "table", "wagers", "at"))
+        m = _fields(d, field_prefix, cls.kind, ("round_id", "table", "wagers", "at"), ("magic_card", "lucky_seat"))
         wagers = []
         for i, w in enumerate(_check.array(m["wagers"], _check.join(field_prefix, "wagers"))):
             where = _check.join(field_prefix, f"wagers[{i}]")
             wm = _check.obj(w, where, ("seat", "amount"))
             wagers.append((wm["seat"], parse_cents(wm["amount"], _check.join(where, "amount"))))
         at = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
-        return _build(cls, {"round_id": m["round_id"], "table": m["table"], "wagers": tuple(wagers), "at": at}, field_prefix)
+        kw: dict[str, Any] = {"round_id": m["round_id"], "table": m["table"], "wagers": tuple(wagers), "at": at}
+        if "magic_card" in m:
+            kw["magic_card"] = parse_card(m["magic_card"], _check.join(field_prefix, "magic_card"))
+        if "lucky_seat" in m:
+            kw["lucky_seat"] = m["lucky_seat"]
+        return _build(cls, kw, field_prefix)
 
 
 @dataclass(frozen=True)
