@@ -4,8 +4,10 @@ closed, and audits sound."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +17,10 @@ BIN = Path(sys.executable).parent
 
 def test_demo_plays_rounds_and_stops_cleanly(tmp_path):
     demo = tmp_path / "demo"
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)  # as systemd's NOTIFY_SOCKET
+    notify.bind(str(tmp_path / "notify"))
+    notify.settimeout(0)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "NOTIFY_SOCKET": str(tmp_path / "notify")}
     p = subprocess.Popen([BIN / "progressived", "--demo-dir", str(demo), "--rounds", "2", "--log-format", "json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
@@ -25,6 +30,12 @@ def test_demo_plays_rounds_and_stops_cleanly(tmp_path):
         out, err = p.communicate(timeout=30)
         raise AssertionError("the demo did not finish:\n" + err[-3000:] + out[-5000:]) from None
     assert p.returncode == 0, err[-3000:] + out[-3000:]
+    told = []
+    with contextlib.suppress(BlockingIOError):
+        while True:
+            told.append(notify.recv(4096).decode())
+    notify.close()
+    assert told[0].startswith("READY=1\nSTATUS=table CS-07: round CS-07-r1") and told[-1] == "STOPPING=1", told
     events = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
     played = [e for e in events if e.get("event") == "round played"]
     assert [e["round"] for e in played] == ["CS-07-r1", "CS-07-r2"]

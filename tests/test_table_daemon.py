@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import shutil
+import subprocess
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,6 +121,10 @@ async def test_round_on_the_rig(tmp_path):
                      'progressive_round_phase{phase="betting"} 1.0',
                      'progressive_lockout_latency_seconds_count 1.0'):
             assert line in text, line
+        promtool = shutil.which("promtool")
+        if promtool:  # CI installs it; the metrics tests insist on it there
+            r = subprocess.run([promtool, "check", "metrics"], input=text.encode(), capture_output=True, timeout=60)
+            assert r.returncode == 0 and not r.stdout.strip(), (r.stdout + r.stderr).decode()
 
 
 async def test_shoe_jam_voids_the_round(tmp_path):
