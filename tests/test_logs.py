@@ -14,6 +14,7 @@ from controller.app import logs
 
 @pytest.fixture
 def out():
+    logs._table_context.clear()  # other tests (a daemon) leave their table and round behind
     buf = io.StringIO()
     logs.configure("json", "debug", buf)
     yield buf

@@ -117,6 +117,16 @@ class _AttemptFailed(Exception):
         self.detail = detail
 
 
+def _raise_if_cancelled() -> None:
+    """pymodbus awaits replies with asyncio.wait_for, which on Python 3.11 drops a cancellation when the reply
+    arrives in the same pass of the loop: the task would go on polling after being told to stop. Honour a
+    pending cancellation here. (The timeout above cancels with the same mechanism; its expiry is also a
+    pending cancellation, and re-raising it lets asyncio.timeout turn it into TimeoutError as usual.)"""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class ModbusBus:
     """``async with ModbusBus(settings) as bus: await bus.read(unit, table, address, count)``."""
 
@@ -260,6 +270,7 @@ class ModbusBus:
             async with asyncio.timeout(self.settings.timeout) as timeout:
                 att.timeout = timeout
                 reply = await self._call(client, att.unit, att.fc, address, count, values)
+                _raise_if_cancelled()
         except TimeoutError:
             raise self._failure(att, "timed out") from None
         except ConnectionException as exc:
