@@ -184,7 +184,7 @@ def _fault_request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
         try:
             code = int(args.code, 0)
         except ValueError:
-            raise InputError("code", f"{args.code!r} is not an exception code (1-255) or 'off'") from None
+            raise InputError("code", f"{args.code!r} is not a Modbus exception code (such as 4 or 0x06) or 'off'") from None
         return "exception", {"name": name, "code": code}
     return "mute", {"name": name, "on": args.state == "on"}
 
@@ -340,20 +340,27 @@ async def _run(args: argparse.Namespace) -> int:
 
 async def _serve(rig: Any, path: str, args: argparse.Namespace, stop: asyncio.Event) -> None:
     """Run the rig and its control socket until ``stop`` is set."""
-    async with rig, control.ControlServer(rig, path):
+    async with rig:
+        # The connections file is complete before the control socket appears: scripts wait for the socket.
         if args.connections:
             rig.write_driver_config(args.connections)
-        conns = {n: c.as_dict() for n, c in rig.connections().items()}
-        if getattr(args, "json", False):
-            print(json.dumps({"table": rig.config.table, "control": str(path), "devices": conns}), flush=True)
-        else:
-            print(f"table {rig.config.table} ({rig.config.seats} seats) from {args.config}")
-            _print_connections(conns.values())
-            print(f"control socket: {path}")
-            if args.connections:
-                print(f"driver connections written to {args.connections}")
-            print("running; Ctrl-C stops the rig", flush=True)
-        await stop.wait()
+        async with control.ControlServer(rig, path):
+            _announce(rig, path, args)
+            await stop.wait()
+
+
+def _announce(rig: Any, path: str, args: argparse.Namespace) -> None:
+    """Print where the drivers reach each device."""
+    conns = {n: c.as_dict() for n, c in rig.connections().items()}
+    if getattr(args, "json", False):
+        print(json.dumps({"table": rig.config.table, "control": str(path), "devices": conns}), flush=True)
+        return
+    print(f"table {rig.config.table} ({rig.config.seats} seats) from {args.config}")
+    _print_connections(conns.values())
+    print(f"control socket: {path}")
+    if args.connections:
+        print(f"driver connections written to {args.connections}")
+    print("running; Ctrl-C stops the rig", flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
