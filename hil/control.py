@@ -488,7 +488,7 @@ def request(path: str | os.PathLike[str], op: str, *, timeout: float = CLIENT_TI
 
 async def arequest(path: str | os.PathLike[str], op: str, *, timeout: float = CLIENT_TIMEOUT_S,
                    **params: Any) -> Any:
-    """One request from asyncio code (tests, other tools)."""
+    """One request from asyncio code (tests, other programs)."""
     async with asyncio.timeout(timeout):
         try:
             reader, writer = await asyncio.open_unix_connection(os.fspath(path), limit=16 * MAX_LINE)
