@@ -78,6 +78,7 @@ async def _run(cfg, args: argparse.Namespace) -> int:
     import structlog
 
     from ..app.control import ControlServer, socket_path
+    from ..app.dice_table import DiceTableDaemon
     from ..app.metrics import Metrics
     from ..app.table import TableDaemon
     from ..config.devices import build_drivers
@@ -107,8 +108,8 @@ async def _run(cfg, args: argparse.Namespace) -> int:
             stack.callback(server.shutdown)
             log.info("metrics", url=f"http://{listen[0]}:{server.server_port}/metrics")
         buses, devices = build_drivers(cfg)
-        daemon = TableDaemon(cfg, devices, buses=buses, metrics=metrics,
-                             control=lambda d: ControlServer(sock, d))
+        daemon_class = DiceTableDaemon if cfg.game.dice else TableDaemon
+        daemon = daemon_class(cfg, devices, buses=buses, metrics=metrics, control=lambda d: ControlServer(sock, d))
         try:
             async with asyncio.TaskGroup() as tg:
                 run = tg.create_task(daemon.run(), name="table")
