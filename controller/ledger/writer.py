@@ -1,20 +1,18 @@
-"""The single writer: a pipeline of two threads that group-commits operations.
+"""The single writer: one thread drains a queue of operations and group-commits them.
 
-The preparing thread takes a batch (everything queued meanwhile, up to `max_batch`):
+For each batch (everything queued while the previous COMMIT was in progress, up to `max_batch`):
 
-1. each operation is checked for its idempotency key, against the batches still in flight and then the
-   journal (a retry gets the original receipt, a different operation under a used key gets KeyConflict),
-   then applied to the in-memory state through the reducer; a refused operation (InputError/RulesError, or
-   a state on which the invariant check fails) is left out;
-2. the accepted ones become chained rows and the batch goes to the committing thread, which writes it in
-   one transaction and runs COMMIT (synchronous=FULL: it returns after fsync);
-3. only then is the new state published and every caller's future resolved, in batch order.
+1. each operation is checked against the journal for its idempotency key (a retry gets the original
+   receipt, a different operation under a used key gets KeyConflict), then applied to the in-memory
+   state through the reducer; a refused operation (InputError/RulesError, or a state on which the
+   invariant check fails) is left out;
+2. all accepted operations are written in one transaction and COMMIT runs (synchronous=FULL: it returns
+   after fsync);
+3. only then is the new state published and every caller's future resolved.
 
-One prepared batch waits at most while another commits: the Python work of the next batch overlaps the
-fsync of this one. If the write or COMMIT fails, no caller of the batch (or of any batch behind it) is
-told its operation succeeded: every waiting caller gets FatalStorageError and the fatal hook runs; the
-default hook exits the process so that systemd restarts it from the journal. Nothing is retried or
-swallowed here.
+If the write or COMMIT fails, no caller of the batch is told its operation succeeded: every waiting
+caller gets FatalStorageError and the fatal hook runs; the default hook exits the process so that
+systemd restarts it from the journal. Nothing is retried or swallowed here.
 """
 
 from __future__ import annotations
@@ -27,7 +25,6 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
@@ -156,40 +153,11 @@ def deliver(outcomes: list[tuple[Op, Any]]) -> None:
             pass
 
 
-class _Prepared:
-    """A batch made ready by the preparing thread: rows to write in one transaction, the state and chain head
-    after them, an optional checkpoint, and every caller's outcome, told only after the COMMIT."""
-
-    __slots__ = ("rows", "outcomes", "state", "seq", "hash", "ckpt", "keys")
-
-    def __init__(self, rows, outcomes, state, seq, h, ckpt=None, keys=()) -> None:
-        self.rows = rows
-        self.outcomes = outcomes
-        self.state = state
-        self.seq = seq
-        self.hash = h
-        self.ckpt = ckpt
-        self.keys = keys
-
-
-def _merge(batch: _Prepared | None, ckpt: _Prepared) -> _Prepared:
-    """A batch with the checkpoint entry that follows it, written in one transaction."""
-    if batch is None:
-        return ckpt
-    return _Prepared(batch.rows + ckpt.rows, batch.outcomes, ckpt.state, ckpt.seq, ckpt.hash, ckpt.ckpt, batch.keys)
-
-
 class Writer:
-    """Two threads, one pipeline: the preparing thread checks keys, applies operations to the state and
-    builds the chained rows of batch n+1 while the committing thread writes batch n and waits for its
-    fsync. Only the committing thread writes; the state readers see is the committed one; a caller is
-    told only after the COMMIT of its batch (and of every batch before it) returned."""
-
     def __init__(self, conn, reducer: Reducer, state: Any, head: ChainHead, *, clock: Callable[[], Any],
                  checkpoint_every: int, keep_snapshots: int, max_batch: int,
                  fatal: Callable[[BaseException], None]) -> None:
         self._conn = conn
-        self._reader = None  # the preparing thread's own connection, for key lookups
         self._reducer = reducer
         self._clock = clock
         self._checkpoint_every = checkpoint_every
@@ -199,36 +167,21 @@ class Writer:
         self.state = state          # the state as of the last COMMIT: what readers see
         self.seq = head.seq
         self.hash = head.hash
-        # the preparing thread's view: ahead of the committed one by the batches in flight
-        self._p_state, self._p_seq, self._p_hash = state, head.seq, head.hash
         self._seg_first = head.seg_first
         self._segment = head.segment
         self._recent_checkpoints = sorted(journal.checkpoint_seqs(conn))[-keep_snapshots:]
         self._checkpoints_ok = True
         self.transactions = 0       # COMMITs, for tests and metrics
         self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._cq: queue.SimpleQueue = queue.SimpleQueue()  # prepared batches waiting for their COMMIT
-        # One prepared batch may wait while another commits; operations arriving meanwhile queue up in
-        # _q and form the next batch, so batches stay as large as the COMMIT time makes them.
-        self._slot = threading.Semaphore(1)
-        self._inflight: dict[str, tuple[str, str, Receipt]] = {}  # key -> (kind, body_text, receipt)
-        self._inflight_lock = threading.Lock()
         self._lock = threading.Lock()
         self._closed = False
-        self._started = False
         self._checkpoint_at_stop = False
         self.dead: FatalStorageError | None = None
-        self._thread = threading.Thread(target=self._prepare_loop, name="ledger-prepare", daemon=True)
-        self._committer = threading.Thread(target=self._commit_loop, name="ledger-writer", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
 
     # --- called from other threads ---
 
     def start(self) -> None:
-        path = self._conn.execute("PRAGMA database_list").fetchone()[2]
-        self._reader = journal.connect(Path(path), "rw", type(self._conn))
-        journal.set_pragmas(self._reader)
-        self._started = True
-        self._committer.start()
         self._thread.start()
 
     def enqueue(self, op: Op) -> Future[Receipt]:
@@ -247,25 +200,17 @@ class Writer:
             self._closed = True
             self._checkpoint_at_stop = checkpoint
             self._q.put(_STOP)
-        me = threading.current_thread()
-        for t in (self._thread, self._committer):
-            if t.is_alive() and t is not me:
-                t.join()
-        if self._reader is not None:
-            self._reader.close()
-            self._reader = None
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
+            self._thread.join()
 
-    # --- the preparing thread ---
+    # --- the writer thread ---
 
-    def _prepare_loop(self) -> None:
+    def _run(self) -> None:
         batch: list[Op] = []
         try:
             while True:
-                if not self._take_slot():
-                    return
                 item = self._q.get()
                 if item is _STOP:
-                    self._slot.release()
                     break
                 batch = [item]
                 stop = False
@@ -278,56 +223,43 @@ class Writer:
                         stop = True
                         break
                     batch.append(item)
-                prepared = self._prepare(batch)
+                self._process(batch)
                 batch = []
-                ckpt = self._checkpoint_item()
-                if ckpt is not None:  # the checkpoint rides in the same transaction
-                    prepared = _merge(prepared, ckpt)
-                if prepared is None:
-                    self._slot.release()
-                elif not self._handoff(prepared):
-                    return
+                self._maybe_checkpoint()
                 if stop:
                     break
-            if self._checkpoint_at_stop and self._p_seq > self._seg_first:
+            if self._checkpoint_at_stop and self.seq > self._seg_first:
                 # a clean stop leaves a snapshot of the final state: the next start replays nothing
-                ckpt = self._checkpoint_item(force=True)
-                if ckpt is not None and (not self._take_slot() or not self._handoff(ckpt)):
-                    return
-        except BaseException as e:  # noqa: BLE001 - a bug here: never swallowed
-            self._die(e, [(op, None) for op in batch])
-            return
+                self._maybe_checkpoint(force=True)
+        except BaseException as e:  # noqa: BLE001 - storage failure (or a bug): never swallowed
+            self._die(e, batch)
+
+    def _die(self, exc: BaseException, batch: list[Op]) -> None:
+        err = FatalStorageError(f"writing the journal failed; nothing of the batch was acknowledged: {exc!r}")
+        err.__cause__ = exc
+        with self._lock:
+            self.dead = err
+            self._closed = True
+        try:
+            self._fatal(err)  # the default never returns: the process exits
         finally:
-            self._handoff(_STOP)
+            waiting = [(op, err) for op in batch]
+            while True:
+                try:
+                    item = self._q.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not _STOP:
+                    waiting.append((item, err))
+            deliver(waiting)
 
-    def _take_slot(self) -> bool:
-        """Wait until the committing thread has taken the previous batch; False if it died."""
-        while not self._slot.acquire(timeout=0.1):
-            if self.dead is not None:
-                return False
-        return self.dead is None
-
-    def _handoff(self, item: Any) -> bool:
-        """Pass a prepared batch to the committing thread; False (and its callers told) if that one died."""
-        if self.dead is not None:
-            if item is not _STOP:
-                deliver([(op, self.dead) for op, _o in item.outcomes])
-            return False
-        self._cq.put(item)
-        return True
-
-    def _prepare(self, batch: list[Op]) -> _Prepared | None:
+    def _process(self, batch: list[Op]) -> None:
         taken = [op for op in batch if op.take()]
         if not taken:
-            return None
+            return
         reducer = self._reducer
-        state, seq, prev = self._p_state, self._p_seq, self._p_hash
-        keys = list({op.key for op in taken})
-        # In flight first, then the journal: a batch that commits between the two looks is in the journal
-        # by the time it leaves the in-flight table, so no key is missed.
-        with self._inflight_lock:
-            flying = {k: self._inflight[k] for k in keys if k in self._inflight}
-        existing = journal.find_keys(self._reader, [k for k in keys if k not in flying])
+        state, seq, prev = self.state, self.seq, self.hash
+        existing = journal.find_keys(self._conn, list({op.key for op in taken}))
         in_batch: dict[str, tuple[Op, Receipt]] = {}
         rows: list[tuple[int, str, str, str]] = []
         outcomes: list[tuple[Op, Any]] = []
@@ -340,12 +272,6 @@ class Writer:
                     outcomes.append((op, p_receipt.again()))
                 else:
                     outcomes.append((op, KeyConflict(op.key, p_receipt.seq)))
-                continue
-            fly = flying.get(op.key)
-            if fly is not None:
-                kind, body_text, receipt = fly
-                same = kind == op.kind and body_text == op.body_text
-                outcomes.append((op, receipt.again() if same else KeyConflict(op.key, receipt.seq)))
                 continue
             found = existing.get(op.key)
             if found is not None:
@@ -377,15 +303,14 @@ class Writer:
             in_batch[op.key] = (op, receipt)
             outcomes.append((op, receipt))
             state, prev = new_state, h
-        seg = self._segment
-        for _seq, key, text, h in rows:
-            seg.add(h, key, text)
         if rows:
-            with self._inflight_lock:
-                for key, (op, receipt) in in_batch.items():
-                    self._inflight[key] = (op.kind, op.body_text, receipt)
-        self._p_state, self._p_seq, self._p_hash = state, seq, prev
-        return _Prepared(rows, outcomes, state, seq, prev, keys=tuple(in_batch))
+            journal.append(self._conn, rows)  # raises on any failure: see _run/_die
+            self.transactions += 1
+            seg = self._segment
+            for _seq, key, text, h in rows:
+                seg.add(h, key, text)
+            self.state, self.seq, self.hash = state, seq, prev
+        deliver(outcomes)
 
     def _repeat(self, op: Op, seq: int, text: str, h: str) -> Receipt | KeyConflict:
         e = Entry(text)
@@ -393,115 +318,45 @@ class Writer:
             return Receipt(seq, op.key, e.kind, e.time, h, chain.encode(e.result), repeat=True)
         return KeyConflict(op.key, seq)
 
-    # --- the committing thread ---
-
-    def _commit_loop(self) -> None:
-        item: Any = None
-        try:
-            while True:
-                item = self._cq.get()
-                if item is _STOP:
-                    break
-                self._slot.release()
-                self._commit(item)
-                item = None
-        except BaseException as e:  # noqa: BLE001 - storage failure (or a bug): never swallowed
-            self._die(e, item.outcomes if isinstance(item, _Prepared) else [])
-
-    def _commit(self, item: _Prepared) -> None:
-        if item.rows:
-            journal.append(self._conn, item.rows, item.ckpt)  # raises on any failure: see _commit_loop/_die
-            self.transactions += 1
-        self.state, self.seq, self.hash = item.state, item.seq, item.hash
-        if item.keys:
-            with self._inflight_lock:
-                for key in item.keys:
-                    self._inflight.pop(key, None)
-        deliver(item.outcomes)
-
-    def _die(self, exc: BaseException, outcomes: list[tuple[Op, Any]]) -> None:
-        err = FatalStorageError(f"writing the journal failed; nothing of the batch was acknowledged: {exc!r}")
-        err.__cause__ = exc
-        with self._lock:
-            first = self.dead is None
-            if first:
-                self.dead = err
-            self._closed = True
-            err = self.dead
-        try:
-            if first:
-                self._fatal(err)  # the default never returns: the process exits
-        finally:
-            waiting = [(op, err) for op, _o in outcomes]
-            while True:  # everything prepared or queued behind the failed batch
-                try:
-                    item = self._cq.get_nowait()
-                except queue.Empty:
-                    break
-                if isinstance(item, _Prepared):
-                    waiting.extend((op, err) for op, _o in item.outcomes)
-            while True:
-                try:
-                    item = self._q.get_nowait()
-                except queue.Empty:
-                    break
-                if item is not _STOP:
-                    waiting.append((item, err))
-            self._q.put(_STOP)  # wake the preparing thread if it waits for work: there is none
-            deliver(waiting)
-
     # --- entries the ledger writes itself ---
 
     def append_internal(self, kind: str, key: str, body: dict[str, Any],
                         checkpoint_state: str | None = None) -> Receipt:
-        """Write one entry of the ledger's own now (before start(): start-up's self-check entry)."""
-        item, receipt = self._internal_item(kind, key, body, checkpoint_state)
-        self._commit(item)
-        return receipt
-
-    def _internal_item(self, kind: str, key: str, body: dict[str, Any],
-                       checkpoint_state: str | None) -> tuple[_Prepared, Receipt]:
-        seq = self._p_seq + 1
+        seq = self.seq + 1
         t = chain.format_time(self._clock())
-        text = chain.entry_text(self._p_hash, seq, key, t, kind, chain.canonical(body), "null")
+        text = chain.entry_text(self.hash, seq, key, t, kind, chain.canonical(body), "null")
         h = chain.entry_hash(text)
         ckpt = None
         if checkpoint_state is not None:
             recent = (self._recent_checkpoints + [seq])[-self._keep:]
             ckpt = (seq, checkpoint_state, recent[0])
+        journal.append(self._conn, [(seq, key, text, h)], ckpt)
+        self.transactions += 1
+        if checkpoint_state is not None:
             self._recent_checkpoints = recent
             self._seg_first = seq
             self._segment = chain.SegmentDigest()
         self._segment.add(h, key, text)
-        self._p_seq, self._p_hash = seq, h
-        item = _Prepared([(seq, key, text, h)], [], self._p_state, seq, h, ckpt)
-        return item, Receipt(seq, key, kind, t, h, "null")
+        self.seq, self.hash = seq, h
+        return Receipt(seq, key, kind, t, h, "null")
 
     def _maybe_checkpoint(self, force: bool = False) -> None:
-        """Write a checkpoint now if one is due (before start())."""
-        item = self._checkpoint_item(force)
-        if item is not None:
-            self._commit(item)
-
-    def _checkpoint_item(self, force: bool = False) -> _Prepared | None:
         if not self._checkpoints_ok or self._checkpoint_every <= 0:
-            return None
-        if not force and self._p_seq - self._seg_first + 1 < self._checkpoint_every:
-            return None
+            return
+        if not force and self.seq - self._seg_first + 1 < self._checkpoint_every:
+            return
         try:
-            state_text = chain.canonical(self._reducer.snapshot(self._p_state))
+            state_text = chain.canonical(self._reducer.snapshot(self.state))
             again = chain.canonical(self._reducer.snapshot(self._reducer.restore(json.loads(state_text))))
         except Exception:  # noqa: BLE001 - a reducer bug: run on without checkpoints, loudly
             log.exception("reducer snapshot failed; checkpoints are off until restart")
             self._checkpoints_ok = False
-            return None
+            return
         if again != state_text:
             log.error("reducer snapshot does not survive restore(); checkpoints are off until restart")
             self._checkpoints_ok = False
-            return None
-        body = {"segment": {"first": self._seg_first, "last": self._p_seq, "sha256": self._segment.hexdigest()},
+            return
+        body = {"segment": {"first": self._seg_first, "last": self.seq, "sha256": self._segment.hexdigest()},
                 "state_sha256": state_digest(state_text)}
-        seq = self._p_seq + 1
-        item, _receipt = self._internal_item(CHECKPOINT, f"{chain.INTERNAL_KEY_PREFIX}checkpoint:{seq}", body,
-                                             state_text)
-        return item
+        seq = self.seq + 1
+        self.append_internal(CHECKPOINT, f"{chain.INTERNAL_KEY_PREFIX}checkpoint:{seq}", body, state_text)
