@@ -38,8 +38,8 @@ from . import logs
 from .control import NotAvailable
 from .metrics import Metrics
 from .outputs import DeviceOutputs
-from .sdnotify import Notifier, watchdog_interval
-from .table import EVENT_QUEUE, SIGN_REFRESH_S, DeviceInfo, TableDaemon, _stop_on_cancel
+from .sdnotify import Notifier
+from .table import EVENT_QUEUE, SIGN_REFRESH_S, DeviceInfo, TableDaemon, close_buses, start_services
 
 log = structlog.get_logger("dice-table")
 
@@ -262,19 +262,7 @@ class DiceTableDaemon:
                         game=self.cfg.game.id)
         try:
             async with asyncio.TaskGroup() as tg:
-                for name, dev in self.devices.items():
-                    tg.create_task(dev.run(self._emit_for(name)), name=f"device:{name}")
-                    tg.create_task(self._outputs[name].run(), name=f"outputs:{name}")
-                tg.create_task(self._consume(), name="rolls")
-                tg.create_task(self._sign_refresh(), name="sign")
-                tg.create_task(self._device_metrics(), name="device-metrics")
-                interval = watchdog_interval()
-                if interval:
-                    tg.create_task(self._watchdog(interval), name="watchdog")
-                control = self._control_factory(self) if self._control_factory else None
-                if control is not None:
-                    await control.start()
-                    tg.create_task(_stop_on_cancel(control), name="control")
+                await start_services(self, tg, "rolls")
                 self._lamp()
                 self._show_state()
                 self._set_metrics()
@@ -283,11 +271,7 @@ class DiceTableDaemon:
                 log.info("table ready", table=self.cfg.table, game=self.cfg.game.id, series=self.series_id)
         finally:
             self.notifier.stopping()
-            for bus in self.buses.values():
-                try:
-                    await bus.close()
-                except Exception:  # noqa: BLE001 - closing: nothing left to protect
-                    pass
+            await close_buses(self.buses)
 
     async def _watchdog(self, interval: float) -> None:
         while True:  # no journal to watch: the loop turning is what there is to tell

@@ -138,30 +138,14 @@ class TableDaemon:
                 else:
                     first = machine.start(self.rules, self.state.round_no)
                     self._after_step(first)
-                for name, dev in self.devices.items():
-                    tg.create_task(dev.run(self._emit_for(name)), name=f"device:{name}")
-                    tg.create_task(self._outputs[name].run(), name=f"outputs:{name}")
-                tg.create_task(self._consume(), name="rounds")
-                tg.create_task(self._sign_refresh(), name="sign")
-                tg.create_task(self._device_metrics(), name="device-metrics")
-                interval = watchdog_interval()
-                if interval:
-                    tg.create_task(self._watchdog(interval), name="watchdog")
-                control = self._control_factory(self) if self._control_factory else None
-                if control is not None:
-                    await control.start()
-                    tg.create_task(_stop_on_cancel(control), name="control")
+                await start_services(self, tg, "rounds")
                 self._show_meters()
                 self.ready.set()
                 self.notifier.ready(f"table {self.cfg.table}: round {rm.round_id(self.cfg.table, self.state.round_no)}")
                 log.info("table ready", table=self.cfg.table, round=rm.round_id(self.cfg.table, self.state.round_no))
         finally:
             self.notifier.stopping()
-            for bus in self.buses.values():
-                try:
-                    await bus.close()
-                except Exception:  # noqa: BLE001 - closing: nothing left to protect
-                    pass
+            await close_buses(self.buses)
             led, self.ledger = self.ledger, None
             if led is not None:
                 await asyncio.to_thread(led.close)
@@ -592,6 +576,32 @@ class TableDaemon:
                        for (seat, spot), c in sorted(s.accepted.items())],
             "not_recognized": self._not_recognized,
         }
+
+
+async def start_services(daemon: Any, tg: asyncio.TaskGroup, consumer: str) -> None:
+    """The tasks every table daemon runs: each device's driver and output sender, the consumer of device
+    events, the sign refresh, the drivers' metrics, the systemd watchdog and the control socket."""
+    for name, dev in daemon.devices.items():
+        tg.create_task(dev.run(daemon._emit_for(name)), name=f"device:{name}")
+        tg.create_task(daemon._outputs[name].run(), name=f"outputs:{name}")
+    tg.create_task(daemon._consume(), name=consumer)
+    tg.create_task(daemon._sign_refresh(), name="sign")
+    tg.create_task(daemon._device_metrics(), name="device-metrics")
+    interval = watchdog_interval()
+    if interval:
+        tg.create_task(daemon._watchdog(interval), name="watchdog")
+    control = daemon._control_factory(daemon) if daemon._control_factory else None
+    if control is not None:
+        await control.start()
+        tg.create_task(_stop_on_cancel(control), name="control")
+
+
+async def close_buses(buses: dict[str, Any]) -> None:
+    for bus in buses.values():
+        try:
+            await bus.close()
+        except Exception:  # noqa: BLE001 - closing: nothing left to protect
+            pass
 
 
 async def _stop_on_cancel(control: Any) -> None:
