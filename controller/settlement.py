@@ -68,6 +68,9 @@ class Seat:
     wager: int = 0  # cents wagered on the player's own hand (0: no wager)
     folded: bool = False
     cards: tuple[int, ...] = ()
+    # Settle only the Envy Bonuses this seat receives for other hands, not its own hand (which is not
+    # given): a jackpot claim settles one hand at a time.
+    envy_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -134,6 +137,10 @@ def settle(rnd: Round) -> Settlement:
     for s in order:
         own = hands[s.seat]
         folds_away = s.folded and w.fold in _FORFEITED_BY_FOLD
+        if s.envy_only:
+            if s.wager and rnd.paytable.envy is not None and not s.folded:
+                payouts.extend(_envy(rnd, s, hands))
+            continue
         if s.wager:
             if folds_away:
                 forfeited.append(s.seat)
@@ -377,7 +384,7 @@ def _check_round(rnd: Round) -> None:
                 f"implements (§ {g.chapter}.11); a folded seat cannot be settled",
             )
         forfeits = s.folded and w.fold in (FoldEffect.FORFEIT, FoldEffect.FORFEIT_KEEP_ENVY)
-        needs_cards = bool(s.wager) and not forfeits
+        needs_cards = bool(s.wager) and not forfeits and not s.envy_only
         if s.cards and len(s.cards) != g.player_cards:
             raise InputError(f"{where}.cards", f"has {len(s.cards)} cards; {g.title} deals {g.player_cards} to a player")
         if needs_cards and not s.cards:

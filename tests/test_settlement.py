@@ -593,3 +593,21 @@ def test_five_card_hand_bonus_settlement_matches_the_reference(doc):
     assert got == expected
     assert _units(out["meter"]["after"]) == meter_after
     _check_conservation(out)
+
+
+def test_envy_only_seats_receive_envy_for_the_settled_hand():
+    """A claim settles one hand: the other progressive wagerers receive their Envy Bonuses for it
+    (§ 639a.11(c)(5)(v)) without their own hands being known."""
+    from controller.cards import parse_cards
+    from controller.games import GAMES
+    from controller.paytables import find_paytable
+    from controller.settlement import Round, Seat, settle
+
+    g = GAMES["caribbean-stud"]
+    rnd = Round(game=g, wager=g.wagers["progressive"], paytable=find_paytable("caribbean-stud-progressive-d"),
+                meter=10_000 * 100 * 10_000, reset=10_000 * 100 * 10_000,
+                seats=(Seat(6, 100, False, tuple(parse_cards("AS KS QS JS TS"))), Seat(2, 100, envy_only=True),
+                       Seat(4, 500, envy_only=True)))
+    pays = settle(rnd).payouts
+    assert [(p.seat, p.kind, p.amount) for p in pays] == [
+        (6, "paytable", 1_000_000), (4, "envy", 500_000), (2, "envy", 100_000)]

@@ -214,8 +214,13 @@ async def test_royal_flush_claim_approved_paid_and_reset(tmp_path, monkeypatch):
                                              "secret": "s3cret-floor"})
         assert "approved by floor-1 and paid" in done["message"]
         main = daemon.ledger.state["main"]
-        assert main.hit_count == 1 and main.history[-1].amount_cents == 1_000_045
-        assert main.history[-1].approved_by == SUPERVISOR and main.history[-1].seat == 6
+        # the royal flush, and an Envy Bonus of $1,000 to each other $1 progressive wagerer (Paytable D,
+        # § 639a.12(d)(6)), paid by the table
+        royal = [h for h in main.history if h.seat == 6]
+        assert len(royal) == 1 and royal[0].amount_cents == 1_000_045 and royal[0].approved_by == SUPERVISOR
+        assert sorted((h.seat, h.amount_cents, h.paid_by) for h in main.history if h.seat != 6) == [
+            (2, 100_000, "table"), (7, 100_000, "table")]
+        assert main.paid_by_table_cents == 200_000
         assert main.current_cents == 1_000_000  # reset to $10,000 (the reserve funds part of it)
         await until(lambda: (rig.sign().get("message") or {}).get("message") == "WIN", "sign shows the win")
         assert rig.sign()["message"]["amount_cents"] == 1_000_045 and rig.sign()["message"]["seat"] == 6
@@ -230,10 +235,10 @@ async def test_royal_flush_claim_approved_paid_and_reset(tmp_path, monkeypatch):
         rejected = await daemon.call("reject", {"claim_id": got2["claim_id"], "supervisor": SUPERVISOR,
                                                 "secret": "s3cret-floor", "reason": "cards switched"})
         assert "nothing paid" in rejected["message"]
-        assert daemon.ledger.state["main"].hit_count == 1
+        assert daemon.ledger.state["main"].hit_count == 3
         await daemon.call("settle", {"round_id": "CS-07-r1"})
         history = await daemon.call("history", {})
-        assert [(h["seat"], h["amount"]) for h in history] == [(6, "10000.45")]
+        assert sorted((h["seat"], h["amount"]) for h in history) == [(2, "1000.00"), (6, "10000.45"), (7, "1000.00")]
 
 
 async def test_every_progressive_payout_waits_for_a_floorperson(tmp_path):

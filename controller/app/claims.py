@@ -42,14 +42,16 @@ class Claim:
 
     @property
     def amount_cents(self) -> int:
-        return sum(p.amount for p in self.payouts)
+        """What the claiming player receives (Envy Bonuses to other players aside)."""
+        return sum(p.amount for p in self.payouts if p.seat == self.seat)
 
     @property
     def needs_approval(self) -> bool:
         return any(p.requires_validation for p in self.payouts)
 
     def describe(self) -> str:
-        parts = ", ".join(f"{p.hand or p.kind} {p.award} = ${format_cents(p.amount)}" for p in self.payouts)
+        parts = ", ".join(f"{p.hand or p.kind} {p.award} = ${format_cents(p.amount)}" if p.seat == self.seat
+                          else f"envy bonus to seat {p.seat} {p.award}" for p in self.payouts)
         return f"claim {self.id}: seat {self.seat} {cards_str(self.cards)}: {parts}"
 
 
@@ -74,9 +76,12 @@ class RoundClaims:
 
 
 def verify(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytable, meter_units: int, reset_units: int,
-           seat: object, spot: str, meter: str, wager_cents: int | None, cards: object) -> Claim:
+           seat: object, spot: str, meter: str, wager_cents: int | None, cards: object,
+           others: dict[int, int] | None = None) -> Claim:
     """A new claim for `seat`, verified and priced from the meter as it stands, or RulesError/InputError
-    saying why not. `wager_cents` is the seat's accepted wager on the spot (None: it had none)."""
+    saying why not. `wager_cents` is the seat's accepted wager on the spot (None: it had none); `others`
+    the other seats' accepted wagers on the spot, who receive an Envy Bonus for this hand where the paytable
+    has one (§ 639a.11(c)(5)(v): one for each other player holding a qualifying hand)."""
     if isinstance(seat, bool) or not isinstance(seat, int):
         raise InputError("seat", f"must be a seat number, not {seat!r}")
     if rc.pending is not None:
@@ -91,9 +96,13 @@ def verify(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytable, met
         raise RulesError("seat", f"seat {seat} is settled before seat {min(settled)} (seats are settled from the "
                                  "dealer's right, N to 1: § 639a.11(c)); void or settle by hand")
     hand = tuple(parse_cards(cards, "cards"))
+    receivers = tuple(Seat(s, c, envy_only=True) for s, c in sorted((others or {}).items()) if s != seat)
     rnd = Round(game=game, wager=wager, paytable=paytable, meter=meter_units, reset=reset_units,
-                seats=(Seat(seat, wager_cents, False, hand),))
-    payouts = tuple(p for p in settle(rnd).payouts if p.seat == seat and p.kind == "paytable")
+                seats=(Seat(seat, wager_cents, False, hand), *receivers))
+    paid = settle(rnd).payouts
+    payouts = tuple(p for p in paid if p.seat == seat and p.kind == "paytable")
+    if payouts:  # Envy Bonuses exist only beside a paid hand at least as high (straight flush or better)
+        payouts += tuple(p for p in paid if p.kind == "envy" and p.hand_of == f"seat {seat}")
     if not payouts:
         raise RulesError("cards", f"{cards_str(hand)} is not a winning hand for the {wager.title}")
     n = len(rc.claims) + 1

@@ -490,7 +490,8 @@ class TableDaemon:
         claim = verify(self._claims, game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable,
                        meter_units=meter.current, reset_units=meter.params.reset_cents * UNITS_PER_CENT,
                        seat=seat, spot=spot, meter=rule.meter, wager_cents=self.state.accepted.get((seat, spot)),
-                       cards=args.get("cards"))
+                       cards=args.get("cards"),
+                       others={st: c for (st, sp), c in self.state.accepted.items() if sp == spot})
         self._claims = self._claims.with_claim(claim)
         self._win_light(claim.seat, True)  # § 639a.11(c)(5)(ii): the light the dealer verifies
         log.info("claim verified", claim=claim.id, seat=claim.seat, amount=format_cents(claim.amount_cents),
@@ -509,18 +510,19 @@ class TableDaemon:
         for i, p in enumerate(claim.payouts):
             award = parse_award(p.award, "award")
             if isinstance(award, PercentOfMeter):
-                op = meter_ops.PayPercentAward(claim.round_id, self.cfg.table, claim.seat, p.hand, p.award,
+                op = meter_ops.PayPercentAward(claim.round_id, self.cfg.table, p.seat, p.hand, p.award,
                                                award.percent, now, who)
-            else:
-                op = meter_ops.PayFixedAward(claim.round_id, self.cfg.table, claim.seat, p.hand, p.award, p.amount,
+            else:  # a fixed or odds payout, or an Envy Bonus to another player (p.seat)
+                op = meter_ops.PayFixedAward(claim.round_id, self.cfg.table, p.seat, p.hand, p.award, p.amount,
                                              p.paid_by, now, who)
             receipt = await self._submit(op, claim.meter, f"{claim.id}:pay:{i}")
             paid = receipt.result.get("paid")
             if paid is not None and parse_cents(paid, "paid") != p.amount:
                 log.error("meter paid another amount than the claim showed", claim=claim.id, shown=p.amount,
                           paid=paid)
-            self.metrics.hits.labels(claim.meter, p.award).inc()
-            self.metrics.payouts.labels(claim.meter, p.award, p.paid_by).inc(p.amount)
+            label = p.award if p.kind == "paytable" else p.kind
+            self.metrics.hits.labels(claim.meter, label).inc()
+            self.metrics.payouts.labels(claim.meter, label, p.paid_by).inc(p.amount)
         self._claims = self._claims.with_claim(replace(claim, status="paid", by=who))
         log.info("claim paid", claim=claim.id, seat=claim.seat, amount=format_cents(claim.amount_cents), by=who)
         self._show_sign(ev.ShowMessage(ev.SignMessage.WIN, table=self.cfg.table, seat=claim.seat,
