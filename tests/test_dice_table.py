@@ -18,61 +18,22 @@ import structlog
 from controller.app.control import NotAvailable
 from controller.app.dice_table import DiceTableDaemon
 from controller.config import load_config
-from controller.config.devices import build_drivers
 from controller.config.model import MetricsConfig
 from drivers.events import WagerSensed
 from hil.attach import attach
 from hil.rig import Rig
+from rigtable import daemon_on_rig, lit, message, until, win  # noqa: F401 - the helpers the tests use
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "config" / "tables" / "hot-roller-craps.toml"
 RIG = ROOT / "config" / "hil" / "craps-hot-roller.toml"
-DEADLINE = 15.0
 HR = "hot-roller"
-
-
-async def until(predicate, what, timeout: float = DEADLINE):
-    """Wait for a condition of the simulated hardware or the daemon, with a deadline. `what` says what was
-    awaited (a callable: evaluated at the deadline, to show the state then)."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not (value := predicate()):
-                await asyncio.sleep(0.01)
-            return value
-    except TimeoutError:
-        raise AssertionError(what() if callable(what) else what) from None
 
 
 @contextlib.asynccontextmanager
 async def dice_table(tmp_path, table: Path = TABLE, rig_file: Path = RIG):
-    cfg = load_config(table)
-    async with Rig.from_file(rig_file) as rig:
-        cfg = replace(attach(cfg, rig.connections()), state_dir=tmp_path / "state")
-        buses, devices = build_drivers(cfg)
-        daemon = DiceTableDaemon(cfg, devices, buses=buses)
-        task = asyncio.create_task(daemon.run())
-        try:
-            async with asyncio.timeout(DEADLINE):
-                await daemon.ready.wait()
-            await until(lambda: all(i.up for i in daemon._info.values()), "every device up")
-            yield daemon, rig
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                async with asyncio.timeout(20):
-                    await task
-
-
-def lit(rig, seat):
-    return rig.lights()["seats"].get(seat, {}).get("accepted", [])
-
-
-def win(rig, seat):
-    return rig.lights()["seats"].get(seat, {}).get("win", False)
-
-
-def message(rig):
-    return (rig.sign().get("message") or {}).get("message")
+    async with daemon_on_rig(DiceTableDaemon, table, rig_file, tmp_path / "state") as (daemon, rig):
+        yield daemon, rig
 
 
 def dice(daemon):

@@ -6,7 +6,6 @@ the shoe jammed, a device muted; the test then looks at what the simulated hardw
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import shutil
 import subprocess
@@ -15,68 +14,20 @@ from pathlib import Path
 
 import pytest
 
+from rigtable import daemon_on_rig, lit, until
+
 from controller.app.table import TableDaemon
-from controller.config import load_config
-from controller.config.devices import build_drivers
-from hil.attach import attach
-from hil.rig import Rig
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
 RIG = ROOT / "config" / "hil" / "caribbean-stud-7.toml"
-DEADLINE = 15.0
-
-
-async def until(predicate, what, timeout: float = DEADLINE):
-    """Wait for a condition of the simulated hardware (which raises no events of its own), with a deadline.
-    `what` says what was awaited (a callable: evaluated at the deadline, to show the state then)."""
-    try:
-        async with asyncio.timeout(timeout):
-            while not (value := predicate()):
-                await asyncio.sleep(0.01)
-            return value
-    except TimeoutError:
-        raise AssertionError(what() if callable(what) else what) from None
 
 
 @contextlib.asynccontextmanager
 async def table(tmp_path, secret: str | None = None):
-    cfg = load_config(TABLE)
-    if secret is not None:
-        cfg = _with_supervisor(cfg, secret)
-    async with Rig.from_file(RIG) as rig:
-        cfg = replace(attach(cfg, rig.connections()), state_dir=tmp_path / "state")
-        buses, devices = build_drivers(cfg)
-        daemon = TableDaemon(cfg, devices, buses=buses)
-        task = asyncio.create_task(daemon.run())
-        try:
-            async with asyncio.timeout(DEADLINE):
-                await daemon.ready.wait()
-            await until(lambda: all(i.up for i in daemon._info.values()), "every device up")
-            yield daemon, rig
-        finally:
-            await _stop(task)
-
-
-async def _stop(task: asyncio.Task) -> None:
-    """Cancel the daemon; if it does not stop, say which of its tasks hang (and where)."""
-    task.cancel()
-    try:
-        async with asyncio.timeout(20):
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    except TimeoutError:
-        import io
-
-        out = io.StringIO()
-        for t in asyncio.all_tasks():
-            if t is not asyncio.current_task():
-                t.print_stack(file=out)
-        raise AssertionError("the daemon did not stop when cancelled:\n" + out.getvalue()) from None
-
-
-def lit(rig, seat):
-    return rig.lights()["seats"].get(seat, {}).get("accepted", [])
+    adjust = (lambda cfg: _with_supervisor(cfg, secret)) if secret is not None else (lambda cfg: cfg)
+    async with daemon_on_rig(TableDaemon, TABLE, RIG, tmp_path / "state", adjust) as (daemon, rig):
+        yield daemon, rig
 
 
 def shown(rig):
