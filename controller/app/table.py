@@ -244,14 +244,15 @@ class TableDaemon:
         info.up = up
         self.metrics.device_up.labels(name, info.kind).set(1 if up else 0)
         if up:
-            self._outputs[name].resend_all() if name in self._outputs else None
+            if name in self._outputs:
+                self._outputs[name].resend_all()
             self.apply(rm.BlockCleared(rm.Block.DEVICE, name))
         else:
             info.errors += 1
             info.last_error = reason
             self.apply(rm.BlockRaised(rm.Block.DEVICE, name))
 
-    def apply(self, event: rm.Input) -> rm.Step | None:
+    def apply(self, event: rm.Input) -> None:
         """Run one input through the round machine and carry out its effects. A refused input is logged
         and changes nothing."""
         assert self.state is not None
@@ -259,9 +260,8 @@ class TableDaemon:
             out = machine.step(self.rules, self.state, event)
         except (InputError, RulesError) as err:
             log.warning("input refused", input=repr(event), error=str(err))
-            return None
+            return
         self._after_step(out)
-        return out
 
     def _after_step(self, out: rm.Step) -> None:
         was_blocked = self.state.blocked if self.state is not None else False
