@@ -29,6 +29,9 @@ from .meter import (
 )
 
 DEFINE_METER = "define-meter"
+# At a link authority: a table's operation the rules refused, journaled under the operation's key so that
+# the table's sequence moves on exactly once (controller.link); the meters are untouched.
+LINK_REFUSED = "link-refused"
 
 Meters = Mapping[str, MeterState]
 
@@ -61,6 +64,11 @@ class MetersReducer:
             at = parse_moment(body.get("at"), "at")
             new = initial_state(params, str(body.get("set_by", "")), at)
             return _with(state, params.meter_id, new), {"meter": params.meter_id}
+        if kind == LINK_REFUSED:
+            for k in ("table", "field", "message"):
+                if not isinstance(body.get(k), str):
+                    raise InputError(k, "must be text")
+            return state, {"refused": body["message"]}
         meter_id = body.get("meter")
         if not isinstance(meter_id, str) or meter_id not in state:
             raise RulesError("meter", f"unknown meter {meter_id!r}; defined: {', '.join(sorted(state)) or 'none'}")

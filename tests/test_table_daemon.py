@@ -7,6 +7,7 @@ the shoe jammed, a device muted; the test then looks at what the simulated hardw
 from __future__ import annotations
 
 import contextlib
+import functools
 import shutil
 import subprocess
 from dataclasses import replace
@@ -14,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from rigtable import daemon_on_rig, lit, until
+from rigtable import daemon_on_rig, lit, message, until, win
 
 from controller.app.table import TableDaemon
+from controller.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
@@ -202,3 +204,206 @@ async def test_every_progressive_payout_waits_for_a_floorperson(tmp_path):
         await daemon.call("approve", {"claim_id": got["claim_id"], "supervisor": SUPERVISOR, "secret": "s3cret-floor"})
         main = daemon.ledger.state["main"]
         assert main.paid_by_table_cents == 900 and main.current_cents == 1_000_015
+
+
+# --- Five Card Hand Bonus: Magic Card, Lucky Bonus, the dealer's hand -------------------------------------
+
+BONUS = "five-card-hand-bonus"
+ON_DEALER = "five-card-hand-bonus-dealer"
+BONUS_MAP = ROOT / "config" / "devices" / "seat-single-bonus.toml"
+FLOOR = {"supervisor": SUPERVISOR, "secret": "s3cret-floor"}
+
+
+def _bonus_seats(cfg):
+    """The table with seat sensors for the Five Card Hand Bonus on the player's and on the dealer's hand."""
+    from drivers.modbus import load_register_map
+
+    rmap = load_register_map(BONUS_MAP)
+    return replace(cfg, devices={n: replace(d, register_map=rmap, register_map_path=BONUS_MAP.resolve())
+                                 if d.kind == "seat" else d for n, d in cfg.devices.items()})
+
+
+def _drawing(magic: str, lucky: int | str):
+    """A draw that gives the Magic Card `magic` (one of 52) and the Lucky Bonus position `lucky` (a seat, or
+    "dealer": position 0) in place of the CSPRNG, so that a test knows what lock-out recorded."""
+    from controller.cards import parse_card
+
+    card, position = parse_card(magic), 0 if lucky == "dealer" else lucky
+    return lambda n: card if n == 52 else position
+
+
+@contextlib.asynccontextmanager
+async def bonus_table(tmp_path, *, magic: str, lucky: int | str, secret: str = "s3cret-floor", state: str = "state"):
+    rig_file = tmp_path / "rig-bonus.toml"
+    rig_file.write_text(RIG.read_text().replace('map = "seat-single"', 'map = "seat-single-bonus"'))
+    daemon_class = functools.partial(TableDaemon, draw=_drawing(magic, lucky))
+    adjust = lambda cfg: _bonus_seats(_with_supervisor(cfg, secret))  # noqa: E731
+    async with daemon_on_rig(daemon_class, TABLE, rig_file, tmp_path / state, adjust) as (daemon, rig):
+        yield daemon, rig
+
+
+async def _lock(daemon, rig, chips):
+    """Chips of $1 on (seat, spot), acknowledged; then "no more bets", booked and dealing."""
+    for seat, spot in chips:
+        await rig.place_chip(seat, spot, 100)
+    await until(lambda: all(spot in lit(rig, seat) for seat, spot in chips), lambda: f"acknowledged: {rig.lights()}")
+    await rig.press_lockout()
+    await until(lambda: daemon.state.phase.value == "dealing", "dealing")
+
+
+def _hits(meter, round_id="CS-07-r1"):
+    return [(h.seat, h.hand, h.award, h.amount_cents, h.paid_by) for h in meter.history if h.round_id == round_id]
+
+
+async def test_magic_card_claimed_with_the_hand_and_paid(tmp_path):
+    from controller.errors import RulesError
+
+    async with bonus_table(tmp_path, magic="9H", lucky=1) as (daemon, rig):
+        await _lock(daemon, rig, [(4, "progressive"), (4, BONUS)])
+        bonus = daemon.ledger.state["bonus"].current_cents  # $10,000.20
+
+        # the Magic Card in a losing hand pays nothing: it is paid on top of a winning hand only
+        with pytest.raises(RulesError, match="not a winning hand"):
+            await daemon.call("claim", {"seat": 4, "spot": BONUS, "cards": ["9H", "9S", "2D", "5C", "KH"]})
+        got = await daemon.call("claim", {"seat": 4, "spot": BONUS, "cards": ["2H", "5H", "9H", "JH", "KH"]})
+        assert got["status"] == "paid" and got["draws"] == {"magic_card": "9H", "lucky_seat": 1}
+        assert "flush 50 for 1 = $50.00, Magic Card 9H 20 for 1 = $20.00" in got["message"]
+        meter = daemon.ledger.state["bonus"]
+        assert _hits(meter) == [(4, "flush", "50 for 1", 5_000, "table"),
+                                (4, "magic card 9H", "20 for 1", 2_000, "table")]
+        assert meter.paid_by_table_cents == 7_000 and meter.current_cents == bonus  # the table pays, not the meter
+        await until(lambda: win(rig, 4), "win light on")
+        await until(lambda: (rig.sign().get("message") or {}) == {"message": "WIN", "table": "CS-07", "seat": 4,
+                                                                 "amount_cents": 7_000}, lambda: f"{rig.sign()}")
+
+        # the seat's other wager on the same hand: claimed without a spot, the Progressive Payout Wager
+        with pytest.raises(InputError, match="same cards"):
+            await daemon.call("claim", {"seat": 4, "cards": ["2H", "5H", "9H", "JH", "QH"]})
+        again = await daemon.call("claim", {"seat": 4, "cards": ["2H", "5H", "9H", "JH", "KH"]})
+        assert again["status"] == "pending" and "flush 40 for 1 = $40.00" in again["message"]
+        assert "Magic" not in again["message"]
+        with pytest.raises(RulesError, match="CS-07-r1-c1 is paid"):  # paid by the table at once
+            await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        await daemon.call("approve", {"claim_id": again["claim_id"], **FLOOR})
+        assert _hits(daemon.ledger.state["main"]) == [(4, "flush", "40 for 1", 4_000, "table")]
+        with pytest.raises(RulesError, match="seat 4 was settled in round CS-07-r1 already"):
+            await daemon.call("claim", {"seat": 4, "spot": BONUS, "cards": ["2H", "5H", "9H", "JH", "KH"]})
+
+
+async def test_magic_card_after_a_restart_is_the_one_recorded_at_lock_out(tmp_path):
+    async with bonus_table(tmp_path, magic="QC", lucky=2) as (daemon, rig):
+        await _lock(daemon, rig, [(3, BONUS)])
+    # started again while the round is dealt: the draw of the new process is not the round's
+    async with bonus_table(tmp_path, magic="2D", lucky=3) as (daemon, rig):
+        assert daemon.state.phase.value == "dealing"
+        got = await daemon.call("claim", {"seat": 3, "spot": BONUS, "cards": ["QC", "QD", "QS", "4H", "4C"]})
+        assert got["draws"] == {"magic_card": "QC", "lucky_seat": 2}
+        assert _hits(daemon.ledger.state["bonus"]) == [(3, "full-house", "100 for 1", 10_000, "table"),
+                                                       (3, "magic card QC", "20 for 1", 2_000, "table")]
+
+
+async def test_lucky_bonus_paid_with_the_hand_of_the_lucky_seat(tmp_path):
+    from controller.errors import RulesError
+
+    async with bonus_table(tmp_path, magic="AS", lucky=3) as (daemon, rig):
+        await _lock(daemon, rig, [(5, BONUS), (3, BONUS)])
+        got5 = await daemon.call("claim", {"seat": 5, "spot": BONUS, "cards": ["KS", "KH", "KD", "4C", "4D"]})
+        assert got5["status"] == "paid" and "Lucky" not in got5["message"]
+        # the lucky seat is paid its Lucky Bonus with a winning hand, and only then (§ 639a.1, docs/rules.md)
+        with pytest.raises(RulesError, match="not a winning hand"):
+            await daemon.call("claim", {"seat": 3, "spot": BONUS, "cards": ["2S", "7H", "9D", "JC", "QS"]})
+        assert _hits(daemon.ledger.state["bonus"]) == [(5, "full-house", "100 for 1", 10_000, "table")]
+        got3 = await daemon.call("claim", {"seat": 3, "spot": BONUS, "cards": ["QH", "QD", "QC", "7C", "7D"]})
+        assert got3["status"] == "paid"
+        assert "full-house 100 for 1 = $100.00, Lucky Bonus 5 for 1 = $5.00" in got3["message"]
+        meter = daemon.ledger.state["bonus"]
+        assert _hits(meter) == [(5, "full-house", "100 for 1", 10_000, "table"),
+                                (3, "full-house", "100 for 1", 10_000, "table"),
+                                (3, "lucky bonus", "5 for 1", 500, "table")]
+        assert meter.paid_by_table_cents == 20_500
+        await until(lambda: win(rig, 3) and win(rig, 5), "win lights on")
+
+
+async def test_dealer_hand_claim_pays_every_seat_that_wagered_on_it(tmp_path):
+    async with bonus_table(tmp_path, magic="8D", lucky="dealer") as (daemon, rig):
+        await _lock(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER), (3, BONUS), (6, "progressive")])
+        assert daemon.ledger.state["bonus"].current_cents == 1_000_060  # three $1 wagers at 20%
+
+        got = await daemon.call("claim", {"seat": "dealer", "cards": ["9D", "8D", "7D", "6D", "5D"]})
+        # 10% of $10,000.60 = $1,000.06, divided equally (§ 639a.12(e)(2)); the Magic Card is one of the dealer's
+        # cards and the dealer's position was drawn for the Lucky Bonus: both pay every wager on the dealer's hand
+        assert got["status"] == "pending" and got["draws"] == {"magic_card": "8D", "lucky_seat": "dealer"}
+        assert got["message"].startswith(f"claim {got['claim_id']}: the dealer's hand 9D 8D 7D 6D 5D: seat 5 "
+                                         "straight-flush 10% of meter (1 of 2 shares) = $500.03")
+        await until(lambda: win(rig, 5) and win(rig, 2), "win lights of both seats on")
+        assert not win(rig, 3) and not win(rig, 6)
+        await until(lambda: message(rig) == "PENDING", "sign says PENDING")
+        assert rig.sign()["message"]["seat"] == 0  # the dealer's position
+
+        await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        meter = daemon.ledger.state["bonus"]
+        sf, magic = "straight-flush (dealer's hand)", "magic card 8D (dealer's hand)"
+        lucky = "lucky bonus (dealer's position)"
+        assert _hits(meter) == [  # in settlement order: seat 5, then seat 2
+            (5, sf, "10% of meter", 50_003, "attendant"), (5, magic, "20 for 1", 2_000, "table"),
+            (5, lucky, "5 for 1", 500, "table"),
+            (2, sf, "10% of meter", 50_003, "attendant"), (2, magic, "20 for 1", 2_000, "table"),
+            (2, lucky, "5 for 1", 500, "table")]
+        assert [h.shares for h in meter.history if h.award == "10% of meter"] == [2, 2]
+        assert all(h.approved_by == SUPERVISOR for h in meter.history)
+        assert meter.owed_cents == 0 and meter.current_cents == 1_000_000  # back to the reset amount
+        await until(lambda: (rig.sign().get("message") or {}) == {"message": "WIN", "table": "CS-07", "seat": 0,
+                                                                 "amount_cents": 105_006}, lambda: f"{rig.sign()}")
+
+        # seat 3 comes after the dealer's hand (settled at seat 5's turn): its own hand is paid from the meter now
+        own = await daemon.call("claim", {"seat": 3, "spot": BONUS, "cards": ["2H", "5H", "9H", "JH", "KH"]})
+        assert own["status"] == "paid" and "Magic" not in own["message"]
+        history = await daemon.call("history", {})
+        assert [(h["seat"], h["amount"]) for h in history if h["meter"] == "bonus"] == [
+            (5, "500.03"), (5, "20.00"), (5, "5.00"), (2, "500.03"), (2, "20.00"), (2, "5.00"), (3, "50.00")]
+
+
+async def test_rejected_dealer_hand_claim_changes_nothing(tmp_path):
+    from controller.errors import RulesError
+
+    async with bonus_table(tmp_path, magic="2C", lucky=4) as (daemon, rig):
+        await _lock(daemon, rig, [(6, ON_DEALER), (1, ON_DEALER), (6, "progressive")])
+        dealer = {"seat": "dealer"}
+
+        # wrong or duplicate cards: refused, naming the field
+        with pytest.raises(InputError, match=r"^cards\[4\]: duplicate card AH \(already at cards\[0\]\)"):
+            await daemon.call("claim", {**dealer, "cards": ["AH", "KH", "QH", "JH", "AH"]})
+        with pytest.raises(InputError, match=r"^cards: has 4 cards; the rules require 5"):
+            await daemon.call("claim", {**dealer, "cards": ["AH", "KH", "QH", "JH"]})
+        with pytest.raises(InputError, match=r"^cards\[1\]: "):
+            await daemon.call("claim", {**dealer, "cards": ["AH", "ZZ", "QH", "JH", "TH"]})
+        with pytest.raises(InputError, match=r"^spot: .*claim it with seat \"dealer\""):
+            await daemon.call("claim", {"seat": 6, "spot": ON_DEALER, "cards": ["AH", "KH", "QH", "JH", "TH"]})
+        with pytest.raises(InputError, match=r"^seat: must be a seat number or \"dealer\""):
+            await daemon.call("claim", {"seat": "the dealer", "cards": ["AH", "KH", "QH", "JH", "TH"]})
+
+        # seat 6's own hand first (its turn comes before the dealer's hand, settled at seat 6's turn)
+        trips = await daemon.call("claim", {"seat": 6, "cards": ["2S", "2H", "2D", "9C", "KS"]})
+        await daemon.call("approve", {"claim_id": trips["claim_id"], **FLOOR})
+        with pytest.raises(InputError, match=r"^cards\[0\]: duplicate card KS \(already at seat 6, claim CS-07-r1-c1"):
+            await daemon.call("claim", {**dealer, "cards": ["KS", "QS", "JS", "TS", "9S"]})
+
+        meter = daemon.ledger.state["bonus"]
+        head = daemon.ledger.head.seq
+        got = await daemon.call("claim", {**dealer, "cards": ["9D", "8D", "7D", "6D", "5D"]})
+        assert got["status"] == "pending"
+        await until(lambda: win(rig, 1) and message(rig) == "PENDING", "win light of seat 1, PENDING")
+        done = await daemon.call("reject", {"claim_id": got["claim_id"], "supervisor": SUPERVISOR,
+                                            "secret": "s3cret-floor", "reason": "hole cards exposed"})
+        assert "nothing paid" in done["message"]
+        assert daemon.ledger.state["bonus"] == meter and daemon.ledger.head.seq == head  # nothing journaled
+        await until(lambda: not win(rig, 1) and message(rig) is None, lambda: f"light off, meters: {rig.lights()}")
+        assert win(rig, 6)  # seat 6 keeps the light of its paid hand
+
+        # the rejected claim settled nothing: the dealer's hand can be claimed again; a flush is paid by the table
+        flush = await daemon.call("claim", {**dealer, "cards": ["3H", "4H", "6H", "8H", "TH"]})
+        assert flush["status"] == "paid"
+        assert _hits(daemon.ledger.state["bonus"]) == [(6, "flush (dealer's hand)", "50 for 1", 5_000, "table"),
+                                                       (1, "flush (dealer's hand)", "50 for 1", 5_000, "table")]
+        with pytest.raises(RulesError, match="the dealer's hand was settled in round CS-07-r1 already"):
+            await daemon.call("claim", {**dealer, "cards": ["3H", "4H", "6H", "8H", "TH"]})

@@ -1,68 +1,165 @@
-"""Jackpot claims of one round, as § 639a.11(c)(5), § 641a.11(c)(5) and § 667a.11(d)(2) describe them.
+"""Jackpot claims of one round, as § 639a.11(c)(5)-(6), § 641a.11(c)(5)-(7) and § 667a.11(d)(2) describe them.
 
-The dealer claims a hit with the cards; the engine verifies the hand (the settlement of that seat alone,
+The dealer claims a hit with the cards; the engine verifies the hand (the settlement of that hand alone,
 controller.settlement) and that the seat had an accepted wager; the amount is fixed from the meter at that
 player's turn; a payout that is a percentage of the meter or 500 for 1 and more waits for a floorperson's
 approval (§ 639a.11(c)(6)(ii)); then it is paid through the ledger. Claims are settled one at a time, in
-the order the rules settle the seats (N first, then N-1, ..., § 639a.11(c)): a claim for a seat that
-comes before one already settled in this round is refused, so no amount is ever taken from a meter the
-rules say it should have been taken before. A rejected claim changes nothing.
+the order the rules settle the seats (N first, then N-1, ..., § 639a.11(c)): a claim that comes before one
+already settled in this round is refused, so no amount is ever taken from a meter the rules say it should
+have been taken before. A rejected claim changes nothing.
+
+Two kinds of claim:
+
+- a seat's own hand (`verify`), on one of its spots: the paytable payout, with the Magic Card and Lucky
+  Bonus payouts the round's draws give that hand (§ 639a.12(e)(3)), and the Envy Bonuses it earns the other
+  players (§ 639a.11(c)(5)(v));
+- the dealer's hand (`verify_dealer`), on the spot of a wager on the dealer's hand: one claim that pays every
+  seat with an accepted wager on that spot, each its own payout (a percentage of the meter divided equally,
+  § 639a.12(e)(2)) with the Magic Card and Lucky Bonus payouts of the dealer's hand, in settlement order. It
+  is settled at the turn of the first of those seats (the highest numbered), after that seat's own hand.
+
+The Magic Card and the Lucky Bonus position are the ones drawn at lock-out and recorded with the round's
+booking (`Draws`); both are paid with a winning hand only, on top of its payout (docs/rules.md), so they are
+claimed with the hand, never on their own.
 
 This module is pure: it verifies and orders; the daemon pays.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
-from ..cards import cards_str, parse_cards
+from ..cards import card_str, cards_str, parse_card, parse_cards
 from ..errors import InputError, RulesError
 from ..games import Game, Wager
 from ..money import format_cents
 from ..paytables import Paytable
-from ..settlement import Payout, Round, Seat, settle
+from ..round.model import TableRules
+from ..settlement import DEALER_POSITION, Payout, Round, Seat, settle
 
 Status = Literal["pending", "paid", "rejected"]
+
+DEALER = "dealer"  # the `seat` of a claim for the dealer's hand
+_OWN, _ON_DEALER = 0, 1  # within a seat's turn the player's own hand is settled before the dealer's hand
+
+
+@dataclass(frozen=True)
+class Draws:
+    """The Magic Card and the Lucky Bonus position drawn at lock-out (§ 639a.1), as the booking recorded them.
+    `lucky_seat` is a seat number, or DEALER_POSITION (0) for the dealer's position."""
+
+    magic_card: int | None = None
+    lucky_seat: int | None = None
+
+    @classmethod
+    def from_booking(cls, body: Mapping[str, Any], field_prefix: str = "booking") -> Draws:
+        """The draws of a journaled booking (the body of a book-contributions entry: `magic_card` such as "7H",
+        `lucky_seat` a number, 0 for the dealer's position); absent keys are no draw."""
+        magic = body.get("magic_card")
+        lucky = body.get("lucky_seat")
+        if lucky is not None and (isinstance(lucky, bool) or not isinstance(lucky, int) or lucky < 0):
+            raise InputError(f"{field_prefix}.lucky_seat", f"must be a position number, not {lucky!r}")
+        return cls(None if magic is None else parse_card(magic, f"{field_prefix}.magic_card"), lucky)
+
+    def to_json(self) -> dict[str, Any]:
+        lucky: int | str | None = DEALER if self.lucky_seat == DEALER_POSITION else self.lucky_seat
+        return {"magic_card": None if self.magic_card is None else card_str(self.magic_card), "lucky_seat": lucky}
 
 
 @dataclass(frozen=True)
 class Claim:
     id: str
     round_id: str
-    seat: int
+    seat: int  # the claiming seat; DEALER_POSITION (0) for the dealer's hand
     spot: str
     meter: str
-    wager_cents: int
+    wager_cents: int  # the claiming seat's wager (0 for the dealer's hand: each payout carries its wager)
     cards: tuple[int, ...]
     payouts: tuple[Payout, ...]
     status: Status = "pending"
     by: str = ""  # who approved or rejected
     reason: str = ""
+    turn: int = 0  # the seat at whose turn the claim is settled (the seat itself, or the first dealer wagerer)
+
+    @property
+    def on_dealer(self) -> bool:
+        return self.seat == DEALER_POSITION
+
+    @property
+    def who(self) -> str:
+        return "the dealer's hand" if self.on_dealer else f"seat {self.seat}"
+
+    @property
+    def order(self) -> tuple[int, int]:
+        """Position in the settlement of the round: seat N first; within a seat, its own hand first."""
+        return (-(self.turn or self.seat), _ON_DEALER if self.on_dealer else _OWN)
 
     @property
     def amount_cents(self) -> int:
-        """What the claiming player receives (Envy Bonuses to other players aside)."""
+        """What the claiming player receives (Envy Bonuses to other players aside); for the dealer's hand,
+        what every player who wagered on it receives."""
+        if self.on_dealer:
+            return sum(p.amount for p in self.payouts)
         return sum(p.amount for p in self.payouts if p.seat == self.seat)
+
+    @property
+    def winners(self) -> tuple[int, ...]:
+        """The seats whose win light this claim turns on: the players paid on the claimed hand."""
+        if self.on_dealer:
+            return tuple(sorted({p.seat for p in self.payouts}, reverse=True))
+        return (self.seat,)
 
     @property
     def needs_approval(self) -> bool:
         return any(p.requires_validation for p in self.payouts)
 
     def describe(self) -> str:
-        parts = ", ".join(f"{p.hand or p.kind} {p.award} = ${format_cents(p.amount)}" if p.seat == self.seat
-                          else f"envy bonus to seat {p.seat} {p.award}" for p in self.payouts)
-        return f"claim {self.id}: seat {self.seat} {cards_str(self.cards)}: {parts}"
+        parts = ", ".join(_describe(p, self) for p in self.payouts)
+        return f"claim {self.id}: {self.who} {cards_str(self.cards)}: {parts}"
+
+
+def _describe(p: Payout, claim: Claim) -> str:
+    if p.kind == "envy":
+        return f"envy bonus to seat {p.seat} {p.award}"
+    to = f"seat {p.seat} " if claim.on_dealer else ""
+    if p.kind == "magic-card":
+        what = f"Magic Card {card_str(p.cards[0])}"
+    elif p.kind == "lucky-bonus":
+        what = "Lucky Bonus"
+    else:
+        what = p.hand
+    shared = f" (1 of {p.shared_by} shares)" if p.shared_by > 1 else ""
+    return f"{to}{what} {p.award}{shared} = ${format_cents(p.amount)}"
+
+
+def hit_hand(p: Payout) -> str:
+    """The hand a payout is recorded on in the meter's hit history: the hand's rank, marked when it is the
+    dealer's; the Magic Card with the card; the Lucky Bonus (which pays on a position, not on a hand)."""
+    if p.kind == "magic-card":
+        return f"magic card {card_str(p.cards[0])}" + (" (dealer's hand)" if p.hand_of == "dealer" else "")
+    if p.kind == "lucky-bonus":
+        return "lucky bonus" + (" (dealer's position)" if p.hand_of == "dealer" else "")
+    if p.kind == "paytable" and p.hand_of == "dealer":
+        return f"{p.hand} (dealer's hand)"
+    return p.hand
 
 
 @dataclass(frozen=True)
 class RoundClaims:
     round_id: str
     claims: tuple[Claim, ...] = field(default_factory=tuple)
+    draws: Draws | None = None  # read from the round's booking at the first claim that needs them
 
     @property
     def pending(self) -> Claim | None:
         return next((c for c in self.claims if c.status == "pending"), None)
+
+    @property
+    def lit(self) -> frozenset[int]:
+        """Seats whose win light a claim that is not rejected has turned on."""
+        return frozenset(s for c in self.claims if c.status != "rejected" for s in c.winners)
 
     def get(self, claim_id: object) -> Claim:
         for c in self.claims:
@@ -74,36 +171,174 @@ class RoundClaims:
         others = tuple(c for c in self.claims if c.id != claim.id)
         return replace(self, claims=(*others, claim))
 
+    def with_draws(self, draws: Draws) -> RoundClaims:
+        return replace(self, draws=draws)
+
+
+def claim_spot(rules: TableRules, accepted: Mapping[tuple[int, str], int], seat: object, spot: object) -> str:
+    """The spot a claim is for. `seat` "dealer": the table's spot of a wager on the dealer's hand (named by
+    `spot` where there are several). A seat number: `spot`, or, when none is given, the first spot of the
+    player's own hand (in the table's order of wagers) on which the seat has an accepted wager."""
+    dealer_spots = [s for s, r in rules.spots.items() if r.on_dealer]
+    own_spots = [s for s, r in rules.spots.items() if not r.on_dealer]
+    if seat == DEALER:
+        if spot is None:
+            if not dealer_spots:
+                raise RulesError("seat", f"no wager at table {rules.table} can be placed on the dealer's hand")
+            if len(dealer_spots) > 1:
+                raise InputError("spot", f"say which wager on the dealer's hand: {', '.join(dealer_spots)}")
+            return dealer_spots[0]
+        if spot not in dealer_spots:
+            have = f" (the table's: {', '.join(dealer_spots)})" if dealer_spots else ""
+            raise InputError("spot", f"{spot!r} is not a spot of a wager on the dealer's hand{have}")
+        return str(spot)
+    if isinstance(seat, bool) or not isinstance(seat, int):
+        raise InputError("seat", f"must be a seat number or \"dealer\", not {seat!r}")
+    if seat == DEALER_POSITION:
+        raise InputError("seat", "write \"dealer\" for the dealer's hand; seats are numbered from 1")
+    if spot is None:
+        if not own_spots:
+            raise RulesError("spot", f"table {rules.table} has no wager on the player's own hand")
+        return next((s for s in own_spots if (seat, s) in accepted), own_spots[0])
+    if spot in dealer_spots:
+        raise InputError("spot", f"{spot!r} is the wager on the dealer's hand: claim it with seat \"dealer\"")
+    if spot not in own_spots:
+        raise InputError("spot", f"{spot!r} is not a progressive wager spot of table {rules.table} "
+                                 f"(the player's own hand: {', '.join(own_spots)})")
+    return str(spot)
+
 
 def verify(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytable, meter_units: int, reset_units: int,
            seat: object, spot: str, meter: str, wager_cents: int | None, cards: object,
-           others: dict[int, int] | None = None) -> Claim:
-    """A new claim for `seat`, verified and priced from the meter as it stands, or RulesError/InputError
-    saying why not. `wager_cents` is the seat's accepted wager on the spot (None: it had none); `others`
-    the other seats' accepted wagers on the spot, who receive an Envy Bonus for this hand where the paytable
-    has one (§ 639a.11(c)(5)(v): one for each other player holding a qualifying hand)."""
+           others: dict[int, int] | None = None, draws: Draws = Draws()) -> Claim:
+    """A new claim for `seat`'s own hand, verified and priced from the meter as it stands, or RulesError/
+    InputError saying why not. `wager_cents` is the seat's accepted wager on the spot (None: it had none);
+    `others` the other seats' accepted wagers on the spot, who receive an Envy Bonus for this hand where the
+    paytable has one (§ 639a.11(c)(5)(v): one for each other player holding a qualifying hand); `draws` the
+    round's Magic Card and Lucky Bonus position, which add their payouts to a winning hand of a wager that
+    pays them (§ 639a.12(e)(3))."""
     if isinstance(seat, bool) or not isinstance(seat, int):
         raise InputError("seat", f"must be a seat number, not {seat!r}")
-    if rc.pending is not None:
-        raise RulesError("claim", f"{rc.pending.id} awaits a supervisor's approval: claims are settled one at a time")
+    _one_at_a_time(rc)
     if wager_cents is None:
         raise RulesError("seat", f"seat {seat} has no accepted {wager.title} in round {rc.round_id} "
                                  "(the light was not on: § 639a.11(c)(5)(ii))")
-    settled = [c.seat for c in rc.claims if c.status != "rejected"]
-    if any(s == seat for s in settled):
-        raise RulesError("seat", f"seat {seat} was settled in round {rc.round_id} already")
-    if any(s < seat for s in settled):
-        raise RulesError("seat", f"seat {seat} is settled before seat {min(settled)} (seats are settled from the "
-                                 "dealer's right, N to 1: § 639a.11(c)); void or settle by hand")
-    hand = tuple(parse_cards(cards, "cards"))
+    _check_turn(rc, seat, spot, seat, _OWN)
+    hand = _cards(rc, game, cards, game.player_cards, seat)
     receivers = tuple(Seat(s, c, envy_only=True) for s, c in sorted((others or {}).items()) if s != seat)
+    magic, lucky = _draws_for(wager, paytable, draws)
     rnd = Round(game=game, wager=wager, paytable=paytable, meter=meter_units, reset=reset_units,
-                seats=(Seat(seat, wager_cents, False, hand), *receivers))
-    paid = settle(rnd).payouts
-    payouts = tuple(p for p in paid if p.seat == seat and p.kind == "paytable")
+                seats=(Seat(seat, wager_cents, False, hand), *receivers), magic_card=magic, lucky_seat=lucky)
+    paid = _settle(rnd, "seats[0].cards")
+    payouts = tuple(p for p in paid if p.seat == seat and p.hand_of == "player"
+                    and p.kind in ("paytable", "magic-card", "lucky-bonus"))
     if payouts:  # Envy Bonuses exist only beside a paid hand at least as high (straight flush or better)
         payouts += tuple(p for p in paid if p.kind == "envy" and p.hand_of == f"seat {seat}")
     if not payouts:
         raise RulesError("cards", f"{cards_str(hand)} is not a winning hand for the {wager.title}")
     n = len(rc.claims) + 1
-    return Claim(f"{rc.round_id}-c{n}", rc.round_id, seat, spot, meter, wager_cents, hand, payouts)
+    return Claim(f"{rc.round_id}-c{n}", rc.round_id, seat, spot, meter, wager_cents, hand, payouts, turn=seat)
+
+
+def verify_dealer(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytable, meter_units: int,
+                  reset_units: int, spot: str, meter: str, wagers: Mapping[int, int], cards: object,
+                  draws: Draws = Draws()) -> Claim:
+    """A new claim for the dealer's hand, or RulesError/InputError saying why not. `wagers` are the accepted
+    wagers on the dealer's hand by seat: each of those seats is paid for the hand (a percentage of the meter
+    is taken once, at the first of them in settlement order, and divided equally: § 639a.12(e)(2)), with
+    the Magic Card when one of the dealer's cards matches it and the Lucky Bonus when the dealer's position
+    was drawn (§ 639a.1 "Magic Card Bonus" (ii), "Lucky Bonus" (ii))."""
+    _one_at_a_time(rc)
+    if not wager.dealer_bets:
+        raise RulesError("seat", f"the {wager.title} of {game.title} cannot be placed on the dealer's hand")
+    if not wagers:
+        raise RulesError("seat", f"no seat has an accepted {wager.title} on the dealer's hand in round "
+                                 f"{rc.round_id} (no light was on: § 639a.11(c)(5)(ii))")
+    turn = max(wagers)
+    _check_turn(rc, DEALER_POSITION, spot, turn, _ON_DEALER)
+    hand = _cards(rc, game, cards, game.dealer_cards, DEALER_POSITION)
+    magic, lucky = _draws_for(wager, paytable, draws)
+    rnd = Round(game=game, wager=wager, paytable=paytable, meter=meter_units, reset=reset_units,
+                seats=tuple(Seat(s) for s in sorted(wagers)), dealer=hand, dealer_wagers=dict(wagers),
+                magic_card=magic, lucky_seat=lucky)
+    payouts = tuple(p for p in _settle(rnd, "dealer.cards") if p.hand_of == "dealer")
+    if not payouts:
+        raise RulesError("cards", f"{cards_str(hand)} is not a winning hand for the {wager.title} on the dealer's hand")
+    n = len(rc.claims) + 1
+    return Claim(f"{rc.round_id}-c{n}", rc.round_id, DEALER_POSITION, spot, meter, 0, hand, payouts, turn=turn)
+
+
+def _one_at_a_time(rc: RoundClaims) -> None:
+    if rc.pending is not None:
+        raise RulesError("claim", f"{rc.pending.id} awaits a supervisor's approval: claims are settled one at a time")
+
+
+def _check_turn(rc: RoundClaims, seat: int, spot: str, turn: int, stage: int) -> None:
+    """Refuse a hand claimed twice, and a claim that the rules settle before one already settled."""
+    live = [c for c in rc.claims if c.status != "rejected"]
+    who = "the dealer's hand" if seat == DEALER_POSITION else f"seat {seat}"
+    for c in live:
+        if c.seat == seat and c.spot == spot:
+            raise RulesError("seat", f"{who} was settled in round {rc.round_id} already ({c.id})")
+    mine = (-turn, stage)
+    later = [c for c in live if c.order > mine]
+    if later:
+        last = max(later, key=lambda c: c.order)
+        if seat == DEALER_POSITION:
+            mine_text = f"the dealer's hand is settled at seat {turn}'s turn (the first seat that wagered on it), so"
+        else:
+            mine_text = f"seat {seat} is settled"
+        if last.on_dealer:
+            theirs = f"the dealer's hand (settled at seat {last.turn}'s turn)"
+        else:
+            theirs = f"seat {last.seat}"
+        raise RulesError("seat", f"{mine_text} before {theirs}: seats are settled from the dealer's right, N to 1, "
+                                 "each player's own hand before the dealer's (§ 639a.11(c)); void or settle by hand")
+
+
+def _cards(rc: RoundClaims, game: Game, cards: object, counts: int | tuple[int, ...], seat: int) -> tuple[int, ...]:
+    """The claimed cards: as many as the game deals that hand, none twice, and none in another hand claimed
+    in this round (one deck, § 667a.3(a)); a seat claiming a second wager must show the same hand."""
+    allowed = (counts,) if isinstance(counts, int) else counts
+    # Where hands share community cards the same card is in several hands: only the count is checked there.
+    shared = game.community_cards != (0,)
+    seen: dict[int, str] = {}
+    same_hand: Claim | None = None
+    for c in rc.claims:
+        if c.status == "rejected":
+            continue
+        if c.seat == seat:
+            same_hand = same_hand or c
+            continue
+        if not shared:
+            for card in c.cards:
+                seen.setdefault(card, f"{c.who}, claim {c.id}")
+    hand = tuple(parse_cards(cards, "cards", count=allowed, seen=seen))
+    if same_hand is not None and sorted(hand) != sorted(same_hand.cards):
+        raise InputError("cards", f"{same_hand.who} holds {cards_str(same_hand.cards)} (claim {same_hand.id}); "
+                                  f"a second wager on the same hand is claimed with the same cards")
+    return hand
+
+
+def _draws_for(wager: Wager, paytable: Paytable, draws: Draws) -> tuple[int | None, int | None]:
+    """The draws that mean something for this wager under this paytable (the settlement refuses the others)."""
+    if not wager.magic_and_lucky:
+        return None, None
+    magic = draws.magic_card if paytable.magic_card is not None else None
+    lucky = draws.lucky_seat if paytable.lucky_bonus is not None else None
+    if lucky == DEALER_POSITION and not wager.dealer_bets:
+        lucky = None  # nobody can wager on the dealer's hand at this game: the dealer's position pays no one
+    return magic, lucky
+
+
+def _settle(rnd: Round, cards_field: str) -> tuple[Payout, ...]:
+    """The settlement of the claimed hand; an error about its cards is named as the claim's `cards`."""
+    try:
+        return settle(rnd).payouts
+    except InputError as e:
+        if e.field == cards_field or e.field.startswith(cards_field + "["):
+            raise type(e)("cards" + e.field[len(cards_field):], e.problem) from None
+        raise
+
+
+__all__ = ["DEALER", "Claim", "Draws", "RoundClaims", "claim_spot", "hit_hand", "verify", "verify_dealer"]

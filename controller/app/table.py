@@ -34,9 +34,9 @@ from ..meter_ledger import DEFINE_METER, MetersReducer, define_meter_body, op_bo
 from ..money import UNITS_PER_CENT, format_cents, parse_cents, parse_units
 from ..round import machine
 from ..round import model as rm
-from . import logs
+from . import linked, logs
 from ..awards import PercentOfMeter, parse_award
-from .claims import Claim, RoundClaims, verify
+from .claims import DEALER, Claim, Draws, RoundClaims, claim_spot, hit_hand, verify, verify_dealer
 from .metrics import Metrics
 from .outputs import DeviceOutputs
 from .sdnotify import Notifier, watchdog_interval
@@ -92,6 +92,9 @@ class TableDaemon:
         self._tasks: asyncio.TaskGroup | None = None
         self.ready = asyncio.Event()
         self.started_at = time.monotonic()
+        # Linked meters (§ 605a.8) live at the link authority; this table keeps a durable outbox for them.
+        self.link = linked.make_link(cfg, on_alive=self._link_alive, on_meter=lambda _m: self._show_meters(),
+                                     on_win=self._link_win)
         logs.set_table_context(table=cfg.table)
 
     # --- start-up ----------------------------------------------------------------------------------
@@ -123,21 +126,26 @@ class TableDaemon:
     # --- running -----------------------------------------------------------------------------------
 
     async def run(self) -> None:
-        if any(m.linked for m in self.cfg.meters.values()):
-            raise RulesError("meters", "linked meters need the link authority, which this version does not have")
         self.ledger = await asyncio.to_thread(self._open_ledger)
         try:
+            if self.link is not None:
+                await asyncio.to_thread(self.link.open)
             async with asyncio.TaskGroup() as tg:
                 self._tasks = tg
-                self.state, open_round = resume(self.rules, self.ledger.state)
+                meters = {**self.ledger.state, **linked.resume_views(self.link)}
+                self.state, open_round = resume(self.rules, meters)
                 if open_round is not None:
                     self._booked[open_round] = tuple(sorted(
-                        m for m, s in self.ledger.state.items() if open_round in s.open_rounds))
+                        m for m, s in meters.items() if open_round in s.open_rounds))
                     log.warning("round was open when the controller stopped: settle or void it", round=open_round)
                     self._after_step(rm.Step(self.state, (rm.Lamp(True),)))
                 else:
                     first = machine.start(self.rules, self.state.round_no)
                     self._after_step(first)
+                if self.link is not None:
+                    if not self.link.alive:  # until the authority is heard: no progressive wagers
+                        self.apply(rm.BlockRaised(rm.Block.LINK, "link"))
+                    tg.create_task(self.link.run(), name="link")
                 await start_services(self, tg, "rounds")
                 self._show_meters()
                 self.ready.set()
@@ -149,6 +157,8 @@ class TableDaemon:
             led, self.ledger = self.ledger, None
             if led is not None:
                 await asyncio.to_thread(led.close)
+            if self.link is not None:
+                self.link.close()  # not in a thread: a second cancellation must not leave it open
 
     def _emit_for(self, name: str) -> Callable[[ev.Event], None]:
         def emit(event: ev.Event) -> None:
@@ -333,7 +343,10 @@ class TableDaemon:
     async def _submit(self, op, meter: str, key: str):
         assert self.ledger is not None
         t0 = time.perf_counter()
-        receipt = await self.ledger.submit_async(op.kind, op_body(meter, op), key)
+        if self.link is not None and meter in self.link.linked:  # durable in the outbox; applied at the authority
+            receipt = linked.LinkReceipt(await self.link.send(op, meter, key))
+        else:
+            receipt = await self.ledger.submit_async(op.kind, op_body(meter, op), key)
         self.metrics.commit_latency.observe(time.perf_counter() - t0)
         return receipt
 
@@ -344,8 +357,9 @@ class TableDaemon:
             draws = {"magic_card": e.magic_card, "lucky_seat": e.lucky_seat} if meter in drawing else {}
             op = meter_ops.BookContributions(e.round_id, self.cfg.table, wagers, now, **draws)
             receipt = await self._submit(op, meter, f"{e.round_id}:book:{meter}")
-            contributed = parse_units(receipt.result["contributed"], "contributed")
-            self.metrics.contributions.labels(meter).inc(contributed // UNITS_PER_CENT)
+            if "contributed" in receipt.result:  # a linked meter's is counted at its authority
+                contributed = parse_units(receipt.result["contributed"], "contributed")
+                self.metrics.contributions.labels(meter).inc(contributed // UNITS_PER_CENT)
         log.info("round booked", round=e.round_id, meters=sorted(e.wagers), magic_card=e.magic_card,
                  lucky_seat=e.lucky_seat)
         self._booked[e.round_id] = tuple(sorted(e.wagers))
@@ -369,12 +383,27 @@ class TableDaemon:
             await self._submit(op, meter, f"{rid}:close:{meter}")
         self.metrics.rounds.labels("closed").inc()
 
+    def _link_alive(self, up: bool) -> None:
+        """The link authority heard again, or not within the link timeout (§ 605a.8; NY 5321.18)."""
+        if self.state is not None:
+            self.apply(rm.BlockCleared(rm.Block.LINK, "link") if up else rm.BlockRaised(rm.Block.LINK, "link"))
+
+    def _link_win(self, win) -> None:
+        """A hit on a linked meter at any table: every sign of the link shows it, then the new amount."""
+        if win.state != "paid" or win.table == self.cfg.table:
+            return  # this table shows its own wins itself (_pay)
+        self._show_sign(ev.ShowMessage(ev.SignMessage.WIN, table=win.table, seat=win.seat, amount_cents=win.cents))
+        self._spawn(self._show_meters_later(WIN_DISPLAY_S), f"sign-after-link-win:{win.claim}")
+
     def _show_meters(self) -> None:
         """Every sign shows the meters, or OFFLINE while progressive wagering is disabled."""
         if self.ledger is None or self.state is None:
             return
         meters = self.ledger.state
         amounts = tuple((m.id, meters[m.id].current_cents) for m in standalone_meters(self.cfg) if m.id in meters)
+        if self.link is not None:
+            amounts += tuple((m, self.link.values[a].cents) for m, a in self.link.linked.items()
+                             if a in self.link.values)
         for mid, cents in amounts:
             self.metrics.meter_cents.labels(mid).set(cents)
         for d in self.cfg.devices_of("sign"):
@@ -465,55 +494,97 @@ class TableDaemon:
                 if claim.status != "pending":
                     raise RulesError("claim_id", f"{claim.id} is {claim.status}")
                 self._claims = self._claims.with_claim(replace(claim, status="rejected", by=who, reason=reason))
-                self._win_light(claim.seat, False)
+                for seat in claim.winners:  # a light another claim of the round turned on stays on
+                    if seat not in self._claims.lit:
+                        self._win_light(seat, False)
                 self._show_meters()
                 log.warning("claim rejected", claim=claim.id, seat=claim.seat, by=who, reason=reason)
                 return {"message": f"{claim.id} rejected by {who}: nothing paid", "claim_id": claim.id}
         raise LookupError(op)
 
     async def _claim(self, args: dict[str, Any]) -> dict[str, Any]:
-        """A hit claimed by the dealer with the cards (§ 639a.11(c)(5), § 667a.11(d)(2))."""
+        """A hit claimed by the dealer with the cards (§ 639a.11(c)(5)-(6), § 667a.11(d)(2)): a seat's own hand
+        (`seat` a number, optionally `spot`), or the dealer's hand for every seat that wagered on it (`seat`
+        "dealer", § 639a.12(e)(2)). Magic Card and Lucky Bonus payouts come with the hand they are paid on."""
         assert self.state is not None and self.ledger is not None
         rid = rm.round_id(self.cfg.table, self.state.round_no)
         if self.state.phase is not rm.Phase.DEALING:
             raise RulesError("claim", f"round {rid} is {self.state.phase.value}: hits are claimed while it is dealt")
+        if self._claims.round_id != rid:  # a round resumed after a restart
+            self._claims = RoundClaims(rid)
         seat = args.get("seat")
-        spot = args.get("spot")
-        if spot is None:  # the seat's own progressive wager
-            spot = next((sp for (st, sp) in sorted(self.state.accepted) if st == seat
-                         and not self.rules.spots[sp].on_dealer), next(iter(self.rules.spots)))
-        if spot not in self.rules.spots or self.rules.spots[spot].on_dealer:
-            raise InputError("spot", f"{spot!r} is not a progressive wager spot of the player's own hand")
+        spot = claim_spot(self.rules, self.state.accepted, seat, args.get("spot"))
         rule = self.rules.spots[spot]
         wcfg = self.cfg.wagers[rule.wager]
-        meter = self.ledger.state[rule.meter]
-        claim = verify(self._claims, game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable,
-                       meter_units=meter.current, reset_units=meter.params.reset_cents * UNITS_PER_CENT,
-                       seat=seat, spot=spot, meter=rule.meter, wager_cents=self.state.accepted.get((seat, spot)),
-                       cards=args.get("cards"),
-                       others={st: c for (st, sp), c in self.state.accepted.items() if sp == spot})
+        if rule.meter not in self.ledger.state:
+            raise RulesError("spot", f"meter {rule.meter} is not kept at this table: its hits are not claimed here")
+        draws = await self._round_draws(rid, rule.meter) if wcfg.wager.magic_and_lucky else Draws()
+        if rm.round_id(self.cfg.table, self.state.round_no) != rid or self.state.phase is not rm.Phase.DEALING:
+            raise RulesError("claim", f"round {rid} ended while the claim was being verified")
+        meter = self.ledger.state[rule.meter]  # as it stands now, after any wait
+        common: dict[str, Any] = dict(
+            game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable, meter_units=meter.current,
+            reset_units=meter.params.reset_cents * UNITS_PER_CENT, spot=spot, meter=rule.meter,
+            cards=args.get("cards"), draws=draws)
+        on_spot = {st: c for (st, sp), c in self.state.accepted.items() if sp == spot}
+        if seat == DEALER:
+            claim = verify_dealer(self._claims, wagers=on_spot, **common)
+        else:
+            claim = verify(self._claims, seat=seat, wager_cents=self.state.accepted.get((seat, spot)), others=on_spot,
+                           **common)
         self._claims = self._claims.with_claim(claim)
-        self._win_light(claim.seat, True)  # § 639a.11(c)(5)(ii): the light the dealer verifies
-        log.info("claim verified", claim=claim.id, seat=claim.seat, amount=format_cents(claim.amount_cents),
+        for winner in claim.winners:
+            self._win_light(winner, True)  # § 639a.11(c)(5)(ii): the light the dealer verifies
+        log.info("claim verified", claim=claim.id, seat=claim.seat, spot=spot, amount=format_cents(claim.amount_cents),
                  approval=claim.needs_approval)
+        shown = {"claim_id": claim.id, **({"draws": draws.to_json()} if wcfg.wager.magic_and_lucky else {})}
         if not claim.needs_approval:
             await self._pay(claim, "dealer")
-            return {"message": f"{claim.describe()}: paid by the table", "claim_id": claim.id, "status": "paid"}
+            return {"message": f"{claim.describe()}: paid by the table", **shown, "status": "paid"}
         self._show_sign(ev.ShowMessage(ev.SignMessage.PENDING, table=self.cfg.table, seat=claim.seat,
                                        amount_cents=claim.amount_cents))
         return {"message": f"{claim.describe()}: awaiting a supervisor's approval "
-                           f"(progressivectl approve {claim.id})", "claim_id": claim.id, "status": "pending"}
+                           f"(progressivectl approve {claim.id})", **shown, "status": "pending"}
+
+    async def _round_draws(self, rid: str, meter: str) -> Draws:
+        """The Magic Card and Lucky Bonus position of round `rid` as its booking on `meter` recorded them in the
+        journal at lock-out (§ 639a.1): a claim pays on what was recorded, also after a restart."""
+        if self._claims.draws is not None:
+            return self._claims.draws
+        assert self.ledger is not None
+        key = f"{rid}:book:{meter}"
+
+        def read() -> dict[str, Any] | None:
+            from ..ledger import journal
+            from ..ledger.chain import Entry
+
+            conn = journal.connect(self.ledger.db_path, "ro")
+            try:
+                found = journal.find_keys(conn, [key])
+            finally:
+                conn.close()
+            return Entry(found[key][1]).body if key in found else None
+
+        body = await asyncio.to_thread(read)
+        if body is None:
+            if rid in self.ledger.state[meter].open_rounds:
+                raise RulesError("claim", f"the booking of round {rid} on meter {meter} is not in the journal under "
+                                          f"{key!r}: its Magic Card and Lucky Bonus cannot be read; settle by hand")
+            return Draws()  # nothing booked on the meter: no wager to pay
+        draws = Draws.from_booking(body, key)
+        self._claims = self._claims.with_draws(draws)
+        return draws
 
     async def _pay(self, claim: Claim, who: str) -> None:
         """Pay every payout of an approved claim through the ledger, then show the win."""
         now = utc_now()
         for i, p in enumerate(claim.payouts):
             award = parse_award(p.award, "award")
-            if isinstance(award, PercentOfMeter):
-                op = meter_ops.PayPercentAward(claim.round_id, self.cfg.table, p.seat, p.hand, p.award,
-                                               award.percent, now, who)
-            else:  # a fixed or odds payout, or an Envy Bonus to another player (p.seat)
-                op = meter_ops.PayFixedAward(claim.round_id, self.cfg.table, p.seat, p.hand, p.award, p.amount,
+            if isinstance(award, PercentOfMeter):  # shared: one share of an award on the dealer's hand
+                op = meter_ops.PayPercentAward(claim.round_id, self.cfg.table, p.seat, hit_hand(p), p.award,
+                                               award.percent, now, who, shares=p.shared_by)
+            else:  # a fixed or odds payout, a Magic Card or Lucky Bonus, or an Envy Bonus to another player
+                op = meter_ops.PayFixedAward(claim.round_id, self.cfg.table, p.seat, hit_hand(p), p.award, p.amount,
                                              p.paid_by, now, who)
             receipt = await self._submit(op, claim.meter, f"{claim.id}:pay:{i}")
             paid = receipt.result.get("paid")

@@ -82,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     t.add_argument("--paytable-dir", action="append", default=[], type=Path)
     t.add_argument("--json", action="store_true")
 
-    k = sub.add_parser("check-config", help="check a table configuration file (exit 0 sound, 2 problems)")
-    k.add_argument("file", type=Path, help="the table's TOML configuration")
+    k = sub.add_parser("check-config",
+                       help="check a table's or a link authority's configuration file (exit 0 sound, 2 problems)")
+    k.add_argument("file", type=Path, help="the TOML configuration of a table or of a link authority")
     k.add_argument("--json", action="store_true")
 
     x = sub.add_parser("hash-credential",
@@ -314,10 +315,12 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
     from ..config import ConfigError, load_config
+    from ..config.authority import is_authority_config, load_authority_config
 
     name = str(args.file)
+    authority = is_authority_config(args.file)  # `authority = ...` at the top instead of `table = ...`
     try:
-        cfg = load_config(args.file)
+        cfg = load_authority_config(args.file) if authority else load_config(args.file)
     except ConfigError as e:
         if args.json:
             json.dump({"file": name, "ok": False, "problems": [p.to_dict() for p in e.problems], "summary": None},
@@ -331,6 +334,9 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     if args.json:
         json.dump({"file": name, "ok": True, "problems": [], "summary": summary}, sys.stdout, indent=2)
         sys.stdout.write("\n")
+        return 0
+    if authority:
+        _print_authority_summary(name, summary)
         return 0
     wagers = ", ".join(f"{w} ({v['paytable']}" + (f", meter {v['meter']})" if v["meter"] else ")")
                        for w, v in summary["wagers"].items())
@@ -347,6 +353,19 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     print(f"meters: {meters}")
     print(f"devices: {devs['total']} ({kinds}) on {devs['buses']} bus(es)")
     return 0
+
+
+def _print_authority_summary(name: str, summary: dict[str, Any]) -> None:
+    meters = ", ".join(f"{m} (reset {v['reset']}, rate {v['rate']})" for m, v in summary["meters"].items())
+    q = summary["mqtt"]
+    broker = f"{q['host']}:{q['port']}, " + ("TLS" if q["tls"] else "no TLS") + f", client id {q['client_id']}"
+    if q["username"]:
+        broker += f", user {q['username']}"
+    tables = summary["tables"]
+    print(f"{name}: sound")
+    print(f"link authority {summary['authority']}: {len(tables)} table(s): {', '.join(tables)}")
+    print(f"meters: {meters}")
+    print(f"broker: {broker}")
 
 
 def _read_secret() -> str:

@@ -3,6 +3,8 @@
     progressived --config /etc/progressive/table.toml     a real table (systemd runs this)
     progressived                                            the demo: a simulated table on the rig,
                                                             no hardware, no broker
+    progressived --role link --config /etc/progressive/link.toml
+                                                            the link authority of linked meters
 
 The demo starts the hardware-in-the-loop rig in-process (config/hil/caribbean-stud-7.toml), points the
 example table (config/tables/caribbean-stud.toml) at it, keeps its journal in ``.progressive-demo/`` and
@@ -35,6 +37,8 @@ DEMO_DIR = Path(".progressive-demo")
 def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="progressived", description="Table progressive controller daemon")
     p.add_argument("--version", action="version", version=f"progressived {__version__}")
+    p.add_argument("--role", choices=("table", "link"), default="table",
+                   help="table: a table's controller (the default); link: the link authority of linked meters")
     p.add_argument("--config", help="table configuration (TOML); without it, the demo on a simulated table")
     p.add_argument("--socket", help="control socket (default /run/progressive/control.sock; demo: in --demo-dir)")
     p.add_argument("--demo-dir", default=str(DEMO_DIR), help="demo: where the journal and sockets live")
@@ -51,6 +55,8 @@ def main(argv: list[str] | None = None) -> int:
     from ..config import load_config
     from ..config.problems import ConfigError
 
+    if args.role == "link":
+        return _main_link(args)
     source = Path(args.config) if args.config else DEMO_TABLE
     try:
         cfg = load_config(source)
@@ -72,6 +78,70 @@ def main(argv: list[str] | None = None) -> int:
 
 class _StartError(Exception):
     pass
+
+
+def _main_link(args: argparse.Namespace) -> int:
+    from ..app import logs
+    from ..config.authority import load_authority_config
+    from ..config.problems import ConfigError
+
+    if not args.config:
+        print("progressived: --role link needs --config FILE (the link authority's configuration)", file=sys.stderr)
+        return 2
+    try:
+        cfg = load_authority_config(Path(args.config))
+    except ConfigError as e:
+        for problem in e.problems:
+            print(problem.line(str(args.config)), file=sys.stderr)
+        return 2
+    logs.configure(args.log_format or cfg.logging.format, cfg.logging.level)
+    logs.set_table_context(authority=cfg.authority)
+    try:
+        return asyncio.run(_run_link(cfg))
+    except KeyboardInterrupt:
+        return 0
+    except _StartError as e:
+        print(f"progressived: {e}", file=sys.stderr)
+        return 1
+
+
+async def _run_link(cfg) -> int:
+    import structlog
+
+    from ..app.sdnotify import Notifier
+    from ..ledger.errors import LedgerError
+    from ..link.authority import LinkAuthority
+
+    log = structlog.get_logger("progressived")
+    main_task = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, main_task.cancel)
+    authority = LinkAuthority(cfg)
+    notifier = Notifier()
+    try:
+        server, _thread = start_metrics(authority.metrics.registry, cfg.metrics.host, cfg.metrics.port)
+    except OSError as e:
+        raise _StartError(f"metrics: cannot listen on {cfg.metrics.listen}: {e}") from None
+    log.info("metrics", url=f"http://{cfg.metrics.listen}/metrics")
+    try:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(authority.run(), name="authority")
+            await authority.ready.wait()
+            notifier.ready(f"link authority {cfg.authority}")
+    except* LedgerError as group:
+        raise _StartError("; ".join(str(e) for e in group.exceptions)) from None
+    except* asyncio.CancelledError:
+        pass
+    finally:
+        notifier.stopping()
+        server.shutdown()
+    return 0
+
+
+def start_metrics(registry, host: str, port: int):
+    from prometheus_client.exposition import start_http_server
+    return start_http_server(port, addr=host, registry=registry)
 
 
 async def _run(cfg, args: argparse.Namespace) -> int:

@@ -131,5 +131,5 @@ class MqttModel(Section):
     client_id: str | None = Field(None, min_length=1, max_length=64)
     username: str | None = Field(None, min_length=1, max_length=128)
     password_file: str | None = None
-    topic_prefix: str = "progressive"
+    topic_prefix: str = "progressive/v1"
     link_timeout: Seconds = Field(10.0, gt=0, le=300)

@@ -1,0 +1,281 @@
+"""Read a link authority's configuration file and check all of it, collecting every problem.
+
+    cfg = load_authority_config("config/link/authority.toml")   # AuthorityConfig, or ConfigError(problems)
+    problems = check_authority_config(path)                      # [] when the file is sound
+
+A link authority (`progressived --role link`) owns linked progressive meters (§ 605a.8) that many tables
+share over MQTT. Its file is checked exactly as a table's: the same checks of the meters ($10,000 floor,
+rate, reserve, ceiling, wager sizes), of [mqtt], [metrics] and [logging], each problem with its TOML path
+and a hint, carried by the same ConfigError. The format is in docs/configuration.md ("The link authority").
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from dataclasses import dataclass, field
+from decimal import Decimal
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from . import schema
+from .fields import did_you_mean, show, unknown_key
+from .load import _METER_ID, _TABLE_ID, _Checker, _toml_problem
+from .model import LoggingConfig, MetricsConfig, MqttConfig, StandaloneMeter
+from .problems import ConfigError, Problem, join
+
+AUTHORITY_TOP_KEYS = (
+    "authority", "description", "state_dir", "tables", "heartbeat", "meters", "metrics", "logging", "mqtt",
+)
+AUTHORITY_REQUIRED_HINTS = {
+    "authority": 'authority = "link-1": the link authority\'s id, as its heartbeats name it',
+    "state_dir": 'state_dir = "/var/lib/progressived-link": where the journal of the linked meters is kept',
+    "tables": 'tables = ["CS-07", "FP-01"]: the ids of the tables allowed to use the link',
+    "meters": "[meters.NAME] with reset, rate and wager_sizes for each linked meter the authority owns",
+    "mqtt": '[mqtt] with host = "...": the MQTT broker through which the tables reach the authority',
+}
+DEFAULT_HEARTBEAT = 1.0  # seconds
+HEARTBEAT_MIN, HEARTBEAT_MAX = Decimal("0.1"), Decimal(60)
+
+_ID_HINT = "1 to 32 letters, digits, '.', '_' or '-', starting with a letter or digit"
+_METER_KEYS = tuple(schema.StandaloneMeterModel.model_fields)
+_TABLE_ONLY_MQTT = ("link_timeout",)  # [mqtt] keys of a table that mean nothing to the authority
+
+
+@dataclass(frozen=True)
+class AuthorityConfig:
+    """A link authority's configuration once validated: the linked meters it owns (with the parameters of
+    a table's own meter), the tables allowed to use them, and its broker."""
+
+    source: Path  # the configuration file
+    authority: str
+    state_dir: Path
+    tables: tuple[str, ...]  # the table ids allowed to use the link, as listed
+    meters: dict[str, StandaloneMeter]
+    mqtt: MqttConfig
+    heartbeat: float = DEFAULT_HEARTBEAT  # seconds between heartbeats
+    table_timeout: float | None = None  # reserved: not read from the file yet
+    metrics: MetricsConfig = field(default_factory=MetricsConfig)
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    description: str = ""
+
+    def summary(self) -> dict[str, Any]:
+        """What the configuration sets up, for people and scripts (``check-config``)."""
+        from ..meter.params import format_rate
+        from ..money import format_cents
+
+        meters: dict[str, Any] = {}
+        for m in self.meters.values():
+            p = m.params
+            meters[m.id] = {
+                "reset": format_cents(p.reset_cents), "rate": format_rate(p.rate),
+                "reserve_rate": format_rate(p.reserve_rate),
+                "ceiling": None if p.ceiling_cents is None else format_cents(p.ceiling_cents),
+                "wager_sizes": [format_cents(c) for c in p.wager_sizes],
+            }
+        q = self.mqtt
+        return {
+            "authority": self.authority,
+            "tables": list(self.tables),
+            "meters": meters,
+            "heartbeat": self.heartbeat,
+            "mqtt": {"host": q.host, "port": q.port, "tls": q.tls, "client_id": q.client_id,
+                     "username": q.username, "topic_prefix": q.topic_prefix},
+        }
+
+
+def load_authority_config(path: str | PathLike[str]) -> AuthorityConfig:
+    """The link authority's configuration in `path`, checked whole. Raises ConfigError carrying every
+    problem."""
+    cfg, problems = _run(path)
+    if problems or cfg is None:
+        raise ConfigError(str(path), problems or [Problem("", "could not be read")])
+    return cfg
+
+
+def check_authority_config(path: str | PathLike[str]) -> list[Problem]:
+    """Every problem of the link authority's configuration in `path`; an empty list when it is sound."""
+    return _run(path)[1]
+
+
+def is_authority_config(path: str | PathLike[str]) -> bool:
+    """Whether `path` reads as a link authority's file (a top-level `authority` key and no `table`) rather
+    than a table's. False when it cannot be read or parsed: the table's checks then say why."""
+    try:
+        doc = tomllib.loads(Path(path).read_bytes().decode("utf-8"), parse_float=Decimal)
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return "authority" in doc and "table" not in doc
+
+
+def _run(path: str | PathLike[str]) -> tuple[AuthorityConfig | None, list[Problem]]:
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        return None, [Problem("", f"cannot read the configuration: {e.strerror or e}",
+                              "give the path of the link authority's TOML configuration file")]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return None, [Problem("", f"is not UTF-8 text (byte {e.start})", "save the file as UTF-8")]
+    try:
+        doc = tomllib.loads(text, parse_float=Decimal)  # money is never read from a binary float
+    except tomllib.TOMLDecodeError as e:
+        return None, [_toml_problem(text, e)]
+    except (ValueError, RecursionError) as e:
+        return None, [Problem("", f"malformed TOML: {type(e).__name__}")]
+    checker = _AuthorityChecker(p.resolve().parent)
+    cfg = checker.run(doc, p)
+    order = {k: i for i, k in enumerate(doc)}  # in the order of the file's sections
+    found = sorted(checker.problems.items,
+                   key=lambda pr: order.get(re.split(r"[.\[]", pr.path, maxsplit=1)[0], len(order)))
+    return cfg, found
+
+
+class _AuthorityChecker(_Checker):
+    """The table's checker, with the authority's file as its whole: its meters are checked by the table's
+    `_meter`, its [mqtt], [metrics] and [logging] by the table's own checks."""
+
+    def run(self, doc: dict[str, Any], source: Path) -> AuthorityConfig | None:  # type: ignore[override]
+        for key in doc:
+            if key not in AUTHORITY_TOP_KEYS:
+                self.add(join("", key), "unknown key", did_you_mean(key, AUTHORITY_TOP_KEYS))
+        for key, hint in AUTHORITY_REQUIRED_HINTS.items():
+            if key not in doc:
+                self.add(key, "is required", hint)
+        authority = self._authority_id(doc.get("authority"))
+        description = self._text(doc, "description")
+        state_dir = self._state_dir(doc.get("state_dir"))
+        tables = self._tables(doc.get("tables"), authority)
+        heartbeat = self._heartbeat(doc.get("heartbeat"))
+
+        if "meters" in doc and (meters := self.table(doc["meters"], "meters", "[meters.main]")) is not None:
+            if not meters:
+                self.add("meters", "no meter is defined: the authority owns at least one linked meter",
+                         AUTHORITY_REQUIRED_HINTS["meters"])
+            for mid, raw in meters.items():
+                self._authority_meter(mid, raw)
+        self._metrics(doc.get("metrics"))
+        self._logging(doc.get("logging"))
+        if "mqtt" in doc:
+            self._authority_mqtt(doc["mqtt"], authority, tables)
+
+        if self.problems or authority is None or state_dir is None or self.mqtt is None:
+            return None
+        return AuthorityConfig(
+            source=source.resolve(),
+            authority=authority,
+            state_dir=state_dir,
+            tables=tables,
+            meters={k: v for k, v in self.meters.items() if isinstance(v, StandaloneMeter)},
+            mqtt=self.mqtt,
+            heartbeat=heartbeat,
+            metrics=self.metrics,
+            logging=self.logging,
+            description=description,
+        )
+
+    # --- top-level values --------------------------------------------------------------------------
+
+    def _authority_id(self, value: object) -> str | None:
+        if value is None:
+            return None
+        if not isinstance(value, str):
+            self.add("authority", f"must be a string, not {show(value)}", 'authority = "link-1"')
+            return None
+        if not _TABLE_ID.fullmatch(value) or len(value) > 32:
+            self.add("authority", f"{value!r} is not an authority id", _ID_HINT)
+            return None
+        return value
+
+    def _tables(self, value: object, authority: str | None) -> tuple[str, ...]:
+        if value is None:
+            return ()
+        if not isinstance(value, list):
+            self.add("tables", f"must be an array of table ids, not {show(value)}", AUTHORITY_REQUIRED_HINTS["tables"])
+            return ()
+        if not value:
+            self.add("tables", "no table is allowed to use the link", AUTHORITY_REQUIRED_HINTS["tables"])
+            return ()
+        seen: dict[str, str] = {}
+        for i, t in enumerate(value):
+            at = join("tables", i)
+            if not isinstance(t, str):
+                self.add(at, f"must be a table id in quotes, not {show(t)}", AUTHORITY_REQUIRED_HINTS["tables"])
+            elif not _TABLE_ID.fullmatch(t) or len(t) > 32:
+                self.add(at, f"{t!r} is not a table id", _ID_HINT)
+            elif t in seen:
+                self.add(at, f"{t!r} is already listed ({seen[t]})", "list each table once")
+            elif t == authority:
+                self.add(at, f"{t!r} is the authority's own id", "the authority and each table have ids of their own")
+            else:
+                seen[t] = at
+        return tuple(seen)
+
+    def _heartbeat(self, value: object) -> float:
+        if value is None:
+            return DEFAULT_HEARTBEAT
+        hint = f"heartbeat = {DEFAULT_HEARTBEAT} (the default): seconds between the authority's heartbeats"
+        if isinstance(value, bool) or not isinstance(value, (int, Decimal)) or (
+                isinstance(value, Decimal) and not value.is_finite()):
+            self.add("heartbeat", f"must be a number of seconds, not {show(value)}",
+                     "write it without quotes" if isinstance(value, str) else hint)
+            return DEFAULT_HEARTBEAT
+        if not HEARTBEAT_MIN <= value <= HEARTBEAT_MAX:
+            self.add("heartbeat", f"must be from {HEARTBEAT_MIN} to {HEARTBEAT_MAX} seconds, not {value}", hint)
+            return DEFAULT_HEARTBEAT
+        return float(value)
+
+    # --- meters ------------------------------------------------------------------------------------
+
+    def _authority_meter(self, mid: str, raw: object) -> None:
+        """A linked meter the authority owns: the keys of a table's own meter and the same checks.
+        `linked` is refused: it is how a table names a meter of an authority."""
+        at = join("meters", mid)
+        if not _METER_ID.fullmatch(mid) or len(mid) > 64:
+            self._meter(mid, raw)  # reports the id
+            return
+        if not isinstance(raw, dict):
+            self.meters[mid] = None
+            self.table(raw, at, f"[meters.{mid}] with reset, rate and wager_sizes")
+            return
+        body: dict[str, Any] = {}
+        for k, v in raw.items():
+            if k == "linked":
+                self.add(join(at, k), "an authority owns its meters: linked is how a table names a meter of "
+                         "an authority", f'remove linked and give the meter\'s reset, rate and wager_sizes; a table '
+                         f'uses it with linked = "{mid}"')
+            elif k not in _METER_KEYS:
+                self.problems.items.append(unknown_key(join(at, k), k, _METER_KEYS))
+            else:
+                body[k] = v
+        self._meter(mid, body)
+        if "linked" in raw:
+            self.meters[mid] = None
+
+    # --- the broker ----------------------------------------------------------------------------------
+
+    def _authority_mqtt(self, raw: object, authority: str | None, tables: tuple[str, ...]) -> None:
+        body = raw
+        if isinstance(raw, dict):
+            body = dict(raw)
+            for k in _TABLE_ONLY_MQTT:
+                if k in body:
+                    del body[k]
+                    self.add(join("mqtt", k), "is a table's setting: the time a table waits for the authority",
+                             "remove it; heartbeat sets how often the authority is heard")
+        start = len(self.problems)
+        self._mqtt(body, authority)
+        for i in range(start, len(self.problems)):  # the table's example, made the authority's
+            p = self.problems.items[i]
+            if p.path == "mqtt.username":
+                self.problems.items[i] = Problem(p.path, p.message, 'username = "authority"')
+        if self.mqtt is not None and self.mqtt.client_id in tables:
+            explicit = isinstance(raw, dict) and "client_id" in raw
+            self.add("mqtt.client_id" if explicit else "authority",
+                     f"{self.mqtt.client_id!r} is also the client id of a table on the link: the broker keeps one "
+                     "connection per client id, and the two would disconnect each other",
+                     "give the authority a client id of its own" + ("" if explicit else " (mqtt.client_id)"))
+            self.mqtt = None

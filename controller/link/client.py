@@ -1,0 +1,241 @@
+"""A table's side of the link: its durable outbox, its MQTT session, and whether the authority is heard.
+
+An operation on a linked meter is journaled in the table's link journal (``<state_dir>/link``) before it
+is sent, and sent again until the authority's answer is journaled as well, through any restart or outage:
+the authority applies it once (controller.link.authority). The link is *up* while the authority has been
+heard (a heartbeat, a meter, an answer) within ``link_timeout``; when it is not, the table stops
+recognizing progressive wagers (58 Pa. Code 605a.8; New York 5321.18) and resumes by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from ..errors import InputError
+from ..ledger import Ledger, software_digest
+from . import schema
+from .journal_keys import KeyIndex
+from .mqtt import LinkDown, MqttLink, MqttSettings
+from .outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, Outbox, OutboxReducer, send_body
+
+log = structlog.get_logger("controller.link.client")
+
+RESEND_AFTER = 2.0  # seconds without an answer before the outbox is sent again
+PUBLISH_TIMEOUT = 5.0
+
+
+class Refused(InputError):
+    """The authority's rules refused an operation (final)."""
+
+
+class TableLink:
+    def __init__(self, table: str, mqtt: Any, linked: dict[str, str], state_dir: Path, *,
+                 settings: MqttSettings | None = None, on_alive: Callable[[bool], None] = lambda up: None,
+                 on_meter: Callable[[str], None] = lambda meter: None,
+                 on_win: Callable[[schema.Win], None] = lambda win: None,
+                 clock: Callable[[], float] = time.monotonic, ledger_options: dict[str, Any] | None = None) -> None:
+        self.table = table
+        self.linked = dict(linked)  # table meter id -> the authority's meter id
+        self.topics = schema.Topics(mqtt.topic_prefix)
+        self.timeout = float(mqtt.link_timeout)
+        self.settings = settings if settings is not None else MqttSettings.from_config(mqtt)
+        self.state_dir = Path(state_dir)
+        self.on_alive, self.on_meter, self.on_win = on_alive, on_meter, on_win
+        self.clock = clock
+        self.ledger: Ledger[Outbox] | None = None
+        self.mqtt: MqttLink | None = None
+        self.alive = False
+        self.values: dict[str, schema.MeterValue] = {}  # by the authority's meter id
+        self.last_heard: float | None = None
+        self.opened = asyncio.Event()
+        self._answers: dict[int, asyncio.Future] = {}
+        self._down: asyncio.Queue = asyncio.Queue(1024)
+        self._sent_at = 0.0
+        self._kick = asyncio.Event()
+        self._ledger_options = ledger_options or {}
+
+    # --- lifecycle -----------------------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Open (or create) the link journal; blocking, run it in a thread."""
+        self.ledger = Ledger.open(self.state_dir, OutboxReducer(), software_digest=software_digest(),
+                                  **self._ledger_options)
+
+    def close(self) -> None:
+        led, self.ledger = self.ledger, None
+        if led is not None:
+            led.close()
+
+    async def run(self) -> None:
+        """Runs until cancelled; the caller has opened the journal."""
+        assert self.ledger is not None
+        self.mqtt = MqttLink(self.settings, self.topics.table_subscriptions(self.table))
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self.mqtt.run(self._on_message, self._on_connect), name="link-mqtt")
+            tg.create_task(self._answers_worker(), name="link-answers")
+            tg.create_task(self._resender(), name="link-resend")
+            tg.create_task(self._watch(), name="link-watch")
+            self.opened.set()
+
+    @property
+    def outbox(self) -> Outbox:
+        assert self.ledger is not None
+        return self.ledger.state
+
+    # --- sending -------------------------------------------------------------------------------------
+
+    async def send(self, op: Any, meter: str, key: str) -> int:
+        """Journal meter operation `op` on the table's linked meter `meter` and send it. Returns its sequence
+        number once it is durable in the outbox; `answer(seq)` waits for the authority's outcome. A retry
+        with the same key returns the same sequence number."""
+        assert self.ledger is not None
+        receipt = await self.ledger.submit_async(LINK_SEND, send_body(meter, self.linked[meter], op), key)
+        seq = int(receipt.result["seq"])
+        sent = self.ledger.state.pending.get(seq)
+        if sent is not None:
+            await self._publish_op(sent)
+        return seq
+
+    async def answer(self, seq: int, timeout: float) -> dict[str, Any]:
+        """The authority's result of operation `seq`; raises Refused, or TimeoutError (it stays in the outbox
+        and is applied when the authority is reached: the caller may wait again)."""
+        fut = self._answers.get(seq)
+        if fut is None:
+            if seq not in self.outbox.pending:
+                return self._journaled_answer(seq)
+            fut = self._answers[seq] = asyncio.get_running_loop().create_future()
+        async with asyncio.timeout(timeout):
+            return await asyncio.shield(fut)
+
+    def _journaled_answer(self, seq: int) -> dict[str, Any]:
+        assert self.ledger is not None
+        keys = KeyIndex(self.ledger.db_path)
+        try:
+            found = keys.outcome(f"answer:{seq}")
+        finally:
+            keys.close()
+        if found is None:
+            raise LookupError(f"operation {seq} was never sent")
+        _entry, kind, body, _result = found
+        if kind == LINK_REFUSED:
+            raise Refused(body["field"], body["message"])
+        return body["result"]
+
+    async def _publish_op(self, sent: Any) -> None:
+        op = schema.Op(self.table, sent.seq, sent.kind, sent.linked, dict(sent.body))
+        await self._publish(self.topics.up(self.table), op)
+
+    async def _publish(self, topic: str, msg: Any, *, qos: int = 1) -> bool:
+        if self.mqtt is None:
+            return False
+        try:
+            await self.mqtt.publish(topic, schema.encode(msg), qos=qos, timeout=PUBLISH_TIMEOUT)
+            self._sent_at = self.clock()
+            return True
+        except (LinkDown, TimeoutError):
+            return False
+
+    async def _resend(self) -> None:
+        """Everything the authority has not answered, in order: it applies what it has not, and answers
+        again what it has."""
+        for seq in sorted(self.outbox.pending):
+            sent = self.outbox.pending.get(seq)
+            if sent is not None and not await self._publish_op(sent):
+                return
+
+    async def _resender(self) -> None:
+        while True:
+            try:
+                async with asyncio.timeout(RESEND_AFTER):
+                    await self._kick.wait()
+            except TimeoutError:
+                pass
+            self._kick.clear()
+            if self.outbox.pending and self.clock() - self._sent_at >= RESEND_AFTER / 2:
+                await self._resend()
+
+    async def _on_connect(self) -> None:
+        await self._publish(self.topics.up(self.table), schema.Hello(self.table, self.outbox.next_seq))
+
+    # --- receiving -----------------------------------------------------------------------------------
+
+    def _on_message(self, topic: str, payload: bytes) -> None:
+        try:
+            msg = schema.decode(topic, payload)
+        except InputError as e:
+            log.warning("link message dropped", topic=topic, error=str(e))
+            return
+        parts = self.topics.parse(topic)
+        if isinstance(msg, schema.Status):
+            if msg.state == "offline":
+                self.last_heard = None
+                self._set_alive(False)
+            return
+        self._heard()
+        match msg:
+            case schema.MeterValue() if parts == ("meters", msg.meter):
+                self.values[msg.meter] = msg
+                for local, linked in self.linked.items():
+                    if linked == msg.meter:
+                        self.on_meter(local)
+            case schema.Win():
+                self.on_win(msg)
+            case schema.Ack() | schema.Refused() | schema.Expect():
+                try:
+                    self._down.put_nowait(msg)
+                except asyncio.QueueFull:  # the answer comes again when the outbox is resent
+                    log.warning("link answer dropped: queue full", seq=getattr(msg, "seq", None))
+
+    def _heard(self) -> None:
+        self.last_heard = self.clock()
+        if not self.alive and self.mqtt is not None and self.mqtt.connected:
+            self._set_alive(True)
+
+    def _set_alive(self, up: bool) -> None:
+        if up == self.alive:
+            return
+        self.alive = up
+        (log.info if up else log.error)("link authority " + ("heard again" if up else "not heard"),
+                                        table=self.table, timeout=self.timeout)
+        self.on_alive(up)
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(min(self.timeout / 4, 1.0))
+            connected = self.mqtt is not None and self.mqtt.connected
+            if self.alive and (not connected or self.last_heard is None
+                               or self.clock() - self.last_heard > self.timeout):
+                self._set_alive(False)
+
+    async def _answers_worker(self) -> None:
+        while True:
+            msg = await self._down.get()
+            if isinstance(msg, schema.Expect):
+                await self._resend()
+                continue
+            if msg.seq not in self.outbox.pending:
+                continue  # answered before (a repeat)
+            assert self.ledger is not None
+            if isinstance(msg, schema.Ack):
+                await self.ledger.submit_async(LINK_ACK, {"seq": msg.seq, "entry": msg.entry, "result": msg.result},
+                                               f"answer:{msg.seq}")
+                outcome: Any = msg.result
+            else:
+                await self.ledger.submit_async(LINK_REFUSED, {"seq": msg.seq, "field": msg.field,
+                                                              "message": msg.message}, f"answer:{msg.seq}")
+                log.error("link authority refused an operation", seq=msg.seq, field=msg.field, error=msg.message)
+                outcome = Refused(msg.field, msg.message)
+            fut = self._answers.pop(msg.seq, None)
+            if fut is not None and not fut.done():
+                if isinstance(outcome, Exception):
+                    fut.set_exception(outcome)
+                    fut.exception()  # retrieved: nobody may be waiting
+                else:
+                    fut.set_result(outcome)
+            self._kick.set()

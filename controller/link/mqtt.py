@@ -1,0 +1,561 @@
+"""The MQTT transport of the link: one connection to the broker, owned by the application.
+
+`MqttLink.run` connects (TLS, a username and password per client), subscribes, tells the application that
+it is connected, hands it every message, and when the connection is lost connects again by itself, after a
+capped exponential backoff with jitter (`drivers.health.Backoff`). The first failure of an outage is logged
+at ERROR, the repeats at DEBUG, the recovery at INFO. `MqttLink.publish` sends one message and returns when
+the broker has it (QoS 1: its acknowledgement); when there is no connection it raises `LinkDown` at once.
+This transport never queues: the application keeps what it still has to send (its outbox) and sends it
+again from ``on_connect``.
+
+Sessions: by default a client keeps its session (MQTT 5 session expiry `MqttSettings.session_expiry`;
+MQTT 3.1.1 ``clean_session = false``), so QoS 1 messages published to it while it is away, even across a
+restart of a broker with persistence, are delivered when it is back. Duplicates are possible (QoS 1): the
+payloads carry idempotency keys.
+
+Liveness: a broker that stops answering is noticed by the keepalive: after `keepalive` seconds without a
+byte from it the client sends a PINGREQ and, if nothing comes back within another `keepalive` seconds,
+drops the connection (paho-mqtt's rule: at most about 2 x keepalive + 2 s of silence). The broker drops a
+silent client after 1.5 x keepalive and then publishes its will.
+
+Refusals: the broker's ACL refuses a publish silently in MQTT 3.1.1. In MQTT 5 it says so in the
+acknowledgement of a QoS 1 publish, and `publish` raises `PublishRefused` (a `LinkDown`: the message was
+not delivered). A refused subscription makes the connection count as failed (a link that cannot hear what
+it subscribes to is not up); Mosquitto 2.0 never refuses one, it grants it and delivers only what the ACL
+lets the client read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import inspect
+import logging
+import ssl
+import time
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, NoReturn
+
+import aiomqtt
+import paho.mqtt.client as paho
+import structlog
+from aiomqtt.exceptions import MqttConnectError
+from paho.mqtt.packettypes import PacketTypes
+from paho.mqtt.properties import Properties
+
+from drivers.health import Backoff
+
+log = structlog.get_logger("controller.link.mqtt")
+
+
+class _AtDebug(logging.Filter):
+    """paho-mqtt and aiomqtt log each socket error themselves, at ERROR: once per attempt during an
+    outage. This link logs the outage (loudly once); their own lines are kept, at DEBUG."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return _client_log.isEnabledFor(logging.DEBUG)
+
+
+_client_log = logging.getLogger("controller.link.mqtt.client")
+_client_log.addFilter(_AtDebug())
+
+Protocol = Literal["5", "3.1.1"]
+PROTOCOLS: tuple[str, ...] = ("5", "3.1.1")
+
+OnMessage = Callable[[str, bytes], None]
+OnConnect = Callable[[], Awaitable[None] | None]
+
+
+class LinkError(Exception):
+    """A problem of the link to the broker."""
+
+
+class LinkDown(LinkError):
+    """The message was not delivered: there is no connection to the broker, it was lost, or the broker did
+    not acknowledge in time. Keep the message and send it again when connected (``on_connect``)."""
+
+
+class PublishRefused(LinkDown):
+    """The broker refused the message (MQTT 5 only: its acknowledgement carries the reason, usually "Not
+    authorized": the ACL does not let this client publish on that topic)."""
+
+    def __init__(self, topic: str, reason: str) -> None:
+        super().__init__(f"the broker refused the message on {topic}: {reason}")
+        self.topic = topic
+        self.reason = reason
+
+
+class SubscribeRefused(LinkError):
+    """The broker refused one or more subscriptions (its ACL does not let this client read them)."""
+
+
+class MqttSettingsError(ValueError):
+    """Settings that cannot work; the message names the setting or the file at fault."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class MqttSettings:
+    """How to reach the broker and who to be there. `will` is (topic, payload, retain), sent with QoS 1
+    by the broker when this client vanishes without saying goodbye. Times are in seconds."""
+
+    host: str
+    port: int = 8883
+    tls: bool = True
+    ca_file: Path | None = None  # None: the system's trusted CAs
+    cert_file: Path | None = None  # a client certificate, when the broker asks for one
+    key_file: Path | None = None
+    username: str | None = None
+    password: str | None = field(default=None, repr=False)
+    client_id: str
+    keepalive: int = 15
+    connect_timeout: float = 5.0  # TCP connect, TLS handshake, and CONNACK: each
+    timeout: float = 5.0  # once connected: SUBACK, a publish's acknowledgement (default), DISCONNECT
+    will: tuple[str, bytes, bool] | None = None
+    protocol: Protocol = "5"
+    session_expiry: int = 3600  # how long the broker keeps this client's session while it is away; 0: none
+    reconnect_min: float = 0.5  # the first wait after a failure, doubled after each, up to reconnect_max
+    reconnect_max: float = 10.0
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise MqttSettingsError(f"mqtt protocol: {self.protocol!r} is not one of {', '.join(PROTOCOLS)}")
+        if not self.host:
+            raise MqttSettingsError("mqtt host: empty")
+        if not 0 < self.port < 65536:
+            raise MqttSettingsError(f"mqtt port: {self.port} is not a TCP port")
+        if not self.client_id:
+            raise MqttSettingsError("mqtt client_id: empty")
+        if not 0 < self.keepalive <= 65535:
+            raise MqttSettingsError(f"mqtt keepalive: {self.keepalive} s is not between 1 and 65535")
+        for name in ("connect_timeout", "timeout", "reconnect_min", "reconnect_max"):
+            if not getattr(self, name) > 0:
+                raise MqttSettingsError(f"mqtt {name}: must be more than 0 s")
+        if self.reconnect_min > self.reconnect_max:
+            raise MqttSettingsError("mqtt reconnect_min: more than reconnect_max")
+        if self.session_expiry < 0:
+            raise MqttSettingsError("mqtt session_expiry: negative")
+        if (self.cert_file is None) != (self.key_file is None):
+            raise MqttSettingsError("mqtt cert_file and key_file: give both or neither")
+        if not self.tls and any(p is not None for p in (self.ca_file, self.cert_file, self.key_file)):
+            raise MqttSettingsError("mqtt ca_file, cert_file, key_file: TLS settings, but tls is false")
+        if self.password is not None and self.username is None:
+            raise MqttSettingsError("mqtt password: given without a username")
+
+    @classmethod
+    def from_config(cls, cfg: Any, *, will: tuple[str, bytes, bool] | None = None) -> MqttSettings:
+        """From the ``[mqtt]`` section of a configuration (`controller.config.model.MqttConfig`). The
+        password is the content of ``password_file`` without its trailing newline."""
+        password = None if cfg.password_file is None else read_password(Path(cfg.password_file))
+        return cls(host=cfg.host, port=cfg.port, tls=cfg.tls, ca_file=cfg.ca_file, cert_file=cfg.cert_file,
+                   key_file=cfg.key_file, username=cfg.username, password=password, client_id=cfg.client_id,
+                   will=will)
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+
+def read_password(path: Path) -> str:
+    """The password kept in `path`, without the newline that ends the file. The message of an error names
+    the file, never its content."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as e:
+        raise MqttSettingsError(f"mqtt password_file: cannot read {path}: {e.strerror or e}") from None
+    except UnicodeDecodeError:
+        raise MqttSettingsError(f"mqtt password_file: {path} is not UTF-8 text") from None
+    if text.endswith("\r\n"):
+        text = text[:-2]
+    elif text.endswith("\n"):
+        text = text[:-1]
+    if not text:
+        raise MqttSettingsError(f"mqtt password_file: {path} is empty")
+    if "\n" in text:
+        raise MqttSettingsError(f"mqtt password_file: {path} has more than one line")
+    return text
+
+
+# --- aiomqtt's own state ---------------------------------------------------------------------------------
+# aiomqtt (2.x) does not say which packet id a publish used, nor the reason code of its acknowledgement, and
+# its connect runs in a thread that cancellation does not stop. The few places where this module looks
+# inside an aiomqtt.Client are here, each optional: without them, refusals are not reported and the
+# paho-mqtt connect timeout is its default (5 s).
+
+_publish_mid: contextvars.ContextVar[int | None] = contextvars.ContextVar("mqtt_publish_mid", default=None)
+
+
+def _paho(client: aiomqtt.Client) -> paho.Client | None:
+    inner = getattr(client, "_client", None)
+    return inner if isinstance(inner, paho.Client) else None
+
+
+def _watch_acks(client: aiomqtt.Client, acks: dict[int, Any]) -> bool:
+    """Record the reason code of every refusing PUBACK in `acks` (by packet id), and the packet id of each
+    publish in the context of the task that publishes. True if it could."""
+    inner = _paho(client)
+    on_publish = getattr(client, "_on_publish", None)
+    if inner is None or on_publish is None:
+        return False
+    publish = inner.publish
+
+    def publish_and_note(*args: Any, **kwargs: Any) -> paho.MQTTMessageInfo:
+        info = publish(*args, **kwargs)
+        _publish_mid.set(info.mid)
+        return info
+
+    def on_publish_and_note(c: Any, userdata: Any, mid: int, reason_code: Any, properties: Any) -> None:
+        if _failed(reason_code):
+            acks[mid] = reason_code
+        else:
+            acks.pop(mid, None)  # a refusal nobody waited for, under a packet id now used again
+        on_publish(c, userdata, mid, reason_code, properties)
+
+    inner.publish = publish_and_note  # type: ignore[method-assign]
+    inner.on_publish = on_publish_and_note
+    return True
+
+
+class _ClosingSSLSocket(ssl.SSLSocket):
+    """A TLS socket that closes itself when its handshake fails (paho-mqtt leaves it to the garbage
+    collector: one open descriptor per failed attempt until then)."""
+
+    def do_handshake(self, block: bool = False) -> None:
+        try:
+            super().do_handshake(block)
+        except BaseException:
+            self.close()
+            raise
+
+
+def _failed(code: Any) -> bool:
+    is_failure = getattr(code, "is_failure", None)
+    if isinstance(is_failure, bool):
+        return is_failure
+    try:
+        return int(code) >= 0x80
+    except (TypeError, ValueError):
+        return False
+
+
+class MqttLink:
+    """One client connection, kept up by `run`. `subscriptions` are topic filters (QoS 1) or (filter, QoS)
+    pairs, subscribed again on every connection.
+
+    ``on_message(topic, payload)`` is a plain function, called in order for each message in the task of
+    `run`: it must not block (hand slow work to a queue or a task). An exception from it is logged and the
+    message dropped (counted in `dropped`). ``on_connect()`` is called after each connection, once the
+    subscriptions are in place; it may be a plain function or return an awaitable (a coroutine function),
+    which then runs as a task beside the delivery of messages and is cancelled if the connection is lost.
+    """
+
+    def __init__(self, settings: MqttSettings, subscriptions: Iterable[str | tuple[str, int]] = (), *,
+                 name: str | None = None) -> None:
+        self.settings = settings
+        subs: list[tuple[str, int]] = []
+        for s in subscriptions:
+            topic, qos = (s, 1) if isinstance(s, str) else (s[0], int(s[1]))
+            if not topic or qos not in (0, 1, 2):
+                raise ValueError(f"mqtt subscription: {s!r}")
+            subs.append((topic, qos))
+        self.subscriptions: tuple[tuple[str, int], ...] = tuple(subs)
+        self.name = name or settings.client_id
+        self.connects = 0  # connections made
+        self.reconnects = 0  # ... after the first
+        self.failures = 0  # connection attempts failed and connections lost
+        self.dropped = 0  # messages on_message failed on
+        self.refused = 0  # publishes the broker refused
+        self.last_error: str | None = None
+        self._client: aiomqtt.Client | None = None
+        self._acks: dict[int, Any] = {}
+        self._changed = asyncio.Event()  # set, and replaced, at every change of the state above
+        self._running = False
+        self._outage_logged = False
+        self._down_since: float | None = None
+        self._handler_error_logged = False
+
+    # --- state ---------------------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        return self._client is not None
+
+    async def wait_connected(self, timeout: float) -> None:
+        """Return once connected (at once if connected now); TimeoutError after `timeout` seconds."""
+        await self.wait_until(lambda: self.connected, timeout)
+
+    async def wait_disconnected(self, timeout: float) -> None:
+        """Return once not connected (at once if not connected now); TimeoutError after `timeout`."""
+        await self.wait_until(lambda: not self.connected, timeout)
+
+    async def wait_until(self, condition: Callable[[], bool], timeout: float) -> None:
+        """Return once `condition()` holds, tested at each change of the link's state and counters
+        (connected, connects, failures, dropped, refused); TimeoutError after `timeout` seconds."""
+        async with asyncio.timeout(timeout):
+            while True:
+                changed = self._changed
+                if condition():
+                    return
+                await changed.wait()
+
+    def _notify(self) -> None:
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _set_up(self, client: aiomqtt.Client) -> None:
+        self._client = client
+        self._notify()
+
+    def _set_down(self) -> None:
+        if self._client is not None:
+            self._client = None
+            self._notify()
+
+    # --- publishing ----------------------------------------------------------------------------------
+
+    async def publish(self, topic: str, payload: bytes, *, qos: int = 1, retain: bool = False,
+                      timeout: float | None = None) -> None:
+        """Send one message; return when the broker has it (QoS 1 and 2: acknowledged; QoS 0: written).
+        Raises `LinkDown` when not connected, when the connection is lost, or after `timeout` seconds
+        (default `MqttSettings.timeout`) without an acknowledgement; `PublishRefused` (a LinkDown) when
+        the broker says it refused the message."""
+        client = self._client
+        if client is None:
+            raise LinkDown(f"not connected to the MQTT broker {self.settings.address}: {topic} not sent")
+        wait = self.settings.timeout if timeout is None else timeout
+        _publish_mid.set(None)
+        try:
+            async with asyncio.timeout(wait + 1.0):  # aiomqtt's own timeout comes first
+                await client.publish(topic, payload, qos=qos, retain=retain, timeout=wait)
+        except aiomqtt.MqttError as e:
+            raise LinkDown(f"{topic} not sent to the MQTT broker {self.settings.address}: "
+                           f"{_no_ack(e, wait)}") from e
+        except TimeoutError:
+            raise LinkDown(f"{topic}: no acknowledgement from the MQTT broker within {wait:g} s") from None
+        mid = _publish_mid.get()  # set in this task by the publish above
+        code = self._acks.pop(mid, None) if mid is not None else None
+        if code is not None:
+            self.refused += 1
+            self._notify()
+            log.error("mqtt publish refused", link=self.name, topic=topic, reason=str(code))
+            raise PublishRefused(topic, str(code))
+
+    # --- the connection loop -------------------------------------------------------------------------
+
+    async def run(self, on_message: OnMessage, on_connect: OnConnect | None = None) -> NoReturn:
+        """Keep the connection up, forever; cancel the task to stop (it disconnects cleanly)."""
+        if inspect.iscoroutinefunction(on_message):
+            raise TypeError("on_message must be a plain function, not a coroutine function")
+        if self._running:
+            raise RuntimeError(f"mqtt link {self.name}: already running")
+        self._running = True
+        backoff = Backoff(initial=self.settings.reconnect_min, cap=self.settings.reconnect_max)
+        try:
+            while True:
+                try:
+                    await self._session(on_message, on_connect, backoff)
+                except Exception as e:  # noqa: BLE001 - every failure means: wait, then connect again
+                    self._lost(e)
+                await asyncio.sleep(backoff.delay())
+        finally:
+            self._set_down()
+            self._running = False
+
+    def _lost(self, e: BaseException) -> None:
+        self.failures += 1
+        if isinstance(e, MqttConnectError):
+            who = self.settings.username or "an anonymous client"
+            self.last_error = (f"the broker refused the connection of {who} ({self.settings.client_id}): {e}; "
+                               "check the username and password_file")
+        else:
+            self.last_error = _describe(e)
+        self._notify()
+        if self._down_since is None:
+            self._down_since = time.monotonic()
+        if self._outage_logged:
+            log.debug("mqtt link down", link=self.name, broker=self.settings.address, error=self.last_error,
+                      failures=self.failures)
+        else:
+            self._outage_logged = True
+            log.error("mqtt link down", link=self.name, broker=self.settings.address, error=self.last_error)
+
+    def _came_up(self) -> None:
+        self.connects += 1
+        if self.connects > 1:
+            self.reconnects += 1
+        if self._outage_logged and self._down_since is not None:
+            log.info("mqtt link recovered", link=self.name, broker=self.settings.address,
+                     down_s=round(time.monotonic() - self._down_since, 1))
+        elif self.connects == 1:
+            log.info("mqtt link up", link=self.name, broker=self.settings.address,
+                     protocol=self.settings.protocol)
+        else:
+            log.info("mqtt link reconnected", link=self.name, broker=self.settings.address)
+        self._outage_logged = False
+        self._down_since = None
+
+    async def _session(self, on_message: OnMessage, on_connect: OnConnect | None,
+                       backoff: Backoff) -> None:
+        """One connection, from connect to its loss (always raises)."""
+        client = self._new_client()
+        acks: dict[int, Any] = {}
+        _watch_acks(client, acks)
+        await self._connect(client)
+        task: asyncio.Task | None = None
+        try:
+            if self.subscriptions:
+                codes = await client.subscribe(list(self.subscriptions), timeout=self.settings.timeout)
+                refused = [t for (t, _), c in zip(self.subscriptions, codes, strict=False) if _failed(c)]
+                if refused:
+                    raise SubscribeRefused(f"the broker refused the subscription to {', '.join(refused)}")
+            self._acks = acks
+            backoff.reset()
+            self._came_up()
+            self._set_up(client)
+            if on_connect is not None:
+                task = self._call_on_connect(on_connect)
+            async for message in client.messages:
+                self._deliver(on_message, message)
+            raise LinkDown("the message stream ended")  # aiomqtt raises instead; for safety
+        finally:
+            self._set_down()
+            if task is not None and not task.done():
+                task.cancel()
+                await asyncio.wait({task}, timeout=self.settings.timeout)
+            await self._disconnect(client)
+
+    def _new_client(self) -> aiomqtt.Client:
+        s = self.settings
+        v5 = s.protocol == "5"
+        tls_context = None
+        if s.tls:
+            tls_context = ssl.create_default_context(cafile=None if s.ca_file is None else str(s.ca_file))
+            tls_context.minimum_version = ssl.TLSVersion.TLSv1_2
+            tls_context.sslsocket_class = _ClosingSSLSocket
+            if s.cert_file is not None:
+                tls_context.load_cert_chain(str(s.cert_file), None if s.key_file is None else str(s.key_file))
+        properties = None
+        if v5:
+            properties = Properties(PacketTypes.CONNECT)
+            properties.SessionExpiryInterval = s.session_expiry
+        will = None if s.will is None else aiomqtt.Will(s.will[0], s.will[1], qos=1, retain=s.will[2])
+        client = aiomqtt.Client(
+            s.host, s.port, username=s.username, password=s.password, identifier=s.client_id,
+            protocol=aiomqtt.ProtocolVersion.V5 if v5 else aiomqtt.ProtocolVersion.V311,
+            will=will, clean_session=None if v5 else s.session_expiry == 0,
+            clean_start=s.session_expiry == 0 if v5 else paho.MQTT_CLEAN_START_FIRST_ONLY,
+            properties=properties, timeout=s.connect_timeout, keepalive=s.keepalive, tls_context=tls_context,
+            logger=_client_log,
+        )
+        inner = _paho(client)
+        if inner is not None:
+            inner.connect_timeout = s.connect_timeout
+        return client
+
+    async def _connect(self, client: aiomqtt.Client) -> None:
+        # aiomqtt connects in a thread (bounded by connect_timeout for the TCP connect and again for the TLS
+        # handshake), then waits for the CONNACK (connect_timeout). Cancelling the wait does not stop the
+        # thread: on cancellation wait for the attempt to end, and close the connection if it was made.
+        bound = 3 * self.settings.connect_timeout + 1.0
+        attempt = asyncio.ensure_future(client.__aenter__())
+        try:
+            async with asyncio.timeout(bound):
+                await asyncio.shield(attempt)
+        except BaseException as e:
+            inner = _paho(client)
+            closed = inner is not None and inner.socket() is None
+            with contextlib.suppress(BaseException):
+                if not attempt.done():
+                    await asyncio.wait({attempt}, timeout=bound)
+            if not attempt.done():
+                attempt.cancel()
+                await asyncio.wait({attempt}, timeout=1.0)
+            elif not attempt.cancelled() and attempt.exception() is None:
+                await self._disconnect(client)
+            else:
+                await self._reap(client)
+            if isinstance(e, aiomqtt.MqttError) and str(e) == "Operation timed out":
+                if not closed:
+                    raise LinkDown(f"no CONNACK from the broker within {self.settings.connect_timeout:g} s") from e
+                hint = "" if self.settings.tls else " (tls is false: is it a TLS port?)"
+                raise LinkDown(f"the broker closed the connection before its CONNACK{hint}") from e
+            if isinstance(e, TimeoutError):
+                raise LinkDown(f"connecting took more than {bound:g} s") from e
+            raise
+
+    async def _disconnect(self, client: aiomqtt.Client) -> None:
+        try:
+            async with asyncio.timeout(self.settings.timeout + 1.0):
+                await client.__aexit__(None, None, None)
+        except Exception as e:  # noqa: BLE001 - the connection is being dropped anyway
+            log.debug("mqtt disconnect", link=self.name, error=_describe(e))
+        finally:
+            await self._reap(client)
+
+    async def _reap(self, client: aiomqtt.Client) -> None:
+        """Close what aiomqtt may have left open: the socket and its housekeeping task."""
+        inner = _paho(client)
+        if inner is not None and inner.socket() is not None:
+            with contextlib.suppress(Exception):
+                inner._sock_close()  # noqa: SLF001
+        misc = getattr(client, "_misc_task", None)
+        if isinstance(misc, asyncio.Task) and not misc.done():
+            misc.cancel()
+            await asyncio.wait({misc}, timeout=1.0)
+
+    def _call_on_connect(self, on_connect: OnConnect) -> asyncio.Task | None:
+        try:
+            result = on_connect()
+        except Exception:  # noqa: BLE001
+            log.error("mqtt on_connect failed", link=self.name, exc_info=True)
+            return None
+        if not inspect.isawaitable(result):
+            return None
+
+        async def await_it() -> None:
+            try:
+                await result
+            except LinkDown as e:
+                log.debug("mqtt on_connect interrupted", link=self.name, error=str(e))
+            except Exception:  # noqa: BLE001
+                log.error("mqtt on_connect failed", link=self.name, exc_info=True)
+
+        return asyncio.create_task(await_it(), name=f"mqtt-{self.name}-on-connect")
+
+    def _deliver(self, on_message: OnMessage, message: aiomqtt.Message) -> None:
+        topic = message.topic.value
+        payload = message.payload
+        if not isinstance(payload, bytes):
+            payload = b"" if payload is None else str(payload).encode()
+        try:
+            result = on_message(topic, payload)
+            if inspect.isawaitable(result):
+                if inspect.iscoroutine(result):
+                    result.close()
+                raise TypeError("on_message returned an awaitable: it must be a plain function")
+        except Exception as e:  # noqa: BLE001 - one bad message never stops the link
+            self.dropped += 1
+            self._notify()
+            if self._handler_error_logged:
+                log.debug("mqtt message dropped", link=self.name, topic=topic, error=_describe(e),
+                          dropped=self.dropped)
+            else:
+                self._handler_error_logged = True
+                log.error("mqtt message dropped", link=self.name, topic=topic, exc_info=True)
+            return
+        self._handler_error_logged = False
+
+
+def _describe(e: BaseException) -> str:
+    text = str(e)
+    cause = e.__cause__ or e.__context__
+    if isinstance(e, aiomqtt.MqttError) and cause is not None and str(cause) and str(cause) not in text:
+        text = f"{text}: {cause}"
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _no_ack(e: aiomqtt.MqttError, wait: float) -> str:
+    return f"no acknowledgement within {wait:g} s" if str(e) == "Operation timed out" else _describe(e)

@@ -1,0 +1,130 @@
+"""A table's durable outbox for its linked meters: the ledger reducer of the table's link journal.
+
+Every operation on a linked meter is first journaled here (``link-send``), which gives it the next
+sequence number of the table; then it is sent to the link authority until the authority's
+acknowledgement (``link-ack``) or refusal (``link-refused``) is journaled too. The pair (table, seq) is the
+operation's idempotency key at the authority, so a resend after any restart or outage applies once.
+Pure: state in, state out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any
+
+from ..errors import InputError, RulesError
+from ..meter import op_from_dict
+from .schema import TABLE_OPS
+
+LINK_SEND = "link-send"
+LINK_ACK = "link-ack"
+LINK_REFUSED = "link-refused"
+
+
+@dataclass(frozen=True)
+class Sent:
+    seq: int
+    kind: str
+    meter: str  # the table's meter id
+    linked: str  # the authority's meter id
+    body: Mapping[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"seq": self.seq, "kind": self.kind, "meter": self.meter, "linked": self.linked,
+                "body": dict(self.body)}
+
+
+@dataclass(frozen=True)
+class Outbox:
+    next_seq: int = 1
+    pending: Mapping[int, Sent] = field(default_factory=lambda: MappingProxyType({}))
+    # Rounds booked on a linked meter and not yet closed or voided (table meter id -> round id -> the
+    # booked (seat, cents) pairs), and the last round booked on each: a restarted daemon resumes from them
+    # whether or not the authority has applied them yet.
+    open_rounds: Mapping[str, Mapping[str, tuple[tuple[int, int], ...]]] = field(
+        default_factory=lambda: MappingProxyType({}))
+    last_round: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    acked: int = 0
+    refused: int = 0
+
+
+class OutboxReducer:
+    """`controller.ledger.Reducer` of a table's link journal."""
+
+    def initial(self) -> Outbox:
+        return Outbox()
+
+    def apply(self, state: Outbox, kind: str, body: dict[str, Any]) -> tuple[Outbox, Any]:
+        if not isinstance(body, dict):
+            raise InputError("body", "must be an object")
+        if kind == LINK_SEND:
+            return _send(state, body)
+        if kind in (LINK_ACK, LINK_REFUSED):
+            seq = body.get("seq")
+            if seq not in state.pending:
+                raise RulesError("seq", f"operation {seq!r} is not waiting for the authority")
+            pending = dict(state.pending)
+            del pending[seq]
+            if kind == LINK_ACK:
+                if not isinstance(body.get("result"), dict):
+                    raise InputError("result", "must be an object")
+                return replace(state, pending=MappingProxyType(pending), acked=state.acked + 1), {}
+            for k in ("field", "message"):
+                if not isinstance(body.get(k), str):
+                    raise InputError(k, "must be text")
+            return replace(state, pending=MappingProxyType(pending), refused=state.refused + 1), {}
+        raise InputError("kind", f"{kind!r} is not an entry of a link journal")
+
+    def check(self, state: Outbox) -> None:
+        if any(s >= state.next_seq for s in state.pending):
+            raise AssertionError("a pending operation has a sequence number not yet given")
+
+    def snapshot(self, state: Outbox) -> dict[str, Any]:
+        return {"next_seq": state.next_seq, "acked": state.acked, "refused": state.refused,
+                "pending": [state.pending[s].to_dict() for s in sorted(state.pending)],
+                "open_rounds": {m: {r: [list(w) for w in ws] for r, ws in sorted(rs.items())}
+                                for m, rs in sorted(state.open_rounds.items())},
+                "last_round": dict(sorted(state.last_round.items()))}
+
+    def restore(self, data: dict[str, Any]) -> Outbox:
+        pending = {p["seq"]: Sent(p["seq"], p["kind"], p["meter"], p["linked"], MappingProxyType(p["body"]))
+                   for p in data["pending"]}
+        rounds = {m: MappingProxyType({r: tuple((w[0], w[1]) for w in ws) for r, ws in rs.items()})
+                  for m, rs in data["open_rounds"].items()}
+        return Outbox(data["next_seq"], MappingProxyType(pending), MappingProxyType(rounds),
+                      MappingProxyType(dict(data["last_round"])), data["acked"], data["refused"])
+
+
+def send_body(meter: str, linked: str, op: Any) -> dict[str, Any]:
+    """The ``link-send`` body of meter operation `op` (controller.meter.ops) on a linked meter."""
+    fields = op.to_dict()
+    fields.pop("kind", None)
+    return {"meter": meter, "linked": linked, "kind": op.kind, "body": fields}
+
+
+def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
+    kind, meter, linked, fields = body.get("kind"), body.get("meter"), body.get("linked"), body.get("body")
+    if kind not in TABLE_OPS:
+        raise InputError("kind", f"{kind!r} is not an operation a table sends to the authority")
+    for name, v in (("meter", meter), ("linked", linked)):
+        if not isinstance(v, str) or not v:
+            raise InputError(name, "must be a meter id")
+    if not isinstance(fields, dict):
+        raise InputError("body", "must be an object")
+    op = op_from_dict({"kind": kind, **fields}, "body")  # well formed, or nothing is journaled
+    seq = state.next_seq
+    rounds = dict(state.open_rounds)
+    open_ = dict(rounds.get(meter, {}))
+    last = state.last_round
+    if kind == "book-contributions":
+        open_[op.round_id] = tuple(op.wagers)
+        last = MappingProxyType({**last, meter: op.round_id})
+    elif kind in ("void-round", "close-round"):
+        open_.pop(op.round_id, None)
+    rounds[meter] = MappingProxyType(open_)
+    pending = {**state.pending, seq: Sent(seq, kind, meter, linked, MappingProxyType(fields))}
+    new = replace(state, next_seq=seq + 1, pending=MappingProxyType(pending), last_round=last,
+                  open_rounds=MappingProxyType({m: r for m, r in rounds.items() if r}))
+    return new, {"seq": seq}

@@ -1,0 +1,105 @@
+"""A link in the test process: a real Mosquitto (TLS, the shipped ACL), a link authority and table links.
+
+Used by the link tests; the authority and each table run as tasks that a test can stop and start again
+over the same state directories, as a restart would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from datetime import datetime, timezone
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+
+from broker import Broker
+from controller.config.authority import AuthorityConfig
+from controller.config.model import MqttConfig, StandaloneMeter
+from controller.link.authority import LinkAuthority
+from controller.link.client import TableLink
+from controller.meter.params import MeterParams
+from rigtable import until
+
+PREFIX = "progressive/v1"
+METER = "fchb-link"
+RESET = 1_000_000  # cents: $10,000
+RATE = Fraction(15, 100)
+AT = datetime(2026, 11, 30, 1, 2, 3, tzinfo=timezone.utc)
+
+
+def mqtt_config(client_id: str, link_timeout: float = 2.0) -> MqttConfig:
+    return MqttConfig(host="127.0.0.1", port=0, tls=True, client_id=client_id, topic_prefix=PREFIX,
+                      link_timeout=link_timeout)
+
+
+def authority_config(state_dir: Path, tables: tuple[str, ...], *, heartbeat: float = 0.2,
+                     ceiling_cents: int | None = None) -> AuthorityConfig:
+    params = MeterParams(METER, RESET, RATE, (100, 500), ceiling_cents=ceiling_cents)
+    return AuthorityConfig(source=state_dir / "authority.toml", authority="link-1", state_dir=state_dir,
+                           tables=tables, meters={METER: StandaloneMeter(METER, params)},
+                           mqtt=mqtt_config("authority"), heartbeat=heartbeat)
+
+
+class LinkRig:
+    def __init__(self, tmp: Path, broker: Broker, tables: tuple[str, ...], *, link_timeout: float = 2.0,
+                 heartbeat: float = 0.2) -> None:
+        self.tmp, self.broker, self.tables = tmp, broker, tables
+        self.cfg = authority_config(tmp / "authority", tables, heartbeat=heartbeat)
+        self.link_timeout = link_timeout
+        self.authority: LinkAuthority | None = None
+        self.links: dict[str, TableLink] = {}
+        self.alive_changes: dict[str, list[bool]] = {t: [] for t in tables}
+        self._tasks: dict[str, asyncio.Task] = {}
+
+    async def start_authority(self) -> LinkAuthority:
+        a = LinkAuthority(self.cfg, settings=self.broker.settings("authority"), registry=CollectorRegistry())
+        self.authority = a
+        self._tasks["authority"] = asyncio.create_task(a.run(), name="authority")
+        await until(lambda: a.ready.is_set() and a.mqtt is not None and a.mqtt.connected, "authority connected")
+        return a
+
+    async def stop_authority(self) -> None:
+        await self._stop("authority")
+        self.authority = None
+
+    async def start_table(self, table: str, meter: str = "fchb") -> TableLink:
+        link = TableLink(table, mqtt_config(table, self.link_timeout), {meter: METER}, self.tmp / table,
+                         settings=self.broker.settings(table), on_alive=self.alive_changes[table].append)
+        await asyncio.to_thread(link.open)
+        self.links[table] = link
+        self._tasks[table] = asyncio.create_task(self._run_table(link), name=f"table:{table}")
+        await until(lambda: link.opened.is_set(), f"{table} link running")
+        return link
+
+    async def _run_table(self, link: TableLink) -> None:
+        try:
+            await link.run()
+        finally:
+            link.close()
+
+    async def stop_table(self, table: str) -> None:
+        await self._stop(table)
+        self.links.pop(table, None)
+
+    async def _stop(self, name: str) -> None:
+        task = self._tasks.pop(name, None)
+        if task is None:
+            return
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(task, 60)
+
+    async def close(self) -> None:
+        for name in list(self._tasks):
+            await self._stop(name)
+
+    def meter(self) -> Any:
+        assert self.authority is not None and self.authority.ledger is not None
+        return self.authority.ledger.state[METER]
+
+    async def all_answered(self, timeout: float = 20.0) -> None:
+        await until(lambda: all(link.ledger is not None and not link.outbox.pending for link in self.links.values()),
+                    "every table's outbox answered", timeout)

@@ -1,0 +1,185 @@
+"""Linked progressives through a real Mosquitto (TLS, the shipped ACL): a link authority and table links in
+the test process. Exactly once through duplicates, reordering, restarts of either side and of the broker;
+link loss seen by every table; messages the authority must not apply are dropped and counted."""
+
+from __future__ import annotations
+
+import asyncio
+from fractions import Fraction
+from pathlib import Path
+
+import pytest
+
+from broker import require_mosquitto, start_broker
+from controller.link import schema
+from controller.link.mqtt import MqttLink
+from controller.meter import ops
+from controller.money import UNITS_PER_CENT
+from linkrig import AT, METER, PREFIX, RATE, RESET, LinkRig
+from rigtable import until
+
+TABLES = ("cs-01", "fcp-02", "lir-03")
+TOPICS = schema.Topics(PREFIX)
+
+
+@pytest.fixture
+def broker(tmp_path: Path):
+    require_mosquitto()
+    b = start_broker(tmp_path / "mosquitto", (*TABLES, "authority", "rogue"))
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+def booking(table: str, n: int, wagers=((1, 100), (2, 500))):
+    return ops.BookContributions(f"{table}-r{n}", table, wagers, AT)
+
+
+def units(cents: int) -> int:
+    return cents * UNITS_PER_CENT
+
+
+def expected_contributions(wagers_cents: list[int]) -> int:
+    """Meter units credited for these wagers, exactly (the rate's fraction of each wager)."""
+    total = sum(Fraction(units(c)) * RATE for c in wagers_cents)
+    assert total.denominator == 1
+    return int(total)
+
+
+async def play(link, table: str, rounds: range, meter: str = "fchb") -> list[int]:
+    """Book and close `rounds` at `table`; the cents wagered."""
+    wagered = []
+    for n in rounds:
+        op = booking(table, n)
+        await link.send(op, meter, f"{op.round_id}:book:{meter}")
+        await link.send(ops.CloseRound(op.round_id, AT), meter, f"{op.round_id}:close:{meter}")
+        wagered += [c for _s, c in op.wagers]
+    return wagered
+
+
+async def test_three_tables_one_meter_exactly_once(tmp_path, broker):
+    rig = LinkRig(tmp_path, broker, TABLES)
+    try:
+        await rig.start_authority()
+        links = [await rig.start_table(t) for t in TABLES]
+        await until(lambda: all(link.alive for link in links), "every table hears the authority")
+        wagered = sum(await asyncio.gather(*(play(link, t, range(1, 6)) for link, t in zip(links, TABLES))), [])
+        await rig.all_answered()
+        m = rig.meter()
+        assert m.contributions == expected_contributions(wagered)
+        assert m.current == units(RESET) + m.contributions
+        assert not m.open_rounds
+        # Every table shows the authority's amount (the retained meter value).
+        await until(lambda: all(link.values.get(METER) and link.values[METER].cents == m.current_cents
+                                for link in links), "every table shows the meter")
+        assert [link.outbox.acked for link in links] == [10, 10, 10]
+        assert rig.authority.next_seq == {t: 11 for t in TABLES}
+    finally:
+        await rig.close()
+
+
+async def raw_table(broker, table: str, inbox: list) -> tuple[MqttLink, asyncio.Task]:
+    mq = MqttLink(broker.settings(table), TOPICS.table_subscriptions(table))
+    task = asyncio.create_task(mq.run(lambda topic, payload: inbox.append(schema.decode(topic, payload))))
+    await mq.wait_connected(10)
+    return mq, task
+
+
+def op_message(table: str, seq: int, op) -> bytes:
+    body = op.to_dict()
+    body.pop("kind")
+    return schema.encode(schema.Op(table, seq, op.kind, METER, body))
+
+
+async def test_duplicated_and_reordered_operations_apply_once(tmp_path, broker):
+    rig = LinkRig(tmp_path, broker, TABLES)
+    inbox: list = []
+    try:
+        a = await rig.start_authority()
+        mq, task = await raw_table(broker, "cs-01", inbox)
+        first, second = booking("cs-01", 1), booking("cs-01", 2, ((3, 500),))
+        await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 2, second))  # ahead of the next expected
+        await until(lambda: schema.Expect(1) in inbox, "the authority says what it expects")
+        for _ in range(3):  # delivered three times
+            await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 1, first))
+        await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 2, second))
+        await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 2, second))
+        await until(lambda: sum(isinstance(m, schema.Ack) and m.seq == 2 for m in inbox) == 2, "both answered")
+        acks = [m for m in inbox if isinstance(m, schema.Ack)]
+        assert [m.seq for m in acks] == [1, 1, 1, 2, 2]
+        assert len({(m.seq, m.entry) for m in acks}) == 2  # a repeat is answered with the first outcome
+        assert rig.meter().contributions == expected_contributions([100, 500, 500])
+        samples = {s.labels["outcome"]: s.value for mf in a.metrics.registry.collect()
+                   if mf.name == "progressive_link_operations" for s in mf.samples
+                   if s.name.endswith("_total") and s.labels["table"] == "cs-01"}
+        assert samples == {"applied": 2.0, "repeat": 3.0}
+        assert dropped(a, "ahead") == 1
+        task.cancel()
+    finally:
+        await rig.close()
+
+
+def dropped(a, reason: str) -> float:
+    return a.metrics.registry.get_sample_value("progressive_link_messages_dropped_total", {"reason": reason})
+
+
+async def test_messages_the_authority_must_not_apply(tmp_path, broker):
+    rig = LinkRig(tmp_path, broker, TABLES)
+    inbox: list = []
+    try:
+        a = await rig.start_authority()
+        rogue, t1 = await raw_table(broker, "rogue", [])
+        await rogue.publish(TOPICS.up("rogue"), op_message("rogue", 1, booking("rogue", 1)))
+        await until(lambda: dropped(a, "unknown_table") == 1, "a table not in the configuration is dropped")
+        mq, t2 = await raw_table(broker, "cs-01", inbox)
+        await mq.publish(TOPICS.up("cs-01"), b'{"v": 1, "type": "op", "table": "cs-01"}')
+        await until(lambda: dropped(a, "bad_schema") == 1, "a bad payload is dropped")
+        await mq.publish(TOPICS.up("cs-01"), op_message("fcp-02", 1, booking("fcp-02", 1)))
+        await until(lambda: dropped(a, "wrong_table") == 1, "a payload naming another table is dropped")
+        # Well formed, from the right table, but a round of another table: refused, journaled, final.
+        await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 1, ops.CloseRound("fcp-02-r1", AT)))
+        await until(lambda: any(isinstance(m, schema.Refused) for m in inbox), "refused")
+        refused = next(m for m in inbox if isinstance(m, schema.Refused))
+        assert refused.seq == 1 and refused.field == "body.round_id"
+        assert a.next_seq["cs-01"] == 2
+        assert rig.meter().contributions == 0
+        for t in (t1, t2):
+            t.cancel()
+    finally:
+        await rig.close()
+
+
+async def test_restarts_of_authority_table_and_broker_change_nothing(tmp_path, broker):
+    rig = LinkRig(tmp_path, broker, TABLES[:2], link_timeout=1.0)
+    try:
+        await rig.start_authority()
+        l1, l2 = await rig.start_table("cs-01"), await rig.start_table("fcp-02")
+        await until(lambda: l1.alive and l2.alive, "tables hear the authority")
+        wagered = await play(l1, "cs-01", range(1, 4))
+        # The authority stops: the tables stop recognizing progressive wagers; what they book waits.
+        await rig.stop_authority()
+        await until(lambda: not l1.alive and not l2.alive, "link loss seen by both tables", 5)
+        wagered += await play(l1, "cs-01", range(4, 6)) + await play(l2, "fcp-02", range(1, 3))
+        assert l1.outbox.pending and l2.outbox.pending
+        await rig.start_authority()
+        await rig.all_answered()
+        await until(lambda: l1.alive and l2.alive, "link back by itself")
+        # A table restarts (its journal is the outbox): nothing sent twice takes effect twice.
+        await rig.stop_table("fcp-02")
+        l2 = await rig.start_table("fcp-02")
+        wagered += await play(l2, "fcp-02", range(3, 5))
+        # The broker restarts while operations are in flight.
+        sends = asyncio.create_task(play(l1, "cs-01", range(6, 10)))
+        broker.stop()
+        await until(lambda: not l1.alive, "broker loss seen", 5)
+        broker.start()
+        wagered += await sends
+        await rig.all_answered(30)
+        m = rig.meter()
+        assert m.contributions == expected_contributions(wagered)
+        assert m.current == units(RESET) + m.contributions and not m.open_rounds
+        assert rig.authority.next_seq == {"cs-01": l1.outbox.next_seq, "fcp-02": l2.outbox.next_seq}
+        assert rig.alive_changes["cs-01"][:3] == [True, False, True]
+    finally:
+        await rig.close()

@@ -1,0 +1,72 @@
+"""A table's link journal: numbered operations wait until the authority's answer is journaled."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from controller.errors import InputError, RulesError
+from controller.ledger import Ledger
+from controller.link.outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, OutboxReducer, send_body
+from controller.meter import ops
+
+AT = datetime(2026, 11, 30, 1, 2, 3, tzinfo=timezone.utc)
+R = OutboxReducer()
+
+
+def book(rid: str, wagers=((1, 100), (3, 500))):
+    return send_body("fchb", "fchb-link", ops.BookContributions(rid, "cs-01", wagers, AT))
+
+
+def test_sequence_numbers_pending_and_answers():
+    s = R.initial()
+    s, r1 = R.apply(s, LINK_SEND, book("cs-01-r1"))
+    s, r2 = R.apply(s, LINK_SEND, send_body("fchb", "fchb-link", ops.CloseRound("cs-01-r1", AT)))
+    assert (r1, r2) == ({"seq": 1}, {"seq": 2})
+    assert sorted(s.pending) == [1, 2] and s.next_seq == 3
+    assert s.open_rounds == {} and s.last_round == {"fchb": "cs-01-r1"}
+    s, _ = R.apply(s, LINK_ACK, {"seq": 1, "entry": 40, "result": {"contributed": "0.9"}})
+    s, _ = R.apply(s, LINK_REFUSED, {"seq": 2, "field": "round_id", "message": "not open"})
+    assert s.pending == {} and (s.acked, s.refused) == (1, 1)
+    R.check(s)
+
+
+def test_open_rounds_are_kept_for_resuming():
+    s, _ = R.apply(R.initial(), LINK_SEND, book("cs-01-r4"))
+    assert s.open_rounds == {"fchb": {"cs-01-r4": ((1, 100), (3, 500))}}
+    s, _ = R.apply(s, LINK_SEND, send_body("fchb", "fchb-link", ops.VoidRound("cs-01-r4", AT, "shoe jam")))
+    assert s.open_rounds == {}
+
+
+def test_snapshot_restores_the_same_state():
+    s, _ = R.apply(R.initial(), LINK_SEND, book("cs-01-r1"))
+    s, _ = R.apply(s, LINK_SEND, book("cs-01-r2"))
+    s, _ = R.apply(s, LINK_ACK, {"seq": 1, "result": {}})
+    assert R.snapshot(R.restore(R.snapshot(s))) == R.snapshot(s)
+    assert R.restore(R.snapshot(s)) == s
+
+
+@pytest.mark.parametrize("kind, body, field", [
+    (LINK_SEND, {**book("r1"), "kind": "change-params"}, "kind"),
+    (LINK_SEND, {**book("r1"), "meter": ""}, "meter"),
+    (LINK_SEND, {**book("r1"), "body": {"round_id": "r1"}}, "body"),
+    (LINK_ACK, {"seq": 9, "result": {}}, "seq"),
+    ("adjust", {}, "kind"),
+])
+def test_bad_entries_are_refused_naming_the_field(kind, body, field):
+    with pytest.raises(InputError) as e:
+        R.apply(R.initial(), kind, body)
+    assert e.value.field.startswith(field)
+
+
+def test_an_answer_is_journaled_once(tmp_path):
+    with Ledger.open(tmp_path, R, software_digest="test") as led:
+        seq = led.submit(LINK_SEND, book("cs-01-r1"), "cs-01-r1:book:fchb").result["seq"]
+        again = led.submit(LINK_SEND, book("cs-01-r1"), "cs-01-r1:book:fchb")
+        assert again.result["seq"] == seq and led.state.next_seq == 2  # a retried send keeps its number
+        led.submit(LINK_ACK, {"seq": seq, "result": {}}, f"answer:{seq}")
+        with pytest.raises(RulesError):
+            led.submit(LINK_ACK, {"seq": seq, "result": {}}, "answer:other")
+    with Ledger.open(tmp_path, R, software_digest="test") as led:
+        assert led.state.pending == {} and led.state.acked == 1
