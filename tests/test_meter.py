@@ -22,9 +22,12 @@ from controller.meter import (
     ChangeParams,
     CloseRound,
     InvariantError,
+    LockPercentAward,
     MeterParams,
     PayFixedAward,
+    PayLockedAward,
     PayPercentAward,
+    ReleaseLockedAward,
     TopUp,
     VoidRound,
     apply,
@@ -242,8 +245,8 @@ def test_from_dict_of_one_kind_refuses_another():
 
 def test_every_kind_is_stable():
     assert sorted(OPS) == [
-        "adjust", "book-contributions", "change-params", "close-round", "pay-fixed-award", "pay-percent-award",
-        "top-up", "void-round",
+        "adjust", "book-contributions", "change-params", "close-round", "lock-percent-award", "pay-fixed-award",
+        "pay-locked-award", "pay-percent-award", "release-locked-award", "top-up", "void-round",
     ]
 
 
@@ -633,13 +636,15 @@ def _pick(data, good, bad):
 KINDS = (
     "book-contributions", "book-contributions", "book-contributions", "pay-percent-award", "pay-percent-award",
     "pay-percent-award", "pay-fixed-award", "close-round", "void-round", "void-round", "top-up", "adjust",
-    "change-params",
+    "change-params", "lock-percent-award", "lock-percent-award", "pay-locked-award", "release-locked-award",
 )
 
 
 def draw_op(data, state, fresh):
     """An operation (or the InputError its construction raised) chosen with the state in view."""
     kind = data.draw(st.sampled_from(KINDS))
+    if state.locked and data.draw(st.integers(0, 2)) == 0:  # a pending lock is settled soon, mostly
+        kind = data.draw(st.sampled_from(("pay-locked-award", "release-locked-award")))
     at = data.draw(TIMES)
     open_ids = sorted(state.open_rounds)
     used = [*state.recent_rounds[-3:], "never-booked"]
@@ -658,7 +663,12 @@ def draw_op(data, state, fresh):
             if kind == "close-round":
                 return CloseRound(rid, at)
             return VoidRound(rid, at, _pick(data, ["misdeal"], [""]))
-        if kind in ("pay-percent-award", "pay-fixed-award"):
+        if kind in ("pay-locked-award", "release-locked-award"):
+            claim = _pick(data, sorted(state.locked), [*state.settled_claims[-2:], "c-never", "c 1"])
+            if kind == "pay-locked-award":
+                return PayLockedAward(claim, who, at)
+            return ReleaseLockedAward(claim, who, _pick(data, ["not a royal flush"], [""]), at)
+        if kind in ("pay-percent-award", "pay-fixed-award", "lock-percent-award"):
             rid = _pick(data, open_ids, used)
             b = state.open_rounds.get(rid)
             table = _pick(data, [b.table] if b else [], ["t9"])
@@ -678,9 +688,11 @@ def draw_op(data, state, fresh):
                 percent = _pick(data, [Fraction(100), Fraction(10), Fraction(50), Fraction(1, 10)], [Fraction(0), Fraction(101)])
                 shares = _pick(data, [1, 1, 2, 3], [0])
                 seat = _pick(data, seats, [9, 0])
-            return PayPercentAward(
-                rid, table, seat, "royal-flush", f"{format_fraction(percent)}% of meter", percent, at, who, shares
-            )
+            award = f"{format_fraction(percent)}% of meter"
+            if kind == "lock-percent-award":
+                claim = _pick(data, [f"c-{fresh}"], [*state.locked, *state.settled_claims[-2:], ""])
+                return LockPercentAward(rid, table, seat, "royal-flush", award, percent, at, claim, shares)
+            return PayPercentAward(rid, table, seat, "royal-flush", award, percent, at, who, shares)
         if kind == "top-up":
             return TopUp(_pick(data, [1, 100, 1_000_000], [0, -5]), at, who, "promotion")
         if kind == "adjust":
@@ -727,8 +739,11 @@ def test_random_operations_keep_the_books_balanced(p, data):
         state = new
         # Money is conserved: what came in (wagers x (rate + reserve rate), seed, adjustments) minus what
         # the meter paid out is exactly what the visible meter, the reserve and the overflow hold.
-        assert model_in + state.seed + state.adjustments - state.meter_awards == state.current + state.reserve + state.overflow
-        assert state.seed == seeded and state.meter_awards == taken * U
+        # An award locked and awaiting approval has left the meter but is not yet paid.
+        locked = sum(a.taken_units for a in state.locked.values())
+        assert (model_in + state.seed + state.adjustments - state.meter_awards - locked
+                == state.current + state.reserve + state.overflow)
+        assert state.seed == seeded and state.meter_awards + locked == taken * U
         assert state.cumulative_payouts_cents == paid
         assert state.meter_awards == (state.meter_paid_cents + state.owed_cents) * U
     assert state_from_dict(json.loads(json.dumps(state_to_dict(state)))) == state

@@ -84,6 +84,11 @@ def meter_json(s: MeterState) -> dict[str, Any]:
         "cumulative_payouts": format_cents(s.cumulative_payouts_cents),
         "open_rounds": sorted(s.open_rounds),
         "voided_rounds": s.voided_rounds,
+        # Awards taken from the meter and awaiting a supervisor's approval or rejection (linked meters).
+        "locked": [
+            {"claim": c, "amount": format_cents(a.amount_cents), "table": a.table, "seat": a.seat, "award": a.label}
+            for c, a in sorted(s.locked.items())
+        ],
     }
 
 
@@ -126,6 +131,9 @@ def print_meters(rows: list[dict[str, Any]]) -> None:
               f"cumulative ${r['cumulative_payouts']}")
         for label, h in r["hits"].items():
             print(f"    {label}: {h['count']} hits, ${h['amount']}")
+        for lk in r.get("locked", ()):
+            print(f"    locked {lk['claim']}: ${lk['amount']} table {lk['table']} seat {lk['seat']} {lk['award']}, "
+                  "awaiting approval")
 
 
 def cmd_history(state_dir: Path, as_json: bool, meter_id: str | None) -> int:

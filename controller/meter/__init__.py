@@ -15,9 +15,12 @@ from .ops import (
     BookContributions,
     ChangeParams,
     CloseRound,
+    LockPercentAward,
     Op,
     PayFixedAward,
+    PayLockedAward,
     PayPercentAward,
+    ReleaseLockedAward,
     TopUp,
     VoidRound,
     op_from_dict,
@@ -25,10 +28,12 @@ from .ops import (
 from .params import DEFAULT_HISTORY, MIN_HISTORY, MeterParams, params_from_dict, params_to_dict
 from .snapshot import state_from_dict, state_to_dict
 from .state import (
+    RECENT_CLAIMS,
     RECENT_ROUNDS,
     Booking,
     Hit,
     InvariantError,
+    LockedAward,
     MeterState,
     SharedAward,
     check_invariant,
@@ -39,9 +44,10 @@ from .state import (
 )
 
 __all__ = [
-    "DEFAULT_HISTORY", "MIN_HISTORY", "OPS", "RECENT_ROUNDS",
+    "DEFAULT_HISTORY", "MIN_HISTORY", "OPS", "RECENT_CLAIMS", "RECENT_ROUNDS",
     "Adjust", "BookContributions", "Booking", "ChangeParams", "CloseRound", "Effect", "Hit", "InvariantError",
-    "MeterParams", "MeterState", "Op", "PayFixedAward", "PayPercentAward", "SharedAward", "TopUp", "VoidRound",
+    "LockPercentAward", "LockedAward", "MeterParams", "MeterState", "Op", "PayFixedAward", "PayLockedAward",
+    "PayPercentAward", "ReleaseLockedAward", "SharedAward", "TopUp", "VoidRound",
     "apply", "check_invariant", "hit_label", "initial_state", "invariant_failures", "invariant_holds",
     "op_from_dict", "params_from_dict", "params_to_dict", "state_from_dict", "state_to_dict",
 ]

@@ -18,13 +18,27 @@ from .ops import (
     BookContributions,
     ChangeParams,
     CloseRound,
+    LockPercentAward,
     Op,
     PayFixedAward,
+    PayLockedAward,
     PayPercentAward,
+    ReleaseLockedAward,
     TopUp,
     VoidRound,
 )
-from .state import RECENT_ROUNDS, Booking, Hit, MeterState, SharedAward, check_invariant, hit_label, with_maps
+from .state import (
+    RECENT_CLAIMS,
+    RECENT_ROUNDS,
+    Booking,
+    Hit,
+    LockedAward,
+    MeterState,
+    SharedAward,
+    check_invariant,
+    hit_label,
+    with_maps,
+)
 
 
 @dataclass(frozen=True)
@@ -46,6 +60,8 @@ class Effect:
     seeded: int = 0  # units of operator money put on the meter (seed)
     adjusted: int = 0  # units of an authorized adjustment
     hit: Hit | None = None
+    claim: str = ""  # a locked award's claim id (lock, pay-locked, release)
+    amount_cents: int = 0  # that claim's amount for its seat: locked, paid or released
 
     def to_dict(self) -> dict[str, Any]:
         u = format_units
@@ -67,6 +83,9 @@ class Effect:
         }
         if self.hit is not None:
             d["hit_number"] = self.hit.number
+        if self.claim:  # only the lock operations: the results of the others stay as journaled
+            d["claim"] = self.claim
+            d["amount"] = format_cents(self.amount_cents)
         return d
 
 
@@ -128,6 +147,7 @@ def _book(s: MeterState, op: BookContributions) -> tuple[MeterState, Effect]:
 
 def _void(s: MeterState, op: VoidRound) -> tuple[MeterState, Effect]:
     b = _open(s, op.round_id)
+    _no_lock_in(s, op.round_id)
     if b.paid:
         raise RulesError(
             "round_id", f"an award has been paid in round {op.round_id}: it can no longer be voided"
@@ -168,6 +188,7 @@ def _void(s: MeterState, op: VoidRound) -> tuple[MeterState, Effect]:
 
 def _close(s: MeterState, op: CloseRound) -> tuple[MeterState, Effect]:
     b = _open(s, op.round_id)
+    _no_lock_in(s, op.round_id)
     for sh in b.shared:
         if sh.owed_cents:
             raise RulesError(
@@ -186,7 +207,6 @@ def _close(s: MeterState, op: CloseRound) -> tuple[MeterState, Effect]:
 
 def _pay_percent(s: MeterState, op: PayPercentAward) -> tuple[MeterState, Effect]:
     b = _payable(s, op.round_id, op.table, op.seat)
-    p = s.params
     if op.shares > 1:
         for i, sh in enumerate(b.shared):
             if (sh.hand, sh.award, sh.percent, sh.shares) != (op.hand, op.award, op.percent, op.shares):
@@ -212,12 +232,64 @@ def _pay_percent(s: MeterState, op: PayPercentAward) -> tuple[MeterState, Effect
             )
             return new, Effect(op.kind, s.current, s.current, op.round_id, paid_cents=sh.per_share_cents, hit=hit)
 
+    t = _take(s, b, op)
+    shared = b.shared
+    if op.shares > 1:
+        shared = (
+            *shared,
+            SharedAward(op.hand, op.award, op.percent, op.shares, t.per_share, s.current, t.after, (op.seat,)),
+        )
+    booking = replace(b, paid=True, shared=shared)
+    hit, tallies = _record(
+        s, op.round_id, op.table, op.seat, op.hand, op.award, t.per_share, "attendant", op.shares, s.current,
+        t.after, op.at, op.approved_by,
+    )
+    new = with_maps(
+        _taken(s, t),
+        meter_awards=s.meter_awards + t.taken_cents * UNITS_PER_CENT,
+        meter_paid_cents=s.meter_paid_cents + t.per_share,
+        owed_cents=s.owed_cents + t.taken_cents - t.per_share,
+        open_rounds={**s.open_rounds, op.round_id: booking},
+        **tallies,
+    )
+    return new, Effect(
+        op.kind, s.current, t.after, op.round_id, paid_cents=t.per_share, taken_cents=t.taken_cents, reset=t.reset,
+        from_reserve=t.from_reserve, from_overflow=t.from_overflow, seeded=t.seeded, hit=hit,
+    )
+
+
+@dataclass(frozen=True)
+class _Take:
+    """A percentage award taken from the meter and the reset it needed (before anything is paid)."""
+
+    per_share: int  # cents
+    taken_cents: int  # every share
+    after: int  # units on the meter afterwards
+    reset: bool
+    from_reserve: int
+    from_overflow: int
+    seeded: int
+
+
+def _take(s: MeterState, b: Booking, op: PayPercentAward | LockPercentAward) -> _Take:
+    """The first (or only) take of a percentage award, paid at once or locked: the same arithmetic for both."""
+    p = s.params
     if op.shares > len(b.seats):
         raise RulesError(
             "shares",
             f"{op.shares} players cannot share an award: only {len(b.seats)} seat{'s' if len(b.seats) != 1 else ''} "
             f"wagered in round {op.round_id}",
         )
+    if op.shares > 1:
+        for claim, a in sorted(s.locked.items()):
+            if a.round_id == op.round_id and (a.hand, a.award, a.percent, a.shares) == (
+                op.hand, op.award, op.percent, op.shares
+            ):
+                # Taking it again would take the shared award twice.
+                raise RulesError(
+                    "shares", f"{hit_label(op.hand, op.award)} shared by {op.shares} is locked under claim {claim}: "
+                    "pay or release it first",
+                )
     # Floored to the cent, then split equally to the cent; what is left stays (meter_award.take_percent).
     per_share, take = take_percent(s.current, p.reset_units, op.percent, op.shares)
     left = s.current - take.paid_cents * UNITS_PER_CENT
@@ -234,34 +306,113 @@ def _pay_percent(s: MeterState, op: PayPercentAward) -> tuple[MeterState, Effect
         carried = min(s.overflow - from_overflow, room)
         from_overflow += carried
         after += carried
-    shared = b.shared
+    return _Take(per_share, take.paid_cents, after, reset, from_reserve, from_overflow, seeded)
+
+
+def _taken(s: MeterState, t: _Take) -> MeterState:
+    """`s` with the meter moved by the take: the award off, the reset funded."""
+    return replace(
+        s,
+        current=t.after,
+        seed=s.seed + t.seeded,
+        reserve=s.reserve - t.from_reserve,
+        reserve_to_meter=s.reserve_to_meter + t.from_reserve,
+        overflow=s.overflow - t.from_overflow,
+        overflow_to_meter=s.overflow_to_meter + t.from_overflow,
+    )
+
+
+# --- locked awards (linked meters, 58 Pa. Code 605a.8) -----------------------------------------------
+
+
+def _lock_percent(s: MeterState, op: LockPercentAward) -> tuple[MeterState, Effect]:
+    if op.claim in s.locked:
+        raise RulesError("claim", f"claim {op.claim} is already locked on meter {s.params.meter_id}")
+    if op.claim in s.settled_claims:
+        raise RulesError("claim", f"claim {op.claim} was paid or released on meter {s.params.meter_id}")
+    b = _payable(s, op.round_id, op.table, op.seat)
     if op.shares > 1:
+        for sh in b.shared:
+            if (sh.hand, sh.award, sh.percent, sh.shares) == (op.hand, op.award, op.percent, op.shares):
+                # A later sharer's share left the meter at the first sharer's turn: nothing is left to lock.
+                raise RulesError(
+                    "shares",
+                    f"{hit_label(op.hand, op.award)} shared by {op.shares} was taken from the meter in round "
+                    f"{op.round_id}: pay the other shares with PayPercentAward",
+                )
+    t = _take(s, b, op)
+    locked = LockedAward(
+        op.round_id, op.table, op.seat, op.hand, op.award, op.percent, op.shares, t.per_share, s.current, t.after,
+        t.from_reserve, t.from_overflow, t.seeded, op.at,
+    )
+    new = with_maps(_taken(s, t), locked={**s.locked, op.claim: locked})
+    return new, Effect(
+        op.kind, s.current, t.after, op.round_id, taken_cents=t.taken_cents, reset=t.reset,
+        from_reserve=t.from_reserve, from_overflow=t.from_overflow, seeded=t.seeded, claim=op.claim,
+        amount_cents=t.per_share,
+    )
+
+
+def _pay_locked(s: MeterState, op: PayLockedAward) -> tuple[MeterState, Effect]:
+    a = _locked(s, op.claim)
+    b = _payable(s, a.round_id, a.table, a.seat)
+    shared = b.shared
+    if a.shares > 1:
         shared = (
             *shared,
-            SharedAward(op.hand, op.award, op.percent, op.shares, per_share, s.current, after, (op.seat,)),
+            SharedAward(a.hand, a.award, a.percent, a.shares, a.amount_cents, a.meter_before, a.meter_after,
+                        (a.seat,)),
         )
-    booking = replace(b, paid=True, shared=shared)
     hit, tallies = _record(
-        s, op.round_id, op.table, op.seat, op.hand, op.award, per_share, "attendant", op.shares, s.current, after,
-        op.at, op.approved_by,
+        s, a.round_id, a.table, a.seat, a.hand, a.award, a.amount_cents, "attendant", a.shares, a.meter_before,
+        a.meter_after, op.at, op.approved_by,
     )
     new = with_maps(
         s,
-        current=after,
-        seed=s.seed + seeded,
-        reserve=s.reserve - from_reserve,
-        reserve_to_meter=s.reserve_to_meter + from_reserve,
-        overflow=s.overflow - from_overflow,
-        overflow_to_meter=s.overflow_to_meter + from_overflow,
-        meter_awards=s.meter_awards + take.paid_cents * UNITS_PER_CENT,
-        meter_paid_cents=s.meter_paid_cents + per_share,
-        owed_cents=s.owed_cents + take.paid_cents - per_share,
-        open_rounds={**s.open_rounds, op.round_id: booking},
+        meter_awards=s.meter_awards + a.taken_units,
+        meter_paid_cents=s.meter_paid_cents + a.amount_cents,
+        owed_cents=s.owed_cents + a.taken_cents - a.amount_cents,
+        open_rounds={**s.open_rounds, a.round_id: replace(b, paid=True, shared=shared)},
+        locked=_without(s, op.claim),
+        settled_claims=_settle(s, op.claim),
         **tallies,
     )
     return new, Effect(
-        op.kind, s.current, after, op.round_id, paid_cents=per_share, taken_cents=take.paid_cents, reset=reset,
-        from_reserve=from_reserve, from_overflow=from_overflow, seeded=seeded, hit=hit,
+        op.kind, s.current, s.current, a.round_id, paid_cents=a.amount_cents, hit=hit, claim=op.claim,
+        amount_cents=a.amount_cents,
+    )
+
+
+def _release_locked(s: MeterState, op: ReleaseLockedAward) -> tuple[MeterState, Effect]:
+    a = _locked(s, op.claim)
+    p = s.params
+    # Exactly the lock's transfers, but never more than the totals hold: a void since may already have taken
+    # back from the meter reserve or overflow that the lock's reset used.
+    reserve_back = min(a.from_reserve, s.reserve_to_meter)
+    overflow_back = min(a.from_overflow, s.overflow_to_meter)
+    current = s.current + a.taken_units - reserve_back - overflow_back - a.seeded
+    # Another award or a void since the lock can leave less on the meter: the operator restores the floor (as a
+    # void does); contributions since can push it past the ceiling: the excess goes to the overflow (as theirs).
+    floor_seed = max(0, p.reset_units - current)
+    current += floor_seed
+    excess = 0 if p.ceiling_units is None else max(0, current - p.ceiling_units)
+    current -= excess
+    new = with_maps(
+        s,
+        current=current,
+        seed=s.seed - a.seeded + floor_seed,
+        reserve=s.reserve + reserve_back,
+        reserve_to_meter=s.reserve_to_meter - reserve_back,
+        overflow=s.overflow + overflow_back + excess,
+        overflow_to_meter=s.overflow_to_meter - overflow_back,
+        released_to_overflow=s.released_to_overflow + excess,
+        locked=_without(s, op.claim),
+        settled_claims=_settle(s, op.claim),
+    )
+    return new, Effect(
+        op.kind, s.current, current, a.round_id, overflowed=excess, taken_cents=-a.taken_cents,
+        from_reserve=-reserve_back, from_overflow=-overflow_back, seeded=floor_seed - a.seeded, claim=op.claim,
+        amount_cents=a.amount_cents,
     )
 
 
@@ -320,6 +471,9 @@ def _adjust(s: MeterState, op: Adjust) -> tuple[MeterState, Effect]:
 
 def _change_params(s: MeterState, op: ChangeParams) -> tuple[MeterState, Effect]:
     new_p = op.params
+    if s.locked:
+        claims = ", ".join(sorted(s.locked))
+        raise RulesError("params", f"cannot change while an award is locked (claims: {claims}): pay or release it first")
     if s.open_rounds:
         rounds = ", ".join(sorted(s.open_rounds))
         raise RulesError(
@@ -368,6 +522,30 @@ def _payable(s: MeterState, round_id: str, table: str, seat: int) -> Booking:
     return b
 
 
+def _locked(s: MeterState, claim: str) -> LockedAward:
+    a = s.locked.get(claim)
+    if a is None:
+        why = "it was paid or released" if claim in s.settled_claims else "it was never locked"
+        raise RulesError("claim", f"claim {claim} is not locked on meter {s.params.meter_id}: {why}")
+    return a
+
+
+def _no_lock_in(s: MeterState, round_id: str) -> None:
+    claims = sorted(c for c, a in s.locked.items() if a.round_id == round_id)
+    if claims:
+        raise RulesError(
+            "round_id", f"round {round_id}: claim {', '.join(claims)} is locked awaiting a decision: pay or release it first"
+        )
+
+
+def _without(s: MeterState, claim: str) -> dict[str, LockedAward]:
+    return {c: a for c, a in s.locked.items() if c != claim}
+
+
+def _settle(s: MeterState, claim: str) -> tuple[str, ...]:
+    return (*s.settled_claims, claim)[-RECENT_CLAIMS:]
+
+
 def _below_ceiling(s: MeterState, after: int, field: str) -> None:
     ceiling = s.params.ceiling_units
     if ceiling is not None and after > ceiling:
@@ -389,4 +567,7 @@ _HANDLERS: dict[type, Any] = {
     Adjust: _adjust,
     ChangeParams: _change_params,
     CloseRound: _close,
+    LockPercentAward: _lock_percent,
+    PayLockedAward: _pay_locked,
+    ReleaseLockedAward: _release_locked,
 }

@@ -146,19 +146,7 @@ class PayPercentAward:
     shares: int = 1
 
     def __post_init__(self) -> None:
-        _check.identifier(self.round_id, "round_id")
-        _check.identifier(self.table, "table")
-        _check.integer(self.seat, "seat", minimum=1)
-        _check.text(self.hand, "hand")
-        _check.text(self.award, "award")
-        pct = _check.fraction(self.percent, "percent")
-        if not 0 < pct <= 100:
-            raise InputError("percent", f"{_check.format_fraction(pct)} must be more than 0 and at most 100")
-        object.__setattr__(self, "percent", pct)
-        stated = parse_award(self.award, "award")
-        if not isinstance(stated, PercentOfMeter) or stated.percent != pct:
-            raise InputError("award", f"{self.award!r} does not state {_check.format_fraction(pct)}% of the meter")
-        _check.moment(self.at, "at")
+        _check_percent_award(self)
         _check.text(self.approved_by, "approved_by")
         _check.integer(self.shares, "shares", minimum=1)
 
@@ -185,6 +173,23 @@ class PayPercentAward:
         kw["at"] = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
         kw["shares"] = m.get("shares", 1)
         return _build(cls, kw, field_prefix)
+
+
+def _check_percent_award(op: Any) -> None:
+    """The checks a percentage award makes on itself, paid at once or locked (in the order they are named)."""
+    _check.identifier(op.round_id, "round_id")
+    _check.identifier(op.table, "table")
+    _check.integer(op.seat, "seat", minimum=1)
+    _check.text(op.hand, "hand")
+    _check.text(op.award, "award")
+    pct = _check.fraction(op.percent, "percent")
+    if not 0 < pct <= 100:
+        raise InputError("percent", f"{_check.format_fraction(pct)} must be more than 0 and at most 100")
+    object.__setattr__(op, "percent", pct)
+    stated = parse_award(op.award, "award")
+    if not isinstance(stated, PercentOfMeter) or stated.percent != pct:
+        raise InputError("award", f"{op.award!r} does not state {_check.format_fraction(pct)}% of the meter")
+    _check.moment(op.at, "at")
 
 
 @dataclass(frozen=True)
@@ -380,11 +385,129 @@ class CloseRound:
         return _build(cls, {"round_id": m["round_id"], "at": at}, field_prefix)
 
 
-Op = BookContributions | VoidRound | PayPercentAward | PayFixedAward | TopUp | Adjust | ChangeParams | CloseRound
+@dataclass(frozen=True)
+class LockPercentAward:
+    """A percentage award on a linked meter taken at the hit and held under ``claim`` until approved or rejected
+    (58 Pa. Code 605a.8): the meter resets at once, as a payout would reset it, so other tables play on."""
+
+    kind: ClassVar[str] = "lock-percent-award"
+    round_id: str
+    table: str
+    seat: int
+    hand: str
+    award: str
+    percent: Fraction
+    at: datetime
+    claim: str  # unique per meter: the id the supervisor approves or rejects
+    shares: int = 1
+
+    def __post_init__(self) -> None:
+        _check_percent_award(self)
+        _check.identifier(self.claim, "claim")
+        _check.integer(self.shares, "shares", minimum=1)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "round_id": self.round_id,
+            "table": self.table,
+            "seat": self.seat,
+            "hand": self.hand,
+            "award": self.award,
+            "percent": _check.format_fraction(self.percent),
+            "at": _check.format_moment(self.at),
+            "claim": self.claim,
+            "shares": self.shares,
+        }
+
+    @classmethod
+    def from_dict(cls, d: object, field_prefix: str = "") -> LockPercentAward:
+        keys = ("round_id", "table", "seat", "hand", "award", "percent", "at", "claim")
+        m = _fields(d, field_prefix, cls.kind, keys, ("shares",))
+        kw = {k: m[k] for k in keys}
+        kw["percent"] = _check.parse_fraction(m["percent"], _check.join(field_prefix, "percent"))
+        kw["at"] = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
+        kw["shares"] = m.get("shares", 1)
+        return _build(cls, kw, field_prefix)
+
+
+@dataclass(frozen=True)
+class PayLockedAward:
+    """A supervisor approved a locked award: it is paid (by the attendant) and enters the hit history."""
+
+    kind: ClassVar[str] = "pay-locked-award"
+    claim: str
+    approved_by: str
+    at: datetime
+
+    def __post_init__(self) -> None:
+        _check.identifier(self.claim, "claim")
+        _check.text(self.approved_by, "approved_by")
+        _check.moment(self.at, "at")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "claim": self.claim,
+            "approved_by": self.approved_by,
+            "at": _check.format_moment(self.at),
+        }
+
+    @classmethod
+    def from_dict(cls, d: object, field_prefix: str = "") -> PayLockedAward:
+        m = _fields(d, field_prefix, cls.kind, ("claim", "approved_by", "at"))
+        at = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
+        return _build(cls, {"claim": m["claim"], "approved_by": m["approved_by"], "at": at}, field_prefix)
+
+
+@dataclass(frozen=True)
+class ReleaseLockedAward:
+    """A supervisor rejected a locked award: every transfer of the lock is reversed and the amount goes back."""
+
+    kind: ClassVar[str] = "release-locked-award"
+    claim: str
+    rejected_by: str
+    reason: str
+    at: datetime
+
+    def __post_init__(self) -> None:
+        _check.identifier(self.claim, "claim")
+        _check.text(self.rejected_by, "rejected_by")
+        _check.text(self.reason, "reason")
+        _check.moment(self.at, "at")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "claim": self.claim,
+            "rejected_by": self.rejected_by,
+            "reason": self.reason,
+            "at": _check.format_moment(self.at),
+        }
+
+    @classmethod
+    def from_dict(cls, d: object, field_prefix: str = "") -> ReleaseLockedAward:
+        m = _fields(d, field_prefix, cls.kind, ("claim", "rejected_by", "reason", "at"))
+        kw = {
+            "claim": m["claim"],
+            "rejected_by": m["rejected_by"],
+            "reason": m["reason"],
+            "at": _check.parse_moment(m["at"], _check.join(field_prefix, "at")),
+        }
+        return _build(cls, kw, field_prefix)
+
+
+Op = (
+    BookContributions | VoidRound | PayPercentAward | PayFixedAward | TopUp | Adjust | ChangeParams | CloseRound
+    | LockPercentAward | PayLockedAward | ReleaseLockedAward
+)
 
 OPS: Mapping[str, type] = {
     cls.kind: cls
-    for cls in (BookContributions, VoidRound, PayPercentAward, PayFixedAward, TopUp, Adjust, ChangeParams, CloseRound)
+    for cls in (
+        BookContributions, VoidRound, PayPercentAward, PayFixedAward, TopUp, Adjust, ChangeParams, CloseRound,
+        LockPercentAward, PayLockedAward, ReleaseLockedAward,
+    )
 }
 
 

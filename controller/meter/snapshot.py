@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..money import format_cents, format_units, parse_cents, parse_units
 from . import _check
 from .params import params_from_dict, params_to_dict
-from .state import Booking, Hit, InvariantError, MeterState, SharedAward, check_invariant, with_maps
+from .state import Booking, Hit, InvariantError, LockedAward, MeterState, SharedAward, check_invariant, with_maps
 
 _UNITS = (
     "current", "seed", "contributions", "reserve", "reserve_in", "reserve_to_meter", "overflow", "overflow_in",
@@ -26,6 +26,9 @@ _CENTS = (
 )
 _COUNTS = ("wagers_count", "voided_rounds", "hit_count")
 _OTHER = ("params", "hits", "history", "open_rounds", "recent_rounds", "params_set_by", "params_set_at")
+# Written only when not empty: a snapshot without them (every snapshot before locked awards) loads with none,
+# and the state digest a checkpoint of an older journal records is still the one replay gives.
+_LOCKS = ("locked", "settled_claims", "released_to_overflow")
 
 
 def _key(name: str) -> str:
@@ -43,6 +46,12 @@ def state_to_dict(s: MeterState) -> dict[str, Any]:
     d["recent_rounds"] = list(s.recent_rounds)
     d["params_set_by"] = s.params_set_by
     d["params_set_at"] = None if s.params_set_at is None else _check.format_moment(s.params_set_at)
+    if s.locked:
+        d["locked"] = {claim: _locked_to_dict(a) for claim, a in sorted(s.locked.items())}
+    if s.settled_claims:
+        d["settled_claims"] = list(s.settled_claims)
+    if s.released_to_overflow:
+        d["released_to_overflow"] = format_units(s.released_to_overflow)
     return d
 
 
@@ -50,7 +59,7 @@ def state_from_dict(d: object, field_prefix: str = "") -> MeterState:
     """The inverse of `state_to_dict`; refuses a snapshot whose books do not balance."""
     j = _check.join
     at = field_prefix
-    m = _check.obj(d, at, (*_UNITS, *(_key(k) for k in _CENTS), *_COUNTS, *_OTHER))
+    m = _check.obj(d, at, (*_UNITS, *(_key(k) for k in _CENTS), *_COUNTS, *_OTHER), _LOCKS)
     kw: dict[str, Any] = {"params": params_from_dict(m["params"], j(at, "params"))}
     kw.update({k: _check.parse_signed_units(m[k], j(at, k)) for k in _UNITS})
     kw.update({k: parse_cents(m[_key(k)], j(at, _key(k))) for k in _CENTS})
@@ -84,6 +93,18 @@ def state_from_dict(d: object, field_prefix: str = "") -> MeterState:
     kw["params_set_by"] = _check.text(m["params_set_by"], j(at, "params_set_by"), allow_empty=True)
     set_at = m["params_set_at"]
     kw["params_set_at"] = None if set_at is None else _check.parse_moment(set_at, j(at, "params_set_at"))
+    locked_at = j(at, "locked")
+    locked = m.get("locked", {})
+    if not isinstance(locked, Mapping):
+        raise InputError(locked_at, "must be an object")
+    kw["locked"] = {
+        _check.identifier(c, locked_at): _locked_from_dict(a, j(locked_at, str(c))) for c, a in locked.items()
+    }
+    kw["settled_claims"] = tuple(
+        _check.identifier(c, j(at, f"settled_claims[{i}]"))
+        for i, c in enumerate(_check.array(m.get("settled_claims", []), j(at, "settled_claims")))
+    )
+    kw["released_to_overflow"] = parse_units(m.get("released_to_overflow", "0"), j(at, "released_to_overflow"))
     state = with_maps(MeterState(params=kw.pop("params"), current=kw.pop("current"), seed=kw.pop("seed")), **kw)
     try:
         check_invariant(state)
@@ -202,3 +223,47 @@ def _booking_from_dict(d: object, at: str) -> Booking:
         shared=tuple(shared),
     )
 
+
+
+def _locked_to_dict(a: LockedAward) -> dict[str, Any]:
+    return {
+        "round_id": a.round_id,
+        "table": a.table,
+        "seat": a.seat,
+        "hand": a.hand,
+        "award": a.award,
+        "percent": _check.format_fraction(a.percent),
+        "shares": a.shares,
+        "amount": format_cents(a.amount_cents),
+        "meter_before": format_units(a.meter_before),
+        "meter_after": format_units(a.meter_after),
+        "from_reserve": format_units(a.from_reserve),
+        "from_overflow": format_units(a.from_overflow),
+        "seeded": format_units(a.seeded),
+        "at": _check.format_moment(a.at),
+    }
+
+
+def _locked_from_dict(d: object, at: str) -> LockedAward:
+    j = _check.join
+    keys = (
+        "round_id", "table", "seat", "hand", "award", "percent", "shares", "amount", "meter_before",
+        "meter_after", "from_reserve", "from_overflow", "seeded", "at",
+    )
+    m = _check.obj(d, at, keys)
+    return LockedAward(
+        round_id=_check.identifier(m["round_id"], j(at, "round_id")),
+        table=_check.identifier(m["table"], j(at, "table")),
+        seat=_check.integer(m["seat"], j(at, "seat"), minimum=1),
+        hand=_check.text(m["hand"], j(at, "hand")),
+        award=_check.text(m["award"], j(at, "award")),
+        percent=_check.parse_fraction(m["percent"], j(at, "percent")),
+        shares=_check.integer(m["shares"], j(at, "shares"), minimum=1),
+        amount_cents=parse_cents(m["amount"], j(at, "amount")),
+        meter_before=parse_units(m["meter_before"], j(at, "meter_before")),
+        meter_after=parse_units(m["meter_after"], j(at, "meter_after")),
+        from_reserve=parse_units(m["from_reserve"], j(at, "from_reserve")),
+        from_overflow=parse_units(m["from_overflow"], j(at, "from_overflow")),
+        seeded=parse_units(m["seeded"], j(at, "seeded")),
+        at=_check.parse_moment(m["at"], j(at, "at")),
+    )

@@ -22,6 +22,7 @@ from ..money import UNITS_PER_CENT, format_units
 from .params import MeterParams
 
 RECENT_ROUNDS = 1000  # closed or voided round ids remembered to refuse a second booking
+RECENT_CLAIMS = 1000  # paid or released claim ids remembered to refuse a second lock under the same id
 
 
 def _frozen(d: Mapping[Any, Any] | None = None) -> Mapping[Any, Any]:
@@ -99,6 +100,41 @@ class Hit:
         return hit_label(self.hand, self.award)
 
 
+@dataclass(frozen=True)
+class LockedAward:
+    """A percentage award taken from a linked meter at the hit and held until a supervisor pays or releases it
+    (58 Pa. Code 605a.8): the award as a payout would have been, and every transfer the take made, so a
+    release can reverse them exactly."""
+
+    round_id: str
+    table: str
+    seat: int
+    hand: str
+    award: str
+    percent: Fraction
+    shares: int
+    amount_cents: int  # what this seat is paid when the claim is approved (one share)
+    meter_before: int  # units, at the lock
+    meter_after: int  # units, at the lock
+    from_reserve: int  # units the reset took from the reserve
+    from_overflow: int  # units the reset (and the carry) took from the overflow
+    seeded: int  # units of operator money the reset put on the meter
+    at: datetime
+
+    @property
+    def taken_cents(self) -> int:
+        """Every share: what left the meter."""
+        return self.amount_cents * self.shares
+
+    @property
+    def taken_units(self) -> int:
+        return self.taken_cents * UNITS_PER_CENT
+
+    @property
+    def label(self) -> str:
+        return hit_label(self.hand, self.award)
+
+
 def hit_label(hand: str, award: str) -> str:
     """The key of the hits-by-award meter: the hand paid on and the award as the paytable states it."""
     return f"{hand}: {award}" if hand else award
@@ -134,6 +170,9 @@ class MeterState:
     recent_rounds: tuple[str, ...] = ()  # the last RECENT_ROUNDS closed or voided round ids
     params_set_by: str = ""
     params_set_at: datetime | None = None
+    locked: Mapping[str, LockedAward] = field(default_factory=_frozen)  # claim id -> award awaiting a decision
+    settled_claims: tuple[str, ...] = ()  # the last RECENT_CLAIMS paid or released claim ids
+    released_to_overflow: int = 0  # units of released locks the ceiling sent to the overflow
 
     __hash__ = None  # type: ignore[assignment]  # holds mappings
 
@@ -157,7 +196,7 @@ def initial_state(params: MeterParams, set_by: str = "", at: datetime | None = N
 
 def with_maps(state: MeterState, **changes: Any) -> MeterState:
     """`replace` that freezes mapping fields it is given."""
-    for key in ("hits", "open_rounds"):
+    for key in ("hits", "open_rounds", "locked"):
         if key in changes:
             changes[key] = _frozen(changes[key])
     return replace(state, **changes)
@@ -175,18 +214,24 @@ def invariant_failures(s: MeterState) -> list[str]:
     u = format_units
     bad: list[str] = []
     p = s.params
-    visible = s.seed + s.contributions + s.reserve_to_meter + s.overflow_to_meter - s.meter_awards + s.adjustments
+    locked = sum(a.taken_units for a in s.locked.values())
+    visible = (
+        s.seed + s.contributions + s.reserve_to_meter + s.overflow_to_meter - s.meter_awards - locked + s.adjustments
+        - s.released_to_overflow
+    )
     if s.current != visible:
         bad.append(
             f"current {u(s.current)} != seed {u(s.seed)} + contributions {u(s.contributions)} + reserve_to_meter "
             f"{u(s.reserve_to_meter)} + overflow_to_meter {u(s.overflow_to_meter)} - meter_awards "
-            f"{u(s.meter_awards)} + adjustments {u(s.adjustments)} = {u(visible)}"
+            f"{u(s.meter_awards)} - locked {u(locked)} + adjustments {u(s.adjustments)} - released_to_overflow "
+            f"{u(s.released_to_overflow)} = {u(visible)}"
         )
     if s.reserve != s.reserve_in - s.reserve_to_meter:
         bad.append(f"reserve {u(s.reserve)} != reserve_in {u(s.reserve_in)} - reserve_to_meter {u(s.reserve_to_meter)}")
-    if s.overflow != s.overflow_in - s.overflow_to_meter:
+    if s.overflow != s.overflow_in + s.released_to_overflow - s.overflow_to_meter:
         bad.append(
-            f"overflow {u(s.overflow)} != overflow_in {u(s.overflow_in)} - overflow_to_meter {u(s.overflow_to_meter)}"
+            f"overflow {u(s.overflow)} != overflow_in {u(s.overflow_in)} + released_to_overflow "
+            f"{u(s.released_to_overflow)} - overflow_to_meter {u(s.overflow_to_meter)}"
         )
     if s.current < p.reset_units:
         bad.append(f"current {u(s.current)} is below the reset amount {u(p.reset_units)}")
@@ -196,6 +241,7 @@ def invariant_failures(s: MeterState) -> list[str]:
         "seed", "contributions", "reserve", "reserve_in", "reserve_to_meter", "overflow", "overflow_in",
         "overflow_to_meter", "meter_awards", "meter_paid_cents", "owed_cents", "wagers_count", "wagers_cents",
         "voided_rounds", "voided_wagers_cents", "hit_count", "paid_by_table_cents", "paid_by_attendant_cents",
+        "released_to_overflow",
     ):
         if getattr(s, name) < 0:
             bad.append(f"{name} is negative: {getattr(s, name)}")
@@ -234,6 +280,15 @@ def invariant_failures(s: MeterState) -> list[str]:
         bad.append(f"open rounds booked {in_open} units; more than contributions, reserve_in, overflow_in")
     if len(s.recent_rounds) > RECENT_ROUNDS or set(s.recent_rounds) & set(s.open_rounds):
         bad.append("recent_rounds is too long or holds an open round")
+    for claim, a in sorted(s.locked.items()):
+        b = s.open_rounds.get(a.round_id)
+        # Close and void are refused while a lock is pending: its round is open and the seat wagered there.
+        if b is None or b.table != a.table or a.seat not in b.seats:
+            bad.append(f"locked claim {claim}: round {a.round_id} at table {a.table} seat {a.seat} is not open")
+        if min(a.amount_cents, a.from_reserve, a.from_overflow, a.seeded) < 0:
+            bad.append(f"locked claim {claim}: a negative amount")
+    if len(s.settled_claims) > RECENT_CLAIMS or set(s.settled_claims) & set(s.locked):
+        bad.append("settled_claims is too long or holds a pending claim")
     return bad
 
 
