@@ -14,7 +14,7 @@ from broker import require_mosquitto, start_broker
 from controller.link import schema
 from controller.link.mqtt import MqttLink
 from controller.meter import ops
-from controller.money import UNITS_PER_CENT
+from controller.money import UNITS_PER_CENT, format_units, parse_cents
 from linkrig import AT, METER, PREFIX, RATE, RESET, LinkRig
 from rigtable import until
 
@@ -181,5 +181,61 @@ async def test_restarts_of_authority_table_and_broker_change_nothing(tmp_path, b
         assert m.current == units(RESET) + m.contributions and not m.open_rounds
         assert rig.authority.next_seq == {"cs-01": l1.outbox.next_seq, "fcp-02": l2.outbox.next_seq}
         assert rig.alive_changes["cs-01"][:3] == [True, False, True]
+    finally:
+        await rig.close()
+
+
+def lock(table: str, n: int, claim: str, seat: int = 1):
+    return ops.LockPercentAward(f"{table}-r{n}", table, seat, "royal-flush", "100% of meter", Fraction(100), AT, claim)
+
+
+async def test_two_tables_hit_the_top_award_in_the_same_second(tmp_path, broker):
+    rig = LinkRig(tmp_path, broker, TABLES[:2])
+    try:
+        await rig.start_authority()
+        l1, l2 = await rig.start_table("cs-01"), await rig.start_table("fcp-02")
+        await until(lambda: l1.alive and l2.alive, "tables hear the authority")
+        for link, t in ((l1, "cs-01"), (l2, "fcp-02")):
+            await link.send(booking(t, 1), "fchb", f"{t}-r1:book:fchb")
+        await rig.all_answered()
+        before = rig.meter().current
+        s1, s2 = await asyncio.gather(l1.send(lock("cs-01", 1, "cs-01-r1-c1:0"), "fchb", "cs-01-r1-c1:lock:0"),
+                                      l2.send(lock("fcp-02", 1, "fcp-02-r1-c1:0", 2), "fchb", "fcp-02-r1-c1:lock:0"))
+        r1, r2 = await asyncio.gather(l1.answer(s1, 10), l2.answer(s2, 10))
+        first, second = sorted((r1, r2), key=lambda r: r["meter_before"] != format_units(before))
+        assert parse_cents(first["amount"], "amount") == before // UNITS_PER_CENT
+        assert parse_cents(second["amount"], "amount") == RESET  # the second is paid from the reset meter
+        assert len(rig.meter().locked) == 2
+        # Both approved: both paid, in the order the authority recorded the locks.
+        await l1.send(ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT), "fchb", "cs-01-r1-c1:pay:0")
+        await l2.send(ops.PayLockedAward("fcp-02-r1-c1:0", "floor-2", AT), "fchb", "fcp-02-r1-c1:pay:0")
+        await rig.all_answered()
+        m = rig.meter()
+        assert not m.locked and len(m.history) == 2
+        assert sorted(h.amount_cents for h in m.history) == sorted([before // UNITS_PER_CENT, RESET])
+        assert m.current == units(RESET)
+    finally:
+        await rig.close()
+
+
+async def test_a_rejected_hit_restores_the_amount_while_others_play(tmp_path, broker):
+    rig = LinkRig(tmp_path, broker, TABLES[:2])
+    try:
+        await rig.start_authority()
+        l1, l2 = await rig.start_table("cs-01"), await rig.start_table("fcp-02")
+        await until(lambda: l1.alive and l2.alive, "tables hear the authority")
+        await l1.send(booking("cs-01", 1), "fchb", "cs-01-r1:book:fchb")
+        await rig.all_answered()
+        before = rig.meter().current
+        seq = await l1.send(lock("cs-01", 1, "cs-01-r1-c1:0"), "fchb", "cs-01-r1-c1:lock:0")
+        await l1.answer(seq, 10)
+        assert rig.meter().current == units(RESET)  # locked: the meter reset at once
+        wagered = await play(l2, "fcp-02", range(1, 3))  # the other table keeps playing
+        await l1.send(ops.ReleaseLockedAward("cs-01-r1-c1:0", "floor-1", "not a royal", AT), "fchb",
+                      "cs-01-r1-c1:release:0")
+        await rig.all_answered()
+        m = rig.meter()
+        assert m.current == before + expected_contributions(wagered)
+        assert not m.locked and not m.history
     finally:
         await rig.close()

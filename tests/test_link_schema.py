@@ -20,7 +20,8 @@ MESSAGES = [
     s.Ack(7, 1042, {"contributed": "0.150000"}),
     s.Refused(8, "round_id", "round cs-01-r3 is not open"),
     s.Expect(9),
-    s.MeterValue("fchb-link", 1_000_015, 1043, "2026-11-30T01:02:04+00:00", (("cs-01-r3:c1", 1_000_000),)),
+    s.MeterValue("fchb-link", 1_000_015, 1043, "2026-11-30T01:02:04+00:00", 1_000_000,
+                 (("cs-01-r3:c1", 1_000_000),)),
     s.Win("fchb-link", "cs-01", 3, 1_000_015, "cs-01-r3:c1", "paid", 1044),
     s.Heartbeat("link-1", "2026-11-30T01:02:05+00:00", 1044, {"fchb-link": 1_000_000}),
     s.Status("link-1", "online"),
@@ -36,7 +37,7 @@ def test_round_trip(msg):
 
 
 def test_money_is_a_decimal_string():
-    d = json.loads(s.encode(s.MeterValue("m", 1_234_567, 1, "t")))
+    d = json.loads(s.encode(s.MeterValue("m", 1_234_567, 1, "t", 1_000_000)))
     assert d["amount"] == "12345.67"
 
 
@@ -55,9 +56,9 @@ def test_op_key_is_table_and_sequence():
     (b'{"v": 1, "type": "hello", "table": "t", "next_seq": true}', "next_seq"),
     (b'{"v": 1, "type": "op", "table": "t", "seq": 1, "kind": "change-params", "meter": "m", "body": {}}', "kind"),
     (b'{"v": 1, "type": "op", "table": "t", "seq": 1, "kind": "close-round", "meter": "m", "body": []}', "body"),
-    (b'{"v": 1, "type": "meter", "meter": "m", "amount": "1.234", "entry": 1, "at": "x", "locked": []}', "amount"),
-    (b'{"v": 1, "type": "meter", "meter": "m", "amount": "-1.00", "entry": 1, "at": "x", "locked": []}', "amount"),
-    (b'{"v": 1, "type": "meter", "meter": "m", "amount": "1.00", "entry": 1, "at": "x", "locked": [{}]}',
+    (b'{"v": 1, "type": "meter", "meter": "m", "amount": "1.234", "entry": 1, "at": "x", "reset": "1.00", "locked": []}', "amount"),
+    (b'{"v": 1, "type": "meter", "meter": "m", "amount": "-1.00", "entry": 1, "at": "x", "reset": "1.00", "locked": []}', "amount"),
+    (b'{"v": 1, "type": "meter", "meter": "m", "amount": "1.00", "entry": 1, "at": "x", "reset": "1.00", "locked": [{}]}',
      "locked[0].claim"),
     (b'{"v": 1, "type": "win", "meter": "m", "table": "t", "seat": 1, "amount": "1.00", "claim": "c",'
      b' "state": "maybe", "entry": 1}', "state"),

@@ -151,6 +151,7 @@ class RoundClaims:
     round_id: str
     claims: tuple[Claim, ...] = field(default_factory=tuple)
     draws: Draws | None = None  # read from the round's booking at the first claim that needs them
+    first: int = 1  # the number of the round's first claim here (after a restart: after those journaled)
 
     @property
     def pending(self) -> Claim | None:
@@ -236,7 +237,7 @@ def verify(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytable, met
         payouts += tuple(p for p in paid if p.kind == "envy" and p.hand_of == f"seat {seat}")
     if not payouts:
         raise RulesError("cards", f"{cards_str(hand)} is not a winning hand for the {wager.title}")
-    n = len(rc.claims) + 1
+    n = rc.first + len(rc.claims)
     return Claim(f"{rc.round_id}-c{n}", rc.round_id, seat, spot, meter, wager_cents, hand, payouts, turn=seat)
 
 
@@ -264,7 +265,7 @@ def verify_dealer(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytab
     payouts = tuple(p for p in _settle(rnd, "dealer.cards") if p.hand_of == "dealer")
     if not payouts:
         raise RulesError("cards", f"{cards_str(hand)} is not a winning hand for the {wager.title} on the dealer's hand")
-    n = len(rc.claims) + 1
+    n = rc.first + len(rc.claims)
     return Claim(f"{rc.round_id}-c{n}", rc.round_id, DEALER_POSITION, spot, meter, 0, hand, payouts, turn=turn)
 
 

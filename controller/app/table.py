@@ -28,6 +28,7 @@ from ..config.credentials import verify_credential
 from ..config.model import TableConfig
 from ..errors import InputError, RulesError
 from ..ledger import Ledger, software_digest
+from ..ledger.errors import KeyConflict
 from ..ledger.chain import utc_now
 from ..meter import ops as meter_ops
 from ..meter_ledger import DEFINE_METER, MetersReducer, define_meter_body, op_body
@@ -36,6 +37,8 @@ from ..round import machine
 from ..round import model as rm
 from . import linked, logs
 from ..awards import PercentOfMeter, parse_award
+from ..link.client import Refused as LinkRefused
+from ..settlement import DEALER_POSITION
 from .claims import DEALER, Claim, Draws, RoundClaims, claim_spot, hit_hand, verify, verify_dealer
 from .metrics import Metrics
 from .outputs import DeviceOutputs
@@ -44,10 +47,18 @@ from .setup import resume, standalone_meters, table_rules
 
 log = structlog.get_logger("table")
 
+LINK_ANSWER_S = 10.0  # how long a claim waits for the link authority to lock its award
 WIN_DISPLAY_S = 10.0  # the sign shows a win this long, then the new amount (several states: within 30 s)
 SIGN_REFRESH_S = 10.0  # the sign shows the meters again at least this often (several states: within 30 s)
 DEVICE_METRICS_S = 5.0  # how often the drivers' counters are copied into the metrics
 EVENT_QUEUE = 10_000  # device events waiting for the round task (bounded: a babbling device cannot eat memory)
+
+
+def payout_key(rid: str, seat: object, spot: str, i: int) -> str:
+    """The journal key of payout `i` of a hand: by the hand, not the claim, so that a hand claimed again after a
+    restart is never paid twice (§ 639a.11(c)(5))."""
+    who = "dealer" if seat in (DEALER, DEALER_POSITION) else seat
+    return f"{rid}:{who}:{spot}:pay:{i}"
 
 
 @dataclass
@@ -85,6 +96,7 @@ class TableDaemon:
         self._booked: dict[str, tuple[str, ...]] = {}  # round id -> meters booked
         self._writes: dict[str, asyncio.Task] = {}  # round id -> the task writing its close or reversal
         self._claims = RoundClaims("")
+        self._locks: dict[str, dict[int, str]] = {}  # claim -> payout index -> its lock at the link authority
         self._win_seats: set[int] = set()
         self._lock_pressed_at: float | None = None
         self._not_recognized = 0
@@ -132,6 +144,7 @@ class TableDaemon:
                 await asyncio.to_thread(self.link.open)
             async with asyncio.TaskGroup() as tg:
                 self._tasks = tg
+                self._outputs_at_start()
                 meters = {**self.ledger.state, **linked.resume_views(self.link)}
                 self.state, open_round = resume(self.rules, meters)
                 if open_round is not None:
@@ -159,6 +172,26 @@ class TableDaemon:
                 await asyncio.to_thread(led.close)
             if self.link is not None:
                 self.link.close()  # not in a thread: a second cancellation must not leave it open
+
+    def _outputs_at_start(self) -> None:
+        """Every light off first: a restarted controller owns its outputs, and lights the stopped one left on
+        would tell players a wager was accepted or a hand won (a resumed round lights its own again)."""
+        for d in self.cfg.devices_of("seat"):
+            out = self._outputs.get(d.name)
+            if out is None:
+                continue
+            rmap = d.register_map
+            if rmap is not None:
+                offset = d.first_seat - 1
+                accepted = [(p.seat + offset, p.spot) for p in rmap.points("accepted_light") if p.seat and p.spot]
+                wins = [p.seat + offset for p in rmap.points("win_light") if p.seat]
+            else:  # a line-protocol device has a light for every spot of its seats
+                accepted = [(seat, spot) for seat in d.seats for spot in self.rules.spots]
+                wins = list(d.seats)
+            for seat, spot in accepted:
+                out.want(("accepted", seat, spot), ev.SetAcceptedLight(seat, spot, False))
+            for seat in wins:
+                out.want(("win", seat), ev.SetWinLight(seat, False))
 
     def _emit_for(self, name: str) -> Callable[[ev.Event], None]:
         def emit(event: ev.Event) -> None:
@@ -244,10 +277,20 @@ class TableDaemon:
                 self._device_state(e.device, True, "")
 
     def _draws(self) -> dict[str, int | None]:
-        """Magic Card and Lucky Bonus position (§ 639a.1), drawn from the OS CSPRNG at lock-out."""
-        if not any(w.wager.magic_and_lucky for w in self.cfg.wagers.values()):
+        """Magic Card and Lucky Bonus position (§ 639a.1), drawn from the OS CSPRNG at lock-out. The position is
+        one of the seats 1..N, or the dealer's position (0) where the wager that pays it may be placed on the
+        dealer's hand (§ 639a.1, § 641a.1 "Lucky Bonus" (ii)); elsewhere a seat only (§ 643a.1 "Lucky Bonus":
+        "the position that is randomly selected" is where a player is seated). Each position equally likely."""
+        paying = [w.wager for w in self.cfg.wagers.values() if w.wager.magic_and_lucky]
+        if not paying:
             return {"magic_card": None, "lucky_seat": None}
-        return {"magic_card": self._draw(52), "lucky_seat": self._draw(self.cfg.seats + 1)}
+        magic = self._draw(52)
+        seats = self.cfg.seats
+        if any(w.lucky_dealer_position for w in paying):
+            lucky = self._draw(seats + 1)  # 0 (the dealer's position), 1..N
+        else:
+            lucky = 1 + self._draw(seats)  # 1..N
+        return {"magic_card": magic, "lucky_seat": lucky}
 
     def _device_state(self, name: str, up: bool, reason: str) -> None:
         info = self._info.setdefault(name, DeviceInfo("?"))
@@ -368,6 +411,7 @@ class TableDaemon:
 
     async def _reverse(self, e: rm.Reverse) -> None:
         now = utc_now()
+        await self._release_unsettled_locks(e.round_id, "the round was voided")
         for meter in e.meters:
             op = meter_ops.VoidRound(e.round_id, now, e.reason)
             await self._submit(op, meter, f"{e.round_id}:void:{meter}")
@@ -378,6 +422,7 @@ class TableDaemon:
 
     async def _close(self, rid: str) -> None:
         now = utc_now()
+        await self._release_unsettled_locks(rid, "the round was settled without the claim's approval")
         for meter in self._booked.pop(rid, ()):
             op = meter_ops.CloseRound(rid, now)
             await self._submit(op, meter, f"{rid}:close:{meter}")
@@ -493,6 +538,8 @@ class TableDaemon:
                     raise InputError("reason", "say why the claim is rejected")
                 if claim.status != "pending":
                     raise RulesError("claim_id", f"{claim.id} is {claim.status}")
+                if claim.id in self._locks:  # a linked meter gets its locked amount back
+                    await self._release_linked(claim, who, reason)
                 self._claims = self._claims.with_claim(replace(claim, status="rejected", by=who, reason=reason))
                 for seat in claim.winners:  # a light another claim of the round turned on stays on
                     if seat not in self._claims.lit:
@@ -510,28 +557,35 @@ class TableDaemon:
         rid = rm.round_id(self.cfg.table, self.state.round_no)
         if self.state.phase is not rm.Phase.DEALING:
             raise RulesError("claim", f"round {rid} is {self.state.phase.value}: hits are claimed while it is dealt")
-        if self._claims.round_id != rid:  # a round resumed after a restart
-            self._claims = RoundClaims(rid)
+        if self._claims.round_id != rid:  # a round resumed after a restart: number claims after those journaled
+            self._claims = RoundClaims(rid, first=await asyncio.to_thread(self._next_claim_number, rid))
         seat = args.get("seat")
         spot = claim_spot(self.rules, self.state.accepted, seat, args.get("spot"))
         rule = self.rules.spots[spot]
+        known = any(c.spot == spot and c.seat == (DEALER_POSITION if seat == DEALER else seat)
+                    for c in self._claims.claims)  # else claims.verify says how it was settled
+        if not known and await asyncio.to_thread(self._journaled, rule.meter, payout_key(rid, seat, spot, 0)):
+            raise RulesError("seat", f"the {spot} hand of {'the dealer' if seat == DEALER else f'seat {seat}'} "
+                                     f"in round {rid} is paid already")
         wcfg = self.cfg.wagers[rule.wager]
-        if rule.meter not in self.ledger.state:
+        is_linked = self._is_linked(rule.meter)
+        if rule.meter not in self.ledger.state and not is_linked:
             raise RulesError("spot", f"meter {rule.meter} is not kept at this table: its hits are not claimed here")
         draws = await self._round_draws(rid, rule.meter) if wcfg.wager.magic_and_lucky else Draws()
         if rm.round_id(self.cfg.table, self.state.round_no) != rid or self.state.phase is not rm.Phase.DEALING:
             raise RulesError("claim", f"round {rid} ended while the claim was being verified")
-        meter = self.ledger.state[rule.meter]  # as it stands now, after any wait
+        meter_units, reset_units = self._meter_now(rule.meter)  # as it stands now, after any wait
         common: dict[str, Any] = dict(
-            game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable, meter_units=meter.current,
-            reset_units=meter.params.reset_cents * UNITS_PER_CENT, spot=spot, meter=rule.meter,
-            cards=args.get("cards"), draws=draws)
+            game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable, meter_units=meter_units,
+            reset_units=reset_units, spot=spot, meter=rule.meter, cards=args.get("cards"), draws=draws)
         on_spot = {st: c for (st, sp), c in self.state.accepted.items() if sp == spot}
         if seat == DEALER:
             claim = verify_dealer(self._claims, wagers=on_spot, **common)
         else:
             claim = verify(self._claims, seat=seat, wager_cents=self.state.accepted.get((seat, spot)), others=on_spot,
                            **common)
+        if is_linked:
+            claim = await self._lock_linked(claim)
         self._claims = self._claims.with_claim(claim)
         for winner in claim.winners:
             self._win_light(winner, True)  # § 639a.11(c)(5)(ii): the light the dealer verifies
@@ -546,6 +600,97 @@ class TableDaemon:
         return {"message": f"{claim.describe()}: awaiting a supervisor's approval "
                            f"(progressivectl approve {claim.id})", **shown, "status": "pending"}
 
+    def _journal_of(self, meter: str) -> Any:
+        return self.link.ledger.db_path if self._is_linked(meter) else self.ledger.db_path
+
+    def _journaled(self, meter: str, key: str) -> bool:
+        """Whether `key` is in the journal that keeps `meter` (a blocking read on a connection of its own)."""
+        from ..ledger import journal
+        conn = journal.connect(self._journal_of(meter), "ro")
+        try:
+            return key in journal.find_keys(conn, [key])
+        finally:
+            conn.close()
+
+    def _next_claim_number(self, rid: str) -> int:
+        """One more than the highest claim number of round `rid` in the journals: claim ids stay unique across a
+        restart, and so do the keys of what they journal."""
+        from ..link.journal_keys import KeyIndex
+        prefix, last = f"{rid}-c", 0
+        for db in {self._journal_of(r.meter) for r in self.rules.spots.values()}:
+            keys = KeyIndex(db)
+            try:
+                for key in keys.with_prefix(prefix):
+                    number = key[len(prefix):].split(":", 1)[0]
+                    last = max(last, int(number)) if number.isdigit() else last
+            finally:
+                keys.close()
+        return last + 1
+
+    def _is_linked(self, meter: str) -> bool:
+        return self.link is not None and meter in self.link.linked
+
+    def _meter_now(self, meter: str) -> tuple[int, int]:
+        """(amount, reset amount) of a meter in meter units; a linked meter's as the authority last sent it."""
+        assert self.ledger is not None
+        if not self._is_linked(meter):
+            m = self.ledger.state[meter]
+            return m.current, m.params.reset_cents * UNITS_PER_CENT
+        value = self.link.values.get(self.link.linked[meter])
+        if value is None:
+            raise RulesError("claim", f"the link authority's meter {self.link.linked[meter]} has not been heard yet")
+        return value.cents * UNITS_PER_CENT, value.reset_cents * UNITS_PER_CENT
+
+    async def _lock_linked(self, claim: Claim) -> Claim:
+        """A percentage award on a linked meter is locked at the authority now, at this player's turn (§ 605a.8):
+        the meter resets at once for every table; approval pays the lock, rejection releases it. A shared award
+        (the dealer's hand) is locked once, with its number of shares. The amounts are the authority's."""
+        assert self.link is not None
+        now = utc_now()
+        payouts = list(claim.payouts)
+        locks: dict[int, str] = {}
+        per_share: dict[str, int] = {}
+        for i, p in enumerate(payouts):
+            award = parse_award(p.award, "award")
+            if not isinstance(award, PercentOfMeter):
+                continue
+            if p.shared_by > 1 and p.award in per_share:
+                payouts[i] = replace(p, amount=per_share[p.award])
+                continue
+            lock_id = f"{claim.id}:{i}"
+            op = meter_ops.LockPercentAward(claim.round_id, self.cfg.table, p.seat, hit_hand(p), p.award, award.percent,
+                                            now, lock_id, shares=p.shared_by)
+            seq = await self.link.send(op, claim.meter, f"{claim.id}:lock:{i}")
+            try:
+                result = await self.link.answer(seq, LINK_ANSWER_S)
+            except TimeoutError:
+                raise RulesError("claim", f"the link authority has not answered the lock of {lock_id} within "
+                                          f"{LINK_ANSWER_S:.0f} s: it waits in the outbox; claim again") from None
+            except LinkRefused as e:
+                raise RulesError("claim", f"the link authority refused the lock of {lock_id}: {e.problem}") from None
+            per_share[p.award] = parse_cents(result["amount"], "amount")
+            payouts[i] = replace(p, amount=per_share[p.award])
+            locks[i] = lock_id
+        self._locks[claim.id] = locks
+        return replace(claim, payouts=tuple(payouts))
+
+    async def _release_unsettled_locks(self, rid: str, reason: str) -> None:
+        """Awards of round `rid` still locked at the link authority (a claim forgotten in a restart) go back to
+        the meter before the round ends: the authority refuses to end a round with one pending."""
+        if self.link is None:
+            return
+        for lock_id, (meter, lock_round) in sorted(self.link.outbox.locks.items()):
+            if lock_round == rid:
+                op = meter_ops.ReleaseLockedAward(lock_id, "controller", reason, utc_now())
+                await self._submit(op, meter, f"{lock_id}:release")
+                log.warning("locked award released", lock=lock_id, reason=reason)
+
+    async def _release_linked(self, claim: Claim, who: str, reason: str) -> None:
+        now = utc_now()
+        for i, lock_id in self._locks.pop(claim.id, {}).items():
+            op = meter_ops.ReleaseLockedAward(lock_id, who, reason, now)
+            await self._submit(op, claim.meter, f"{claim.id}:release:{i}")
+
     async def _round_draws(self, rid: str, meter: str) -> Draws:
         """The Magic Card and Lucky Bonus position of round `rid` as its booking on `meter` recorded them in the
         journal at lock-out (§ 639a.1): a claim pays on what was recorded, also after a restart."""
@@ -553,21 +698,27 @@ class TableDaemon:
             return self._claims.draws
         assert self.ledger is not None
         key = f"{rid}:book:{meter}"
+        is_linked = self._is_linked(meter)
+        db = self.link.ledger.db_path if is_linked else self.ledger.db_path
 
         def read() -> dict[str, Any] | None:
             from ..ledger import journal
             from ..ledger.chain import Entry
 
-            conn = journal.connect(self.ledger.db_path, "ro")
+            conn = journal.connect(db, "ro")
             try:
                 found = journal.find_keys(conn, [key])
             finally:
                 conn.close()
-            return Entry(found[key][1]).body if key in found else None
+            if key not in found:
+                return None
+            body = Entry(found[key][1]).body
+            return body["body"] if is_linked else body  # a link journal holds the operation in its send
 
         body = await asyncio.to_thread(read)
         if body is None:
-            if rid in self.ledger.state[meter].open_rounds:
+            booked = self.link.outbox.open_rounds.get(meter, {}) if is_linked else self.ledger.state[meter].open_rounds
+            if rid in booked:
                 raise RulesError("claim", f"the booking of round {rid} on meter {meter} is not in the journal under "
                                           f"{key!r}: its Magic Card and Lucky Bonus cannot be read; settle by hand")
             return Draws()  # nothing booked on the meter: no wager to pay
@@ -578,15 +729,22 @@ class TableDaemon:
     async def _pay(self, claim: Claim, who: str) -> None:
         """Pay every payout of an approved claim through the ledger, then show the win."""
         now = utc_now()
+        locks = self._locks.pop(claim.id, {})
         for i, p in enumerate(claim.payouts):
             award = parse_award(p.award, "award")
-            if isinstance(award, PercentOfMeter):  # shared: one share of an award on the dealer's hand
+            if i in locks:  # locked at the link authority when claimed
+                op = meter_ops.PayLockedAward(locks[i], who, now)
+            elif isinstance(award, PercentOfMeter):  # shared: one share of an award on the dealer's hand
                 op = meter_ops.PayPercentAward(claim.round_id, self.cfg.table, p.seat, hit_hand(p), p.award,
                                                award.percent, now, who, shares=p.shared_by)
             else:  # a fixed or odds payout, a Magic Card or Lucky Bonus, or an Envy Bonus to another player
                 op = meter_ops.PayFixedAward(claim.round_id, self.cfg.table, p.seat, hit_hand(p), p.award, p.amount,
                                              p.paid_by, now, who)
-            receipt = await self._submit(op, claim.meter, f"{claim.id}:pay:{i}")
+            try:
+                receipt = await self._submit(op, claim.meter, payout_key(claim.round_id, claim.seat, claim.spot, i))
+            except KeyConflict:  # paid before a restart (a claim cut short): never twice
+                log.warning("payout journaled before: not paid again", claim=claim.id, seat=p.seat, payout=i)
+                continue
             paid = receipt.result.get("paid")
             if paid is not None and parse_cents(paid, "paid") != p.amount:
                 log.error("meter paid another amount than the claim showed", claim=claim.id, shown=p.amount,

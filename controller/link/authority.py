@@ -21,6 +21,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
+from ..ledger.errors import KeyConflict
 from ..ledger.chain import format_time, utc_now
 from ..meter import ops as meter_ops
 from ..meter_ledger import DEFINE_METER, LINK_REFUSED, MetersReducer, define_meter_body, op_body
@@ -182,7 +183,10 @@ class LinkAuthority:
                               table_next=msg.next_seq, authority_next=expected)
                 await self._reply(table, schema.Expect(expected))
                 continue
-            await self._apply(msg)
+            try:
+                await self._apply(msg)
+            except Exception:  # noqa: BLE001 - one bad operation must not stop the link; the table resends it
+                log.exception("table operation not applied", table=table, seq=msg.seq)
 
     async def _apply(self, op: schema.Op) -> None:
         assert self.ledger is not None and self.keys is not None
@@ -202,23 +206,28 @@ class LinkAuthority:
         body = {"meter": op.meter, **op.body}
         seat = self._seat_of(op)
         t0 = time.perf_counter()
+        answer: Any
         try:
             problem = _foreign(op)
             if problem is not None:
                 raise InputError(*problem)
             receipt = await self.ledger.submit_async(op.kind, body, op.key)
-            answer: Any = schema.Ack(op.seq, receipt.seq, receipt.result)
-            self.metrics.applied.labels(op.table, "applied").inc()
-            self._dirty.add(op.meter)
-            self._dirty_event.set()
-            if op.kind in WIN_KINDS:
-                self._wins.append(_win(op, receipt.seq, receipt.result, seat))
+        except KeyConflict:  # the key is new when op.seq is the next expected: a journal out of step
+            self._drop("stale", table=op.table, seq=op.seq)
+            return
         except InputError as e:  # a rules error is final: journal it so the sequence moves on once
             refused = {"table": op.table, "seq": op.seq, "field": e.field, "message": e.problem}
             receipt = await self.ledger.submit_async(LINK_REFUSED, refused, op.key)
             answer = schema.Refused(op.seq, e.field, e.problem)
             self.metrics.applied.labels(op.table, "refused").inc()
             log.warning("table operation refused", table=op.table, seq=op.seq, kind=op.kind, error=str(e))
+        else:
+            answer = schema.Ack(op.seq, receipt.seq, receipt.result)
+            self.metrics.applied.labels(op.table, "applied").inc()
+            self._dirty.add(op.meter)
+            self._dirty_event.set()
+            if op.kind in WIN_KINDS:
+                self._wins.append(_win(op, receipt.seq, receipt.result, seat))
         self.metrics.commit_latency.observe(time.perf_counter() - t0)
         self.next_seq[op.table] = op.seq + 1
         await self._reply(op.table, answer)
@@ -228,8 +237,8 @@ class LinkAuthority:
         if isinstance(op.body.get("seat"), int):
             return op.body["seat"]
         meter = self.ledger.state.get(op.meter) if self.ledger else None
-        lock = getattr(meter, "locked", {}).get(op.body.get("claim")) if meter is not None else None
-        return int(getattr(lock, "seat", 0) or 0)
+        lock = meter.locked.get(op.body.get("claim")) if meter is not None else None
+        return lock.seat if lock is not None else 0
 
     # --- messages out --------------------------------------------------------------------------------
 
@@ -265,8 +274,9 @@ class LinkAuthority:
         assert self.ledger is not None
         s = self.ledger.state[mid]
         self.metrics.meter_cents.labels(mid).set(s.current_cents)
-        locked = tuple((c, getattr(lk, "amount_cents", 0)) for c, lk in sorted(getattr(s, "locked", {}).items()))
-        return schema.MeterValue(mid, s.current_cents, self.ledger.head.seq, format_time(utc_now()), locked)
+        locked = tuple((c, lk.amount_cents) for c, lk in sorted(s.locked.items()))
+        return schema.MeterValue(mid, s.current_cents, self.ledger.head.seq, format_time(utc_now()),
+                                 s.params.reset_cents, locked)
 
     async def _heartbeat(self) -> None:
         while True:

@@ -19,6 +19,7 @@ import structlog
 
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
+from ..ledger.errors import KeyConflict
 from . import schema
 from .journal_keys import KeyIndex
 from .mqtt import LinkDown, MqttLink, MqttSettings
@@ -95,8 +96,11 @@ class TableLink:
         number once it is durable in the outbox; `answer(seq)` waits for the authority's outcome. A retry
         with the same key returns the same sequence number."""
         assert self.ledger is not None
-        receipt = await self.ledger.submit_async(LINK_SEND, send_body(meter, self.linked[meter], op), key)
-        seq = int(receipt.result["seq"])
+        try:
+            receipt = await self.ledger.submit_async(LINK_SEND, send_body(meter, self.linked[meter], op), key)
+            seq = int(receipt.result["seq"])
+        except KeyConflict:  # a retry made at another moment: the operation first journaled is the one sent
+            seq = int(self._journaled(key)[3]["seq"])
         sent = self.ledger.state.pending.get(seq)
         if sent is not None:
             await self._publish_op(sent)
@@ -113,16 +117,19 @@ class TableLink:
         async with asyncio.timeout(timeout):
             return await asyncio.shield(fut)
 
-    def _journaled_answer(self, seq: int) -> dict[str, Any]:
+    def _journaled(self, key: str) -> tuple[int, str, dict[str, Any], Any]:
         assert self.ledger is not None
         keys = KeyIndex(self.ledger.db_path)
         try:
-            found = keys.outcome(f"answer:{seq}")
+            found = keys.outcome(key)
         finally:
             keys.close()
         if found is None:
-            raise LookupError(f"operation {seq} was never sent")
-        _entry, kind, body, _result = found
+            raise LookupError(f"nothing is journaled under {key!r}")
+        return found
+
+    def _journaled_answer(self, seq: int) -> dict[str, Any]:
+        _entry, kind, body, _result = self._journaled(f"answer:{seq}")
         if kind == LINK_REFUSED:
             raise Refused(body["field"], body["message"])
         return body["result"]

@@ -24,14 +24,18 @@ class KeyIndex:
     def last_link_seqs(self) -> dict[str, int]:
         """table -> the highest sequence number of its operations in the journal."""
         last: dict[str, int] = {}
-        with self._lock:
-            rows = self._conn.execute("SELECT key FROM entries WHERE key >= ? AND key < ?",
-                                      (PREFIX, PREFIX[:-1] + chr(ord(PREFIX[-1]) + 1))).fetchall()
-        for (key,) in rows:
+        for key in self.with_prefix(PREFIX):
             table, _, seq = key[len(PREFIX):].rpartition(":")
             if table and seq.isdigit():
                 last[table] = max(last.get(table, 0), int(seq))
         return last
+
+    def with_prefix(self, prefix: str) -> list[str]:
+        """Every key that starts with `prefix` (a range scan of the key index)."""
+        with self._lock:
+            rows = self._conn.execute("SELECT key FROM entries WHERE key >= ? AND key < ?",
+                                      (prefix, prefix + "\U0010ffff")).fetchall()
+        return [k for (k,) in rows]
 
     def outcome(self, key: str) -> tuple[int, str, dict[str, Any], Any] | None:
         """(entry seq, kind, body, result) of the entry journaled under `key`, or None."""

@@ -46,6 +46,9 @@ class Outbox:
     open_rounds: Mapping[str, Mapping[str, tuple[tuple[int, int], ...]]] = field(
         default_factory=lambda: MappingProxyType({}))
     last_round: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    # Awards locked at the authority and neither paid nor released yet: lock claim id -> (meter, round id).
+    # A round is not closed or voided with one of them pending (the daemon releases it first).
+    locks: Mapping[str, tuple[str, str]] = field(default_factory=lambda: MappingProxyType({}))
     acked: int = 0
     refused: int = 0
 
@@ -86,7 +89,8 @@ class OutboxReducer:
                 "pending": [state.pending[s].to_dict() for s in sorted(state.pending)],
                 "open_rounds": {m: {r: [list(w) for w in ws] for r, ws in sorted(rs.items())}
                                 for m, rs in sorted(state.open_rounds.items())},
-                "last_round": dict(sorted(state.last_round.items()))}
+                "last_round": dict(sorted(state.last_round.items())),
+                "locks": {c: list(v) for c, v in sorted(state.locks.items())}}
 
     def restore(self, data: dict[str, Any]) -> Outbox:
         pending = {p["seq"]: Sent(p["seq"], p["kind"], p["meter"], p["linked"], MappingProxyType(p["body"]))
@@ -94,7 +98,9 @@ class OutboxReducer:
         rounds = {m: MappingProxyType({r: tuple((w[0], w[1]) for w in ws) for r, ws in rs.items()})
                   for m, rs in data["open_rounds"].items()}
         return Outbox(data["next_seq"], MappingProxyType(pending), MappingProxyType(rounds),
-                      MappingProxyType(dict(data["last_round"])), data["acked"], data["refused"])
+                      MappingProxyType(dict(data["last_round"])),
+                      MappingProxyType({c: (v[0], v[1]) for c, v in data.get("locks", {}).items()}),
+                      data["acked"], data["refused"])
 
 
 def send_body(meter: str, linked: str, op: Any) -> dict[str, Any]:
@@ -123,8 +129,13 @@ def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
         last = MappingProxyType({**last, meter: op.round_id})
     elif kind in ("void-round", "close-round"):
         open_.pop(op.round_id, None)
+    locks = state.locks
+    if kind == "lock-percent-award":
+        locks = MappingProxyType({**locks, op.claim: (meter, op.round_id)})
+    elif kind in ("pay-locked-award", "release-locked-award"):
+        locks = MappingProxyType({c: v for c, v in locks.items() if c != op.claim})
     rounds[meter] = MappingProxyType(open_)
     pending = {**state.pending, seq: Sent(seq, kind, meter, linked, MappingProxyType(fields))}
-    new = replace(state, next_seq=seq + 1, pending=MappingProxyType(pending), last_round=last,
+    new = replace(state, next_seq=seq + 1, pending=MappingProxyType(pending), last_round=last, locks=locks,
                   open_rounds=MappingProxyType({m: r for m, r in rounds.items() if r}))
     return new, {"seq": seq}

@@ -134,6 +134,7 @@ class MeterValue:
     cents: int
     entry: int
     at: str
+    reset_cents: int  # the reset amount: a table's claim computes what a percentage award takes with it
     locked: tuple[tuple[str, int], ...] = ()  # (claim, cents) awaiting approval
 
 
@@ -183,7 +184,7 @@ def encode(msg: Any) -> bytes:
             d = {"type": "expect", "next_seq": msg.next_seq}
         case MeterValue():
             d = {"type": "meter", "meter": msg.meter, "amount": format_cents(msg.cents), "entry": msg.entry,
-                 "at": msg.at, "locked": [{"claim": c, "amount": format_cents(a)} for c, a in msg.locked]}
+                 "at": msg.at, "reset": format_cents(msg.reset_cents), "locked": [{"claim": c, "amount": format_cents(a)} for c, a in msg.locked]}
         case Win():
             d = {"type": "win", "meter": msg.meter, "table": msg.table, "seat": msg.seat,
                  "amount": format_cents(msg.cents), "claim": msg.claim, "state": msg.state, "entry": msg.entry}
@@ -228,7 +229,8 @@ def decode(topic: str, payload: bytes) -> Any:
         case "meter":
             locked = tuple((r.sub("locked", i).text("claim"), r.sub("locked", i).money("amount"))
                            for i in range(len(r.list("locked"))))
-            return MeterValue(r.name("meter"), r.money("amount"), r.count("entry", 0), r.text("at"), locked)
+            return MeterValue(r.name("meter"), r.money("amount"), r.count("entry", 0), r.text("at"), r.money("reset"),
+                              locked)
         case "win":
             state = r.text("state")
             if state not in WIN_STATES:
