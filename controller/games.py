@@ -65,6 +65,14 @@ class Wager:
     dealer_bets: bool = False  # players may wager on the dealer's hand (Five Card Hand Bonus only)
     three_card_ace_low: bool = False  # A-2-3 is a three-card straight (see controller/hands/three.py)
 
+    @property
+    def lucky_dealer_position(self) -> bool:
+        """The Lucky Bonus position may be the dealer's: only where the wager may be placed on the dealer's hand,
+        the wagers that position pays (§ 639a.1, § 641a.1 "Lucky Bonus" (ii)). Where it may not (Let It Ride has
+        no dealer's hand), the Lucky Bonus is paid to the player "seated in the position that is randomly
+        selected" (§ 643a.1 "Lucky Bonus"): the position is drawn among the seats only."""
+        return self.magic_and_lucky and self.dealer_bets
+
 
 @dataclass(frozen=True)
 class Game:
