@@ -792,9 +792,13 @@ class TableDaemon:
             "devices": [{"id": n, "kind": i.kind, "up": i.up, "errors": i.errors, "last_error": i.last_error}
                         for n, i in sorted(self._info.items())],
             "meters": [{"meter": m, "amount": format_cents(st.current_cents)}
-                       for m, st in sorted(self.ledger.state.items())],
+                       for m, st in sorted(self.ledger.state.items())]
+                      + ([{"meter": m, "linked": a, "amount": format_cents(self.link.values[a].cents)
+                           if a in self.link.values else None} for m, a in sorted(self.link.linked.items())]
+                         if self.link is not None else []),
             "ledger_head_seq": self.ledger.head.seq,
             "uptime_seconds": round(time.monotonic() - self.started_at, 1),
+            **({"link": self.link.status()} if self.link is not None else {}),
         }
 
     def round_info(self) -> dict[str, Any]:

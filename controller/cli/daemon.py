@@ -108,7 +108,7 @@ def _main_link(args: argparse.Namespace) -> int:
 async def _run_link(cfg) -> int:
     import structlog
 
-    from ..app.sdnotify import Notifier
+    from ..app.sdnotify import Notifier, watchdog_interval
     from ..ledger.errors import LedgerError
     from ..link.authority import LinkAuthority
 
@@ -129,6 +129,9 @@ async def _run_link(cfg) -> int:
             tg.create_task(authority.run(), name="authority")
             await authority.ready.wait()
             notifier.ready(f"link authority {cfg.authority}")
+            interval = watchdog_interval()
+            if interval:
+                tg.create_task(_watchdog(authority, notifier, interval), name="watchdog")
     except* LedgerError as group:
         raise _StartError("; ".join(str(e) for e in group.exceptions)) from None
     except* asyncio.CancelledError:
@@ -137,6 +140,14 @@ async def _run_link(cfg) -> int:
         notifier.stopping()
         server.shutdown()
     return 0
+
+
+async def _watchdog(authority, notifier, interval: float) -> None:
+    """Pings systemd while the authority's journal takes writes (the health path: a failed ledger stops them)."""
+    while True:
+        if authority.ledger is not None and authority.ledger.failed is None:
+            notifier.watchdog()
+        await asyncio.sleep(interval)
 
 
 def start_metrics(registry, host: str, port: int):

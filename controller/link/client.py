@@ -84,6 +84,14 @@ class TableLink:
             tg.create_task(self._watch(), name="link-watch")
             self.opened.set()
 
+    def status(self) -> dict[str, Any]:
+        """For `progressivectl status`: whether the authority is heard, and what waits for it."""
+        heard = None if self.last_heard is None else round(self.clock() - self.last_heard, 1)
+        box = self.outbox if self.ledger is not None else None
+        return {"up": self.alive, "connected": bool(self.mqtt and self.mqtt.connected),
+                "heard_seconds_ago": heard, "timeout_seconds": self.timeout,
+                "waiting": len(box.pending) if box else None, "next_seq": box.next_seq if box else None}
+
     @property
     def outbox(self) -> Outbox:
         assert self.ledger is not None
