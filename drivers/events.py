@@ -12,7 +12,7 @@ shufflers and shoes that count the cards (667a.5(b), 667a.13(d)-(e)); dice entry
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 # --- events (device -> controller) -------------------------------------------------------------
@@ -26,6 +26,9 @@ class WagerSensed:
     seat: int
     spot: str
     amount_cents: int | None = None
+    # The chip was already there when the controller (re)gained contact with the device (a start, a
+    # recovery): placed while nobody could see it, so not a wager until it is lifted and placed again.
+    present_at_contact: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -246,10 +246,15 @@ class TableDaemon:
     def _on_device_event(self, e: ev.Event) -> None:
         match e:
             case ev.WagerSensed(device=_, seat=seat, spot=spot, amount_cents=amount):
-                if spot in self.rules.spots:
-                    self.apply(rm.ChipSensed(seat, spot, amount))
-                else:
+                if spot not in self.rules.spots:
                     log.warning("wager on a spot this table does not offer", device=e.device, seat=seat, spot=spot)
+                elif e.present_at_contact and self.state is not None and (seat, spot) not in self.state.accepted:
+                    # on the spot before the controller could see it (a restart, a device back): it may be a
+                    # chip of the last round; a wager is placed while betting is open and seen (§ 639a.2(c))
+                    self._note("wager-not-recognized", {"reason": "present-at-contact: lift it and place it again",
+                                                        "seat": seat, "spot": spot})
+                else:
+                    self.apply(rm.ChipSensed(seat, spot, amount))
             case ev.WagerRemoved(device=_, seat=seat, spot=spot):
                 if spot in self.rules.spots:
                     self.apply(rm.ChipRemoved(seat, spot))

@@ -350,7 +350,7 @@ class ModbusSeatDevice(ModbusDevice):
             (local, spot) = edge.key
             seat = self.table_seat(local)
             if isinstance(edge, Sensed):
-                self._forward(WagerSensed(self.name, seat, spot, edge.amount_cents))
+                self._forward(WagerSensed(self.name, seat, spot, edge.amount_cents, present_at_contact=recovered))
             else:
                 self._forward(WagerRemoved(self.name, seat, spot))
         await self._after_contact(recovered)
