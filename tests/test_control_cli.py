@@ -325,6 +325,12 @@ def test_state_and_socket_do_not_go_together(live, state_dir):
     (["close-table", "--supervisor", "ann"], "close_table", {"supervisor": "ann", "secret": SECRET}),
     (["open-table", "--supervisor", "ann"], "open_table", {"supervisor": "ann", "secret": SECRET}),
     (["claim", "3", "AS", "KS", "QS", "JS", "TS"], "claim", {"seat": 3, "cards": ["AS", "KS", "QS", "JS", "TS"]}),
+    (["claim", "4", "2H", "5H", "9H", "JH", "KH", "--spot", "five-card-hand-bonus"], "claim",
+     {"seat": 4, "cards": ["2H", "5H", "9H", "JH", "KH"], "spot": "five-card-hand-bonus"}),
+    (["claim", "dealer", "9D", "8D", "7D", "6D", "5D"], "claim",
+     {"seat": "dealer", "cards": ["9D", "8D", "7D", "6D", "5D"]}),
+    (["claim", "Dealer", "--spot", "five-card-hand-bonus-dealer", "9D", "8D", "7D", "6D", "5D"], "claim",
+     {"seat": "dealer", "cards": ["9D", "8D", "7D", "6D", "5D"], "spot": "five-card-hand-bonus-dealer"}),
     (["approve", "CS-07-c1", "--supervisor", "ann"], "approve",
      {"supervisor": "ann", "secret": SECRET, "claim_id": "CS-07-c1"}),
     (["reject", "CS-07-c1", "--supervisor", "ann", "--reason", "fouled hand"], "reject",
@@ -336,6 +342,28 @@ def test_each_action_sends_its_op(live, secret_file, argv, op, args):
     assert live.handler.calls == [(op, args)]
     as_json = json.loads(ok(ctl(live, *argv, *extra, "--json")))
     assert as_json == {"message": f"{op} done", "op": op, "amount": "10000.00"}
+
+
+CLAIMED = {
+    "message": "claim CS-07-r1-c1: the dealer's hand 9D 8D 7D 6D 5D: seat 5 straight-flush 10% of meter (1 of 2 "
+               "shares) = $500.03: awaiting a supervisor's approval (progressivectl approve CS-07-r1-c1)",
+    "claim_id": "CS-07-r1-c1", "draws": {"magic_card": "8D", "lucky_seat": "dealer"}, "status": "pending",
+}
+
+
+@pytest.mark.parametrize("draws, line", [
+    ({"magic_card": "8D", "lucky_seat": "dealer"},
+     "drawn at lock-out: Magic Card 8D, Lucky Bonus the dealer's position"),
+    ({"magic_card": "QC", "lucky_seat": 3}, "drawn at lock-out: Magic Card QC, Lucky Bonus seat 3"),
+    ({"magic_card": None, "lucky_seat": None}, "drawn at lock-out: Magic Card none, Lucky Bonus none"),
+    (None, None),  # a wager without Magic Card and Lucky Bonus: its answer has no draws
+])
+def test_claim_prints_the_draws_of_the_round(live, draws, line):
+    answer = {k: v for k, v in CLAIMED.items() if k != "draws"} | ({"draws": draws} if draws is not None else {})
+    live.handler.reads["claim"] = answer
+    argv = ["claim", "dealer", "9D", "8D", "7D", "6D", "5D"]
+    assert ok(ctl(live, *argv)).splitlines() == [CLAIMED["message"], *([line] if line else [])]
+    assert json.loads(ok(ctl(live, *argv, "--json"))) == answer  # --json: the daemon's whole answer, as for any action
 
 
 def test_secret_from_standard_input(live):
@@ -430,6 +458,13 @@ def test_the_secret_is_never_printed(live, secret_file):
     (["settle-round", "CS-07-r12"], InputError("", "the round has open claims"),
      2, "progressivectl: settle-round: the round has open claims"),
     (["claim", "3", "AS"], NotAvailable(), 1, "progressivectl: claim: not available in this version"),
+    (["claim", "3", "AS", "--spot", "bonus"], InputError("spot", "'bonus' is not a progressive wager spot of table "
+                                                                 "CS-07"),
+     2, "progressivectl: --spot: 'bonus' is not a progressive wager spot of table CS-07"),
+    (["claim", "dealer", "AS"], RulesError("seat", "no seat has an accepted Five Card Hand Bonus Wager on the "
+                                                   "dealer's hand in round CS-07-r1"),
+     2, "progressivectl: SEAT: no seat has an accepted Five Card Hand Bonus Wager on the dealer's hand in round "
+        "CS-07-r1"),
     (["round"], NotAvailable("the table is starting up"), 1, "progressivectl: round: the table is starting up"),
     (["settle-round", "CS-07-r12"], UnknownOp("settle"), 2,
      "progressivectl: settle-round: unknown operation 'settle' (the daemon does not offer this command: is it an "
@@ -452,6 +487,8 @@ def test_refusals_and_failures(live, argv, exc, status, line):
     (["stub-count", "-1"], "STUB"),
     (["stub-count", "40", "--dealt", "many"], "--dealt"),
     (["claim", "0", "AS"], "SEAT"),
+    (["claim", "the-dealer", "AS"], "SEAT"),
+    (["claim", "3", "AS", "--spot", " "], "--spot"),
     (["void", "--reason", " ", "--supervisor", "ann"], "--reason"),
 ])
 def test_bad_arguments_are_refused_without_asking(live, argv, field):

@@ -34,7 +34,7 @@ def test_sequence_numbers_pending_and_answers():
 
 def test_open_rounds_are_kept_for_resuming():
     s, _ = R.apply(R.initial(), LINK_SEND, book("cs-01-r4"))
-    assert s.open_rounds == {"fchb": {"cs-01-r4": ((1, 100), (3, 500))}}
+    assert s.open_rounds == {"fchb": {"cs-01-r4": (((1, 100), (3, 500)), ())}}
     s, _ = R.apply(s, LINK_SEND, send_body("fchb", "fchb-link", ops.VoidRound("cs-01-r4", AT, "shoe jam")))
     assert s.open_rounds == {}
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from fractions import Fraction
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from controller.app.setup import booked_spots, resume
 from controller.errors import InputError, RulesError
+from controller.meter import BookContributions
 from controller.round import machine
 from controller.round.model import (
     Block,
@@ -35,6 +40,8 @@ from controller.round.model import (
     VoidRound,
     Voided,
 )
+
+# Whether the meter core records which booked wagers are on the dealer's hand (an optional field of the booking).
 
 SPOTS = {
     "progressive": SpotRule("progressive", "progressive", "cs-main", (100,)),
@@ -268,3 +275,85 @@ def test_lights_bookings_and_rounds_stay_consistent(seq):
         new = set(s.accepted) - set(before.accepted)
         if new:
             assert before.phase is Phase.BETTING and not before.blocked
+
+
+# --- wagers on the dealer's hand: booked apart, resumed on their spot ------------------------------------
+
+BONUS_SPOTS = {
+    "progressive": SpotRule("progressive", "progressive", "main", (100,)),
+    "five-card-hand-bonus": SpotRule("five-card-hand-bonus", "five-card-hand-bonus", "bonus", (100,)),
+    "five-card-hand-bonus-dealer": SpotRule("five-card-hand-bonus-dealer", "five-card-hand-bonus", "bonus", (100,),
+                                            on_dealer=True),
+}
+BONUS_RULES = TableRules("CS-07", 7, BONUS_SPOTS)
+OWN, ON_DEALER = "five-card-hand-bonus", "five-card-hand-bonus-dealer"
+# seat 5 on its own hand and on the dealer's, seat 2 on the dealer's hand only, seat 3 on its own only
+LOCKED = {(5, OWN): 100, (5, ON_DEALER): 100, (2, ON_DEALER): 100, (3, OWN): 100, (6, "progressive"): 100}
+
+
+def _locked_book():
+    s, _ = run(BONUS_RULES, [ChipSensed(seat, spot, cents) for (seat, spot), cents in LOCKED.items()])
+    assert dict(s.accepted) == LOCKED
+    s, eff = run(BONUS_RULES, [LockoutPressed(magic_card=7, lucky_seat=0)], s)
+    (book,) = [e for e in eff if isinstance(e, Book)]
+    return book
+
+
+def test_book_marks_the_wagers_on_the_dealers_hand():
+    """§ 639a.7(d)(4): a seat may wager on its own hand and on the dealer's; both feed the same meter, and the
+    booking says which of its pairs are on the dealer's hand."""
+    book = _locked_book()
+    assert dict(book.wagers) == {"main": ((6, 100),), "bonus": ((2, 100), (3, 100), (5, 100), (5, 100))}
+    assert dict(book.on_dealer) == {"bonus": (0, 3)}  # seat 2's pair, and seat 5's second
+
+
+@dataclass(frozen=True)
+class _Booking:  # what resume reads of a meter's booking (controller.meter.Booking, or a linked meter's view)
+    wagers: tuple[tuple[int, int], ...]
+    on_dealer: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class _Meter:
+    open_rounds: dict
+    recent_rounds: tuple[str, ...] = ()
+
+
+def test_resume_restores_each_wager_on_its_spot():
+    """After a restart in the middle of a round, a wager on the dealer's hand is one again: the dealer's-hand
+    claim pays it (and not an own-hand claim of the seat)."""
+    book = _locked_book()
+    meters = {m: _Meter({"CS-07-r1": _Booking(w, book.on_dealer.get(m, ()))}, ("CS-07-r0",))
+              for m, w in book.wagers.items()}
+    state, open_round = resume(BONUS_RULES, meters)
+    assert open_round == "CS-07-r1" and state.phase is Phase.DEALING and state.round_no == 1
+    assert dict(state.accepted) == LOCKED
+
+
+def test_resume_of_a_booking_that_does_not_mark_them_reads_the_booking_order():
+    """A booking journaled without the marks: the round machine books a seat's own-hand wager before its wager on
+    the dealer's hand, so a seat's second pair is on the dealer's hand; a seat booked once is taken as its own hand
+    (seat 2's wager on the dealer's hand cannot be told from one on its own hand)."""
+    book = _locked_book()
+    meters = {m: _Meter({"CS-07-r1": _Booking(w)}) for m, w in book.wagers.items()}
+    state, _ = resume(BONUS_RULES, meters)
+    assert dict(state.accepted) == {(5, OWN): 100, (5, ON_DEALER): 100, (2, OWN): 100, (3, OWN): 100,
+                                    (6, "progressive"): 100}
+    assert booked_spots(BONUS_RULES, "elsewhere", _Booking(((1, 100),))) == (None,)  # a meter no spot feeds
+
+
+def test_a_journaled_booking_resumes_wagers_on_the_dealers_hand():
+    """Lock-out to the meter core's booking and back: what a restarted daemon reads from the journal."""
+    from datetime import datetime, timezone
+
+    from controller.meter import MeterParams, apply, initial_state
+
+    book = _locked_book()
+    at = datetime(2026, 11, 29, 20, 0, tzinfo=timezone.utc)
+    meters = {}
+    for m, wagers in book.wagers.items():
+        marks = {"on_dealer": book.on_dealer[m]} if m in book.on_dealer else {}
+        params = MeterParams(meter_id=m, reset_cents=1_000_000, rate=Fraction(1, 5), wager_sizes=(100,))
+        meters[m], _ = apply(initial_state(params), BookContributions(book.round_id, "CS-07", wagers, at, **marks))
+    state, _ = resume(BONUS_RULES, meters)
+    assert dict(state.accepted) == LOCKED

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import secrets
 import shutil
 import subprocess
 from dataclasses import replace
@@ -210,17 +211,7 @@ async def test_every_progressive_payout_waits_for_a_floorperson(tmp_path):
 
 BONUS = "five-card-hand-bonus"
 ON_DEALER = "five-card-hand-bonus-dealer"
-BONUS_MAP = ROOT / "config" / "devices" / "seat-single-bonus.toml"
 FLOOR = {"supervisor": SUPERVISOR, "secret": "s3cret-floor"}
-
-
-def _bonus_seats(cfg):
-    """The table with seat sensors for the Five Card Hand Bonus on the player's and on the dealer's hand."""
-    from drivers.modbus import load_register_map
-
-    rmap = load_register_map(BONUS_MAP)
-    return replace(cfg, devices={n: replace(d, register_map=rmap, register_map_path=BONUS_MAP.resolve())
-                                 if d.kind == "seat" else d for n, d in cfg.devices.items()})
 
 
 def _drawing(magic: str, lucky: int | str):
@@ -234,11 +225,11 @@ def _drawing(magic: str, lucky: int | str):
 
 @contextlib.asynccontextmanager
 async def bonus_table(tmp_path, *, magic: str, lucky: int | str, secret: str = "s3cret-floor", state: str = "state"):
-    rig_file = tmp_path / "rig-bonus.toml"
-    rig_file.write_text(RIG.read_text().replace('map = "seat-single"', 'map = "seat-single-bonus"'))
+    """The example table on the rig (its seat devices sense the three spots: seat-single-bonus.toml), with the
+    draws of lock-out fixed."""
     daemon_class = functools.partial(TableDaemon, draw=_drawing(magic, lucky))
-    adjust = lambda cfg: _bonus_seats(_with_supervisor(cfg, secret))  # noqa: E731
-    async with daemon_on_rig(daemon_class, TABLE, rig_file, tmp_path / state, adjust) as (daemon, rig):
+    adjust = lambda cfg: _with_supervisor(cfg, secret)  # noqa: E731
+    async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / state, adjust) as (daemon, rig):
         yield daemon, rig
 
 
@@ -300,6 +291,57 @@ async def test_magic_card_after_a_restart_is_the_one_recorded_at_lock_out(tmp_pa
         assert got["draws"] == {"magic_card": "QC", "lucky_seat": 2}
         assert _hits(daemon.ledger.state["bonus"]) == [(3, "full-house", "100 for 1", 10_000, "table"),
                                                        (3, "magic card QC", "20 for 1", 2_000, "table")]
+
+
+@pytest.mark.parametrize("table_file, positions", [
+    ("caribbean-stud.toml", range(0, 8)),  # seats 1-7 and the dealer's position (§ 639a.1 "Lucky Bonus" (ii))
+    ("four-card-poker.toml", range(0, 8)),  # § 641a.1 "Lucky Bonus" (ii)
+    ("let-it-ride.toml", range(1, 8)),  # a seat only: no dealer's hand (§ 643a.1 "Lucky Bonus")
+])
+def test_lucky_bonus_position_is_drawn_among_the_positions_of_the_game(table_file, positions):
+    from controller.config import load_config
+
+    cfg = load_config(ROOT / "config" / "tables" / table_file)
+    daemon = TableDaemon(cfg, {})
+    asked: list[int] = []
+
+    def drawn(k: int) -> int | None:  # the position lock-out records when the CSPRNG gives k
+        daemon._draw = lambda n: asked.append(n) or (0 if n == 52 else k)
+        return daemon._draws()["lucky_seat"]
+
+    drawn(0)
+    n = asked[-1]
+    # each outcome of the draw is one position, each position one outcome: every position equally likely
+    assert sorted(drawn(k) for k in range(n)) == list(positions)
+    daemon._draw = secrets.randbelow  # the OS CSPRNG, as in production
+    assert {daemon._draws()["lucky_seat"] for _ in range(400)} == set(positions)
+
+
+# Whether the meter core records which booked wagers are on the dealer's hand (an optional field of the booking).
+
+
+async def test_wagers_on_the_dealers_hand_are_resumed_after_a_restart(tmp_path):
+    """Started again while a round is dealt, the daemon restores every accepted wager from the journal on its
+    spot: a wager on the dealer's hand is one again (the dealer's-hand claim pays it), not an own-hand wager."""
+    from controller.errors import RulesError
+
+    chips = [(5, BONUS), (5, ON_DEALER), (2, ON_DEALER), (3, BONUS), (6, "progressive")]
+    async with bonus_table(tmp_path, magic="2C", lucky=4) as (daemon, rig):
+        await _lock(daemon, rig, chips)
+        locked = dict(daemon.state.accepted)
+    assert locked == {chip: 100 for chip in chips}
+    async with bonus_table(tmp_path, magic="3C", lucky=1) as (daemon, rig):
+        assert daemon.state.phase.value == "dealing"
+        restored = dict(daemon.state.accepted)
+        # a seat's own-hand wager and its wager on the dealer's hand: booked in that order, told apart by it
+        assert {k: c for k, c in restored.items() if k[0] != 2} == {k: c for k, c in locked.items() if k[0] != 2}
+        assert restored == locked
+        got = await daemon.call("claim", {"seat": "dealer", "cards": ["3H", "4H", "6H", "8H", "TH"]})
+        assert got["status"] == "paid" and got["draws"] == {"magic_card": "2C", "lucky_seat": 4}
+        assert _hits(daemon.ledger.state["bonus"]) == [(5, "flush (dealer's hand)", "50 for 1", 5_000, "table"),
+                                                       (2, "flush (dealer's hand)", "50 for 1", 5_000, "table")]
+        with pytest.raises(RulesError, match="seat 2 has no accepted"):
+            await daemon.call("claim", {"seat": 2, "spot": BONUS, "cards": ["2S", "2H", "2D", "9C", "9S"]})
 
 
 async def test_lucky_bonus_paid_with_the_hand_of_the_lucky_seat(tmp_path):

@@ -34,6 +34,7 @@ class LinkReceipt:
 @dataclass(frozen=True)
 class _Booking:
     wagers: tuple[tuple[int, int], ...]
+    on_dealer: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,6 @@ def resume_views(link: TableLink | None) -> dict[str, LinkedMeterView]:
     if link is None:
         return {}
     box = link.outbox
-    return {m: LinkedMeterView({r: _Booking(w) for r, w in box.open_rounds.get(m, {}).items()},
+    return {m: LinkedMeterView({r: _Booking(w, od) for r, (w, od) in box.open_rounds.get(m, {}).items()},
                                tuple(r for r in (box.last_round.get(m),) if r))
             for m in link.linked}

@@ -8,7 +8,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from ..config.model import StandaloneMeter, TableConfig
-from ..meter import MeterState
+from ..meter import Booking, MeterState
 from ..round.model import Phase, SpotRule, TableRules, TableState
 
 DEALER_SPOT_SUFFIX = "-dealer"  # the spot of a wager on the dealer's hand: "<wager id>-dealer"
@@ -65,16 +65,35 @@ def resume(rules: TableRules, meters: Mapping[str, MeterState]) -> tuple[TableSt
         return TableState(round_no=last + 1), None
     n = _round_no(rules.table, open_round)
     assert n is not None
-    spot_of_meter: dict[str, str] = {}
-    for spot in rules.spots.values():
-        if not spot.on_dealer:
-            spot_of_meter.setdefault(spot.meter, spot.spot)
     accepted: dict[tuple[int, str], int] = {}
     for meter_id, state in meters.items():
         booking = state.open_rounds.get(open_round)
-        if booking is None or meter_id not in spot_of_meter:
+        if booking is None:
             continue
-        for seat, cents in booking.wagers:
-            accepted[(seat, spot_of_meter[meter_id])] = cents
+        for (seat, cents), spot in zip(booking.wagers, booked_spots(rules, meter_id, booking)):
+            if spot is not None:
+                accepted[(seat, spot)] = cents
     st = replace(TableState(round_no=n), phase=Phase.DEALING, accepted=MappingProxyType(accepted), lamp=True)
     return st, open_round
+
+
+def booked_spots(rules: TableRules, meter_id: str, booking: Booking) -> tuple[str | None, ...]:
+    """The spot of each (seat, cents) pair of a booking on `meter_id`, in order: the spot of the wager on the
+    player's own hand, or of the wager on the dealer's hand (§ 639a.7(d)(4)); None for a meter no spot of
+    the table feeds (or a wager on the dealer's hand where the table no longer offers one).
+
+    The booking says which pairs are wagers on the dealer's hand by their indices (`on_dealer`, as the round
+    machine's Book gives them). A booking that does not say (one journaled without the field, or a meter core
+    that does not record it) is read as the round machine books: a seat's own-hand wager before its wager on
+    the dealer's hand, so a seat's second pair is on the dealer's hand; a seat booked once is taken as its own
+    hand, as nothing tells otherwise."""
+    own = next((s.spot for s in rules.spots.values() if s.meter == meter_id and not s.on_dealer), None)
+    dealer = next((s.spot for s in rules.spots.values() if s.meter == meter_id and s.on_dealer), None)
+    marks = frozenset(getattr(booking, "on_dealer", None) or ())
+    spots: list[str | None] = []
+    seen: set[int] = set()
+    for i, (seat, _cents) in enumerate(booking.wagers):
+        on_dealer = i in marks if marks else seat in seen
+        seen.add(seat)
+        spots.append(dealer if on_dealer else own)
+    return tuple(spots)

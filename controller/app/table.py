@@ -403,7 +403,8 @@ class TableDaemon:
         drawing = {w.meter for w in self.cfg.wagers.values() if w.wager.magic_and_lucky and w.meter}
         for meter, wagers in e.wagers.items():
             draws = {"magic_card": e.magic_card, "lucky_seat": e.lucky_seat} if meter in drawing else {}
-            op = meter_ops.BookContributions(e.round_id, self.cfg.table, wagers, now, **draws)
+            op = meter_ops.BookContributions(e.round_id, self.cfg.table, wagers, now, **draws,
+                                             on_dealer=tuple(e.on_dealer.get(meter, ())))
             receipt = await self._submit(op, meter, f"{e.round_id}:book:{meter}")
             if "contributed" in receipt.result:  # a linked meter's is counted at its authority
                 contributed = parse_units(receipt.result["contributed"], "contributed")

@@ -106,7 +106,7 @@ EXIT_UNAVAILABLE = 1
 # Arguments of a request the daemon may name in a refusal, and the option the user typed them with.
 _OPTION_OF = {"supervisor": "--supervisor", "reason": "--reason", "dealt": "--dealt", "meter": "--meter",
               "limit": "--limit", "round_id": "ROUND_ID", "stub": "STUB", "seat": "SEAT", "cards": "CARDS",
-              "claim_id": "CLAIM_ID"}
+              "claim_id": "CLAIM_ID", "spot": "--spot"}
 
 
 def _live_options(p: argparse.ArgumentParser, json_option: bool = False) -> None:
@@ -155,9 +155,13 @@ def _live_parsers(sub: Any) -> None:
         _supervisor_options(c)
         _live_options(c, json_option=True)
 
-    c = sub.add_parser("claim", help="claim a jackpot hand for a seat")
-    c.add_argument("seat", metavar="SEAT", help="the seat holding the hand")
+    c = sub.add_parser("claim", help="claim a jackpot hand for a seat, or the dealer's hand")
+    c.add_argument("seat", metavar="SEAT",
+                   help="the seat holding the hand, or \"dealer\" for the dealer's hand (every wager on it)")
     c.add_argument("cards", metavar="CARDS", nargs="+", help="the hand's cards, e.g. AS KS QS JS TS")
+    c.add_argument("--spot", metavar="SPOT",
+                   help="which wager spot of the seat, e.g. five-card-hand-bonus (default: the seat's first "
+                        "wager on its own hand)")
     _live_options(c, json_option=True)
 
     a = sub.add_parser("approve", help="a supervisor approves a jackpot claim")
@@ -513,7 +517,16 @@ def _cmd_status(args: argparse.Namespace) -> int:
     meters = [m for m in st.get("meters") or [] if isinstance(m, dict)]
     out.append("meters:" if meters else "meters: none")
     if meters:
-        out += _table([[_text(m.get("meter")), f"${_text(m.get('amount'))}"] for m in meters], right=frozenset({1}))
+        out += _table([[_text(m.get("meter")) + (f" (linked: {_text(m['linked'])})" if m.get("linked") else ""),
+                        f"${_text(m.get('amount'))}" if m.get("amount") is not None else "not heard yet"]
+                       for m in meters], right=frozenset({1}))
+    link = st.get("link")
+    if isinstance(link, dict):
+        heard = link.get("heard_seconds_ago")
+        out.append(f"link authority: {'up' if link.get('up') else 'NOT HEARD'}"
+                   + (f", heard {_text(heard)} s ago" if heard is not None else ", never heard")
+                   + f" (timeout {_text(link.get('timeout_seconds'))} s); {_text(link.get('waiting'))} operations "
+                   "waiting for it")
     out.append(f"ledger: head seq {_text(st.get('ledger_head_seq'))}")
     print("\n".join(out))
     return 0
@@ -638,8 +651,35 @@ def _cmd_table(args: argparse.Namespace) -> int:
     return _supervised(args, args.command.replace("-", "_"))
 
 
+DEALER = "dealer"  # SEAT of a claim for the dealer's hand (the control socket's `seat` "dealer")
+
+
 def _cmd_claim(args: argparse.Namespace) -> int:
-    return _done(args, _ask(args, "claim", seat=_count(args.seat, "SEAT", least=1), cards=list(args.cards)))
+    seat: int | str
+    if args.seat.strip().lower() == DEALER:
+        seat = DEALER
+    else:
+        try:
+            seat = _count(args.seat, "SEAT", least=1)
+        except InputError:
+            raise InputError("SEAT", f"must be a seat number (1 or more) or \"dealer\", not {args.seat!r}") from None
+    call_args: dict[str, Any] = {"seat": seat, "cards": list(args.cards)}
+    if args.spot is not None:
+        if not args.spot.strip():
+            raise InputError("--spot", "is empty: name the wager spot, e.g. five-card-hand-bonus")
+        call_args["spot"] = args.spot.strip()
+    result = _ask(args, "claim", **call_args)
+    _done(args, result)
+    if not args.json and isinstance(result, dict) and isinstance(result.get("draws"), dict):
+        print(_draws_line(result["draws"]))
+    return 0
+
+
+def _draws_line(draws: dict[str, Any]) -> str:
+    """The round's Magic Card and Lucky Bonus position, as the claim's answer gives them (docs/rounds.md)."""
+    magic, lucky = draws.get("magic_card"), draws.get("lucky_seat")
+    where = "none" if lucky is None else "the dealer's position" if lucky == DEALER else f"seat {lucky}"
+    return f"drawn at lock-out: Magic Card {'none' if magic is None else magic}, Lucky Bonus {where}"
 
 
 def _cmd_approve(args: argparse.Namespace) -> int:

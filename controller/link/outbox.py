@@ -41,9 +41,9 @@ class Outbox:
     next_seq: int = 1
     pending: Mapping[int, Sent] = field(default_factory=lambda: MappingProxyType({}))
     # Rounds booked on a linked meter and not yet closed or voided (table meter id -> round id -> the
-    # booked (seat, cents) pairs), and the last round booked on each: a restarted daemon resumes from them
-    # whether or not the authority has applied them yet.
-    open_rounds: Mapping[str, Mapping[str, tuple[tuple[int, int], ...]]] = field(
+    # booked (seat, cents) pairs and the positions of those on the dealer's hand), and the last round booked
+    # on each: a restarted daemon resumes from them whether or not the authority has applied them yet.
+    open_rounds: Mapping[str, Mapping[str, tuple[tuple[tuple[int, int], ...], tuple[int, ...]]]] = field(
         default_factory=lambda: MappingProxyType({}))
     last_round: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # Awards locked at the authority and neither paid nor released yet: lock claim id -> (meter, round id).
@@ -87,7 +87,8 @@ class OutboxReducer:
     def snapshot(self, state: Outbox) -> dict[str, Any]:
         return {"next_seq": state.next_seq, "acked": state.acked, "refused": state.refused,
                 "pending": [state.pending[s].to_dict() for s in sorted(state.pending)],
-                "open_rounds": {m: {r: [list(w) for w in ws] for r, ws in sorted(rs.items())}
+                "open_rounds": {m: {r: {"wagers": [list(w) for w in ws], "on_dealer": list(od)}
+                                    for r, (ws, od) in sorted(rs.items())}
                                 for m, rs in sorted(state.open_rounds.items())},
                 "last_round": dict(sorted(state.last_round.items())),
                 "locks": {c: list(v) for c, v in sorted(state.locks.items())}}
@@ -95,7 +96,8 @@ class OutboxReducer:
     def restore(self, data: dict[str, Any]) -> Outbox:
         pending = {p["seq"]: Sent(p["seq"], p["kind"], p["meter"], p["linked"], MappingProxyType(p["body"]))
                    for p in data["pending"]}
-        rounds = {m: MappingProxyType({r: tuple((w[0], w[1]) for w in ws) for r, ws in rs.items()})
+        rounds = {m: MappingProxyType({r: (tuple((w[0], w[1]) for w in b["wagers"]), tuple(b["on_dealer"]))
+                                       for r, b in rs.items()})
                   for m, rs in data["open_rounds"].items()}
         return Outbox(data["next_seq"], MappingProxyType(pending), MappingProxyType(rounds),
                       MappingProxyType(dict(data["last_round"])),
@@ -125,7 +127,7 @@ def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
     open_ = dict(rounds.get(meter, {}))
     last = state.last_round
     if kind == "book-contributions":
-        open_[op.round_id] = tuple(op.wagers)
+        open_[op.round_id] = (tuple(op.wagers), tuple(op.on_dealer))
         last = MappingProxyType({**last, meter: op.round_id})
     elif kind in ("void-round", "close-round"):
         open_.pop(op.round_id, None)

@@ -46,6 +46,9 @@ class BookContributions:
     # "Lucky Bonus"); only on the meter of a wager that pays them.
     magic_card: int | None = None
     lucky_seat: int | None = None  # 0: the dealer's position
+    # Which of `wagers` (0-based positions) are wagers on the dealer's hand (§ 639a.7(d)(4)): a restarted
+    # controller resumes each wager on its spot.
+    on_dealer: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _check.identifier(self.round_id, "round_id")
@@ -70,6 +73,11 @@ class BookContributions:
                 raise InputError("magic_card", f"{self.magic_card} is not a card (0..51)")
         if self.lucky_seat is not None:
             _check.integer(self.lucky_seat, "lucky_seat", minimum=0)
+        marks = tuple(_check.integer(x, f"on_dealer[{k}]", minimum=0)
+                      for k, x in enumerate(_check.array(self.on_dealer, "on_dealer")))
+        if len(set(marks)) != len(marks) or any(x >= len(out) for x in marks):
+            raise InputError("on_dealer", f"{list(marks)} must be distinct positions in wagers (0..{len(out) - 1})")
+        object.__setattr__(self, "on_dealer", tuple(sorted(marks)))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -83,11 +91,14 @@ class BookContributions:
             d["magic_card"] = card_str(self.magic_card)
         if self.lucky_seat is not None:
             d["lucky_seat"] = self.lucky_seat
+        if self.on_dealer:  # only when there are: older entries keep their exact form
+            d["on_dealer"] = list(self.on_dealer)
         return d
 
     @classmethod
     def from_dict(cls, d: object, field_prefix: str = "") -> BookContributions:
-        m = _fields(d, field_prefix, cls.kind, ("round_id", "table", "wagers", "at"), ("magic_card", "lucky_seat"))
+        m = _fields(d, field_prefix, cls.kind, ("round_id", "table", "wagers", "at"),
+                    ("magic_card", "lucky_seat", "on_dealer"))
         wagers = []
         for i, w in enumerate(_check.array(m["wagers"], _check.join(field_prefix, "wagers"))):
             where = _check.join(field_prefix, f"wagers[{i}]")
@@ -99,6 +110,8 @@ class BookContributions:
             kw["magic_card"] = parse_card(m["magic_card"], _check.join(field_prefix, "magic_card"))
         if "lucky_seat" in m:
             kw["lucky_seat"] = m["lucky_seat"]
+        if "on_dealer" in m:
+            kw["on_dealer"] = tuple(_check.array(m["on_dealer"], _check.join(field_prefix, "on_dealer")))
         return _build(cls, kw, field_prefix)
 
 

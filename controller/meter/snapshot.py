@@ -159,7 +159,7 @@ def _hit_from_dict(d: object, at: str) -> Hit:
 
 
 def _booking_to_dict(b: Booking) -> dict[str, Any]:
-    return {
+    d = {
         "table": b.table,
         "wagers": [{"seat": s, "amount": format_cents(c)} for s, c in b.wagers],
         "contributed": format_units(b.contributed),
@@ -181,11 +181,15 @@ def _booking_to_dict(b: Booking) -> dict[str, Any]:
             for sh in b.shared
         ],
     }
+    if b.on_dealer:  # only when there are: older snapshots keep their exact form (checkpoint digests)
+        d["on_dealer"] = list(b.on_dealer)
+    return d
 
 
 def _booking_from_dict(d: object, at: str) -> Booking:
     j = _check.join
-    m = _check.obj(d, at, ("table", "wagers", "contributed", "reserved", "overflowed", "booked_at", "paid", "shared"))
+    m = _check.obj(d, at, ("table", "wagers", "contributed", "reserved", "overflowed", "booked_at", "paid", "shared"),
+                   ("on_dealer",))
     wagers = []
     for i, w in enumerate(_check.array(m["wagers"], j(at, "wagers"))):
         where = j(at, f"wagers[{i}]")
@@ -221,6 +225,8 @@ def _booking_from_dict(d: object, at: str) -> Booking:
         booked_at=_check.parse_moment(m["booked_at"], j(at, "booked_at")),
         paid=m["paid"],
         shared=tuple(shared),
+        on_dealer=tuple(_check.integer(x, j(at, f"on_dealer[{k}]"), minimum=0)
+                        for k, x in enumerate(_check.array(m.get("on_dealer", []), j(at, "on_dealer")))),
     )
 
 

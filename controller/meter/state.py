@@ -63,6 +63,7 @@ class Booking:
     booked_at: datetime
     paid: bool = False  # an award was paid in this round: it can no longer be voided
     shared: tuple[SharedAward, ...] = ()
+    on_dealer: tuple[int, ...] = ()  # positions in `wagers` of the wagers on the dealer's hand
 
     @property
     def wager_cents(self) -> int:

@@ -149,13 +149,18 @@ def _lockout(rules: TableRules, state: TableState, e: LockoutPressed) -> Step:
     if e.lucky_seat is not None and not 0 <= e.lucky_seat <= rules.seats:
         raise InputError("lucky_seat", f"{e.lucky_seat} is not a position of table {rules.table}")
     by_meter: dict[str, list[tuple[int, int]]] = {}
+    on_dealer: dict[str, list[int]] = {}  # meter -> indices in by_meter[meter] of the wagers on the dealer's hand
     for (seat, spot), cents in sorted(state.accepted.items()):
-        by_meter.setdefault(rules.spots[spot].meter, []).append((seat, cents))
+        rule = rules.spots[spot]
+        wagers = by_meter.setdefault(rule.meter, [])
+        if rule.on_dealer:
+            on_dealer.setdefault(rule.meter, []).append(len(wagers))
+        wagers.append((seat, cents))
     effects: list[Effect] = [Lamp(True)]
     if by_meter:
         state = replace(state, phase=Phase.LOCKING, lamp=True)
         effects.append(Book(rid, MappingProxyType({m: tuple(w) for m, w in by_meter.items()}),
-                            e.magic_card, e.lucky_seat))
+                            e.magic_card, e.lucky_seat, MappingProxyType({m: tuple(i) for m, i in on_dealer.items()})))
     else:
         state = replace(state, phase=Phase.DEALING, lamp=True)
         effects.append(Reconcile(rid, _counts(rules, state)))

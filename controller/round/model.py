@@ -218,6 +218,9 @@ class Book:
     wagers: Mapping[str, tuple[tuple[int, int], ...]]  # meter -> ((seat, cents), ...)
     magic_card: int | None
     lucky_seat: int | None
+    # meter -> the indices in wagers[meter] of the wagers on the dealer's hand (§ 639a.7(d)(4)); a seat may have
+    # a wager on its own hand and one on the dealer's hand on the same meter. Meters without any are left out.
+    on_dealer: Mapping[str, tuple[int, ...]] = field(default_factory=lambda: MappingProxyType({}))
 
 
 @dataclass(frozen=True)

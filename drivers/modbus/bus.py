@@ -1,7 +1,8 @@
 """One Modbus bus: an RS-485 line (RTU) or a TCP connection, shared by every device driver on it.
 
-The bus owns one pymodbus client and one ``asyncio.Lock``: a transaction (request, reply, retries) holds
-the lock from the first byte to the last, so requests from several drivers never interleave on the line. On
+The bus owns one pymodbus client and one lock (BusLock): a transaction (request, reply, retries) holds
+the lock from the first byte to the last, so requests from several drivers never interleave on the line;
+writes (lights, lamp, sign) go before the polls waiting for it. On
 serial it keeps the inter-frame silence t3.5 between the end of one frame and the start of the next
 (Modbus over Serial Line v1.02 §2.5.1.1: 3.5 characters of 11 bits, a fixed 1.75 ms above 19200 baud),
 timed from the last byte received, so the drivers' own work overlaps the silence.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -127,6 +129,54 @@ def _raise_if_cancelled() -> None:
         raise asyncio.CancelledError
 
 
+class BusLock:
+    """One transaction on the line at a time, first come first served, except that writes (the outputs: accepted
+    and win lights, the lock-out lamp, the sign) go before the reads waiting for the line. At the bus's pace
+    every poller is always queued, so without this a sign update waits for a whole round of polls."""
+
+    def __init__(self) -> None:
+        self._held = False
+        self._waiting: dict[bool, collections.deque[asyncio.Future]] = {True: collections.deque(),
+                                                                         False: collections.deque()}
+
+    @property
+    def locked(self) -> bool:
+        return self._held
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting[True]) + len(self._waiting[False])
+
+    @contextlib.asynccontextmanager
+    async def hold(self, urgent: bool):
+        if self._held or self._waiting[True] or self._waiting[False]:
+            fut = asyncio.get_running_loop().create_future()
+            self._waiting[urgent].append(fut)
+            try:
+                await fut
+            except asyncio.CancelledError:
+                if fut.done() and not fut.cancelled():  # handed the line just as we were cancelled: pass it on
+                    self._release()
+                else:
+                    with contextlib.suppress(ValueError):  # already dropped by a release
+                        self._waiting[urgent].remove(fut)
+                raise
+        self._held = True
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        for queue in (self._waiting[True], self._waiting[False]):
+            while queue:
+                fut = queue.popleft()
+                if not fut.done():
+                    fut.set_result(None)  # the line passes straight to the next holder
+                    return
+        self._held = False
+
+
 class ModbusBus:
     """``async with ModbusBus(settings) as bus: await bus.read(unit, table, address, count)``."""
 
@@ -137,7 +187,7 @@ class ModbusBus:
         self.framing = Framing.RTU if self.serial else Framing.SOCKET
         self.silence = settings.silence if isinstance(settings, SerialBusSettings) else 0.0
         self._precise = settings.precise_timing if isinstance(settings, SerialBusSettings) else False
-        self._lock = asyncio.Lock()
+        self._lock = BusLock()
         self._client: AsyncModbusSerialClient | AsyncModbusTcpClient | None = None
         self._backoff = Backoff(settings.backoff_initial, settings.backoff_cap)
         self._next_connect_at = 0.0
@@ -163,7 +213,7 @@ class ModbusBus:
 
     async def close(self) -> None:
         self._closed = True
-        async with self._lock:
+        async with self._lock.hold(urgent=True):
             self._drop_client()
 
     @property
@@ -189,7 +239,7 @@ class ModbusBus:
         if not 1 <= count <= frames.MAX_READ[table]:
             raise ValueError(f"cannot read {count} from {table.value}")
         fc = frames.READ_FC[table]
-        reply = await self._transact(unit, fc, count, address, None, on_fault, retries)
+        reply = await self._transact(unit, fc, count, address, None, on_fault, retries, urgent=False)
         if table.is_bits:
             return [bool(b) for b in reply.bits[:count]]
         return list(reply.registers)
@@ -202,7 +252,7 @@ class ModbusBus:
         if not table.writable or not 1 <= count <= frames.MAX_WRITE[table]:
             raise ValueError(f"cannot write {count} to {table.value}")
         fc = frames.write_fc(table, count)
-        await self._transact(unit, fc, count, address, list(values), on_fault, retries)
+        await self._transact(unit, fc, count, address, list(values), on_fault, retries, urgent=True)
 
     def _call(self, client, unit: int, fc: int, address: int, count: int, values):
         if fc == frames.READ_COILS:
@@ -222,11 +272,11 @@ class ModbusBus:
         return client.write_registers(address, [int(v) for v in values], device_id=unit)
 
     async def _transact(self, unit: int, fc: int, count: int, address: int, values, on_fault: FaultSink | None,
-                        retries: int | None):
+                        retries: int | None, *, urgent: bool):
         attempts = 1 + (self.settings.retries if retries is None else retries)
         expect = frames.response_len(self.framing, fc, count)
         kinds: list[str] = []
-        async with self._lock:
+        async with self._lock.hold(urgent):
             client = await self._ensure_connected()
             for _ in range(attempts):
                 await self._wait_quiet()
