@@ -38,6 +38,7 @@ import tempfile
 import time
 import tomllib
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -140,6 +141,8 @@ def _value(v: Any) -> str:
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
+    if isinstance(v, Decimal) and v.is_finite():  # a number that is not money (link_timeout = 1.5), exactly
+        return str(v)
     if isinstance(v, str):
         return json.dumps(v)  # a JSON string (escaped, ASCII) is a TOML basic string
     if isinstance(v, list | tuple):
@@ -151,7 +154,8 @@ def _value(v: Any) -> str:
 
 def dump_toml(doc: Mapping[str, Any]) -> str:
     """TOML for what a table file holds: tables, arrays of tables, strings, integers, booleans and lists
-    of them. Floats are refused (the configuration takes money and rates as strings)."""
+    of them. Floats are refused (the configuration takes money and rates as strings); a number that is not
+    money and not whole (a time in seconds) is given as a Decimal."""
     out: list[str] = []
 
     def is_table(v: Any) -> bool:
