@@ -70,3 +70,13 @@ def test_an_answer_is_journaled_once(tmp_path):
             led.submit(LINK_ACK, {"seq": seq, "result": {}}, "answer:other")
     with Ledger.open(tmp_path, R, software_digest="test") as led:
         assert led.state.pending == {} and led.state.acked == 1
+
+
+def test_audit_verify_reads_a_link_journal(tmp_path):
+    from controller.cli.audit import cmd_meters, cmd_verify
+
+    with Ledger.open(tmp_path, R, software_digest="test") as led:
+        led.submit(LINK_SEND, book("cs-01-r1"), "cs-01-r1:book:fchb")
+    assert cmd_verify(tmp_path, as_json=False) == 0
+    with pytest.raises(InputError, match="link journal"):
+        cmd_meters(tmp_path, as_json=False, meter_id=None)

@@ -23,11 +23,40 @@ EXIT_DAMAGED = 1
 
 def _audit(state_dir: Path):  # noqa: ANN202 - a controller.ledger.Report
     from ..ledger import verify_state_dir
-    from ..meter_ledger import MetersReducer
 
     if not state_dir.exists():
         raise InputError("--state", f"{state_dir} does not exist")
-    return verify_state_dir(state_dir, MetersReducer())
+    return verify_state_dir(state_dir, _reducer_for(state_dir))
+
+
+def _reducer_for(state_dir: Path) -> Any:
+    """The meters, or a table's link journal (its outbox of operations on linked meters, `<state>/link`),
+    told apart by what the journal holds."""
+    from ..ledger import journal
+    from ..link.outbox import LINK_SEND, OutboxReducer
+    from ..meter_ledger import MetersReducer
+
+    db = state_dir / journal.DB_NAME
+    if db.exists():
+        conn = journal.connect(db, "ro")
+        try:
+            row = conn.execute("SELECT 1 FROM entries WHERE json_extract(entry, '$[4]') = ? LIMIT 1",
+                               (LINK_SEND,)).fetchone()
+        except Exception:  # noqa: BLE001 - a damaged file: the audit itself says what is wrong with it
+            row = None
+        finally:
+            conn.close()
+        if row is not None:
+            return OutboxReducer()
+    return MetersReducer()
+
+
+def _meters_journal(report, state_dir: Path) -> None:  # noqa: ANN001
+    from ..link.outbox import Outbox
+
+    if isinstance(report.state, Outbox):
+        raise InputError("--state", f"{state_dir} is a table's link journal (operations on linked meters): the "
+                                    "meters are the link authority's; give its state directory")
 
 
 def _damaged(report) -> int:  # noqa: ANN001
@@ -109,6 +138,7 @@ def cmd_meters(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
     report = _audit(state_dir)
     if not report.ok:
         return _damaged(report)
+    _meters_journal(report, state_dir)
     ids = _select(report.state, meter_id)
     rows = [meter_json(report.state[m]) for m in ids]
     if as_json:
@@ -140,6 +170,7 @@ def cmd_history(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
     report = _audit(state_dir)
     if not report.ok:
         return _damaged(report)
+    _meters_journal(report, state_dir)
     hits = [hit_json(m, h) for m in _select(report.state, meter_id) for h in report.state[m].history]
     hits.sort(key=lambda h: (h["time"], h["meter"], h["number"]))
     if as_json:
