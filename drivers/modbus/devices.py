@@ -133,6 +133,7 @@ class ModbusDevice:
         self._emit: Callable[[Event], None] = _discard
         self.health = DeviceHealth(name, self._forward)
         self._commanded: dict[Point, list] = {}
+        self._writing: dict[Point, list] = {}  # outputs being written now (a write may take several requests)
         self._busy_streak = 0
         self._since_verify = 0
         self.polls = 0
@@ -161,6 +162,7 @@ class ModbusDevice:
         writes = self._plan(command)  # UnsupportedCommand / InputError before anything else
         if self.health.up is False:
             raise DeviceUnavailable(f"{self.name} is down")
+        self._writing.update(writes)
         try:
             await self._write(writes)
         except BusError as exc:
@@ -169,6 +171,9 @@ class ModbusDevice:
                 self._commanded.pop(p, None)
             self._failed(exc)
             raise DeviceUnavailable(f"{self.name}: {exc}") from exc
+        finally:
+            for p in writes:
+                self._writing.pop(p, None)
         self._commanded.update(writes)
 
     # --- polling ----------------------------------------------------------------------------------
@@ -277,8 +282,9 @@ class ModbusDevice:
         await self._restore(raw, commanded)
 
     async def _restore(self, raw: dict[Point, list], commanded: dict[Point, list]) -> None:
+        # A point being written now reads as either value: the write in flight decides it, not a read-back.
         lost = {p: v for p, v in commanded.items() if p in raw and _norm(raw[p]) != _norm(v)
-                and self._commanded.get(p) == v}
+                and self._commanded.get(p) == v and p not in self._writing}
         if lost:
             self.health.error("outputs_lost", f"{len(lost)} output(s) not as commanded (device restarted?): "
                               + ", ".join(p.path for p in lost))
