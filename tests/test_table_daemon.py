@@ -449,3 +449,51 @@ async def test_rejected_dealer_hand_claim_changes_nothing(tmp_path):
                                                        (1, "flush (dealer's hand)", "50 for 1", 5_000, "table")]
         with pytest.raises(RulesError, match="the dealer's hand was settled in round CS-07-r1 already"):
             await daemon.call("claim", {**dealer, "cards": ["3H", "4H", "6H", "8H", "TH"]})
+
+
+# --- hits detected from the card-reading shoe ------------------------------------------------------------------
+
+
+async def test_royal_flush_dealt_by_the_shoe_is_detected_and_paid_after_approval(tmp_path, monkeypatch):
+    """At a table whose cards come from the card-reading shoe, a complete deal is read as the dealer deals it (one
+    card at a time, seat 1 first, the dealer last in each rotation: docs/rounds.md) and each winning hand goes
+    through the dealer's claim path, claimed by the shoe."""
+    import controller.app.table as table_mod
+    from controller.cards import parse_cards
+    from controller.errors import RulesError
+
+    monkeypatch.setattr(table_mod, "DEAL_SETTLED_S", 0.2)
+    monkeypatch.setattr(table_mod, "WIN_DISPLAY_S", 0.2)
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        await _locked_round(daemon, rig, [3, 5])
+        meter = daemon.ledger.state["main"].current_cents  # $10,000.30: two $1 wagers at 15%
+        seat3, seat5, dealer = "AS KS QS JS TS".split(), "2D 7C 9H JD 4S".split(), "3H 5C 8D QC KD".split()
+        await rig.deal([card for i in range(5) for card in (seat3[i], seat5[i], dealer[i])])
+
+        await until(lambda: daemon._claims.pending is not None, "the detected royal flush is claimed")
+        claim = daemon._claims.pending
+        assert (claim.seat, claim.spot, claim.cards) == (3, "progressive", parse_cards(seat3))
+        assert claim.amount_cents == meter and claim.needs_approval
+        await until(lambda: win(rig, 3) and message(rig) == "PENDING", lambda: f"win light, PENDING: {rig.lights()}")
+        assert not win(rig, 5)
+        assert rig.sign()["message"]["seat"] == 3 and rig.sign()["message"]["amount_cents"] == meter
+        assert daemon.ledger.state["main"].current_cents == meter  # nothing paid before a floorperson approves
+        with pytest.raises(RulesError, match="awaits a supervisor"):
+            await daemon.call("settle", {"round_id": "CS-07-r1"})
+
+        await daemon.call("approve", {"claim_id": claim.id, **FLOOR})
+        main = daemon.ledger.state["main"]
+        royal = [h for h in main.history if h.seat == 3]
+        assert [(h.hand, h.award, h.amount_cents, h.approved_by) for h in royal] == [
+            ("royal-flush", "100% of meter", meter, SUPERVISOR)]
+        # the Envy Bonus of Paytable D to the other progressive wagerer, paid by the table (§ 639a.12(d)(6))
+        assert [(h.seat, h.amount_cents, h.paid_by) for h in main.history if h.seat != 3] == [(5, 100_000, "table")]
+        assert main.current_cents == 1_000_000  # reset to $10,000
+        await until(lambda: (rig.sign().get("message") or {}) == {"message": "WIN", "table": "CS-07", "seat": 3,
+                                                                 "amount_cents": meter}, lambda: f"{rig.sign()}")
+
+        # the dealer's claim for the same hand afterwards: claimed already
+        with pytest.raises(RulesError, match="seat 3 was settled in round CS-07-r1 already"):
+            await daemon.call("claim", {"seat": 3, "cards": seat3})
+        await daemon.call("settle", {"round_id": "CS-07-r1"})
+        assert [(h["seat"], h["amount"]) for h in await daemon.call("history", {})] == [(3, "10000.30"), (5, "1000.00")]

@@ -35,8 +35,9 @@ from ..meter_ledger import DEFINE_METER, MetersReducer, define_meter_body, op_bo
 from ..money import UNITS_PER_CENT, format_cents, parse_cents, parse_units
 from ..round import machine
 from ..round import model as rm
-from . import linked, logs
+from . import detect, linked, logs
 from ..awards import PercentOfMeter, parse_award
+from ..cards import card_str, cards_str
 from ..link.client import Refused as LinkRefused
 from ..settlement import DEALER_POSITION
 from .claims import DEALER, Claim, Draws, RoundClaims, claim_spot, hit_hand, verify, verify_dealer
@@ -52,6 +53,7 @@ WIN_DISPLAY_S = 10.0  # the sign shows a win this long, then the new amount (sev
 SIGN_REFRESH_S = 10.0  # the sign shows the meters again at least this often (several states: within 30 s)
 DEVICE_METRICS_S = 5.0  # how often the drivers' counters are copied into the metrics
 EVENT_QUEUE = 10_000  # device events waiting for the round task (bounded: a babbling device cannot eat memory)
+DEAL_SETTLED_S = 3.0  # a complete deal from the card-reading shoe is claimed if no card more comes this long
 
 
 def payout_key(rid: str, seat: object, spot: str, i: int) -> str:
@@ -273,7 +275,12 @@ class TableDaemon:
                 else:
                     log.warning("shoe jam outside a round", device=e.device)
             case ev.CardDealt(card=card):
-                self._cards.append(card)
+                if self.state is None or self.state.phase not in (rm.Phase.LOCKING, rm.Phase.DEALING):
+                    # the deal begins after "no more bets" (§ 639a.8(b), § 667a.8(b)): no card of a round's deal
+                    log.warning("card read outside a deal: ignored", device=e.device, card=card_str(card))
+                else:
+                    self._cards.append(card)
+                    self._shoe_card()
             case ev.DiceRolled(die1=d1, die2=d2):
                 log.info("dice rolled", device=e.device, die1=d1, die2=d2)
             case ev.DeviceDown(reason=reason):
@@ -555,10 +562,11 @@ class TableDaemon:
                 return {"message": f"{claim.id} rejected by {who}: nothing paid", "claim_id": claim.id}
         raise LookupError(op)
 
-    async def _claim(self, args: dict[str, Any]) -> dict[str, Any]:
+    async def _claim(self, args: dict[str, Any], by: str = "dealer") -> dict[str, Any]:
         """A hit claimed by the dealer with the cards (§ 639a.11(c)(5)-(6), § 667a.11(d)(2)): a seat's own hand
         (`seat` a number, optionally `spot`), or the dealer's hand for every seat that wagered on it (`seat`
-        "dealer", § 639a.12(e)(2)). Magic Card and Lucky Bonus payouts come with the hand they are paid on."""
+        "dealer", § 639a.12(e)(2)). Magic Card and Lucky Bonus payouts come with the hand they are paid on.
+        `by`: who claims it ("dealer", or "shoe" for a hit detected from the card-reading shoe)."""
         assert self.state is not None and self.ledger is not None
         rid = rm.round_id(self.cfg.table, self.state.round_no)
         if self.state.phase is not rm.Phase.DEALING:
@@ -596,15 +604,68 @@ class TableDaemon:
         for winner in claim.winners:
             self._win_light(winner, True)  # § 639a.11(c)(5)(ii): the light the dealer verifies
         log.info("claim verified", claim=claim.id, seat=claim.seat, spot=spot, amount=format_cents(claim.amount_cents),
-                 approval=claim.needs_approval)
+                 approval=claim.needs_approval, by=by)
         shown = {"claim_id": claim.id, **({"draws": draws.to_json()} if wcfg.wager.magic_and_lucky else {})}
-        if not claim.needs_approval:
-            await self._pay(claim, "dealer")
+        # A hit the shoe detected is never paid on the controller's say alone: which seat was dealt which
+        # cards rests on the dealing order (docs/rounds.md), so a person confirms it like a large award.
+        if not claim.needs_approval and by != "shoe":
+            await self._pay(claim, by)
             return {"message": f"{claim.describe()}: paid by the table", **shown, "status": "paid"}
         self._show_sign(ev.ShowMessage(ev.SignMessage.PENDING, table=self.cfg.table, seat=claim.seat,
                                        amount_cents=claim.amount_cents))
         return {"message": f"{claim.describe()}: awaiting a supervisor's approval "
                            f"(progressivectl approve {claim.id})", **shown, "status": "pending"}
+
+    def _shoe_card(self) -> None:
+        """A card of the round's deal read by the card-reading shoe. At a table whose cards come from the shoe
+        (`cards.source` "shoe"), once the deal is complete each hand a wager of the round pays is detected
+        (controller/app/detect.py) and claimed as the dealer would claim it, by "shoe" (docs/rounds.md)."""
+        if self.cfg.cards is None or self.cfg.cards.source != "shoe" or self.state is None:
+            return
+        rid, n = rm.round_id(self.cfg.table, self.state.round_no), len(self._cards)
+        spots = [detect.SpotWager(s, self.cfg.wagers[r.wager].wager, self.cfg.wagers[r.wager].paytable, r.on_dealer)
+                 for s, r in self.rules.spots.items()]
+        try:
+            found = detect.detect(self.cfg.game, spots, self.state.accepted, self._cards)
+        except InputError as err:
+            if n == 1 or err.field.startswith(f"cards[{n - 1}]"):  # once: at the card at fault (or the first card)
+                log.error("shoe deal not read: the dealer claims its hits", round=rid, error=str(err))
+            return
+        if not found.deal.complete:
+            return
+        log.info("deal complete", round=rid, seats=list(found.deal.seats), cards=cards_str(self._cards),
+                 hits=len(found.hits))
+        for hit in found.hits:
+            log.info("hit detected", round=rid, seat=hit.seat, spot=hit.spot, cards=cards_str(hit.cards),
+                     hand=hit.hand, award=hit.award)
+        if found.hits:
+            self._spawn(self._claim_detected(rid, n, found.hits), f"detected:{rid}")
+
+    async def _claim_detected(self, rid: str, dealt: int, hits: tuple[detect.Hit, ...]) -> None:
+        """Claim the hits of a complete deal through the dealer's claim path, one at a time in settlement order,
+        once no card more came for DEAL_SETTLED_S: a card more means a seat the controller does not see was dealt."""
+        await asyncio.sleep(DEAL_SETTLED_S)
+
+        def dealing() -> bool:
+            return rm.round_id(self.cfg.table, self.state.round_no) == rid and self.state.phase is rm.Phase.DEALING
+
+        for i, hit in enumerate(hits):
+            while rm.round_id(self.cfg.table, self.state.round_no) == rid and (
+                    self.state.phase is rm.Phase.LOCKING or self._claims.pending is not None):
+                await asyncio.sleep(0.05)  # the booking on disk; a claim awaiting approval (one at a time)
+            if not dealing() or len(self._cards) != dealt:
+                log.warning("detected hits not claimed", round=rid, left=[h.describe() for h in hits[i:]],
+                            reason="the shoe read a card more" if dealing() else "the round is no longer dealt")
+                return
+            try:
+                got = await self._claim(hit.claim(), by="shoe")
+            except InputError as err:  # a RulesError too: claimed by the dealer already, settled before, ...
+                log.warning("detected hit not claimed", round=rid, hit=hit.describe(), error=str(err))
+                continue
+            except Exception:  # noqa: BLE001 - a detection must not stop the table
+                log.exception("detected hit not claimed", round=rid, hit=hit.describe())
+                continue
+            log.info("detected hit claimed", round=rid, claim=got["claim_id"], status=got["status"], by="shoe")
 
     def _journal_of(self, meter: str) -> Any:
         return self.link.ledger.db_path if self._is_linked(meter) else self.ledger.db_path
