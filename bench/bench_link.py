@@ -1,0 +1,1368 @@
+"""Link benchmarks: the link authority's throughput against the broker's own delivery rate for the same
+messages (same run, same broker), and the latency from a table's booking to the authority's commit and to
+the new amount at every table of the link.
+
+    .venv/bin/python bench/bench_link.py             # print the results
+    .venv/bin/python bench/bench_link.py --write     # and put them in docs/benchmarks.md ("Linked progressives")
+    .venv/bin/python bench/bench_link.py --quick     # a smoke run (under a minute)
+
+Everything goes through one real Mosquitto (tests/broker.py: TLS, a password per client, the shipped ACL),
+started for the run. The link authority is `progressived --role link --config FILE` in a child process,
+started afresh (a new journal) for each measurement. The simulated tables run in this process.
+
+The workload: each of N tables plays K/2 rounds, one after another; a round is two link operations, the
+booking of seven $1 wagers at lock-out (`book-contributions`) and its `close-round` at settlement: K `op`
+messages per table, the same bytes (schema.encode(schema.Op(...))) in every measurement. Each table keeps
+at most W operations unanswered (W messages unacknowledged in the baseline).
+
+1. Baseline: the broker's delivery rate. Each table is an MqttLink (the link's own transport, as the
+   authority's and the tables' own) publishing its K messages with QoS 1 on its own `up` topic, W awaiting
+   their PUBACK at a time. A plain subscriber (an MqttLink in a child process, logged in as the
+   authority, QoS 1 on `P/tables/+/up`, counting) stands where the authority will stand. Rate: messages
+   delivered / (last arrival at the subscriber - first publish). At most N x W messages are on their way
+   to the subscriber (it reports its count): Mosquitto drops QoS 1 messages beyond 1,000 queued for a
+   client. Beside it, the authority's journal alone (its ledger and reducer in this process, the same
+   operations from N concurrent clients, no MQTT).
+2. Authority throughput: the same tables send the same operations to the authority, which applies each
+   exactly once and durably (journal COMMIT, fsync) before it answers. Rate: operations answered / (last
+   answer - first send). Two kinds of table:
+   - raw: an MqttLink per table publishing the pre-numbered `op` messages and counting the authority's
+     `ack`s (no journal at the table): this isolates the authority;
+   - TableLink: the table's own link client with its durable outbox (controller.link.client): each
+     operation journaled (fsync) before it is sent, each answer journaled (fsync) when it arrives. On
+     this machine the N tables' journals share the authority's disk and CPUs, which a real site's tables,
+     each on its own box, do not.
+   Exactly once is checked after each run: every table's operations applied once (the authority's
+   counters: `applied` = K, nothing dropped), its journal's last sequence number of each table K (next
+   expected K + 1), and the meter's contributions exactly those of the bookings sent.
+3. Latency, at a moderate load (one booking every 1/RATE s, the M tables in turn, each round's close sent
+   after its booking is answered): from the moment the table calls `TableLink.send` (the table daemon
+   books at lock-out: outbox journal, fsync, publish) to
+   (a) the authority's answer arriving at the table (the `ack`, sent by the authority after its COMMIT);
+   (b) the answer journaled in the table's outbox (what `TableLink.answer` returns);
+   (c) every one of the M tables holding a meter value that reflects the booking (a retained `meter`
+       message whose journal entry is at or after the booking's): the new amount, ready for every sign.
+   The figures are the link's only: the table daemon's own lock-out path (button poll, round machine) and
+   the sign's bus write are measured by the table benchmark (bench/bench_table.py).
+
+CPU of each process (/proc/PID/stat) over each measurement, and timers around three steps of the
+authority's work on each operation (arrival, COMMIT, `ack` publish until its PUBACK), say where the time
+goes. Last, an experiment in the same run: the raw throughput and the latency again with TCP_NODELAY on
+every MQTT client's socket (paho-mqtt leaves Nagle's algorithm on); --no-experiment skips it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import datetime
+import json
+import logging
+import os
+import platform
+import resource
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from dataclasses import asdict
+from fractions import Fraction
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import structlog  # noqa: E402
+
+from controller.link import schema  # noqa: E402
+from controller.link.mqtt import MqttLink, MqttSettings  # noqa: E402
+
+SECTION = "## Linked progressives"
+COMMAND = ".venv/bin/python bench/bench_link.py --write"
+PREFIX = schema.DEFAULT_PREFIX
+TOPICS = schema.Topics(PREFIX)
+METER = "fchb-link"  # the authority's meter
+LOCAL = "fchb"  # the tables' name for it
+RESET_CENTS = 1_000_000
+RATE = Fraction(15, 100)
+WAGER_CENTS = 100
+SEATS = 7
+AT = datetime.datetime(2026, 11, 30, 1, 2, 3, tzinfo=datetime.timezone.utc)
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+UNITS_PER_CENT = 10_000
+STALL_S = 60.0  # no progress for this long: the run failed
+
+
+_nodelay = {"on": False, "installed": False}
+
+
+def nodelay(on: bool) -> None:
+    """The experiment: TCP_NODELAY on every MQTT client's socket connected from now on, in this process and
+    in the children started from now on (paho-mqtt leaves Nagle's algorithm on; the broker turns it off on
+    its side: set_tcp_nodelay in the shipped mosquitto.conf)."""
+    import socket
+
+    _nodelay["on"] = on
+    os.environ["BENCH_LINK_NODELAY"] = "1" if on else "0"
+    if _nodelay["installed"]:
+        return
+    _nodelay["installed"] = True
+    create = socket.create_connection
+
+    def create_connection(*args: Any, **kwargs: Any) -> socket.socket:
+        sock = create(*args, **kwargs)
+        if _nodelay["on"]:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return sock
+
+    socket.create_connection = create_connection
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    i = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[i]
+
+
+# --- the workload ----------------------------------------------------------------------------------------
+
+
+def table_ids(n: int) -> tuple[str, ...]:
+    return tuple(f"t{i:02d}" for i in range(1, n + 1))
+
+
+def round_ops(table: str, rounds: range) -> list[tuple[Any, str]]:
+    """(meter operation, idempotency key at the table) of `rounds`: a booking and a close each."""
+    from controller.meter import ops
+
+    out: list[tuple[Any, str]] = []
+    for r in rounds:
+        rid = f"{table}-r{r}"
+        out.append((ops.BookContributions(rid, table, tuple((s, WAGER_CENTS) for s in range(1, SEATS + 1)), AT),
+                    f"{rid}:book:{LOCAL}"))
+        out.append((ops.CloseRound(rid, AT), f"{rid}:close:{LOCAL}"))
+    return out
+
+
+def op_payload(table: str, seq: int, op: Any) -> bytes:
+    body = op.to_dict()
+    body.pop("kind")
+    return schema.encode(schema.Op(table, seq, op.kind, METER, body))
+
+
+def expected_units(bookings: int) -> int:
+    total = Fraction(bookings * SEATS * WAGER_CENTS * UNITS_PER_CENT) * RATE
+    assert total.denominator == 1
+    return int(total)
+
+
+# --- processes -------------------------------------------------------------------------------------------
+
+
+def proc_cpu_s(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime (fields 14, 15)
+
+
+def main_thread_cpu_s(pid: int) -> float:
+    """CPU seconds of the process' main thread (the event loop's); the rest is its other threads'."""
+    with open(f"/proc/{pid}/task/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / CLK_TCK
+
+
+def self_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)  # every thread of this process (the journals' writers too)
+    return r.ru_utime + r.ru_stime
+
+
+class LoadWatch:
+    """The 1-minute load average, sampled every second while a run lasts."""
+
+    def __init__(self) -> None:
+        self.samples: list[float] = [os.getloadavg()[0]]
+        self._task: asyncio.Task | None = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            self.samples.append(os.getloadavg()[0])
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+
+def settings_doc(s: MqttSettings) -> dict[str, Any]:
+    d = asdict(s)
+    d["ca_file"] = str(s.ca_file) if s.ca_file else None
+    return {k: v for k, v in d.items() if k in ("host", "port", "tls", "ca_file", "username", "password",
+                                                 "client_id", "session_expiry", "keepalive")}
+
+
+def settings_from_doc(d: dict[str, Any]) -> MqttSettings:
+    return MqttSettings(**{**d, "ca_file": Path(d["ca_file"]) if d.get("ca_file") else None})
+
+
+async def start_link(settings: MqttSettings, subscriptions: tuple, on_message) -> tuple[MqttLink, asyncio.Task]:
+    mq = MqttLink(settings, subscriptions)
+    task = asyncio.create_task(mq.run(on_message))
+    await mq.wait_connected(30)
+    return mq, task
+
+
+async def stop_tasks(tasks: list[asyncio.Task]) -> None:
+    for t in tasks:
+        t.cancel()
+    if tasks:
+        await asyncio.wait(tasks, timeout=30)
+
+
+# The baseline's subscriber, in a child process: `bench_link.py --child-subscriber` with its settings and the
+# number of messages to await on stdin (JSON). It says "ready" once subscribed, then, after the last
+# message, the time of the first and the last arrival (time.monotonic: one clock for every process) and its
+# own CPU seconds.
+
+async def _subscriber(doc: dict[str, Any]) -> None:
+    expect, step = int(doc["expect"]), int(doc["step"])
+    count = 0
+    first = last = 0.0
+    done = asyncio.Event()
+
+    def on_message(_topic: str, _payload: bytes) -> None:
+        nonlocal count, first, last
+        count += 1
+        if count == 1:
+            first = time.monotonic()
+        if count == expect:
+            last = time.monotonic()
+            done.set()
+        elif count % step == 0:  # the publishers' flow control
+            print(json.dumps({"count": count}), flush=True)
+
+    def on_connect() -> None:
+        print(json.dumps({"ready": True, "cpu": self_cpu_s()}), flush=True)
+
+    mq = MqttLink(settings_from_doc(doc["settings"]), ((TOPICS.all_up, 1),))
+    task = asyncio.create_task(mq.run(on_message, on_connect))
+    await done.wait()
+    print(json.dumps({"first": first, "last": last, "count": count, "cpu": self_cpu_s()}), flush=True)
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+class Subscriber:
+    """The baseline's subscriber: `delivered` follows its count (every `step` messages)."""
+
+    def __init__(self, settings: MqttSettings, expect: int, step: int) -> None:
+        self.doc = {"settings": settings_doc(settings), "expect": expect, "step": step}
+        self.proc: asyncio.subprocess.Process | None = None
+        self.cpu0 = 0.0
+        self.delivered = 0
+        self.progress = asyncio.Condition()
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(__file__).resolve()), "--child-subscriber", cwd=str(ROOT),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(self.doc).encode() + b"\n")
+        await self.proc.stdin.drain()
+        self.proc.stdin.close()
+        line = await self._line(30)
+        self.cpu0 = line["cpu"]
+
+    async def _line(self, timeout: float) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdout is not None
+        raw = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+        if not raw:
+            raise RuntimeError(f"the subscriber exited ({await self.proc.wait()})")
+        return json.loads(raw)
+
+    async def follow(self) -> dict[str, Any]:
+        """Its counts until the last message; then its result."""
+        while True:
+            line = await self._line(STALL_S)
+            if "count" not in line or "last" in line:
+                await asyncio.wait_for(self.proc.wait(), 30)
+                return line
+            async with self.progress:
+                self.delivered = line["count"]
+                self.progress.notify_all()
+
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+# The authority's child: `bench_link.py --child-authority TRACE PROFILE progressived-arguments` runs
+# progressived's own main() with timers around three steps of each table operation (LinkAuthority's
+# _on_message, _apply and _reply: a few microseconds per operation), and writes their summary to TRACE when
+# it stops. With PROFILE, a cProfile of the event loop's thread (its CPU time, by function) goes there too.
+
+def _child_authority(trace: str, profile: str, argv: list[str]) -> int:
+    import re
+
+    from controller.cli import daemon
+    from controller.link import authority as A
+
+    arrivals: dict[tuple[str, int], float] = {}
+    replied: dict[str, float] = {}
+    series: dict[str, list[float]] = {"queued": [], "applied": [], "reply": []}
+    seq_of = re.compile(rb'"seq":(\d+)')
+    on_message, apply, reply = A.LinkAuthority._on_message, A.LinkAuthority._apply, A.LinkAuthority._reply
+
+    def timed_on_message(self, topic: str, payload: bytes) -> None:
+        parts = self.topics.parse(topic)
+        m = seq_of.search(payload)
+        if len(parts) == 3 and m is not None:
+            arrivals.setdefault((parts[1], int(m.group(1))), time.monotonic())
+        on_message(self, topic, payload)
+
+    async def timed_apply(self, op) -> None:
+        t1 = time.monotonic()
+        replied.pop(op.table, None)
+        await apply(self, op)
+        t2 = time.monotonic()
+        arrived = arrivals.pop((op.table, op.seq), None)
+        if arrived is not None and op.table in replied:
+            series["queued"].append(t1 - arrived)
+            series["applied"].append(t2 - t1 - replied[op.table])
+            series["reply"].append(replied[op.table])
+
+    async def timed_reply(self, table: str, msg) -> None:
+        t = time.monotonic()
+        await reply(self, table, msg)
+        replied[table] = time.monotonic() - t
+
+    A.LinkAuthority._on_message, A.LinkAuthority._apply, A.LinkAuthority._reply = \
+        timed_on_message, timed_apply, timed_reply
+    prof = None
+    if profile:
+        import cProfile
+
+        prof = cProfile.Profile(time.thread_time)
+        prof.enable()
+    try:
+        return daemon.main(argv)
+    finally:
+        if prof is not None:
+            prof.disable()
+            prof.dump_stats(profile)
+        out: dict[str, Any] = {"ops": len(series["applied"])}
+        for k, v in series.items():
+            if v:
+                out[k] = {"mean_ms": statistics.mean(v) * 1e3, "p50_ms": statistics.median(v) * 1e3}
+        Path(trace).write_text(json.dumps(out))
+
+
+def metric_samples(text: str) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    out: dict[tuple[str, tuple], float] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+class Authority:
+    """`progressived --role link` in a child process, with a journal of its own (a fresh one)."""
+
+    def __init__(self, work: Path, broker: Any, tables: tuple[str, ...], name: str, *, heartbeat: float = 1.0,
+                 profile: Path | None = None) -> None:
+        from broker import free_port
+
+        self.broker, self.tables, self.name = broker, tables, name
+        self.dir = work / f"authority-{name}"
+        self.dir.mkdir(parents=True)
+        self.state_dir = self.dir / "state"
+        self.client_id = f"link-bench-{name}"
+        self.metrics_port = free_port()
+        password = self.dir / "mqtt-password"
+        password.write_text(broker.passwords["authority"] + "\n")
+        password.chmod(0o600)
+        self.config = self.dir / "authority.toml"
+        self.config.write_text("\n".join([
+            f'authority = "{self.client_id}"',
+            f"state_dir = {json.dumps(str(self.state_dir))}",
+            f"tables = {json.dumps(list(tables))}",
+            f"heartbeat = {heartbeat}",
+            "",
+            f"[meters.{METER}]",
+            f'reset = "{RESET_CENTS // 100}.00"',
+            f'rate = "{float(RATE)}"',
+            'wager_sizes = ["1.00", "5.00"]',
+            "",
+            "[mqtt]",
+            f'host = "{broker.host}"',
+            f"port = {broker.port}",
+            "tls = true",
+            f"ca_file = {json.dumps(str(broker.ca_file))}",
+            'username = "authority"',
+            'password_file = "mqtt-password"',
+            f'client_id = "{self.client_id}"',
+            f'topic_prefix = "{PREFIX}"',
+            "",
+            "[metrics]",
+            f'listen = "127.0.0.1:{self.metrics_port}"',
+            "",
+            "[logging]",
+            'format = "json"',
+            'level = "info"',
+            "",
+        ]))
+        self.log_path = self.dir / "authority.log"
+        self.trace_path = self.dir / "trace.json"
+        self.profile = profile
+        self.proc: subprocess.Popen | None = None
+
+    async def start(self) -> None:
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child-authority", str(self.trace_path),
+               str(self.profile or ""), "--role", "link", "--config", str(self.config)]
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(cmd, cwd=str(ROOT), stdin=subprocess.DEVNULL, stdout=log,
+                                         stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + 30
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the authority exited with {self.proc.returncode}:\n{self.log_path.read_text()}")
+            with contextlib.suppress(OSError):
+                if self.metric("progressive_link_broker_connected") == 1.0:
+                    return
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the authority did not connect within 30 s:\n{self.log_path.read_text()}")
+            await asyncio.sleep(0.05)
+
+    def metrics(self) -> dict[tuple[str, tuple], float]:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_port}/metrics", timeout=5) as r:
+            return metric_samples(r.read().decode())
+
+    def metric(self, name: str, **labels: str) -> float | None:
+        return self.metrics().get((name, tuple(sorted(labels.items()))))
+
+    def cpu(self) -> float:
+        assert self.proc is not None
+        return proc_cpu_s(self.proc.pid)
+
+    async def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            await asyncio.to_thread(self.proc.wait, 30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            await asyncio.to_thread(self.proc.wait, 10)
+            raise RuntimeError("the authority did not stop on SIGTERM") from None
+        if self.proc.returncode != 0:
+            raise RuntimeError(f"the authority exited with {self.proc.returncode}:\n{self.log_path.read_text()}")
+        # Its MQTT session (kept for an hour) and its retained messages must not reach the next measurement.
+        s = self.broker.settings("authority", client_id=self.client_id, session_expiry=0)
+        mq, task = await start_link(s, (), lambda _t, _p: None)
+        for topic in (TOPICS.meter(METER), TOPICS.status):
+            await mq.publish(topic, b"", retain=True)
+        await stop_tasks([task])
+
+    def trace(self) -> dict[str, Any]:
+        """The timers' summary, written by the child when it stopped."""
+        return json.loads(self.trace_path.read_text())
+
+    def journal(self) -> tuple[Any, dict[str, int]]:
+        """The linked meter's state in the authority's journal, and its last sequence number of each table."""
+        from controller.ledger import Ledger, software_digest
+        from controller.link.journal_keys import KeyIndex
+        from controller.meter_ledger import MetersReducer
+
+        led = Ledger.open(self.state_dir, MetersReducer(), software_digest=software_digest())
+        try:
+            keys = KeyIndex(led.db_path)
+            try:
+                return led.state[METER], keys.last_link_seqs()
+            finally:
+                keys.close()
+        finally:
+            led.close()
+
+
+def check_exactly_once(a: Authority, tables: tuple[str, ...], k: int, metrics: dict) -> dict[str, Any]:
+    """Every table's K operations applied once; the journal's sequence numbers and the meter's contributions."""
+    meter, last = a.journal()
+    problems = []
+    applied = {t: metrics.get(("progressive_link_operations_total", (("outcome", "applied"), ("table", t))), 0.0)
+               for t in tables}
+    repeats = sum(v for (n, lab), v in metrics.items()
+                  if n == "progressive_link_operations_total" and ("outcome", "repeat") in lab)
+    refused = sum(v for (n, lab), v in metrics.items()
+                  if n == "progressive_link_operations_total" and ("outcome", "refused") in lab)
+    dropped = {dict(lab)["reason"]: v for (n, lab), v in metrics.items()
+               if n == "progressive_link_messages_dropped_total" and v}
+    if any(v != k for v in applied.values()):
+        problems.append(f"applied per table: {sorted(set(applied.values()))}, expected {k}")
+    if refused:
+        problems.append(f"{refused:g} refused")
+    if last != {t: k for t in tables}:
+        problems.append(f"journal's last sequence numbers: {sorted(set(last.values()))}, expected {k}")
+    want = expected_units(len(tables) * k // 2)
+    if meter.contributions != want:
+        problems.append(f"contributions {meter.contributions} units, expected {want}")
+    if meter.open_rounds:
+        problems.append(f"{len(meter.open_rounds)} rounds left open")
+    if problems:
+        raise AssertionError("not exactly once: " + "; ".join(problems))
+    return {"repeats": repeats, "dropped": dropped, "next_seq": k + 1, "contributions": meter.contributions}
+
+
+class Cpu:
+    """CPU seconds of this process, the broker and a child over a measurement."""
+
+    def __init__(self, broker_pid: int, child: Any = None) -> None:
+        self.broker_pid, self.child = broker_pid, child
+        self.t0 = time.monotonic()
+        self.me0, self.me_main0, self.broker0 = self_cpu_s(), main_thread_cpu_s(os.getpid()), proc_cpu_s(broker_pid)
+        self.child0 = child.cpu() if child is not None else 0.0
+        self.child_main0 = main_thread_cpu_s(child.proc.pid) if child is not None else 0.0
+
+    def stop(self, child_cpu: float | None = None) -> dict[str, float]:
+        wall = time.monotonic() - self.t0
+        out = {"wall": wall, "tables": self_cpu_s() - self.me0,
+               "tables_loop": main_thread_cpu_s(os.getpid()) - self.me_main0,
+               "broker": proc_cpu_s(self.broker_pid) - self.broker0, "load": os.getloadavg()[0]}
+        if self.child is not None:
+            out["child"] = self.child.cpu() - self.child0
+            out["child_loop"] = main_thread_cpu_s(self.child.proc.pid) - self.child_main0
+        else:
+            out["child"] = child_cpu or 0.0
+        return out
+
+
+class Counter:
+    """Meter messages the authority publishes (a table's view of P/meters/#), counted by an observer."""
+
+    def __init__(self) -> None:
+        self.meters = 0
+
+    def on_message(self, topic: str, payload: bytes) -> None:
+        if payload and TOPICS.parse(topic)[:1] == ("meters",) and len(TOPICS.parse(topic)) == 2:
+            self.meters += 1
+
+
+# --- 1: the broker's delivery rate ------------------------------------------------------------------------
+
+
+async def windowed(payloads: list[bytes], window: int, send) -> None:
+    """Send `payloads` in order, at most `window` of them unanswered; `send(i, payload)` returns once the
+    message is answered (acknowledged)."""
+    sem = asyncio.Semaphore(window)
+    tasks = []
+
+    async def one(i: int, p: bytes) -> None:
+        try:
+            await send(i, p)
+        finally:
+            sem.release()
+
+    for i, p in enumerate(payloads):
+        await sem.acquire()
+        tasks.append(asyncio.create_task(one(i, p)))  # started in order: published in order
+    await asyncio.gather(*tasks)
+
+
+async def baseline(broker: Any, tables: tuple[str, ...], payloads: dict[str, list[bytes]], window: int) -> dict:
+    """The broker's delivery rate. A PUBACK says the broker has a message, not that it was delivered: with
+    nothing else holding them back, the publishers would run ahead of the subscriber, and Mosquitto drops
+    QoS 1 messages beyond its queue for a client (max_queued_messages, 1000 by default). So besides the W
+    awaiting their PUBACK per table, at most N x W messages are on their way to the subscriber, as in the
+    authority runs, where each table has at most W unanswered."""
+    total = sum(len(p) for p in payloads.values())
+    limit = len(tables) * window
+    sub = Subscriber(broker.settings("authority", client_id="bench-subscriber", session_expiry=0), total,
+                     max(1, limit // 16))
+    links: list[tuple[MqttLink, asyncio.Task]] = []
+    rtts: list[float] = []
+    follow: asyncio.Task | None = None
+    sent = 0
+    try:
+        await sub.start()
+        links = list(await asyncio.gather(*(start_link(broker.settings(t, client_id=f"{t}-base", session_expiry=0),
+                                                       (), lambda _t, _p: None) for t in tables)))
+        cpu = Cpu(broker.proc.pid)
+        t0 = time.monotonic()
+        follow = asyncio.create_task(sub.follow())
+
+        async def table(t: str, mq: MqttLink) -> None:
+            topic = TOPICS.up(t)
+
+            async def send(_i: int, p: bytes) -> None:
+                nonlocal sent
+                async with sub.progress:
+                    await sub.progress.wait_for(lambda: sent - sub.delivered < limit)
+                sent += 1
+                s0 = time.monotonic()
+                await mq.publish(topic, p, qos=1)
+                rtts.append(time.monotonic() - s0)
+
+            await windowed(payloads[t], window, send)
+
+        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links)]
+        await watch([*runs], lambda: sub.delivered, "baseline")
+        published = time.monotonic()
+        res = await asyncio.wait_for(follow, STALL_S)
+        used = cpu.stop(res["cpu"] - sub.cpu0)
+    finally:
+        await stop_tasks([task for _mq, task in links] + ([follow] if follow is not None else []))
+        await sub.kill()
+    elapsed = res["last"] - t0
+    return {"messages": total, "seconds": elapsed, "rate": total / elapsed, "published_s": published - t0,
+            "cpu": used, "puback_ms": statistics.median(rtts) * 1e3}
+
+
+# --- 2: the authority's throughput ------------------------------------------------------------------------
+
+
+async def raw_tables(work: Path, broker: Any, tables: tuple[str, ...], ops: dict[str, list], window: int,
+                     name: str, profile: Path | None) -> dict:
+    """MqttLink tables sending pre-numbered operations and awaiting the authority's acks."""
+    k = len(next(iter(ops.values())))
+    payloads = {t: [op_payload(t, i + 1, op) for i, (op, _key) in enumerate(ops[t])] for t in tables}
+    a = Authority(work, broker, tables, name, profile=profile)
+    links: list[tuple[MqttLink, asyncio.Task]] = []
+    waiting: dict[str, dict[int, asyncio.Future]] = {t: {} for t in tables}
+    answered = {t: 0 for t in tables}
+    odd: list[str] = []
+    counter = Counter()
+    last_answer = 0.0
+    rtts: list[float] = []
+
+    def on_message(t: str):
+        def handle(topic: str, payload: bytes) -> None:
+            nonlocal last_answer
+            msg = schema.decode(topic, payload)
+            if isinstance(msg, schema.Ack):
+                fut = waiting[t].pop(msg.seq, None)
+                if fut is not None and not fut.done():
+                    answered[t] += 1
+                    last_answer = time.monotonic()
+                    fut.set_result(None)
+            elif isinstance(msg, schema.Refused | schema.Expect):
+                odd.append(f"{t}: {msg}")
+        return handle
+
+    try:
+        await a.start()
+        observer = await start_link(broker.settings(tables[0], client_id="bench-observer", session_expiry=0),
+                                    ((f"{PREFIX}/meters/#", 1),), counter.on_message)
+        links = list(await asyncio.gather(*(start_link(broker.settings(t, client_id=f"{t}-raw", session_expiry=0),
+                                                       ((TOPICS.down(t), 1),), on_message(t)) for t in tables)))
+        await asyncio.sleep(0.5)  # the retained meter value delivered to the observer
+        meters0 = counter.meters
+        cpu = Cpu(broker.proc.pid, a)
+        t0 = time.monotonic()
+
+        async def table(t: str, mq: MqttLink) -> None:
+            topic = TOPICS.up(t)
+            loop = asyncio.get_running_loop()
+
+            async def send(i: int, p: bytes) -> None:
+                fut = waiting[t][i + 1] = loop.create_future()
+                s0 = time.monotonic()
+                await mq.publish(topic, p, qos=1)
+                rtts.append(time.monotonic() - s0)
+                await fut
+
+            await windowed(payloads[t], window, send)
+
+        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links)]
+        await watch(runs, lambda: sum(answered.values()), "raw tables")
+        used = cpu.stop()
+        meters = counter.meters - meters0
+        metrics = a.metrics()
+        await stop_tasks([task for _mq, task in links] + [observer[1]])
+        await a.stop()
+        if odd:
+            raise AssertionError(f"unexpected answers: {odd[:5]}")
+        checked = check_exactly_once(a, tables, k, metrics)
+    finally:
+        await stop_tasks([task for _mq, task in links])
+        with contextlib.suppress(Exception):
+            await a.stop()
+    return {**result("raw", len(tables) * k, last_answer - t0, used, meters, metrics, checked),
+            "puback_ms": statistics.median(rtts) * 1e3, "trace": a.trace()}
+
+
+async def watch(runs: list[asyncio.Task], progress, what: str) -> None:
+    """Wait for `runs`; fail if `progress()` does not move for STALL_S."""
+    last, since = -1, time.monotonic()
+    while True:
+        done, _pending = await asyncio.wait(runs, timeout=1.0)
+        if len(done) == len(runs):
+            for t in done:
+                t.result()
+            return
+        for t in done:
+            if t.exception() is not None:
+                for r in runs:
+                    r.cancel()
+                raise t.exception()
+        p = progress()
+        if p != last:
+            last, since = p, time.monotonic()
+        elif time.monotonic() - since > STALL_S:
+            for r in runs:
+                r.cancel()
+            raise RuntimeError(f"{what}: no progress for {STALL_S:g} s at {p} answers")
+
+
+def result(mode: str, ops: int, seconds: float, cpu: dict, meters: int, metrics: dict, checked: dict) -> dict:
+    commit_sum = metrics.get(("progressive_ledger_commit_seconds_sum", ()), 0.0)
+    commit_n = metrics.get(("progressive_ledger_commit_seconds_count", ()), 0.0)
+    return {"mode": mode, "ops": ops, "seconds": seconds, "rate": ops / seconds, "cpu": cpu,
+            "meter_messages": meters, "commit_mean_ms": commit_sum / commit_n * 1e3 if commit_n else None,
+            **checked}
+
+
+def table_mqtt_config(t: str, client_id: str) -> Any:
+    from controller.config.model import MqttConfig
+
+    return MqttConfig(host="127.0.0.1", port=0, tls=True, client_id=client_id, topic_prefix=PREFIX, link_timeout=5.0)
+
+
+class Tables:
+    """TableLinks in this process, each with its own link journal."""
+
+    def __init__(self, work: Path, broker: Any, tables: tuple[str, ...], tag: str, *, on_meter=None) -> None:
+        from controller.link.client import TableLink
+
+        self.links: dict[str, TableLink] = {}
+        for t in tables:
+            cid = f"{t}-{tag}"
+            self.links[t] = TableLink(t, table_mqtt_config(t, cid), {LOCAL: METER}, work / f"tables-{tag}" / t,
+                                      settings=broker.settings(t, client_id=cid, session_expiry=0),
+                                      on_meter=(lambda _m, t=t: on_meter(t)) if on_meter else (lambda _m: None))
+        self.tasks: list[asyncio.Task] = []
+
+    async def start(self) -> None:
+        await asyncio.gather(*(asyncio.to_thread(link.open) for link in self.links.values()))
+
+        async def run(link) -> None:
+            try:
+                await link.run()
+            finally:
+                link.close()
+
+        self.tasks = [asyncio.create_task(run(link)) for link in self.links.values()]
+        deadline = time.monotonic() + 30
+        while not all(link.mqtt is not None and link.mqtt.connected and link.alive for link in self.links.values()):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the tables did not hear the authority within 30 s")
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        await stop_tasks(self.tasks)
+        self.tasks = []
+
+
+async def table_links(work: Path, broker: Any, tables: tuple[str, ...], ops: dict[str, list], window: int,
+                      name: str, profile: Path | None) -> dict:
+    """TableLinks (durable outbox) sending the same operations."""
+    k = len(next(iter(ops.values())))
+    a = Authority(work, broker, tables, name, profile=profile)
+    counter = Counter()
+    tl = Tables(work, broker, tables, name)
+    answered = 0
+    last_answer = 0.0
+    observer = None
+    sends: list[float] = []
+    try:
+        await a.start()
+        observer = await start_link(broker.settings(tables[0], client_id="bench-observer", session_expiry=0),
+                                    ((f"{PREFIX}/meters/#", 1),), counter.on_message)
+        await tl.start()
+        await asyncio.sleep(0.5)
+        meters0 = counter.meters
+        cpu = Cpu(broker.proc.pid, a)
+        t0 = time.monotonic()
+
+        async def table(t: str) -> None:
+            nonlocal answered, last_answer
+            link = tl.links[t]
+            sem = asyncio.Semaphore(window)
+            waits = []
+
+            async def wait(seq: int) -> None:
+                nonlocal answered, last_answer
+                try:
+                    await link.answer(seq, STALL_S)
+                    answered += 1
+                    last_answer = time.monotonic()
+                finally:
+                    sem.release()
+
+            for op, key in ops[t]:  # one send after another, as the table daemon sends
+                await sem.acquire()
+                s0 = time.monotonic()
+                seq = await link.send(op, LOCAL, key)
+                sends.append(time.monotonic() - s0)
+                waits.append(asyncio.create_task(wait(seq)))
+            await asyncio.gather(*waits)
+
+        runs = [asyncio.create_task(table(t)) for t in tables]
+        await watch(runs, lambda: answered, "TableLink tables")
+        used = cpu.stop()
+        meters = counter.meters - meters0
+        metrics = a.metrics()
+        await tl.stop()
+        await stop_tasks([observer[1]])
+        await a.stop()
+        checked = check_exactly_once(a, tables, k, metrics)
+    finally:
+        await tl.stop()
+        if observer is not None:
+            await stop_tasks([observer[1]])
+        with contextlib.suppress(Exception):
+            await a.stop()
+    return {**result("tablelink", len(tables) * k, last_answer - t0, used, meters, metrics, checked),
+            "send_ms": statistics.median(sends) * 1e3, "trace": a.trace()}
+
+
+async def journal_alone(work: Path, tables: tuple[str, ...], ops: dict[str, list], name: str) -> dict:
+    """The authority's journal without MQTT: its ledger and reducer, in this process, the same operations
+    submitted as the authority submits them (one client per table, each awaiting its receipt)."""
+    from controller.ledger import Ledger, software_digest
+    from controller.ledger.chain import utc_now
+    from controller.meter.params import MeterParams
+    from controller.meter_ledger import DEFINE_METER, MetersReducer, define_meter_body
+
+    led = Ledger.open(work / f"journal-{name}", MetersReducer(), software_digest=software_digest())
+    try:
+        params = MeterParams(METER, RESET_CENTS, RATE, (100, 500))
+        led.submit(DEFINE_METER, define_meter_body(params, "bench", utc_now()), f"define:{METER}")
+        latencies: list[float] = []
+
+        async def client(t: str) -> None:
+            for i, (op, _key) in enumerate(ops[t]):
+                body = op.to_dict()
+                kind = body.pop("kind")
+                s0 = time.monotonic()
+                await led.submit_async(kind, {"meter": METER, **body}, f"link:{t}:{i + 1}")
+                latencies.append(time.monotonic() - s0)
+
+        tx0 = led.transactions
+        cpu0, t0 = self_cpu_s(), time.monotonic()
+        await asyncio.gather(*(client(t) for t in tables))
+        wall, cpu = time.monotonic() - t0, self_cpu_s() - cpu0
+        n = len(latencies)
+        if led.state[METER].contributions != expected_units(n // 2):
+            raise AssertionError("journal alone: contributions")
+        return {"ops": n, "rate": n / wall, "cpu": {"wall": wall, "child": cpu, "load": os.getloadavg()[0]},
+                "commit_mean_ms":
+                statistics.mean(latencies) * 1e3, "per_commit": n / max(1, led.transactions - tx0)}
+    finally:
+        led.close()
+
+
+# --- 3: latency ---------------------------------------------------------------------------------------------
+
+
+async def latency(work: Path, broker: Any, tables: tuple[str, ...], samples: int, rate: float, name: str) -> dict:
+    a = Authority(work, broker, tables, name)
+    seen: dict[str, list[tuple[float, int]]] = {t: [] for t in tables}  # (arrival, meter value's entry)
+    acks: dict[tuple[str, int], tuple[float, int]] = {}  # (table, seq) -> (arrival, authority's entry)
+    tl: Tables | None = None
+
+    def on_meter(t: str) -> None:
+        v = tl.links[t].values.get(METER)
+        if v is not None:
+            seen[t].append((time.monotonic(), v.entry))
+
+    try:
+        await a.start()
+        tl = Tables(work, broker, tables, name, on_meter=on_meter)
+        for t, link in tl.links.items():  # the moment each answer arrives, before the table journals it
+            down = TOPICS.down(t)
+            inner = link._on_message
+
+            def hook(topic: str, payload: bytes, t=t, down=down, inner=inner) -> None:
+                if topic == down:
+                    d = json.loads(payload)
+                    if d.get("type") == "ack":
+                        acks[(t, d["seq"])] = (time.monotonic(), d["entry"])
+                inner(topic, payload)
+
+            link._on_message = hook
+        await tl.start()
+        deadline = time.monotonic() + 10  # every table holds this authority's meter (the reset amount)
+        while not all(tl.links[t].values.get(METER) and tl.links[t].values[METER].cents == RESET_CENTS
+                      for t in tables):
+            if time.monotonic() > deadline:
+                raise RuntimeError("the tables did not get the authority's meter")
+            await asyncio.sleep(0.05)
+        locks = {t: asyncio.Lock() for t in tables}
+        rows: list[dict] = []
+        cpu = Cpu(broker.proc.pid, a)
+        start = time.monotonic()
+
+        async def sample(i: int) -> None:
+            t = tables[i % len(tables)]
+            link = tl.links[t]
+            book, close = round_ops(t, range(i + 1, i + 2))
+            async with locks[t]:  # a table sends one operation after another
+                t0 = time.monotonic()
+                seq = await link.send(book[0], LOCAL, book[1])
+                sent = time.monotonic()
+            await link.answer(seq, STALL_S)
+            rows.append({"table": t, "seq": seq, "t0": t0, "sent": sent, "journaled": time.monotonic()})
+            async with locks[t]:
+                cseq = await link.send(close[0], LOCAL, close[1])
+            await link.answer(cseq, STALL_S)
+
+        tasks = []
+        for i in range(samples):
+            delay = start + i / rate - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            tasks.append(asyncio.create_task(sample(i)))
+        await asyncio.gather(*tasks)
+        top = max(acks[(r["table"], r["seq"])][1] for r in rows)
+        deadline = time.monotonic() + 10
+        while not all(seen[t] and seen[t][-1][1] >= top for t in tables):
+            if time.monotonic() > deadline:
+                raise RuntimeError("not every table got the last meter value")
+            await asyncio.sleep(0.05)
+        used = cpu.stop()
+        metrics = a.metrics()
+        await tl.stop()
+        await a.stop()
+    finally:
+        if tl is not None:
+            await tl.stop()
+        with contextlib.suppress(Exception):
+            await a.stop()
+    out = {"tables": len(tables), "samples": len(rows), "rate": rate, "cpu": used, "trace": a.trace()}
+    series: dict[str, list[float]] = {"send": [], "ack": [], "journaled": [], "signs": [], "ack_to_signs": []}
+    for r in rows:
+        ack_at, entry = acks[(r["table"], r["seq"])]
+        shown = max(next(at for at, e in seen[t] if e >= entry and at >= r["t0"]) for t in tables)
+        series["send"].append(r["sent"] - r["t0"])
+        series["ack"].append(ack_at - r["t0"])
+        series["journaled"].append(r["journaled"] - r["t0"])
+        series["signs"].append(shown - r["t0"])
+        series["ack_to_signs"].append(shown - ack_at)
+    for k, v in series.items():
+        v = sorted(x * 1e3 for x in v)
+        out[k] = {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99), "max": v[-1]}
+    commit_sum = metrics.get(("progressive_ledger_commit_seconds_sum", ()), 0.0)
+    commit_n = metrics.get(("progressive_ledger_commit_seconds_count", ()), 0.0)
+    out["commit_mean_ms"] = commit_sum / commit_n * 1e3 if commit_n else None
+    return out
+
+
+# --- the run --------------------------------------------------------------------------------------------------
+
+
+async def run(args: argparse.Namespace, work: Path) -> dict:
+    from broker import start_broker
+
+    tables = table_ids(args.tables)
+    lat_sets = [table_ids(m) for m in args.latency_tables]
+    users = sorted({*tables, *(t for s in lat_sets for t in s), "authority"})
+    loads = LoadWatch()
+    loads.start()
+    broker = await asyncio.to_thread(start_broker, work / "mosquitto", users)
+    from bench_ledger import fsync_ms
+
+    out: dict[str, Any] = {"fsync_ms": fsync_ms(work), "baseline": [], "journal": [], "raw": [], "tablelink": [],
+                           "latency": [],
+                           "tables": len(tables), "k": args.ops, "window": args.window, "load_start": os.getloadavg()}
+    try:
+        ops = {t: round_ops(t, range(1, args.ops // 2 + 1)) for t in tables}
+        payloads = {t: [op_payload(t, i + 1, op) for i, (op, _k) in enumerate(ops[t])] for t in tables}
+        out["payload_bytes"] = statistics.median(len(p) for t in tables for p in payloads[t][::2])
+        prof = Path(args.profile_authority) if args.profile_authority else None
+        for r in range(args.rounds):
+            b = await baseline(broker, tables, payloads, args.window)
+            out["baseline"].append(b)
+            print(f"round {r + 1}: baseline {b['rate']:,.0f} messages/s  cpu {fmt_cpu(b)}", flush=True)
+            j = await journal_alone(work, tables, ops, f"r{r + 1}")
+            out["journal"].append(j)
+            print(f"round {r + 1}: journal alone {j['rate']:,.0f} ops/s  cpu {j['cpu']['child']:.1f}s  "
+                  f"commit mean {j['commit_mean_ms']:.1f} ms  {j['per_commit']:.1f} ops per COMMIT", flush=True)
+            for mode, fn in (("raw", raw_tables), ("tablelink", table_links)):
+                if mode not in args.modes or (mode == "tablelink" and r >= args.tablelink_rounds):
+                    continue
+                res = await fn(work, broker, tables, ops, args.window, f"{mode}{r + 1}",
+                               prof / f"authority-{mode}{r + 1}.prof" if prof else None)
+                out[mode].append(res)
+                print(f"round {r + 1}: {mode:>9} {res['rate']:,.0f} ops/s  ratio {res['rate'] / b['rate']:.2f}  "
+                      f"cpu {fmt_cpu(res)}  meter messages {res['meter_messages']}  "
+                      f"commit mean {res['commit_mean_ms']:.2f} ms  repeats {res['repeats']:g}  "
+                      f"trace {json.dumps(res['trace'])}  "
+                      f"dropped {res['dropped']}", flush=True)
+        for s in lat_sets:
+            res = await latency(work, broker, s, args.samples, args.rate, f"lat{len(s)}")
+            out["latency"].append(res)
+            print_latency(res)
+        if not args.no_experiment:
+            nodelay(True)
+            try:
+                b = await baseline(broker, tables, payloads, args.window)
+                print(f"TCP_NODELAY: baseline {b['rate']:,.0f} messages/s  cpu {fmt_cpu(b)}", flush=True)
+                res = await raw_tables(work, broker, tables, ops, args.window, "nodelay", None)
+                print(f"TCP_NODELAY: raw {res['rate']:,.0f} ops/s  ratio {res['rate'] / b['rate']:.2f}  "
+                      f"cpu {fmt_cpu(res)}  trace {json.dumps(res['trace'])}", flush=True)
+                lat = []
+                for s in lat_sets:
+                    lat.append(await latency(work, broker, s, args.samples, args.rate, f"nodelay{len(s)}"))
+                    print_latency(lat[-1], "TCP_NODELAY: ")
+                out["nodelay"] = {"baseline": b, "raw": res, "latency": lat}
+            finally:
+                nodelay(False)
+    finally:
+        await loads.stop()
+        broker.stop()
+    out["load_max"] = max(loads.samples)
+    out["load_end"] = os.getloadavg()
+    return out
+
+
+def print_latency(res: dict, prefix: str = "") -> None:
+    print(f"{prefix}latency, {res['tables']} tables: " + "  ".join(
+        f"{k} p50 {res[k]['p50']:.1f} p99 {res[k]['p99']:.1f} ms" for k in ("send", "ack", "journaled", "signs"))
+        + f"  trace {json.dumps(res['trace'])}", flush=True)
+
+
+def fmt_cpu(r: dict) -> str:
+    c = r["cpu"]
+    who = "subscriber" if "mode" not in r else "authority"
+    loop = f" (loop {c['child_loop']:.1f}s)" if "child_loop" in c else ""
+    return (f"wall {c['wall']:.1f}s tables {c['tables']:.1f}s (loop {c['tables_loop']:.1f}s) "
+            f"broker {c['broker']:.1f}s {who} {c['child']:.1f}s{loop}")
+
+
+def us_per(cpu_s: float, n: int) -> float:
+    return cpu_s / n * 1e6
+
+
+def render(args: argparse.Namespace, out: dict) -> str:
+    today = datetime.date.today().isoformat()
+    n, k, w = out["tables"], out["k"], out["window"]
+    total = n * k
+    rows = []
+    for i, b in enumerate(out["baseline"]):
+        rows.append(f"| {i + 1} | baseline: broker delivery to a plain subscriber | {b['rate']:,.0f} | 1.00x | "
+                    f"{us_per(b['cpu']['child'], total):.0f} | {us_per(b['cpu']['broker'], total):.0f} | "
+                    f"{us_per(b['cpu']['tables'], total):.0f} | {b['cpu']['wall']:.1f} | {b['cpu']['load']:.1f} |")
+        if i < len(out["journal"]):
+            j = out["journal"][i]
+            rows.append(f"| {i + 1} | the authority's journal alone, no MQTT | {j['rate']:,.0f} | "
+                        f"{j['rate'] / b['rate']:.2f}x | {us_per(j['cpu']['child'], total):.0f} |  |  | "
+                        f"{j['cpu']['wall']:.1f} | {j['cpu']['load']:.1f} |")
+        for mode, label in (("raw", "authority, raw MQTT tables"), ("tablelink", "authority, TableLink tables")):
+            if i < len(out[mode]):
+                r = out[mode][i]
+                rows.append(f"| {i + 1} | {label} | {r['rate']:,.0f} | **{r['rate'] / b['rate']:.2f}x** | "
+                            f"{us_per(r['cpu']['child'], total):.0f} | {us_per(r['cpu']['broker'], total):.0f} | "
+                            f"{us_per(r['cpu']['tables'], total):.0f} | {r['cpu']['wall']:.1f} | "
+                            f"{r['cpu']['load']:.1f} |")
+    lat_rows = []
+    for r in out["latency"]:
+        cells = " | ".join(f"{r[k]['p50']:.1f} / {r[k]['p99']:.1f}" for k in ("send", "ack", "journaled", "signs"))
+        tr = r["trace"]
+        lat_rows.append(f"| {r['tables']} | {r['samples']} | {cells} | {r['ack_to_signs']['p50']:.1f} / "
+                        f"{r['ack_to_signs']['p99']:.1f} | {tr['applied']['mean_ms']:.1f} | "
+                        f"{tr['reply']['mean_ms']:.1f} | {r['cpu']['load']:.1f} |")
+    ratios = {m: [r["rate"] / b["rate"] for r, b in zip(out[m], out["baseline"])] for m in ("raw", "tablelink")}
+    loads = f"{out['load_start'][0]:.1f} at the start, {out['load_max']:.1f} at most during the run"
+    lines = [
+        SECTION,
+        "",
+        f"Measured {today} with Python {platform.python_version()}, Mosquitto {mosquitto_version()}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs shared with other work (1-minute load average {loads}; "
+        f"median fsync {out['fsync_ms']:.2f} ms), so absolute rates are noisy and the ratios, taken within each "
+        "round, are the figures to compare. One Mosquitto with the shipped configuration and ACL (TLS, a "
+        "password per client), started for the run; the link authority is `progressived --role link` in a "
+        "child process, with a fresh journal for each measurement (its `main()`, run with timers around three "
+        "of its steps: a message's arrival, its application, its answer); the simulated tables are in the "
+        "benchmark's process.",
+        "",
+        f"Workload: {n} tables, each {k} operations ({k // 2} rounds: the booking of seven $1 wagers, "
+        f"{out['payload_bytes']:.0f} bytes, and the round's close), at most {w} unanswered per table; the same "
+        f"messages in every row ({total:,} per row). Baseline: each table an MqttLink (the link's own transport, "
+        "as the authority's and the tables' own) publishing them with QoS 1 on its `up` topic, a plain "
+        "subscriber (an MqttLink in a child process, where the authority stands) counting arrivals on "
+        "`P/tables/+/up`: messages delivered end to end per second. A PUBACK only says that the broker has the "
+        "message, and Mosquitto drops QoS 1 messages beyond 1,000 queued for a client (`max_queued_messages`, "
+        f"not set in the shipped configuration), so the publishers also keep at most {n} x {w} messages on "
+        "their way to the subscriber, the bound that the tables' windows put on the authority runs. Authority: "
+        "every operation applied exactly once and durably (COMMIT with fsync) before its answer; operations "
+        "answered per second. Raw MQTT tables publish the numbered `op` messages and count the `ack`s (no "
+        "journal at the table), which isolates the authority; TableLink tables are the tables' own link "
+        "client, journaling each operation (fsync) before sending it and each answer when it arrives, all of "
+        "them in one process here, on the authority's disk and CPUs. After each authority run: every table's "
+        f"operations applied once (`applied` = {k} per table, nothing dropped or refused), the authority's "
+        f"next expected sequence number {k + 1} for every table, the meter's contributions exactly those "
+        "booked. The journal row is the authority's ledger and reducer alone, in the benchmark's process: the "
+        "same operations submitted as the authority submits them (one client per table, each awaiting its "
+        "receipt). CPU is microseconds per message of each process over the run (/proc/PID/stat), the tables' "
+        "column the benchmark's own process; load is the 1-minute load average at the end of each row's run.",
+        "",
+        "| round | what | messages/s | vs baseline | subscriber, journal or authority CPU µs/msg | broker µs/msg | "
+        "tables µs/msg | wall s | load |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        goal_text(ratios, out),
+        "",
+        where_text(out),
+        "",
+        f"Latency at a moderate load: one booking every {1 / args.rate * 1e3:.0f} ms, the tables in turn, each "
+        "round's close sent once its booking is answered; TableLink tables, an authority with a fresh journal. "
+        "Milliseconds, p50 / p99, from the call of `TableLink.send` (the moment the table daemon books at "
+        "lock-out) to: `send` returning (the booking durable in the table's outbox, fsync, and published, its "
+        "PUBACK received); the authority's `ack` arriving at the table (the authority sends it after its COMMIT); "
+        "the answer journaled in the table's outbox; every table of the link holding a meter value that "
+        "reflects the booking (a retained `meter` message of a journal entry at or after the booking's: the new "
+        "amount for every sign). The last two columns are the authority's own means per operation: from taking "
+        "it up to its COMMIT (checks and journal), and then publishing the `ack` until the broker's PUBACK.",
+        "",
+        "| tables | samples | send ms | ack ms | answer journaled ms | every table's meter ms | ack to every "
+        "table's meter ms | authority: commit, mean ms | authority: ack publish, mean ms | load |",
+        "|---:|---:|---|---|---|---|---|---:|---:|---:|",
+        *lat_rows,
+        "",
+        "These figures are the link's only. The table daemon's own path before the booking (the lock-out "
+        "button's poll, the round machine) and after the meter value arrives (the sign's write on its bus) are "
+        "measured by the table benchmark (\"Lock-out latency\") and add to them; no run here has table daemons "
+        "on the rig.",
+        "",
+        *experiment_text(out),
+        f"Reproduce: `{COMMAND}` (`--quick` for a smoke run).",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def experiment_text(out: dict) -> list[str]:
+    x = out.get("nodelay")
+    if not x:
+        return []
+    n, k = out["tables"], out["k"]
+    b0 = statistics.mean(r["rate"] for r in out["baseline"])
+    r0 = statistics.mean(r["rate"] for r in out["raw"])
+    ratio0 = statistics.mean(r["rate"] / b["rate"] for r, b in zip(out["raw"], out["baseline"]))
+    reply0 = statistics.mean(r["trace"]["reply"]["mean_ms"] for r in out["raw"])
+    applied0 = statistics.mean(r["trace"]["applied"]["mean_ms"] for r in out["raw"])
+    b1, r1 = x["baseline"], x["raw"]
+    applied1, reply1 = r1["trace"]["applied"]["mean_ms"], r1["trace"]["reply"]["mean_ms"]
+    rows = [
+        f"| baseline, messages/s | {b0:,.0f} | {b1['rate']:,.0f} |",
+        f"| authority with raw tables, operations/s (vs baseline) | {r0:,.0f} ({ratio0:.2f}x) | "
+        f"{r1['rate']:,.0f} ({r1['rate'] / b1['rate']:.2f}x) |",
+        f"| authority: ack publish until PUBACK, mean ms (throughput run) | {reply0:.1f} | "
+        f"{r1['trace']['reply']['mean_ms']:.1f} |",
+        f"| authority: commit, mean ms (throughput run) | {applied0:.1f} | {applied1:.1f} |",
+    ]
+    load0 = max(r["cpu"]["load"] for r in out["baseline"] + out["raw"] + out["latency"])
+    load1 = max(r["cpu"]["load"] for r in [b1, r1, *x["latency"]])
+    rows.append(f"| 1-minute load average, highest at the end of a run | {load0:.1f} | {load1:.1f} |")
+    for r0l, r1l in zip(out["latency"], x["latency"]):
+        rows.append(f"| latency, {r0l['tables']} tables: the authority's ack publish until PUBACK, mean ms | "
+                    f"{r0l['trace']['reply']['mean_ms']:.1f} | {r1l['trace']['reply']['mean_ms']:.1f} |")
+        for key, label in (("ack", "ack at the table"), ("signs", "every table's meter")):
+            rows.append(f"| latency, {r0l['tables']} tables: {label}, p50 / p99 ms | {r0l[key]['p50']:.1f} / "
+                        f"{r0l[key]['p99']:.1f} | {r1l[key]['p50']:.1f} / {r1l[key]['p99']:.1f} |")
+    first0, first1 = out["latency"][0], x["latency"][0]
+    verdict = ("rose" if r1["rate"] / b1["rate"] > ratio0 * 1.1
+               else "did not rise" if r1["rate"] / b1["rate"] >= ratio0 * 0.9 else "fell")
+    return [
+        "Experiment, same run: TCP_NODELAY. paho-mqtt leaves Nagle's algorithm on for its sockets (the broker "
+        "turns it off on its side, `set_tcp_nodelay true`), so a small packet written while an earlier one is "
+        "not yet acknowledged by TCP waits for that acknowledgement, which the receiving kernel may delay by up "
+        "to 40 ms. The benchmark then set TCP_NODELAY on every MQTT client socket it and its children opened "
+        f"(the shipped code does not) and measured again, once, with the same {n} x {k} operations and "
+        "samples:",
+        "",
+        "| | as shipped (mean of the rounds above) | TCP_NODELAY on the clients' sockets |",
+        "|---|---:|---:|",
+        *rows,
+        "",
+        f"At the latency runs' moderate load, TCP_NODELAY took the wait for each `ack`'s PUBACK at the authority "
+        f"from {first0['trace']['reply']['mean_ms']:.1f} to {first1['trace']['reply']['mean_ms']:.1f} ms, and "
+        f"with {first0['tables']} tables the median from a booking to its `ack` at the table from "
+        f"{first0['ack']['p50']:.1f} to {first1['ack']['p50']:.1f} ms, to every table's meter from "
+        f"{first0['signs']['p50']:.1f} to {first1['signs']['p50']:.1f} ms: most of the link's latency as "
+        f"shipped is TCP waiting. The throughput with {n} tables {verdict} ({r0:,.0f} and {r1['rate']:,.0f} "
+        f"operations/s, {ratio0:.2f}x and {r1['rate'] / b1['rate']:.2f}x of their own baselines): there each "
+        f"operation took {applied1 + reply1:.0f} ms at the authority (commit {applied1:.1f} ms, `ack` publish "
+        f"{reply1:.1f} ms) against {applied0 + reply0:.0f} ms as shipped, on CPUs that were busy either way.",
+        "",
+    ]
+
+
+def goal_text(ratios: dict[str, list[float]], out: dict) -> str:
+    raw = ratios["raw"]
+    if not raw:
+        return ""
+
+    def span(v: list[float]) -> str:
+        return f"{min(v):.2f}x" if len(v) == 1 else f"{min(v):.2f}x to {max(v):.2f}x"
+
+    lo, hi = min(raw), max(raw)
+    verdict = "reached" if lo >= 0.5 else ("not reached" if hi < 0.5 else "reached in some rounds only")
+    text = (f"Goal (the authority at least half the broker's delivery rate for the same messages): {verdict} "
+            f"with raw tables, {span(raw)} of the baseline")
+    tl = ratios["tablelink"]
+    if tl:
+        text += f"; with TableLink tables {span(tl)}, the tables' own work running on the same two CPUs"
+    return text + "."
+
+
+def where_text(out: dict) -> str:
+    """Where the time goes, from the figures of the run (means over the rounds)."""
+    n, k = out["tables"], out["k"]
+    total = n * k
+
+    def mean(rows: list[dict], f) -> float:
+        return statistics.mean(f(r) for r in rows)
+
+    base, journal, raw, tl = out["baseline"], out["journal"], out["raw"], out["tablelink"]
+    sub_us = mean(base, lambda r: us_per(r["cpu"]["child"], total))
+    b_mean = mean(base, lambda r: r["rate"])
+    parts = [f"Where the time goes (means of the rounds). Baseline: Mosquitto spent "
+             f"{mean(base, lambda r: us_per(r['cpu']['broker'], total)):.0f} µs of CPU per message, the subscriber "
+             f"{sub_us:.0f} µs and the publishing tables {mean(base, lambda r: us_per(r['cpu']['tables'], total)):.0f}"
+             " µs: the baseline is the rate of the Python MQTT clients (aiomqtt over paho-mqtt, TLS, MQTT 5), not "
+             "of the broker."]
+    if journal:
+        parts.append(
+            f"The authority's journal alone takes {mean(journal, lambda r: r['rate']):,.0f} operations/s from "
+            f"{n} concurrent clients ({mean(journal, lambda r: us_per(r['cpu']['child'], r['ops'])):.0f} µs of CPU "
+            f"each, {mean(journal, lambda r: r['per_commit']):.1f} per COMMIT, "
+            f"{mean(journal, lambda r: r['commit_mean_ms']):.1f} ms from submit to receipt).")
+    if raw:
+        a_us = mean(raw, lambda r: us_per(r["cpu"]["child"], total))
+        loop_us = mean(raw, lambda r: us_per(r["cpu"]["child_loop"], total))
+        busy = mean(raw, lambda r: r["cpu"]["child"] / r["cpu"]["wall"])
+        per_table = mean(raw, lambda r: n / r["rate"] * 1e3)
+        applied = mean(raw, lambda r: r["trace"]["applied"]["mean_ms"])
+        reply = mean(raw, lambda r: r["trace"]["reply"]["mean_ms"])
+        queued = mean(raw, lambda r: r["trace"]["queued"]["mean_ms"])
+        meters = mean(raw, lambda r: r["meter_messages"] / r["ops"])
+        parts.append(
+            f"Authority, raw tables: {a_us:.0f} µs of CPU per operation ({loop_us:.0f} µs in the event loop's "
+            f"thread: MQTT in and out, decoding and checks; the rest in its other threads, the journal's writer "
+            f"mostly), {a_us / sub_us:.1f}x the subscriber's per message: it receives the same message, and "
+            "also journals it, publishes the `ack` with QoS 1 and handles its PUBACK, and publishes the meter "
+            f"({meters:.2f} meter messages per operation). It was busy {busy:.0%} of one CPU over the run"
+            + (": not bound by its CPU but by the order of each table's operations. " if busy < 0.7 else ". ")
+            + "A table's operations are applied strictly one after "
+            f"another, and each waits for its COMMIT ({applied:.1f} ms on average from being taken up, group "
+            f"commit with the other tables' operations) and then for the broker's PUBACK of its `ack` "
+            f"({reply:.1f} ms) before the table's next operation is taken up: {applied + reply:.0f} ms per "
+            f"operation and table (the next ones wait {queued:.0f} ms in the table's queue), hence about "
+            f"{n} / {(applied + reply) / 1e3:.3f} s = {n / ((applied + reply) / 1e3):,.0f} operations/s with {n} "
+            f"tables sending at once ({n / per_table * 1e3:,.0f} measured). Without the wait for the `ack`'s "
+            f"PUBACK in that chain, the same figures give about {n} / {applied / 1e3:.3f} s = "
+            f"{n / (applied / 1e3):,.0f} operations/s, and the authority's CPU ({a_us:.0f} µs per operation, its "
+            f"threads sharing one interpreter lock) about {1e6 / a_us:,.0f}/s: "
+            f"{min(n / (applied / 1e3), 1e6 / a_us) / b_mean:.2f}x the baseline, an estimate, not a measurement.")
+    if tl:
+        t_us = mean(tl, lambda r: us_per(r["cpu"]["tables"], total))
+        t_loop = mean(tl, lambda r: us_per(r["cpu"]["tables_loop"], total))
+        fan = mean(tl, lambda r: r["meter_messages"] * n / r["ops"])
+        repeats = mean(tl, lambda r: r["repeats"])
+        parts.append(
+            f"TableLink tables: the tables' process spent {t_us:,.0f} µs of CPU per operation ({t_loop:,.0f} µs "
+            "in its event loop, most of it receiving messages: every meter value goes to all "
+            f"{n} tables, {fan:.1f} meter messages received per operation here), besides two journal entries with "
+            "an fsync each per operation. "
+            + (f"The tables fell behind, and a TableLink sends everything unanswered again once it has sent "
+               f"nothing for 1 to 2 s: the authority answered {repeats:,.0f} repeats from its journal (applying "
+               "none of them), more load on every process. " if repeats else "")
+            + f"A `send` (journal, then publish) took {mean(tl, lambda r: r['send_ms']):.1f} ms at the median.")
+    return " ".join(parts)
+
+
+def mosquitto_version() -> str:
+    try:
+        from broker import require_mosquitto
+
+        exe = require_mosquitto()[0]
+        p = subprocess.run([exe, "-h"], capture_output=True, text=True, timeout=10)
+        for word in (p.stdout + p.stderr).split("\n")[0].split():
+            if word[:1].isdigit():
+                return word
+    except Exception:  # noqa: BLE001 - the version is only printed
+        pass
+    return "?"
+
+
+def main() -> None:
+    if os.environ.get("BENCH_LINK_NODELAY") == "1":
+        nodelay(True)
+    if sys.argv[1:2] == ["--child-authority"]:
+        sys.exit(_child_authority(sys.argv[2], sys.argv[3], sys.argv[4:]))
+    if "--child-subscriber" in sys.argv:
+        logging.basicConfig(level=logging.WARNING)
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+        asyncio.run(_subscriber(json.loads(sys.stdin.readline())))
+        return
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tables", type=int, default=50, help="simulated tables for the throughput runs")
+    ap.add_argument("--ops", type=int, default=60, help="operations per table (even: a booking and a close each)")
+    ap.add_argument("--window", type=int, default=8, help="operations a table keeps unanswered at most")
+    ap.add_argument("--rounds", type=int, default=2, help="rounds of baseline and authority runs")
+    ap.add_argument("--modes", default="raw,tablelink", help="authority runs: raw, tablelink")
+    ap.add_argument("--tablelink-rounds", type=int, default=1, help="rounds with the TableLink run (the first ones)")
+    ap.add_argument("--latency-tables", default="3,20", help="tables of the latency runs, comma-separated")
+    ap.add_argument("--samples", type=int, default=200, help="bookings timed in each latency run")
+    ap.add_argument("--rate", type=float, default=20.0, help="bookings per second in the latency runs")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: few tables, operations and samples")
+    ap.add_argument("--profile-authority", help="write a cProfile of each throughput run's authority into DIR")
+    ap.add_argument("--no-experiment", action="store_true",
+                    help="skip the experiment (TCP_NODELAY on the clients' sockets)")
+    ap.add_argument("--write", action="store_true", help="write the section into docs/benchmarks.md")
+    args = ap.parse_args()
+    if args.quick:
+        args.tables, args.ops, args.rounds, args.samples = 10, 40, 1, 40
+        args.latency_tables = "3,5"
+    if args.ops % 2:
+        ap.error("--ops: an even number (each round is a booking and a close)")
+    args.latency_tables = [int(x) for x in str(args.latency_tables).split(",") if x]
+    args.modes = [m for m in args.modes.split(",") if m]
+    logging.basicConfig(level=logging.WARNING)
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+    if args.profile_authority:
+        Path(args.profile_authority).mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-link-"))
+    try:
+        out = asyncio.run(run(args, work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    text = render(args, out)
+    print()
+    print(text)
+    if args.write:
+        from benchdoc import write_section
+
+        write_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
+
+
+if __name__ == "__main__":
+    main()
