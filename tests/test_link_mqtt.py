@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import ssl
 import sys
 import time
@@ -469,3 +470,142 @@ def test_settings_refuse_what_cannot_work():
         MqttSettings(host="h", client_id="c", tls=False, ca_file=Path("ca.crt"))
     with pytest.raises(MqttSettingsError, match="cert_file and key_file"):
         MqttSettings(host="h", client_id="c", cert_file=Path("c.crt"))
+
+
+# --- publishing from many tasks at once ----------------------------------------------------------------
+
+
+def hook_acks(link: MqttLink, on_ack: Callable[[int, asyncio.Task | None], None]) -> None:
+    """Call ``on_ack(mid, task)`` right after each acknowledgement the link gets (QoS 0: the message
+    written), in the same callback: `task` is the task that published packet `mid`."""
+    inner = link._client._client  # paho-mqtt's client inside aiomqtt's
+    publish, on_publish = inner.publish, inner.on_publish
+    publishers: dict[int, asyncio.Task | None] = {}
+
+    def noted(*args, **kwargs):
+        info = publish(*args, **kwargs)
+        publishers[info.mid] = asyncio.current_task()
+        return info
+
+    def acked(client, userdata, mid, reason_code, properties):
+        on_publish(client, userdata, mid, reason_code, properties)
+        on_ack(mid, publishers.pop(mid, None))
+
+    inner.publish, inner.on_publish = noted, acked
+
+
+@pytest.mark.parametrize("qos", [0, 1])
+async def test_a_cancellation_that_comes_with_the_acknowledgement_takes_effect(broker, qos):
+    # Python 3.11's asyncio.wait_for returns the result of what it waits for, and drops the cancellation,
+    # when both come in the same iteration of the loop: a task cancelled at that moment went on as if it
+    # had not been, like the authority's heartbeat, which then kept its TaskGroup from ever ending.
+    t = table(broker)
+    async with running(t, Inbox()):
+        beats = 0
+
+        async def heartbeat() -> None:
+            nonlocal beats
+            while True:
+                await t.publish(up("CS-07"), b"beat", qos=qos)
+                beats += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.create_task(heartbeat())
+        hook_acks(t, lambda mid, publisher: publisher is task and task.cancel())
+        done, _ = await asyncio.wait({task}, timeout=2.0)
+        assert task in done and task.cancelled(), f"still running after {beats} more publishes"
+        assert beats == 0
+        assert t.connected and t._publisher is not None and t._publisher.in_flight == 0
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_many_tasks_publish_at_once_and_cancellations_take_effect(broker):
+    """Publishers in parallel on one link, QoS 0 and 1, some refused by the ACL, some cancelled at random
+    moments (before the message is sent, while it is in flight, in the callback of its acknowledgement):
+    each publish ends within its timeout; each cancellation takes effect; each acknowledgement goes to its
+    own publish (a refusal to the refused message only); every acknowledged QoS 1 message is delivered."""
+    rng = random.Random(20261130)
+    bound = 3.0  # each publish's timeout
+    w_in = Inbox()
+    w, t = watcher(broker), table(broker)
+    outcomes: dict[int, str] = {}
+    took: dict[int, float] = {}
+    cancel_at_ack: dict[asyncio.Task, int] = {}  # publish task -> its number
+    cancels: list[tuple[int, asyncio.Task]] = []  # publishes whose cancel() was accepted
+
+    def on_ack(mid: int, publisher: asyncio.Task | None) -> None:
+        if publisher in cancel_at_ack and publisher.cancel():
+            cancels.append((cancel_at_ack[publisher], publisher))
+
+    async def one(n: int, topic: str, qos: int) -> None:
+        started = time.monotonic()
+        try:
+            await t.publish(topic, f"m{n}".encode(), qos=qos, retain=n % 7 == 0, timeout=bound)
+            outcomes[n] = "sent"
+        except PublishRefused:
+            outcomes[n] = "refused"
+        except LinkDown as e:
+            outcomes[n] = f"down: {e}"
+        finally:
+            took[n] = time.monotonic() - started
+
+    def cancel(n: int, task: asyncio.Task) -> None:
+        if task.cancel():
+            cancels.append((n, task))
+
+    async def publisher(first: int, count: int) -> None:
+        for n in range(first, first + count):
+            forged = n % 5 == 0
+            qos = 1 if n % 3 else 0
+            task = asyncio.create_task(one(n, up("CS-08") if forged else up("CS-07"), qos), name=f"publish-{n}")
+            how = rng.random()
+            if how < 0.1:
+                cancel(n, task)  # before it starts
+            elif how < 0.25:
+                asyncio.get_running_loop().call_later(rng.uniform(0, 0.01), cancel, n, task)
+            elif how < 0.4:
+                cancel_at_ack[task] = n
+            done, _ = await asyncio.wait({task}, timeout=bound + 2.0)
+            assert task in done, f"publish {n} still running after {bound + 2.0:g} s"
+            if rng.random() < 0.5:
+                await asyncio.sleep(0)
+
+    async with running(w, w_in), running(t, Inbox()):
+        hook_acks(t, on_ack)
+        await asyncio.gather(*(publisher(i * 100, 60) for i in range(8)))
+        assert t.connected and t._publisher is not None and t._publisher.in_flight == 0
+
+        cancelled = {n for n, _ in cancels}
+        assert all(task.cancelled() for _, task in cancels), \
+            [n for n, task in cancels if not task.cancelled()]  # each accepted cancel() took effect
+        assert cancelled and len(cancels) == len(cancelled)
+        assert not cancelled & set(outcomes)  # a cancelled publish neither returned nor raised
+        assert len(outcomes) + len(cancelled) == 8 * 60
+        assert max(took.values()) <= bound + 1.0, max(took.values())
+        assert all(o in ("sent", "refused") for o in outcomes.values()), outcomes
+        # a refusal answers exactly the forged QoS 1 publishes that ran to their end
+        assert {n for n, o in outcomes.items() if o == "refused"} == \
+            {n for n in outcomes if n % 5 == 0 and n % 3}
+        # every acknowledged QoS 1 message reached the watcher, and nothing refused did
+        sent_qos1 = {(up("CS-07"), f"m{n}".encode()) for n, o in outcomes.items() if o == "sent" and n % 3}
+        await w_in.until(lambda items: sent_qos1 <= set(items))
+        assert not [item for item in w_in.items if item[0] != up("CS-07")]
+        assert t.refused == sum(o == "refused" for o in outcomes.values())
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+async def test_a_publish_waiting_when_the_connection_ends_fails_at_once(broker):
+    t = table(broker, timeout=1.0)
+    async with running(t, Inbox()) as run:
+        broker.pause()  # no PUBACK from now on
+        publish = asyncio.create_task(t.publish(up("CS-07"), b"into the void", timeout=30.0))
+        await asyncio.sleep(0.2)
+        assert not publish.done()
+        started = time.monotonic()
+        run.cancel()  # the link stops: its connection ends
+        with pytest.raises(LinkDown, match="the connection was lost"):
+            async with asyncio.timeout(1.0):
+                await publish
+        assert time.monotonic() - started < 1.0
+    broker.resume()
+    assert asyncio.all_tasks() == {asyncio.current_task()}

@@ -32,6 +32,7 @@ from .mqtt import LinkDown, MqttLink, MqttSettings
 
 log = structlog.get_logger("controller.link.authority")
 
+METER_INTERVAL = 0.1  # seconds between two passes of meter values: a sign needs no more, every table gets each
 QUEUE_PER_TABLE = 256  # operations waiting per table; beyond it they are dropped and the table resends
 PUBLISH_TIMEOUT = 5.0
 WIN_KINDS = {"lock-percent-award": "locked", "pay-locked-award": "paid", "release-locked-award": "released"}
@@ -243,7 +244,14 @@ class LinkAuthority:
     # --- messages out --------------------------------------------------------------------------------
 
     async def _reply(self, table: str, msg: Any) -> None:
-        await self._publish(self.topics.down(table), msg)
+        """Sent without holding up the table's next operation: the answer is journaled, and a lost one is
+        answered again when the table resends."""
+        coro = self._publish(self.topics.down(table), msg)
+        try:
+            assert self._tg is not None
+            self._tg.create_task(coro, name=f"answer:{table}")
+        except RuntimeError:  # stopping
+            coro.close()
 
     async def _publish(self, topic: str, msg: Any, *, qos: int = 1, retain: bool = False) -> bool:
         """Publish if connected; a table resends what it has not heard about, so nothing is queued here."""
@@ -269,6 +277,7 @@ class LinkAuthority:
                 if self.ledger is None or mid not in self.ledger.state:
                     continue
                 await self._publish(self.topics.meter(mid), self.meter_value(mid), retain=True)
+            await asyncio.sleep(METER_INTERVAL)  # a rate limit: what changes meanwhile goes in the next pass
 
     def meter_value(self, mid: str) -> schema.MeterValue:
         assert self.ledger is not None

@@ -57,9 +57,10 @@ class TableLink:
         self.opened = asyncio.Event()
         self._answers: dict[int, asyncio.Future] = {}
         self._down: asyncio.Queue = asyncio.Queue(1024)
-        self._sent_at = 0.0
         self._kick = asyncio.Event()
+        self._last_sent: dict[int, float] = {}  # seq -> when it was last handed to the broker
         self._ledger_options = ledger_options or {}
+        self._tg: asyncio.TaskGroup | None = None  # run's: the first publish of each operation runs in it
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -77,12 +78,16 @@ class TableLink:
         """Runs until cancelled; the caller has opened the journal."""
         assert self.ledger is not None
         self.mqtt = MqttLink(self.settings, self.topics.table_subscriptions(self.table))
-        async with asyncio.TaskGroup() as tg:
-            tg.create_task(self.mqtt.run(self._on_message, self._on_connect), name="link-mqtt")
-            tg.create_task(self._answers_worker(), name="link-answers")
-            tg.create_task(self._resender(), name="link-resend")
-            tg.create_task(self._watch(), name="link-watch")
-            self.opened.set()
+        try:
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                tg.create_task(self.mqtt.run(self._on_message, self._on_connect), name="link-mqtt")
+                tg.create_task(self._answers_worker(), name="link-answers")
+                tg.create_task(self._resender(), name="link-resend")
+                tg.create_task(self._watch(), name="link-watch")
+                self.opened.set()
+        finally:
+            self._tg = None
 
     def status(self) -> dict[str, Any]:
         """For `progressivectl status`: whether the authority is heard, and what waits for it."""
@@ -111,8 +116,22 @@ class TableLink:
             seq = int(self._journaled(key)[3]["seq"])
         sent = self.ledger.state.pending.get(seq)
         if sent is not None:
-            await self._publish_op(sent)
+            self._publish_soon(sent)
         return seq
+
+    def _publish_soon(self, sent: Any) -> None:
+        """Publish a journaled operation without waiting for the broker: `send` returns once the operation is
+        durable, not after the broker's acknowledgement, which a broker that hangs withholds for PUBLISH_TIMEOUT
+        (every lock-out and settlement would wait that long). A publish that fails is sent again by the
+        resender, or on the next connection (hello, expect)."""
+        tg = self._tg
+        if tg is None:
+            return  # not running: sent when the link runs and connects
+        coro = self._publish_op(sent)
+        try:
+            tg.create_task(coro, name=f"link-send:{sent.seq}")
+        except RuntimeError:  # the link is stopping: the outbox keeps the operation for the next start
+            coro.close()
 
     async def answer(self, seq: int, timeout: float) -> dict[str, Any]:
         """The authority's result of operation `seq`; raises Refused, or TimeoutError (it stays in the outbox
@@ -142,27 +161,35 @@ class TableLink:
             raise Refused(body["field"], body["message"])
         return body["result"]
 
-    async def _publish_op(self, sent: Any) -> None:
+    async def _publish_op(self, sent: Any) -> bool:
         op = schema.Op(self.table, sent.seq, sent.kind, sent.linked, dict(sent.body))
-        await self._publish(self.topics.up(self.table), op)
+        ok = await self._publish(self.topics.up(self.table), op)
+        if ok:
+            self._last_sent[sent.seq] = self.clock()
+        return ok
 
     async def _publish(self, topic: str, msg: Any, *, qos: int = 1) -> bool:
         if self.mqtt is None:
             return False
         try:
             await self.mqtt.publish(topic, schema.encode(msg), qos=qos, timeout=PUBLISH_TIMEOUT)
-            self._sent_at = self.clock()
             return True
         except (LinkDown, TimeoutError):
             return False
 
-    async def _resend(self) -> None:
-        """Everything the authority has not answered, in order: it applies what it has not, and answers
-        again what it has."""
+    async def _resend(self, *, due_only: bool = False) -> None:
+        """What the authority has not answered, in order: it applies what it has not, and answers again what
+        it has. `due_only`: only operations sent more than RESEND_AFTER ago (a slow authority is not flooded
+        with repeats of what it is still working on)."""
+        now = self.clock()
         for seq in sorted(self.outbox.pending):
             sent = self.outbox.pending.get(seq)
-            if sent is not None and not await self._publish_op(sent):
+            if sent is None or (due_only and now - self._last_sent.get(seq, 0.0) < RESEND_AFTER):
+                continue
+            if not await self._publish_op(sent):
                 return
+        for seq in [s for s in self._last_sent if s not in self.outbox.pending]:
+            del self._last_sent[seq]
 
     async def _resender(self) -> None:
         while True:
@@ -172,8 +199,8 @@ class TableLink:
             except TimeoutError:
                 pass
             self._kick.clear()
-            if self.outbox.pending and self.clock() - self._sent_at >= RESEND_AFTER / 2:
-                await self._resend()
+            if self.outbox.pending:
+                await self._resend(due_only=True)
 
     async def _on_connect(self) -> None:
         await self._publish(self.topics.up(self.table), schema.Hello(self.table, self.outbox.next_seq))

@@ -28,16 +28,17 @@ lets the client read.
 from __future__ import annotations
 
 import asyncio
+import socket
 import contextlib
-import contextvars
 import inspect
 import logging
 import ssl
+import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NoReturn
+from typing import Any, Literal, NoReturn, TypeVar
 
 import aiomqtt
 import paho.mqtt.client as paho
@@ -180,12 +181,20 @@ def read_password(path: Path) -> str:
 
 
 # --- aiomqtt's own state ---------------------------------------------------------------------------------
-# aiomqtt (2.x) does not say which packet id a publish used, nor the reason code of its acknowledgement, and
-# its connect runs in a thread that cancellation does not stop. The few places where this module looks
-# inside an aiomqtt.Client are here, each optional: without them, refusals are not reported and the
-# paho-mqtt connect timeout is its default (5 s).
+# aiomqtt (2.x) does not give the reason code of a publish's acknowledgement, its waits can lose a
+# cancellation (below), and its connect runs in a thread that cancellation does not stop. The few places
+# where this module looks inside an aiomqtt.Client are here, each optional: without them, publishes go
+# through aiomqtt (in a task of their own), refusals are not reported, and the paho-mqtt connect timeout
+# is its default (5 s).
+#
+# Cancellation: aiomqtt waits for an acknowledgement (SUBACK, PUBACK, a QoS 0 message written, the end of
+# a DISCONNECT) with asyncio.wait_for, which in Python 3.11 loses a cancellation that arrives in the loop
+# iteration in which what it waits for completes: the call returns normally and the cancelled task goes on
+# as if it had not been cancelled, to block at its next wait for good (and a TaskGroup that waits for it
+# never ends). So this module never awaits such a call in the caller's task: a publish waits on a future
+# of its own (`_Publisher`), the other calls run in tasks of their own (`_apart`).
 
-_publish_mid: contextvars.ContextVar[int | None] = contextvars.ContextVar("mqtt_publish_mid", default=None)
+T = TypeVar("T")
 
 
 def _paho(client: aiomqtt.Client) -> paho.Client | None:
@@ -193,30 +202,113 @@ def _paho(client: aiomqtt.Client) -> paho.Client | None:
     return inner if isinstance(inner, paho.Client) else None
 
 
-def _watch_acks(client: aiomqtt.Client, acks: dict[int, Any]) -> bool:
-    """Record the reason code of every refusing PUBACK in `acks` (by packet id), and the packet id of each
-    publish in the context of the task that publishes. True if it could."""
-    inner = _paho(client)
-    on_publish = getattr(client, "_on_publish", None)
-    if inner is None or on_publish is None:
-        return False
-    publish = inner.publish
+class _NoAck(Exception):
+    """No acknowledgement within the publish's timeout."""
 
-    def publish_and_note(*args: Any, **kwargs: Any) -> paho.MQTTMessageInfo:
-        info = publish(*args, **kwargs)
-        _publish_mid.set(info.mid)
-        return info
 
-    def on_publish_and_note(c: Any, userdata: Any, mid: int, reason_code: Any, properties: Any) -> None:
-        if _failed(reason_code):
-            acks[mid] = reason_code
-        else:
-            acks.pop(mid, None)  # a refusal nobody waited for, under a packet id now used again
-        on_publish(c, userdata, mid, reason_code, properties)
+def _expire(fut: asyncio.Future) -> None:
+    if not fut.done():
+        fut.set_exception(_NoAck())
 
-    inner.publish = publish_and_note  # type: ignore[method-assign]
-    inner.on_publish = on_publish_and_note
-    return True
+
+class _Publisher:
+    """The publishes of one connection, straight through paho-mqtt. Each waits on a future of its own,
+    resolved by paho-mqtt's ``on_publish`` (with the acknowledgement's reason code; QoS 0: once written),
+    failed by its timer, or by the end of the connection. Any number of tasks may publish at once: a
+    publish is found by its packet id, which paho-mqtt does not reuse while the message is in flight."""
+
+    def __init__(self, inner: paho.Client) -> None:
+        self._inner = inner
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.get_ident()
+        self._waiting: dict[int, asyncio.Future[Any]] = {}
+        self._early: dict[int, Any] | None = None  # acknowledgements made within a call to paho's publish
+        self._closed: str | None = None
+        chained = inner.on_publish  # aiomqtt's own: harmless, and kept for its own publishes
+
+        def on_publish(c: Any, userdata: Any, mid: int, reason_code: Any, properties: Any) -> None:
+            try:
+                if threading.get_ident() == self._thread:
+                    self._acknowledged(mid, reason_code)
+                else:  # never seen: paho-mqtt calls it from the socket callbacks, in the loop's thread
+                    self._loop.call_soon_threadsafe(self._acknowledged, mid, reason_code)
+            finally:
+                if chained is not None:
+                    chained(c, userdata, mid, reason_code, properties)
+
+        inner.on_publish = on_publish
+
+    def _acknowledged(self, mid: int, reason_code: Any) -> None:
+        fut = self._waiting.pop(mid, None)
+        if fut is not None:
+            if not fut.done():  # else cancelled, or expired, in this same iteration of the loop
+                fut.set_result(reason_code)
+        elif self._early is not None:
+            self._early[mid] = reason_code
+        # else: the publish that waited for it gave up (timeout, cancellation)
+
+    async def publish(self, topic: str, payload: bytes, qos: int, retain: bool, wait: float) -> Any:
+        """Send; return the reason code of the acknowledgement. Raises `_NoAck` after `wait` seconds and
+        `LinkDown` when the connection ends first; a cancellation of the caller always takes effect."""
+        if self._closed is not None:
+            raise LinkDown(self._closed)
+        self._early = {}
+        try:
+            info = self._inner.publish(topic, payload, qos, retain)
+        finally:
+            early, self._early = self._early, None
+        if info.rc != paho.MQTT_ERR_SUCCESS:
+            raise LinkDown(paho.error_string(info.rc))
+        if info.mid in early:
+            return early[info.mid]
+        if info.is_published():
+            return None
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        self._waiting[info.mid] = fut
+        timer = self._loop.call_later(wait, _expire, fut)
+        try:
+            return await fut  # a plain future: a cancellation cancels it, or comes right after its result
+        finally:
+            timer.cancel()
+            if self._waiting.get(info.mid) is fut:
+                del self._waiting[info.mid]
+
+    def close(self, why: str) -> None:
+        """The connection has ended: fail every publish still waiting, and those to come."""
+        self._closed = why
+        waiting, self._waiting = self._waiting, {}
+        for fut in waiting.values():
+            if not fut.done():
+                fut.set_exception(LinkDown(why))
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._waiting)
+
+
+async def _apart(aw: Awaitable[T], bound: float) -> T:
+    """The result of `aw` (an aiomqtt call), awaited in a task of its own for at most `bound` seconds
+    (then TimeoutError). The caller waits with asyncio.wait, which never loses a cancellation; on one, or
+    on the timeout, the call's task is cancelled and given a moment to end."""
+    task = asyncio.ensure_future(aw)
+    task.add_done_callback(_consume)
+    try:
+        done, _ = await asyncio.wait({task}, timeout=bound)
+    except BaseException:
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+        raise
+    if not done:
+        task.cancel()
+        await asyncio.wait({task}, timeout=1.0)
+        raise TimeoutError
+    return task.result()
+
+
+def _consume(task: asyncio.Future) -> None:
+    """Mark the outcome of a task as seen (it is, or it was given up on)."""
+    if not task.cancelled():
+        task.exception()
 
 
 class _ClosingSSLSocket(ssl.SSLSocket):
@@ -270,7 +362,7 @@ class MqttLink:
         self.refused = 0  # publishes the broker refused
         self.last_error: str | None = None
         self._client: aiomqtt.Client | None = None
-        self._acks: dict[int, Any] = {}
+        self._publisher: _Publisher | None = None  # the publishes of the connection, while it is up
         self._changed = asyncio.Event()  # set, and replaced, at every change of the state above
         self._running = False
         self._outage_logged = False
@@ -305,11 +397,15 @@ class MqttLink:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def _set_up(self, client: aiomqtt.Client) -> None:
+    def _set_up(self, client: aiomqtt.Client, publisher: _Publisher | None) -> None:
         self._client = client
+        self._publisher = publisher
         self._notify()
 
     def _set_down(self) -> None:
+        publisher, self._publisher = self._publisher, None
+        if publisher is not None:
+            publisher.close("the connection was lost")
         if self._client is not None:
             self._client = None
             self._notify()
@@ -321,23 +417,28 @@ class MqttLink:
         """Send one message; return when the broker has it (QoS 1 and 2: acknowledged; QoS 0: written).
         Raises `LinkDown` when not connected, when the connection is lost, or after `timeout` seconds
         (default `MqttSettings.timeout`) without an acknowledgement; `PublishRefused` (a LinkDown) when
-        the broker says it refused the message."""
+        the broker says it refused the message. Any number of tasks may publish at once; a cancellation of
+        the publishing task always takes effect (the message may or may not have been sent)."""
         client = self._client
         if client is None:
             raise LinkDown(f"not connected to the MQTT broker {self.settings.address}: {topic} not sent")
         wait = self.settings.timeout if timeout is None else timeout
-        _publish_mid.set(None)
+        publisher = self._publisher
         try:
-            async with asyncio.timeout(wait + 1.0):  # aiomqtt's own timeout comes first
-                await client.publish(topic, payload, qos=qos, retain=retain, timeout=wait)
+            if publisher is not None:
+                code = await publisher.publish(topic, payload, qos, retain, wait)
+            else:  # aiomqtt without the paho-mqtt client this module knows: no reason codes
+                code = None
+                await _apart(client.publish(topic, payload, qos=qos, retain=retain, timeout=wait), wait + 1.0)
+        except (_NoAck, TimeoutError):
+            raise LinkDown(f"{topic} not sent to the MQTT broker {self.settings.address}: "
+                           f"no acknowledgement within {wait:g} s") from None
+        except LinkDown as e:
+            raise LinkDown(f"{topic} not sent to the MQTT broker {self.settings.address}: {e}") from None
         except aiomqtt.MqttError as e:
             raise LinkDown(f"{topic} not sent to the MQTT broker {self.settings.address}: "
                            f"{_no_ack(e, wait)}") from e
-        except TimeoutError:
-            raise LinkDown(f"{topic}: no acknowledgement from the MQTT broker within {wait:g} s") from None
-        mid = _publish_mid.get()  # set in this task by the publish above
-        code = self._acks.pop(mid, None) if mid is not None else None
-        if code is not None:
+        if code is not None and _failed(code):
             self.refused += 1
             self._notify()
             log.error("mqtt publish refused", link=self.name, topic=topic, reason=str(code))
@@ -401,20 +502,24 @@ class MqttLink:
                        backoff: Backoff) -> None:
         """One connection, from connect to its loss (always raises)."""
         client = self._new_client()
-        acks: dict[int, Any] = {}
-        _watch_acks(client, acks)
+        inner = _paho(client)
+        publisher = None if inner is None else _Publisher(inner)
         await self._connect(client)
+        _no_delay(inner)
         task: asyncio.Task | None = None
         try:
             if self.subscriptions:
-                codes = await client.subscribe(list(self.subscriptions), timeout=self.settings.timeout)
+                subscribe = client.subscribe(list(self.subscriptions), timeout=self.settings.timeout)
+                try:
+                    codes = await _apart(subscribe, self.settings.timeout + 1.0)
+                except TimeoutError:
+                    raise LinkDown(f"no SUBACK from the broker within {self.settings.timeout:g} s") from None
                 refused = [t for (t, _), c in zip(self.subscriptions, codes, strict=False) if _failed(c)]
                 if refused:
                     raise SubscribeRefused(f"the broker refused the subscription to {', '.join(refused)}")
-            self._acks = acks
             backoff.reset()
             self._came_up()
-            self._set_up(client)
+            self._set_up(client, publisher)
             if on_connect is not None:
                 task = self._call_on_connect(on_connect)
             async for message in client.messages:
@@ -467,9 +572,12 @@ class MqttLink:
         except BaseException as e:
             inner = _paho(client)
             closed = inner is not None and inner.socket() is None
-            with contextlib.suppress(BaseException):
+            again: BaseException | None = None  # a cancellation while cleaning up: let through at the end
+            try:
                 if not attempt.done():
                     await asyncio.wait({attempt}, timeout=bound)
+            except BaseException as e2:  # noqa: BLE001
+                again = e2
             if not attempt.done():
                 attempt.cancel()
                 await asyncio.wait({attempt}, timeout=1.0)
@@ -477,6 +585,8 @@ class MqttLink:
                 await self._disconnect(client)
             else:
                 await self._reap(client)
+            if again is not None and not isinstance(e, asyncio.CancelledError):
+                raise again from e
             if isinstance(e, aiomqtt.MqttError) and str(e) == "Operation timed out":
                 if not closed:
                     raise LinkDown(f"no CONNACK from the broker within {self.settings.connect_timeout:g} s") from e
@@ -488,8 +598,7 @@ class MqttLink:
 
     async def _disconnect(self, client: aiomqtt.Client) -> None:
         try:
-            async with asyncio.timeout(self.settings.timeout + 1.0):
-                await client.__aexit__(None, None, None)
+            await _apart(client.__aexit__(None, None, None), self.settings.timeout + 1.0)
         except Exception as e:  # noqa: BLE001 - the connection is being dropped anyway
             log.debug("mqtt disconnect", link=self.name, error=_describe(e))
         finally:
@@ -559,3 +668,15 @@ def _describe(e: BaseException) -> str:
 
 def _no_ack(e: aiomqtt.MqttError, wait: float) -> str:
     return f"no acknowledgement within {wait:g} s" if str(e) == "Operation timed out" else _describe(e)
+
+
+def _no_delay(inner: Any) -> None:
+    """TCP_NODELAY on the connection: an operation and its acknowledgement are small packets that Nagle's
+    algorithm would hold back for the peer's delayed ACK (tens of ms each way)."""
+    sock = inner.socket() if inner is not None else None
+    if sock is None:
+        return
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    except (OSError, AttributeError):  # not a TCP socket (a test double): nothing to tune
+        pass
