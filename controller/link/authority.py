@@ -32,7 +32,7 @@ from .mqtt import LinkDown, MqttLink, MqttSettings
 
 log = structlog.get_logger("controller.link.authority")
 
-METER_INTERVAL = 0.1  # seconds between two passes of meter values: a sign needs no more, every table gets each
+METER_INTERVAL = 0.05  # seconds between two passes of meter values: a sign needs no more, every table gets each
 QUEUE_PER_TABLE = 256  # operations waiting per table; beyond it they are dropped and the table resends
 PUBLISH_TIMEOUT = 5.0
 WIN_KINDS = {"lock-percent-award": "locked", "pay-locked-award": "paid", "release-locked-award": "released"}
