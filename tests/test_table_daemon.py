@@ -497,3 +497,26 @@ async def test_royal_flush_dealt_by_the_shoe_is_detected_and_paid_after_approval
             await daemon.call("claim", {"seat": 3, "cards": seat3})
         await daemon.call("settle", {"round_id": "CS-07-r1"})
         assert [(h["seat"], h["amount"]) for h in await daemon.call("history", {})] == [(3, "10000.30"), (5, "1000.00")]
+
+
+async def test_a_lock_out_booked_on_only_one_of_its_meters_is_reversed_at_start(tmp_path):
+    """The controller stopped between the journal entries of one lock-out (two meters): the round was never
+    dealt, so the restart reverses what was booked instead of resuming the round without the other meter's
+    wagers."""
+    from datetime import datetime, timezone
+
+    from controller.ledger import Ledger, software_digest
+    from controller.meter import ops as meter_ops
+    from controller.meter_ledger import MetersReducer, op_body
+
+    async with table(tmp_path) as (daemon, rig):
+        pass  # the meters are defined
+    at = datetime.now(timezone.utc)
+    with Ledger.open(tmp_path / "state", MetersReducer(), software_digest=software_digest()) as led:
+        op = meter_ops.BookContributions("CS-07-r1", "CS-07", ((3, 500),), at, round_meters=("bonus", "main"))
+        led.submit(op.kind, op_body("main", op), "CS-07-r1:book:main")  # the bonus entry never came
+        assert "CS-07-r1" in led.state["main"].open_rounds
+    async with table(tmp_path) as (daemon, rig):
+        main = daemon.ledger.state["main"]
+        assert not main.open_rounds and main.contributions == 0 and main.wagers_count == 0
+        assert daemon.round_info()["id"] == "CS-07-r2" and daemon.state.phase.value == "betting"

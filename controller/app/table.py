@@ -147,6 +147,7 @@ class TableDaemon:
             async with asyncio.TaskGroup() as tg:
                 self._tasks = tg
                 self._outputs_at_start()
+                await asyncio.to_thread(self._undo_partial_bookings)
                 meters = {**self.ledger.state, **linked.resume_views(self.link)}
                 self.state, open_round = resume(self.rules, meters)
                 if open_round is not None:
@@ -174,6 +175,22 @@ class TableDaemon:
                 await asyncio.to_thread(led.close)
             if self.link is not None:
                 self.link.close()  # not in a thread: a second cancellation must not leave it open
+
+    def _undo_partial_bookings(self) -> None:
+        """A lock-out booked on only some of its meters (the controller stopped between two journal entries) never
+        completed: dealing waits for the whole booking, so the round was not dealt. What it booked is reversed,
+        as a void returns every wager, and betting opens on the next round."""
+        assert self.ledger is not None
+        meters = {**self.ledger.state, **linked.resume_views(self.link)}
+        for meter, st in sorted(self.ledger.state.items()):
+            for rid, booking in sorted(st.open_rounds.items()):
+                missing = [m for m in booking.round_meters if rid not in getattr(meters.get(m), "open_rounds", {})]
+                if not missing:
+                    continue
+                op = meter_ops.VoidRound(rid, utc_now(), f"lock-out not completed: not booked on {', '.join(missing)} "
+                                                        "when the controller stopped")
+                self.ledger.submit(op.kind, op_body(meter, op), f"{rid}:void:{meter}")
+                log.warning("partial booking reversed", round=rid, meter=meter, missing=missing)
 
     def _outputs_at_start(self) -> None:
         """Every light off first: a restarted controller owns its outputs, and lights the stopped one left on
@@ -411,7 +428,8 @@ class TableDaemon:
         for meter, wagers in e.wagers.items():
             draws = {"magic_card": e.magic_card, "lucky_seat": e.lucky_seat} if meter in drawing else {}
             op = meter_ops.BookContributions(e.round_id, self.cfg.table, wagers, now, **draws,
-                                             on_dealer=tuple(e.on_dealer.get(meter, ())))
+                                             on_dealer=tuple(e.on_dealer.get(meter, ())),
+                                             round_meters=tuple(e.wagers) if len(e.wagers) > 1 else ())
             receipt = await self._submit(op, meter, f"{e.round_id}:book:{meter}")
             if "contributed" in receipt.result:  # a linked meter's is counted at its authority
                 contributed = parse_units(receipt.result["contributed"], "contributed")

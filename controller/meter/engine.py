@@ -126,7 +126,7 @@ def _book(s: MeterState, op: BookContributions) -> tuple[MeterState, Effect]:
     overflowed = contribution - to_meter
     booking = Booking(
         table=op.table, wagers=op.wagers, contributed=to_meter, reserved=reserved, overflowed=overflowed,
-        booked_at=op.at, on_dealer=op.on_dealer,
+        booked_at=op.at, on_dealer=op.on_dealer, round_meters=op.round_meters,
     )
     new = with_maps(
         s,

@@ -49,6 +49,9 @@ class BookContributions:
     # Which of `wagers` (0-based positions) are wagers on the dealer's hand (§ 639a.7(d)(4)): a restarted
     # controller resumes each wager on its spot.
     on_dealer: tuple[int, ...] = ()
+    # Every meter the round books when it books more than one (each its own journal entry): a restart that
+    # finds some of them missing knows the lock-out never completed.
+    round_meters: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         _check.identifier(self.round_id, "round_id")
@@ -78,6 +81,9 @@ class BookContributions:
         if len(set(marks)) != len(marks) or any(x >= len(out) for x in marks):
             raise InputError("on_dealer", f"{list(marks)} must be distinct positions in wagers (0..{len(out) - 1})")
         object.__setattr__(self, "on_dealer", tuple(sorted(marks)))
+        meters = tuple(_check.identifier(x, f"round_meters[{k}]")
+                       for k, x in enumerate(_check.array(self.round_meters, "round_meters")))
+        object.__setattr__(self, "round_meters", tuple(sorted(set(meters))))
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {
@@ -93,12 +99,14 @@ class BookContributions:
             d["lucky_seat"] = self.lucky_seat
         if self.on_dealer:  # only when there are: older entries keep their exact form
             d["on_dealer"] = list(self.on_dealer)
+        if self.round_meters:
+            d["round_meters"] = list(self.round_meters)
         return d
 
     @classmethod
     def from_dict(cls, d: object, field_prefix: str = "") -> BookContributions:
         m = _fields(d, field_prefix, cls.kind, ("round_id", "table", "wagers", "at"),
-                    ("magic_card", "lucky_seat", "on_dealer"))
+                    ("magic_card", "lucky_seat", "on_dealer", "round_meters"))
         wagers = []
         for i, w in enumerate(_check.array(m["wagers"], _check.join(field_prefix, "wagers"))):
             where = _check.join(field_prefix, f"wagers[{i}]")
@@ -112,6 +120,8 @@ class BookContributions:
             kw["lucky_seat"] = m["lucky_seat"]
         if "on_dealer" in m:
             kw["on_dealer"] = tuple(_check.array(m["on_dealer"], _check.join(field_prefix, "on_dealer")))
+        if "round_meters" in m:
+            kw["round_meters"] = tuple(_check.array(m["round_meters"], _check.join(field_prefix, "round_meters")))
         return _build(cls, kw, field_prefix)
 
 

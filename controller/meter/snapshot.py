@@ -183,13 +183,15 @@ def _booking_to_dict(b: Booking) -> dict[str, Any]:
     }
     if b.on_dealer:  # only when there are: older snapshots keep their exact form (checkpoint digests)
         d["on_dealer"] = list(b.on_dealer)
+    if b.round_meters:
+        d["round_meters"] = list(b.round_meters)
     return d
 
 
 def _booking_from_dict(d: object, at: str) -> Booking:
     j = _check.join
     m = _check.obj(d, at, ("table", "wagers", "contributed", "reserved", "overflowed", "booked_at", "paid", "shared"),
-                   ("on_dealer",))
+                   ("on_dealer", "round_meters"))
     wagers = []
     for i, w in enumerate(_check.array(m["wagers"], j(at, "wagers"))):
         where = j(at, f"wagers[{i}]")
@@ -227,6 +229,8 @@ def _booking_from_dict(d: object, at: str) -> Booking:
         shared=tuple(shared),
         on_dealer=tuple(_check.integer(x, j(at, f"on_dealer[{k}]"), minimum=0)
                         for k, x in enumerate(_check.array(m.get("on_dealer", []), j(at, "on_dealer")))),
+        round_meters=tuple(_check.identifier(x, j(at, f"round_meters[{k}]"))
+                           for k, x in enumerate(_check.array(m.get("round_meters", []), j(at, "round_meters")))),
     )
 
 

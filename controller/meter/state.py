@@ -64,6 +64,7 @@ class Booking:
     paid: bool = False  # an award was paid in this round: it can no longer be voided
     shared: tuple[SharedAward, ...] = ()
     on_dealer: tuple[int, ...] = ()  # positions in `wagers` of the wagers on the dealer's hand
+    round_meters: tuple[str, ...] = ()  # every meter the round books, when more than one
 
     @property
     def wager_cents(self) -> int:
