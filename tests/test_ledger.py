@@ -55,6 +55,16 @@ def user_keys(path) -> list[str]:
     return [k for _s, k, _e in entry_rows(path) if not k.startswith("ledger:")]
 
 
+def commits(conn: sqlite3.Connection, sql: str) -> bool:
+    """Whether running `sql` commits: a COMMIT, or a write outside an explicit transaction (the writer writes
+    a batch with one INSERT, which SQLite then runs as a transaction of its own and commits before it returns)."""
+    return sql == "COMMIT" or (sql.startswith("INSERT") and not conn.in_transaction)
+
+
+def begins_a_write(conn: sqlite3.Connection, sql: str) -> bool:
+    return sql == "BEGIN IMMEDIATE" or (sql.startswith("INSERT") and not conn.in_transaction)
+
+
 class Gated(sqlite3.Connection):
     """A connection whose COMMITs can be held at a gate, and counted."""
 
@@ -64,7 +74,7 @@ class Gated(sqlite3.Connection):
     commits = 0
 
     def execute(self, sql, *args):
-        if sql == "COMMIT":
+        if commits(self, sql):
             cls = type(self)
             cls.commits += 1
             if cls.hold:
@@ -174,6 +184,78 @@ def test_duplicate_key_within_one_batch_applies_once(tmp_path):
             c.result(WAIT)
         assert led.state == ({"z": 1, "a": 7}, 8, 0)
     assert user_keys(tmp_path) == ["z", "dup"]
+
+
+def test_retry_that_would_now_be_refused_gets_the_original_receipt(tmp_path):
+    """A retry is answered from the journal even when the operation, applied again, would be refused."""
+    with open_ledger(tmp_path) as led:
+        led.submit("deposit", {"account": "a", "cents": 100}, "d")
+        w = led.submit("withdraw", {"account": "a", "cents": 100}, "w")
+        again = led.submit("withdraw", {"account": "a", "cents": 100}, "w")  # a is empty now
+        assert again == w and again.repeat
+        with pytest.raises(KeyConflict):
+            led.submit("withdraw", {"account": "a", "cents": 1}, "w")
+        with pytest.raises(RulesError):  # a new key: refused as it should be
+            led.submit("withdraw", {"account": "a", "cents": 100}, "w2")
+        assert led.state == ({"a": 0}, 100, 100)
+
+
+def test_batch_with_journaled_keys_among_new_ones(tmp_path, caplog):
+    """Retries (of journaled operations) and conflicts mixed with new operations in one batch: every one
+    gets the answer it would get alone, new entries are numbered without gaps, and what is logged for a
+    refused operation is logged once."""
+    g = gated_factory()
+    with Ledger.open(tmp_path, BrokenReducer(), software_digest="t", connection_factory=g) as led:
+        r1 = led.submit("deposit", {"account": "a", "cents": 5}, "old-1")
+        r2 = led.submit("withdraw", {"account": "a", "cents": 5}, "old-2")
+        g.hold = True
+        first = led.submit_future("deposit", {"account": "z", "cents": 1}, "first")
+        assert g.entered.wait(WAIT)
+        futs = [
+            led.submit_future("deposit", {"account": "b", "cents": 1}, "new-1"),
+            led.submit_future("withdraw", {"account": "a", "cents": 5}, "old-2"),   # retry: would be refused
+            led.submit_future("deposit", {"account": "b", "cents": 2}, "new-2"),
+            led.submit_future("deposit", {"account": "a", "cents": 5}, "old-1"),    # retry: would apply
+            led.submit_future("deposit", {"account": "a", "cents": 6}, "old-1"),    # conflict
+            led.submit_future("leak", {}, "leak-1"),                                # invariant: refused
+            led.submit_future("deposit", {"account": "b", "cents": 3}, "new-3"),
+        ]
+        with caplog.at_level("ERROR", logger="controller.ledger"):
+            g.hold = False
+            g.gate.set()
+            first.result(WAIT)
+            outcomes = []
+            for f in futs:
+                try:
+                    outcomes.append(f.result(WAIT))
+                except Exception as e:  # noqa: BLE001
+                    outcomes.append(e)
+        n1, o2, n2, o1, conflict, leak, n3 = outcomes
+        assert o1 == r1 and o1.repeat and o2 == r2 and o2.repeat
+        assert isinstance(conflict, KeyConflict) and conflict.seq == r1.seq
+        assert isinstance(leak, InvariantViolation)
+        assert [n1.seq, n2.seq, n3.seq] == [r2.seq + 2, r2.seq + 3, r2.seq + 4]  # "first" took r2.seq + 1
+        assert not (n1.repeat or n2.repeat or n3.repeat)
+        assert led.state == ({"a": 0, "b": 6, "z": 1}, 12, 5)
+        assert sum("leak-1" in r.getMessage() for r in caplog.records) == 1
+        # a batch whose only journaled key belongs to an operation that applies: found by the insert
+        g.entered.clear()
+        g.gate.clear()
+        g.hold = True
+        second = led.submit_future("deposit", {"account": "z", "cents": 1}, "second")
+        assert g.entered.wait(WAIT)
+        futs = [led.submit_future("deposit", {"account": "c", "cents": 1}, "new-4"),
+                led.submit_future("deposit", {"account": "b", "cents": 2}, "new-2"),
+                led.submit_future("deposit", {"account": "c", "cents": 2}, "new-5")]
+        g.hold = False
+        g.gate.set()
+        s = second.result(WAIT)
+        n4, again, n5 = (f.result(WAIT) for f in futs)
+        assert again == n2 and again.repeat
+        assert (n4.seq, n5.seq) == (s.seq + 1, s.seq + 2) and led.head.seq == n5.seq
+        assert led.state == ({"a": 0, "b": 6, "c": 3, "z": 2}, 16, 5)
+    assert user_keys(tmp_path) == ["old-1", "old-2", "first", "new-1", "new-2", "new-3", "second", "new-4", "new-5"]
+    assert verify_state_dir(tmp_path, BrokenReducer()).ok
 
 
 # --- refusals -----------------------------------------------------------------------------------
@@ -357,6 +439,46 @@ def test_submit_async(tmp_path):
         assert led.state == ({"a": 400}, 400, 0)
 
 
+def test_submit_async_from_several_event_loops_and_threads(tmp_path):
+    """One batch may hold operations of several event loops and of plain threads: each is resolved where
+    its caller waits."""
+    g = gated_factory()
+    with open_ledger(tmp_path, connection_factory=g) as led:
+        g.hold = True
+        first = led.submit_future("deposit", {"account": "z", "cents": 1}, "first")
+        assert g.entered.wait(WAIT)
+        started = threading.Barrier(3)
+        results: dict[str, list] = {}
+
+        def run_loop(name: str) -> None:
+            async def main():
+                futs = [asyncio.ensure_future(led.submit_async("deposit", {"account": name, "cents": 1}, f"{name}-{i}"))
+                        for i in range(20)]
+                await asyncio.sleep(0)  # every submission is queued
+                started.wait(WAIT)
+                return [(asyncio.get_running_loop(), await f) for f in futs]
+
+            results[name] = asyncio.run(main())
+
+        threads = [threading.Thread(target=run_loop, args=(n,)) for n in ("p", "q")]
+        for t in threads:
+            t.start()
+        plain = [led.submit_future("deposit", {"account": "r", "cents": 1}, f"r-{i}") for i in range(20)]
+        started.wait(WAIT)
+        g.hold = False
+        g.gate.set()
+        for t in threads:
+            t.join(WAIT)
+        assert first.result(WAIT).seq == 3
+        seqs = [f.result(WAIT).seq for f in plain]
+        for name in ("p", "q"):
+            loops = {id(loop) for loop, _r in results[name]}
+            assert len(loops) == 1
+            seqs += [r.seq for _loop, r in results[name]]
+        assert sorted(seqs) == list(range(4, 64))
+        assert led.state == ({"z": 1, "p": 20, "q": 20, "r": 20}, 61, 0)
+
+
 # --- fatal storage errors -----------------------------------------------------------------------
 
 
@@ -373,7 +495,7 @@ class FailingCommit(sqlite3.Connection):
     fail = False
 
     def execute(self, sql, *args):
-        if sql == "COMMIT" and type(self).fail:
+        if type(self).fail and commits(self, sql):
             raise sqlite3.OperationalError("disk I/O error")
         return super().execute(sql, *args)
 
@@ -415,7 +537,7 @@ class SmallDisk(sqlite3.Connection):
     cap = False
 
     def execute(self, sql, *args):
-        if sql == "BEGIN IMMEDIATE" and type(self).cap:
+        if type(self).cap and begins_a_write(self, sql):
             pages = super().execute("PRAGMA page_count").fetchone()[0]
             super().execute(f"PRAGMA max_page_count={pages}")
         return super().execute(sql, *args)
@@ -448,7 +570,8 @@ def test_default_fatal_hook_exits_the_process(tmp_path):
         class Failing(sqlite3.Connection):
             fail = False
             def execute(self, sql, *a):
-                if sql == "COMMIT" and Failing.fail:
+                # a COMMIT, or the INSERT that writes a batch outside a transaction (and commits it)
+                if Failing.fail and (sql == "COMMIT" or (sql.startswith("INSERT") and not self.in_transaction)):
                     raise sqlite3.OperationalError("disk I/O error")
                 return super().execute(sql, *a)
         led = Ledger.open({str(tmp_path)!r}, Accounts(), software_digest="t", connection_factory=Failing)
@@ -529,6 +652,46 @@ def test_leftover_of_an_interrupted_creation_is_discarded(tmp_path):
     with open_ledger(d) as led:
         assert led.startup.created and led.head.seq == 2
     assert not (d / (journal.DB_NAME + ".new")).exists()
+
+
+@pytest.mark.parametrize("single_max", [journal._SINGLE_MAX, 5])  # 5: batches above it take BEGIN..COMMIT
+def test_append_new_writes_all_rows_or_none(tmp_path, monkeypatch, single_max):
+    monkeypatch.setattr(journal, "_SINGLE_MAX", single_max)
+    with open_ledger(tmp_path):
+        pass
+    conn = journal.connect(tmp_path / journal.DB_NAME)
+    journal.set_pragmas(conn)
+    seq0 = journal.seq_range(conn)[1]
+
+    def rows(first: int, keys: list[str]) -> list[tuple[int, str, str, str]]:
+        return [(first + i, k, f"[{first + i}]", chain.entry_hash(f"[{first + i}]")) for i, k in enumerate(keys)]
+
+    try:
+        written = []
+        for n in (1, 2, 5, 7, 13, 40):  # sizes that fit a statement exactly and ones that are padded
+            batch = rows(seq0 + 1 + len(written), [f"n{n}-{i}" for i in range(n)])
+            assert journal.append_new(conn, batch) is True
+            written += batch
+            assert not conn.in_transaction
+        got = conn.execute("SELECT seq, key, entry, hash FROM entries WHERE seq > ? ORDER BY seq", (seq0,)).fetchall()
+        assert got == written
+        # a journaled key anywhere in a batch: nothing of the batch is written
+        for at in (0, 3, 6):
+            keys = [f"x{at}-{i}" for i in range(7)]
+            keys[at] = written[at][1]
+            assert journal.append_new(conn, rows(seq0 + 1 + len(written), keys)) is False
+            assert not conn.in_transaction
+        assert journal.seq_range(conn)[1] == seq0 + len(written)
+        # anything else is an error, as in append()
+        with pytest.raises(sqlite3.IntegrityError):
+            journal.append_new(conn, rows(seq0 + len(written), ["fresh-1", "fresh-2"]))  # seq taken
+        assert not conn.in_transaction and journal.seq_range(conn)[1] == seq0 + len(written)
+        conn.execute("BEGIN IMMEDIATE")
+        with pytest.raises(LedgerError):  # inside a transaction the INSERT would not commit
+            journal.append_new(conn, rows(seq0 + 1 + len(written), ["fresh-3"]))
+        conn.execute("ROLLBACK")
+    finally:
+        conn.close()
 
 
 def test_every_connection_is_wal_and_synchronous_full(tmp_path):

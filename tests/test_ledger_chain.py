@@ -73,3 +73,59 @@ def test_time_format():
     assert chain.format_time(t) == "2026-11-29T12:00:00.000005Z"
     with pytest.raises(ValueError):
         chain.format_time(dt.datetime(2026, 1, 1))  # naive: refused
+
+
+def test_decoding_canonical_text_is_strict():
+    for value in ({"a": [1, {"b": None}], "c": "\u00e9"}, [], {}, "x", 10**30, True, None):
+        text = chain.canonical(value)
+        assert chain.canonical_decoded(value) == (text, json.loads(text))
+    for bad in ("1.5", '{"a":1e3}', '{"a":1} ', "{} {}", "", " 1", "[1,]"):
+        with pytest.raises(ValueError):
+            chain._decode(bad)
+
+
+def test_a_printable_space_is_only_the_ascii_space():
+    """check_key relies on it: isprintable() and no " " is the same test as isprintable() and no split()."""
+    odd = [c for c in map(chr, range(0x110000)) if c.isprintable() and c.split() != [c]]
+    assert odd == [" "]
+    for bad in ("a\u00a0b", "a\u2028b", "a\u3000b", "a\tb", "a\u200bb"):
+        with pytest.raises(InputError):
+            chain.check_key(bad)
+    assert chain.check_key("t\u00e9ble-7:\u20ac1") == "t\u00e9ble-7:\u20ac1"
+
+
+def test_segment_digest_in_bulk_is_the_same():
+    entries = [(chain.entry_hash(f"[{i}]"), f"k\u00e9y-{i}", f"[{i}]") for i in range(7)]
+    one = chain.SegmentDigest()
+    for h, k, t in entries:
+        one.add(h, k, t)
+    bulk = chain.SegmentDigest()
+    bulk.add_many([], [], [])
+    for part in (entries[:1], entries[1:4], [], entries[4:]):
+        bulk.add_many([h for h, _k, _t in part], [k for _h, k, _t in part], [t.encode() for _h, _k, t in part])
+    assert (bulk.n, bulk.hexdigest()) == (one.n, one.hexdigest())
+    hashes, keys, texts = (x.encode() for x in ("".join(h for h, _k, _t in entries),
+                                                  "\n".join(k for _h, k, _t in entries),
+                                                  "\n".join(t for _h, _k, t in entries)))
+    assert chain.digest_of_parts(hashes, keys, texts) == one.hexdigest()
+
+
+def test_canonical_checked_finds_every_float():
+    """It skips decoding when the text has none of '.', 'e+', 'e-': every float the encoder writes has one."""
+    import math
+    import random
+    import struct
+
+    rng = random.Random(7)
+    floats = [0.0, -0.0, 1.0, 1e16, 1e-7, 5e-324, 1.7976931348623157e308, 123456789012345678.0, 0.1, 2.5e-5]
+    floats += [struct.unpack("<d", struct.pack("<Q", rng.getrandbits(64)))[0] for _ in range(20000)]
+    for f in floats:
+        if not math.isfinite(f):
+            continue
+        text = float.__repr__(f)
+        assert "." in text or "e+" in text or "e-" in text, text
+        for value in (f, {"x": f}, [1, {"k": [f]}]):
+            with pytest.raises(ValueError):
+                chain.canonical_checked(value)
+    for ok in ({"value": 10**20, "meter": "table-7", "note": "e+e-."}, [True, None, "x"], 0):
+        assert chain.canonical_checked(ok) == chain.canonical(ok)

@@ -23,7 +23,6 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
-import re
 from typing import Any
 
 from ..errors import InputError
@@ -68,6 +67,20 @@ def _no_float(text: str) -> Any:
 
 
 _strict_decoder = json.JSONDecoder(parse_float=_no_float)
+_scan = _strict_decoder.scan_once
+
+
+def _decode(text: str) -> Any:
+    """The value of a canonical text, floats refused. Canonical text is one JSON value with no whitespace
+    around it, so the decoder's scanner is called directly: JSONDecoder.decode would only add two
+    whitespace matches around the same call."""
+    try:
+        value, end = _scan(text, 0)
+    except StopIteration:
+        raise ValueError(f"not a JSON value: {text[:40]!r}") from None
+    if end != len(text):
+        raise ValueError(f"extra data after a JSON value at {end}")
+    return value
 
 
 def canonical(value: Any) -> str:
@@ -79,18 +92,17 @@ def canonical_decoded(value: Any) -> tuple[str, Any]:
     """The canonical text of `value` and the value decoded from it (tuples become lists, and so on).
     Raises TypeError/ValueError for what JSON cannot hold exactly (floats among them)."""
     text = _encode(value)
-    return text, _strict_decoder.decode(text)
-
-
-_FLOATISH = re.compile(r"[0-9][.eE]")
+    return text, _decode(text)
 
 
 def canonical_checked(value: Any) -> str:
-    """Like canonical(), without decoding when the text cannot hold a float (every JSON float has a digit
-    followed by '.', 'e' or 'E'; when the text has one, it is decoded strictly to be sure)."""
+    """Like canonical(), without decoding when the text cannot hold a float. The encoder writes a float
+    as float.__repr__ does, which always has a '.' or an exponent with its sign ('1.5', '1e+16', '1e-07'):
+    a text with none of '.', 'e+', 'e-' has no float; one with any of them is decoded strictly to be sure
+    (three substring searches cost less than one regular expression)."""
     text = _encode(value)
-    if _FLOATISH.search(text) is not None:
-        _strict_decoder.decode(text)
+    if "." in text or "e+" in text or "e-" in text:
+        _decode(text)
     return text
 
 
@@ -106,7 +118,7 @@ def canonical_body(body: Any, field: str = "body") -> tuple[str, dict[str, Any]]
         raise InputError(field, f"must be a JSON object (dict), not {type(body).__name__}")
     try:
         text = _encode(body)
-        decoded = _strict_decoder.decode(text)
+        decoded = _decode(text)
     except (TypeError, ValueError) as e:
         raise InputError(field, f"not exact JSON: {e}") from None
     return text, decoded
@@ -117,7 +129,9 @@ def check_key(key: object, field: str = "key") -> str:
         raise InputError(field, f"must be a non-empty string, not {key!r}")
     if len(key) > MAX_KEY_LEN:
         raise InputError(field, f"longer than {MAX_KEY_LEN} characters")
-    if not key.isprintable() or key.split() != [key]:
+    # A printable character that is whitespace is the ASCII space and nothing else (every other Unicode
+    # space is a separator, not printable; tests check the whole code space): so no split() is needed.
+    if not key.isprintable() or " " in key:
         raise InputError(field, f"{key!r} contains spaces or control characters")
     if key.startswith(INTERNAL_KEY_PREFIX):
         raise InputError(field, f"keys beginning with {INTERNAL_KEY_PREFIX!r} are reserved for the ledger")
@@ -192,6 +206,22 @@ class SegmentDigest:
             self._k.update(key.encode())
             self._e.update(text.encode("ascii"))
         self.n += 1
+
+    def add_many(self, hashes: list[str], keys: list[str], texts: list[bytes]) -> None:
+        """The same as add() for each entry in turn (the same bytes reach the three digests), with the
+        entries' texts already encoded as ASCII."""
+        if not hashes:
+            return
+        self._h.update("".join(hashes).encode("ascii"))
+        k = "\n".join(keys).encode()
+        e = b"\n".join(texts)
+        if self.n:
+            self._k.update(b"\n" + k)
+            self._e.update(b"\n" + e)
+        else:
+            self._k.update(k)
+            self._e.update(e)
+        self.n += len(hashes)
 
     def hexdigest(self) -> str:
         return combine_parts(self._h.hexdigest(), self._k.hexdigest(), self._e.hexdigest())

@@ -155,16 +155,16 @@ INSERT_ENTRY = INSERT_INTO + "(?, ?, ?, ?)"
 _CHUNK = 256  # rows per INSERT statement (4 parameters each: well under SQLite's limit of 32766)
 
 
-def insert_rows(conn: sqlite3.Connection, rows: list[tuple[int, str, str, str]]) -> None:
+def insert_rows(conn: sqlite3.Connection, rows: list[tuple[int, str, str, str]], suffix: str = "") -> None:
     """Insert rows with one multi-row INSERT per chunk. Each statement step releases Python's GIL and must
     win it back; one step per chunk instead of one per row keeps the writer from queueing behind the event
     loop's thread once per row."""
     for i in range(0, len(rows), _CHUNK):
         chunk = rows[i:i + _CHUNK]
         if len(chunk) == 1:
-            conn.execute(INSERT_ENTRY, chunk[0])
+            conn.execute(INSERT_ENTRY + suffix, chunk[0])
             continue
-        sql = INSERT_INTO + ",".join(["(?, ?, ?, ?)"] * len(chunk))
+        sql = INSERT_INTO + ",".join(["(?, ?, ?, ?)"] * len(chunk)) + suffix
         conn.execute(sql, [v for row in chunk for v in row])
 
 
@@ -188,6 +188,94 @@ def append(conn: sqlite3.Connection, rows: list[tuple[int, str, str, str]],
         except Exception:
             pass
         raise
+
+
+INSERT_NEW_SUFFIX = " ON CONFLICT(key) DO NOTHING"
+_SINGLE_MAX = 4096  # rows written by one statement at most (4 parameters each)
+_batch_sql: dict[int, str] = {}
+
+
+def _bucket(n: int) -> int:
+    """The number of rows of the statement that writes `n` rows: n itself up to 4, then the next of
+    6, 8, 12, 16, 24, 32, 48, ... (powers of two and one and a half times them). Few statements, each
+    prepared once and kept in the connection's statement cache; at most a third of the rows are padding."""
+    if n <= 4:
+        return n
+    p = 1 << (n - 1).bit_length()
+    return p * 3 // 4 if n <= p * 3 // 4 else p
+
+
+def _batch_statement(size: int) -> str:
+    sql = _batch_sql.get(size)
+    if sql is None:
+        # padding rows are (0, 0, 0, 0) and left out by the WHERE: entries are numbered from 1
+        sql = (INSERT_INTO.replace(" VALUES ", " SELECT * FROM (VALUES ") + ",".join(["(?, ?, ?, ?)"] * size)
+               + ") WHERE column1 > 0")
+        _batch_sql[size] = sql
+    return sql
+
+
+def _is_key_conflict(e: sqlite3.IntegrityError) -> bool:
+    return getattr(e, "sqlite_errorname", "") == "SQLITE_CONSTRAINT_UNIQUE" and "entries.key" in str(e)
+
+
+def append_new(conn: sqlite3.Connection, rows: list[tuple[int, str, str, str]]) -> bool:
+    """Write `rows` (seq, key, entry, hash) in one transaction, durably, as append() does, if none of their
+    keys is in the journal yet; if one is, write nothing and return False.
+
+    The UNIQUE index on `key` answers the question as part of the insert, so the writer need not look its
+    keys up before every batch (keys are new but for retries). Only a key conflict is answered with False;
+    anything else raises, as in append().
+
+    Up to _SINGLE_MAX rows are written by one INSERT statement outside any explicit transaction: SQLite runs
+    it as a transaction of its own and commits it (WAL synced: synchronous=FULL) before the statement
+    returns, or writes none of the rows. One statement instead of BEGIN, INSERT, COMMIT also means one
+    release of Python's GIL instead of three: each release lets the event loop's thread in, and the writer
+    then waits for it to give the GIL back before it can go on to the COMMIT."""
+    if conn.in_transaction:  # the statement would not commit: the caller would acknowledge too early
+        raise LedgerError("append_new called inside a transaction")
+    n = len(rows)
+    if n == 0:
+        return True
+    if n > min(_SINGLE_MAX, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 4):
+        return _append_new_chunked(conn, rows)
+    if n == 1:
+        sql, params = INSERT_ENTRY, rows[0]
+    else:
+        size = _bucket(n)
+        sql = _batch_statement(size)
+        params = [v for row in rows for v in row]
+        if size > n:
+            params += [0] * (4 * (size - n))
+    try:
+        conn.execute(sql, params)
+    except sqlite3.IntegrityError as e:
+        if conn.in_transaction:  # not expected: a failed statement on its own rolls back its transaction
+            conn.execute("ROLLBACK")
+        if _is_key_conflict(e):
+            return False
+        raise
+    return True
+
+
+def _append_new_chunked(conn: sqlite3.Connection, rows: list[tuple[int, str, str, str]]) -> bool:
+    """append_new() for more rows than one statement takes: BEGIN, INSERTs, COMMIT (or ROLLBACK)."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        before = conn.total_changes
+        insert_rows(conn, rows, INSERT_NEW_SUFFIX)
+        if conn.total_changes - before != len(rows):
+            conn.execute("ROLLBACK")
+            return False
+        conn.execute("COMMIT")
+    except BaseException:
+        try:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+        except Exception:
+            pass
+        raise
+    return True
 
 
 def find_keys(conn: sqlite3.Connection, keys: list[str]) -> dict[str, tuple[int, str, str]]:

@@ -133,10 +133,8 @@ class Ledger(Generic[S]):
         return self.submit_future(kind, body, key).result(timeout)
 
     async def submit_async(self, kind: str, body: dict[str, Any], key: str) -> Receipt:
-        import asyncio  # here, not at the top: the daemon has it loaded; tools and child processes need not
-
         # An asyncio future, resolved in this loop's thread with one wake-up per batch, not per operation.
-        return await self._writer.enqueue(_op(kind, body, key, asyncio.get_running_loop()))
+        return await self._writer.enqueue(_op(kind, body, key, _running_loop()))
 
     # --- reading ---
 
@@ -183,6 +181,16 @@ class Ledger(Generic[S]):
                 self.close(checkpoint=False)
             except Exception:  # noqa: BLE001
                 pass
+
+
+def _running_loop() -> Any:
+    """asyncio.get_running_loop(); asyncio is imported on first use, not at the top: the daemon has it
+    loaded, tools and child processes need not. Then this name is bound to that function itself."""
+    global _running_loop
+    from asyncio import get_running_loop
+
+    _running_loop = get_running_loop
+    return get_running_loop()
 
 
 def _op(kind: str, body: dict[str, Any], key: str, loop: Any = None) -> Op:

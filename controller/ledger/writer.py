@@ -5,10 +5,14 @@ For each batch (everything queued while the previous COMMIT was in progress, up 
 1. each operation is checked against the journal for its idempotency key (a retry gets the original
    receipt, a different operation under a used key gets KeyConflict), then applied to the in-memory
    state through the reducer; a refused operation (InputError/RulesError, or a state on which the
-   invariant check fails) is left out;
-2. all accepted operations are written in one transaction and COMMIT runs (synchronous=FULL: it returns
-   after fsync);
-3. only then is the new state published and every caller's future resolved.
+   invariant check fails) is left out. Keys are new but for retries, so the batch is prepared first as
+   if none of its keys were journaled, and the UNIQUE index on key checks that as part of the write
+   (the keys of refused operations are looked up); if one was, nothing is written and the batch is
+   prepared again with the journaled keys looked up first;
+2. all accepted operations are written in one transaction, which commits (synchronous=FULL: the WAL is
+   synced) before the write returns;
+3. only then is the new state published and every caller's future resolved (the callers of a batch are
+   told just before the next batch is written, or at once when nothing else is queued).
 
 If the write or COMMIT fails, no caller of the batch is told its operation succeeded: every waiting
 caller gets FatalStorageError and the fatal hook runs; the default hook exits the process so that
@@ -17,6 +21,7 @@ systemd restarts it from the journal. Nothing is retried or swallowed here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -119,6 +124,7 @@ class Op:
 
 
 _STOP = object()
+_NOTHING_FOUND: dict[str, tuple[int, str, str]] = {}
 
 
 def _resolve(fut: Any, outcome: Any) -> None:
@@ -133,24 +139,52 @@ def _resolve(fut: Any, outcome: Any) -> None:
         pass
 
 
-def _resolve_all(pairs: list[tuple[Any, Any]]) -> None:
-    for fut, outcome in pairs:
-        _resolve(fut, outcome)
+def _resolve_in_loop(outcomes: list[tuple[Op, Any]], loop: Any) -> None:
+    """Resolve the futures of `loop`'s operations among `outcomes`; runs in that loop's thread. The list is
+    not split by loop beforehand: the writer thread, which decides how fast batches go, only passes it on."""
+    for op, outcome in outcomes:
+        if op.loop is not loop:
+            continue
+        fut = op.future
+        try:
+            if fut.done():
+                continue
+            if isinstance(outcome, BaseException):
+                fut.set_exception(outcome)
+            else:
+                fut.set_result(outcome)
+        except InvalidStateError:
+            pass
 
 
 def deliver(outcomes: list[tuple[Op, Any]]) -> None:
     """Resolve every operation's future: concurrent ones here, asyncio ones with one call per event loop."""
-    by_loop: dict[Any, list[tuple[Any, Any]]] = {}
-    for op, outcome in outcomes:
-        if op.loop is None:
-            _resolve(op.future, outcome)
-        else:
-            by_loop.setdefault(op.loop, []).append((op.future, outcome))
-    for loop, pairs in by_loop.items():
+    loops = {op.loop for op, _outcome in outcomes}
+    if None in loops:
+        loops.discard(None)
+        for op, outcome in outcomes:
+            if op.loop is None:
+                _resolve(op.future, outcome)
+    for loop in loops:
         try:
-            loop.call_soon_threadsafe(_resolve_all, pairs)
+            loop.call_soon_threadsafe(_resolve_in_loop, outcomes, loop)
         except RuntimeError:  # the loop was closed: nobody is waiting
             pass
+
+
+class _Prepared:
+    """A batch prepared by Writer._prepare: the rows to write (seq, key, entry, hash) and their texts as
+    ASCII bytes; each operation's outcome; the state, seq and hash after the rows; the keys of refused
+    operations; what to log, as (level, message, args, exception) once the batch is settled."""
+
+    __slots__ = ("rows", "texts", "outcomes", "state", "seq", "hash", "refused_keys", "notes")
+
+    def __init__(self, rows: list[tuple[int, str, str, str]], texts: list[bytes], outcomes: list[tuple[Op, Any]],
+                 state: Any, seq: int, hash: str, refused_keys: list[str],
+                 notes: list[tuple[int, str, tuple, BaseException | None]]) -> None:
+        self.rows, self.texts, self.outcomes = rows, texts, outcomes
+        self.state, self.seq, self.hash = state, seq, hash
+        self.refused_keys, self.notes = refused_keys, notes
 
 
 class Writer:
@@ -177,6 +211,7 @@ class Writer:
         self._closed = False
         self._checkpoint_at_stop = False
         self.dead: FatalStorageError | None = None
+        self._pending: list[tuple[Op, Any]] | None = None  # outcomes of the last batch, not yet delivered
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
 
     # --- called from other threads ---
@@ -209,6 +244,8 @@ class Writer:
         batch: list[Op] = []
         try:
             while True:
+                if self._q.empty():
+                    self._deliver_pending()  # nothing to prepare meanwhile: tell the callers now
                 item = self._q.get()
                 if item is _STOP:
                     break
@@ -228,11 +265,18 @@ class Writer:
                 self._maybe_checkpoint()
                 if stop:
                     break
+            self._deliver_pending()
             if self._checkpoint_at_stop and self.seq > self._seg_first:
                 # a clean stop leaves a snapshot of the final state: the next start replays nothing
                 self._maybe_checkpoint(force=True)
         except BaseException as e:  # noqa: BLE001 - storage failure (or a bug): never swallowed
             self._die(e, batch)
+
+    def _deliver_pending(self) -> None:
+        """Tell the callers of the last committed batch their outcomes (see _process)."""
+        pending, self._pending = self._pending, None
+        if pending:
+            deliver(pending)
 
     def _die(self, exc: BaseException, batch: list[Op]) -> None:
         err = FatalStorageError(f"writing the journal failed; nothing of the batch was acknowledged: {exc!r}")
@@ -240,6 +284,10 @@ class Writer:
         with self._lock:
             self.dead = err
             self._closed = True
+        try:
+            self._deliver_pending()  # committed before the failure: their receipts stand
+        except Exception:  # the failure being handled is the one to report
+            log.exception("telling the callers of the last committed batch failed")
         try:
             self._fatal(err)  # the default never returns: the process exits
         finally:
@@ -257,60 +305,94 @@ class Writer:
         taken = [op for op in batch if op.take()]
         if not taken:
             return
+        conn = self._conn
+        t = chain.format_time(self._clock())  # one time for the batch: it is one transaction
+        # Keys are new but for retries, so the batch is first prepared as if none of its keys were in the
+        # journal, and written only if that holds: the keys of refused operations are looked up (a retry
+        # of a journaled operation gets its receipt, even if the operation would now be refused), and the
+        # UNIQUE index on key checks the others as part of the insert. If it does not hold, nothing was
+        # written, and the batch is prepared again knowing which of its keys the journal holds.
+        p = self._prepare(taken, t, _NOTHING_FOUND)
+        # The previous batch's callers are told only now, just before this batch goes to the disk: their
+        # event loop wakes while this thread waits for the write, instead of competing with it for the
+        # GIL while it prepares. (With nothing queued, _run tells them at once.)
+        self._deliver_pending()
+        if ((p.refused_keys and journal.find_keys(conn, p.refused_keys))
+                or (p.rows and not journal.append_new(conn, p.rows))):  # raises on any failure: see _run/_die
+            p = None
+        if p is None:
+            p = self._prepare(taken, t, journal.find_keys(conn, list({op.key for op in taken})))
+            if p.rows:
+                journal.append(conn, p.rows)  # raises on any failure: see _run/_die
+        rows = p.rows
+        if rows:
+            self.transactions += 1
+            self._segment.add_many([r[3] for r in rows], [r[1] for r in rows], p.texts)
+            self.state, self.seq, self.hash = p.state, p.seq, p.hash
+        for level, msg, args, exc in p.notes:
+            log.log(level, msg, *args, exc_info=exc)
+        self._pending = p.outcomes  # committed: delivered before the next write or wait (_deliver_pending)
+
+    def _prepare(self, taken: list[Op], t: str, existing: dict[str, tuple[int, str, str]]) -> _Prepared:
+        """Apply the operations in order to the state as of the last COMMIT, as if the journal held the keys
+        in `existing` (key -> (seq, entry, hash)) and no others. Writes and logs nothing."""
         reducer = self._reducer
+        apply, check = reducer.apply, reducer.check
         state, seq, prev = self.state, self.seq, self.hash
-        existing = journal.find_keys(self._conn, list({op.key for op in taken}))
         in_batch: dict[str, tuple[Op, Receipt]] = {}
         rows: list[tuple[int, str, str, str]] = []
+        texts: list[bytes] = []
         outcomes: list[tuple[Op, Any]] = []
-        t = chain.format_time(self._clock())  # one time for the batch: it is one transaction
+        doubtful: list[str] = []
+        notes: list[tuple[int, str, tuple, BaseException | None]] = []
+        canonical_checked, entry_text, sha256 = chain.canonical_checked, chain.entry_text, hashlib.sha256
         for op in taken:
-            prior = in_batch.get(op.key)
+            key = op.key
+            prior = in_batch.get(key)
             if prior is not None:
                 p_op, p_receipt = prior
                 if p_op.kind == op.kind and p_op.body_text == op.body_text:
                     outcomes.append((op, p_receipt.again()))
                 else:
-                    outcomes.append((op, KeyConflict(op.key, p_receipt.seq)))
+                    outcomes.append((op, KeyConflict(key, p_receipt.seq)))
                 continue
-            found = existing.get(op.key)
-            if found is not None:
-                outcomes.append((op, self._repeat(op, *found)))
-                continue
+            if existing:
+                found = existing.get(key)
+                if found is not None:
+                    outcomes.append((op, self._repeat(op, *found)))
+                    continue
             try:
-                new_state, result = reducer.apply(state, op.kind, op.body)
-                result_text = chain.canonical_checked(result)
+                new_state, result = apply(state, op.kind, op.body)
+                result_text = canonical_checked(result)
             except InputError as e:
                 outcomes.append((op, e))
+                doubtful.append(key)
                 continue
             except Exception as e:  # noqa: BLE001 - a bug in the reducer refuses this one operation
-                log.exception("reducer failed on %s %r", op.kind, op.key)
+                notes.append((logging.ERROR, "reducer failed on %s %r", (op.kind, key), e))
                 outcomes.append((op, e))
+                doubtful.append(key)
                 continue
             try:
-                reducer.check(new_state)
+                check(new_state)
             except Exception as e:  # noqa: BLE001
-                log.error("operation %s %r would break the invariant: %s", op.kind, op.key, e)
+                notes.append((logging.ERROR, "operation %s %r would break the invariant: %s", (op.kind, key, e), None))
                 err = InvariantViolation(f"refused: the operation would break the invariant: {e}")
                 err.__cause__ = e
                 outcomes.append((op, err))
+                doubtful.append(key)
                 continue
             seq += 1
-            text = chain.entry_text(prev, seq, op.key, t, op.kind, op.body_text, result_text)
-            h = chain.entry_hash(text)
-            rows.append((seq, op.key, text, h))
-            receipt = Receipt(seq, op.key, op.kind, t, h, result_text)
-            in_batch[op.key] = (op, receipt)
+            text = entry_text(prev, seq, key, t, op.kind, op.body_text, result_text)
+            data = text.encode("ascii")
+            h = sha256(data).hexdigest()  # chain.entry_hash(text)
+            rows.append((seq, key, text, h))
+            texts.append(data)
+            receipt = Receipt(seq, key, op.kind, t, h, result_text)
+            in_batch[key] = (op, receipt)
             outcomes.append((op, receipt))
             state, prev = new_state, h
-        if rows:
-            journal.append(self._conn, rows)  # raises on any failure: see _run/_die
-            self.transactions += 1
-            seg = self._segment
-            for _seq, key, text, h in rows:
-                seg.add(h, key, text)
-            self.state, self.seq, self.hash = state, seq, prev
-        deliver(outcomes)
+        return _Prepared(rows, texts, outcomes, state, seq, prev, doubtful, notes)
 
     def _repeat(self, op: Op, seq: int, text: str, h: str) -> Receipt | KeyConflict:
         e = Entry(text)
@@ -356,6 +438,7 @@ class Writer:
             log.error("reducer snapshot does not survive restore(); checkpoints are off until restart")
             self._checkpoints_ok = False
             return
+        self._deliver_pending()
         body = {"segment": {"first": self._seg_first, "last": self.seq, "sha256": self._segment.hexdigest()},
                 "state_sha256": state_digest(state_text)}
         seq = self.seq + 1
