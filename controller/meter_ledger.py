@@ -41,6 +41,24 @@ def define_meter_body(params: Any, set_by: str, at: datetime) -> dict[str, Any]:
     return {"params": params_to_dict(params), "set_by": set_by, "at": at.isoformat()}
 
 
+def configure_meter(ledger: Any, params: Any, owner: str, source: str, now: datetime) -> str | None:
+    """Bring meter `params.meter_id` of `ledger` (a controller.ledger.Ledger) to its configured parameters:
+    define it if the journal does not have it, or record a parameter change (which the meter refuses while
+    one of its rounds is open or an award is locked: InputError). `owner` (a table or an authority) keys the
+    entries. Returns "defined", "changed" or None (already so)."""
+    from .meter import ops as meter_ops
+
+    current = ledger.state.get(params.meter_id)
+    if current is None:
+        ledger.submit(DEFINE_METER, define_meter_body(params, source, now), f"define:{owner}:{params.meter_id}")
+        return "defined"
+    if current.params == params:
+        return None
+    op = meter_ops.ChangeParams(params, source, now)
+    ledger.submit(op.kind, op_body(params.meter_id, op), f"params:{owner}:{params.meter_id}:{now.isoformat()}")
+    return "changed"
+
+
 def op_body(meter_id: str, op: Any) -> dict[str, Any]:
     """The journal body of a meter operation on `meter_id`."""
     body = op.to_dict()

@@ -31,7 +31,7 @@ from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
 from ..ledger.chain import utc_now
 from ..meter import ops as meter_ops
-from ..meter_ledger import DEFINE_METER, MetersReducer, define_meter_body, op_body
+from ..meter_ledger import MetersReducer, configure_meter, op_body
 from ..money import UNITS_PER_CENT, format_cents, parse_cents, parse_units
 from ..round import machine
 from ..round import model as rm
@@ -126,15 +126,10 @@ class TableDaemon:
         """Create each of the table's meters the journal does not have yet; a meter whose parameters the
         configuration changed gets a recorded parameter change (refused while one of its rounds is open)."""
         for m in standalone_meters(self.cfg):
-            current = led.state.get(m.id)
-            now = utc_now()
-            if current is None:
-                body = define_meter_body(m.params, f"configuration {self.cfg.source.name}", now)
-                led.submit(DEFINE_METER, body, f"define:{self.cfg.table}:{m.id}")
+            done = configure_meter(led, m.params, self.cfg.table, f"configuration {self.cfg.source.name}", utc_now())
+            if done == "defined":
                 log.info("meter defined", meter=m.id, reset=format_cents(m.params.reset_cents))
-            elif current.params != m.params:
-                op = meter_ops.ChangeParams(m.params, f"configuration {self.cfg.source.name}", now)
-                led.submit(op.kind, op_body(m.id, op), f"params:{self.cfg.table}:{m.id}:{now.isoformat()}")
+            elif done == "changed":
                 log.warning("meter parameters changed by the configuration", meter=m.id)
 
     # --- running -----------------------------------------------------------------------------------

@@ -143,18 +143,8 @@ def _resolve_in_loop(outcomes: list[tuple[Op, Any]], loop: Any) -> None:
     """Resolve the futures of `loop`'s operations among `outcomes`; runs in that loop's thread. The list is
     not split by loop beforehand: the writer thread, which decides how fast batches go, only passes it on."""
     for op, outcome in outcomes:
-        if op.loop is not loop:
-            continue
-        fut = op.future
-        try:
-            if fut.done():
-                continue
-            if isinstance(outcome, BaseException):
-                fut.set_exception(outcome)
-            else:
-                fut.set_result(outcome)
-        except InvalidStateError:
-            pass
+        if op.loop is loop:
+            _resolve(op.future, outcome)
 
 
 def deliver(outcomes: list[tuple[Op, Any]]) -> None:

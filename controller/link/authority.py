@@ -23,8 +23,7 @@ from ..errors import InputError
 from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
 from ..ledger.chain import format_time, utc_now
-from ..meter import ops as meter_ops
-from ..meter_ledger import DEFINE_METER, LINK_REFUSED, MetersReducer, define_meter_body, op_body
+from ..meter_ledger import LINK_REFUSED, MetersReducer, configure_meter
 from ..money import format_cents, parse_cents
 from . import schema
 from .journal_keys import KeyIndex
@@ -88,19 +87,16 @@ class LinkAuthority:
                           **self._ledger_options)
         try:
             for m in self.cfg.meters.values():
-                current = led.state.get(m.id)
-                now = utc_now()
-                if current is None:
-                    led.submit(DEFINE_METER, define_meter_body(m.params, f"configuration {self.cfg.source.name}",
-                                                               now), f"define:{self.cfg.authority}:{m.id}")
+                try:  # a change is refused while any linked table has a round open or a lock pending
+                    done = configure_meter(led, m.params, self.cfg.authority,
+                                           f"configuration {self.cfg.source.name}", utc_now())
+                except InputError as e:
+                    log.error("linked meter parameters not changed", meter=m.id, error=str(e))
+                    continue
+                if done == "defined":
                     log.info("linked meter defined", meter=m.id, reset=format_cents(m.params.reset_cents))
-                elif current.params != m.params:
-                    op = meter_ops.ChangeParams(m.params, f"configuration {self.cfg.source.name}", now)
-                    try:  # refused while any linked table has a round open or a lock pending
-                        led.submit(op.kind, op_body(m.id, op), f"params:{self.cfg.authority}:{m.id}:{now.isoformat()}")
-                        log.warning("linked meter parameters changed by the configuration", meter=m.id)
-                    except InputError as e:
-                        log.error("linked meter parameters not changed", meter=m.id, error=str(e))
+                elif done == "changed":
+                    log.warning("linked meter parameters changed by the configuration", meter=m.id)
             self.keys = KeyIndex(led.db_path)
             self.next_seq = {t: n + 1 for t, n in self.keys.last_link_seqs().items()}
         except BaseException:
