@@ -20,8 +20,24 @@ UNITS_PER_DOLLAR = CENTS_PER_DOLLAR * UNITS_PER_CENT
 _DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 
+_PARSED: dict[tuple[str, int], int] = {}  # the amounts a table sends are few: each is parsed once
+_PARSED_MAX = 4096
+
+
 def _parse_decimal(text: object, field: str, places: int) -> int:
     """`text` as an integer count of 10**-places dollars."""
+    if type(text) is str:
+        known = _PARSED.get((text, places))
+        if known is not None:
+            return known
+    value = _parse_decimal_text(text, field, places)
+    if len(_PARSED) >= _PARSED_MAX:
+        _PARSED.clear()
+    _PARSED[text, places] = value  # type: ignore[index]  # text is a str: checked by _parse_decimal_text
+    return value
+
+
+def _parse_decimal_text(text: object, field: str, places: int) -> int:
     if isinstance(text, bool) or not isinstance(text, str):
         raise InputError(field, f"must be a decimal string of dollars such as \"10000.00\", not {text!r}")
     s = text.strip()

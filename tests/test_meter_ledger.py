@@ -72,3 +72,69 @@ def test_a_good_operation_is_durable_and_idempotent(ledger):
     again = ledger.submit(op.kind, op_body("fchb", op), key="t1:r1:book")
     assert again.seq == first.seq and ledger.head.seq == first.seq
     assert ledger.state["fchb"].contributions == 600 * 1000  # 10% of $6.00 in meter units
+
+
+# --- the reducer's fast paths must not weaken a check ----------------------------------------------------
+
+
+def _two_meter_state():
+    from controller.ledger.chain import canonical_body
+    from controller.meter import CloseRound
+
+    r = MetersReducer()
+    st = r.initial()
+    for mid in ("fchb", "other"):
+        body = define_meter_body(params_from_dict({**PARAMS, "meter_id": mid}, "params"), "tech", AT)
+        st, _ = r.apply(st, "define-meter", canonical_body(body)[1])
+    for n in (1, 2):
+        st, _ = r.apply(st, "book-contributions",
+                        canonical_body(op_body("fchb", BookContributions(f"t1-r{n}", "t1", ((1, 100), (2, 500)), AT)))[1])
+    st, _ = r.apply(st, "close-round", canonical_body(op_body("fchb", CloseRound("t1-r1", AT)))[1])
+    return r, st
+
+
+def test_check_still_checks_a_state_that_apply_did_not_make():
+    from types import MappingProxyType
+
+    from controller.meter.state import InvariantError, with_maps
+
+    r, st = _two_meter_state()
+    r.check(st)  # every meter state came out of apply
+    broken = with_maps(st["fchb"], current=st["fchb"].current + 1)  # one unit more than the books explain
+    with pytest.raises(InvariantError, match="meter fchb"):
+        r.check(MappingProxyType({**st, "fchb": broken}))
+    stray = with_maps(st["other"], recent_rounds=("t1-r2",))  # an open round of `fchb`? no: of `other`, none
+    r.check(MappingProxyType({**st, "other": stray}))
+    looped = with_maps(st["fchb"], recent_rounds=(*st["fchb"].recent_rounds, "t1-r2"))  # open and closed at once
+    with pytest.raises(InvariantError, match="recent_rounds"):
+        r.check(MappingProxyType({**st, "fchb": looped}))
+
+
+def test_with_maps_is_replace_and_keeps_the_round_set_only_while_it_holds():
+    from dataclasses import replace
+
+    from controller.meter.state import with_maps
+
+    _r, st = _two_meter_state()
+    s = st["fchb"]
+    assert s.recent_rounds == ("t1-r1",) and s.recent_set == frozenset({"t1-r1"})
+    same = with_maps(s, current=s.current + 5, contributions=s.contributions + 5)
+    assert same == replace(s, current=s.current + 5, contributions=s.contributions + 5)
+    assert same.recent_set == frozenset({"t1-r1"})
+    moved = with_maps(s, recent_rounds=("t1-r1", "t1-r9"))
+    assert moved.recent_set == frozenset({"t1-r1", "t1-r9"})  # not the cached set of `s`
+    assert s.open_rounds["t1-r2"].wager_cents == 600 and s.open_rounds["t1-r2"].seats == frozenset({1, 2})
+    with pytest.raises(TypeError, match="no field 'curent'"):
+        with_maps(s, curent=1)
+
+
+def test_parsed_amounts_are_remembered_per_number_of_places():
+    from controller.money import parse_cents, parse_units
+
+    assert parse_cents("1.50", "a") == 150 and parse_cents("1.50", "a") == 150
+    assert parse_units("1.50", "a") == 1_500_000  # same text, other unit
+    assert parse_cents(" 2.00", "a") == 200
+    for bad in ("1.505", "-1.00", "x"):
+        for _ in range(2):  # a refusal is never remembered as a value
+            with pytest.raises(InputError, match="wager"):
+                parse_cents(bad, "wager")

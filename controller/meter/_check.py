@@ -38,7 +38,9 @@ def text(value: object, field: str, *, allow_empty: bool = False, max_len: int =
 def identifier(value: object, field: str) -> str:
     """A round id or table name: printable, no blanks at all."""
     s = text(value, field, max_len=MAX_ID)
-    if any(c.isspace() for c in s):
+    # The only printable character that is whitespace is the ASCII space (every other Unicode space is a
+    # separator, not printable), and text() has refused what is not printable.
+    if " " in s:
         raise InputError(field, f"{s!r} holds blanks")
     return s
 
@@ -152,9 +154,9 @@ def format_moment(t: datetime) -> str:
 
 def obj(value: object, field: str, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> Mapping[str, Any]:
     """A decoded JSON object with exactly the keys expected (unknown keys are refused: typos)."""
-    if not isinstance(value, Mapping):
+    if not isinstance(value, dict) and not isinstance(value, Mapping):  # dict first: the ABC check is slow
         raise InputError(field, f"must be an object, not {type(value).__name__}")
-    allowed = set(required) | set(optional)
+    allowed = _allowed(required, optional)
     for key in value:
         if key not in allowed:
             raise InputError(join(field, str(key)), f"unknown key; expected one of {', '.join(sorted(allowed))}")
@@ -164,8 +166,20 @@ def obj(value: object, field: str, required: tuple[str, ...], optional: tuple[st
     return value
 
 
+_ALLOWED: dict[tuple[tuple[str, ...], tuple[str, ...]], frozenset[str]] = {}
+
+
+def _allowed(required: tuple[str, ...], optional: tuple[str, ...]) -> frozenset[str]:
+    """The keys obj() accepts; the callers' tuples are constants, so each set is built once."""
+    try:
+        return _ALLOWED[required, optional]
+    except KeyError:
+        allowed = _ALLOWED[required, optional] = frozenset(required) | frozenset(optional)
+        return allowed
+
+
 def array(value: object, field: str) -> list[Any]:
-    if not isinstance(value, list | tuple):
+    if not isinstance(value, (list, tuple)):  # a tuple of types: `list | tuple` builds a union per call
         raise InputError(field, f"must be a list, not {type(value).__name__}")
     return list(value)
 

@@ -106,7 +106,7 @@ def _book(s: MeterState, op: BookContributions) -> tuple[MeterState, Effect]:
     p = s.params
     if op.round_id in s.open_rounds:
         raise RulesError("round_id", f"round {op.round_id} is already booked")
-    if op.round_id in s.recent_rounds:
+    if op.round_id in s.recent_set:
         raise RulesError("round_id", f"round {op.round_id} was booked before and is closed or voided")
     for i, (seat, cents) in enumerate(op.wagers):
         if cents not in p.wager_sizes:

@@ -59,7 +59,7 @@ class BookContributions:
         items = _check.array(self.wagers, "wagers")
         out = []
         for i, w in enumerate(items):
-            if not isinstance(w, tuple | list) or len(w) != 2:
+            if not isinstance(w, (tuple, list)) or len(w) != 2:
                 raise InputError(f"wagers[{i}]", f"must be a pair (seat, cents), not {w!r}")
             seat = _check.integer(w[0], f"wagers[{i}].seat", minimum=1)
             c = w[1]

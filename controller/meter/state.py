@@ -12,7 +12,8 @@ amounts paid are integer cents. The state is immutable: `controller.meter.apply`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields
+from functools import cached_property
 from datetime import datetime
 from fractions import Fraction
 from types import MappingProxyType
@@ -66,11 +67,13 @@ class Booking:
     on_dealer: tuple[int, ...] = ()  # positions in `wagers` of the wagers on the dealer's hand
     round_meters: tuple[str, ...] = ()  # every meter the round books, when more than one
 
-    @property
+    # Computed once per booking (it is frozen): the invariant sums them over every open round after each
+    # operation. cached_property writes the instance's __dict__, which a frozen dataclass allows.
+    @cached_property
     def wager_cents(self) -> int:
         return sum(c for _, c in self.wagers)
 
-    @property
+    @cached_property
     def seats(self) -> frozenset[int]:
         return frozenset(s for s, _ in self.wagers)
 
@@ -178,6 +181,12 @@ class MeterState:
 
     __hash__ = None  # type: ignore[assignment]  # holds mappings
 
+    @cached_property
+    def recent_set(self) -> frozenset[str]:
+        """`recent_rounds` as a set, for membership; carried to the next state while they do not change
+        (see with_maps): a close builds it once, the bookings after it reuse it."""
+        return frozenset(self.recent_rounds)
+
     @property
     def current_cents(self) -> int:
         """What the sign shows: the meter floored to the cent (the remainder stays on the meter)."""
@@ -197,11 +206,29 @@ def initial_state(params: MeterParams, set_by: str = "", at: datetime | None = N
 
 
 def with_maps(state: MeterState, **changes: Any) -> MeterState:
-    """`replace` that freezes mapping fields it is given."""
+    """`replace` that freezes mapping fields it is given.
+
+    Every meter operation makes its new state here, so this is `dataclasses.replace` done directly: the
+    fields copied and the changes set, without calling __init__ field by field (MeterState has no
+    __post_init__: its __init__ only stores the fields). Cached values go with the copy unless the field
+    they derive from changes."""
+    for key in changes:
+        if key not in _STATE_FIELDS:
+            raise TypeError(f"MeterState has no field {key!r}")
     for key in ("hits", "open_rounds", "locked"):
         if key in changes:
             changes[key] = _frozen(changes[key])
-    return replace(state, **changes)
+    new = object.__new__(MeterState)
+    d = new.__dict__
+    d.update(state.__dict__)
+    d.update(changes)
+    if "recent_rounds" in changes:
+        d.pop("recent_set", None)
+    return new
+
+
+_STATE_FIELDS = frozenset(f.name for f in fields(MeterState))
+assert not hasattr(MeterState, "__post_init__"), "with_maps() does not run __init__"
 
 
 # --- the invariant ------------------------------------------------------------------------------
@@ -252,7 +279,16 @@ def invariant_failures(s: MeterState) -> list[str]:
             f"meter_awards {u(s.meter_awards)} != (meter_paid_cents {s.meter_paid_cents} + owed_cents "
             f"{s.owed_cents}) cents"
         )
-    owed = sum(b.owed_cents for b in s.open_rounds.values())
+    # One pass over the open rounds for every sum the checks below need.
+    owed = open_count = open_cents = open_contributed = open_reserved = open_overflowed = 0
+    for b in s.open_rounds.values():
+        if b.shared:
+            owed += b.owed_cents
+        open_count += len(b.wagers)
+        open_cents += b.wager_cents
+        open_contributed += b.contributed
+        open_reserved += b.reserved
+        open_overflowed += b.overflowed
     if s.owed_cents != owed:
         bad.append(f"owed_cents {s.owed_cents} != {owed} owed in the open rounds")
     if s.meter_paid_cents > s.paid_by_attendant_cents:
@@ -273,14 +309,12 @@ def invariant_failures(s: MeterState) -> list[str]:
         bad.append(f"history holds {len(s.history)} hits; at most {min(p.history_size, s.hit_count)}")
     if [h.number for h in s.history] != list(range(s.hit_count - len(s.history) + 1, s.hit_count + 1)):
         bad.append(f"history is not the last {len(s.history)} of {s.hit_count} hits in order")
-    open_count = sum(len(b.wagers) for b in s.open_rounds.values())
-    open_cents = sum(b.wager_cents for b in s.open_rounds.values())
     if open_count > s.wagers_count or open_cents > s.wagers_cents:
         bad.append(f"open rounds hold {open_count} wagers of {open_cents} cents; the meters {s.wagers_count}, {s.wagers_cents}")
-    in_open = [sum(getattr(b, k) for b in s.open_rounds.values()) for k in ("contributed", "reserved", "overflowed")]
+    in_open = [open_contributed, open_reserved, open_overflowed]
     if in_open[0] > s.contributions or in_open[1] > s.reserve_in or in_open[2] > s.overflow_in:
         bad.append(f"open rounds booked {in_open} units; more than contributions, reserve_in, overflow_in")
-    if len(s.recent_rounds) > RECENT_ROUNDS or set(s.recent_rounds) & set(s.open_rounds):
+    if len(s.recent_rounds) > RECENT_ROUNDS or not s.recent_set.isdisjoint(s.open_rounds):
         bad.append("recent_rounds is too long or holds an open round")
     for claim, a in sorted(s.locked.items()):
         b = s.open_rounds.get(a.round_id)
@@ -289,7 +323,7 @@ def invariant_failures(s: MeterState) -> list[str]:
             bad.append(f"locked claim {claim}: round {a.round_id} at table {a.table} seat {a.seat} is not open")
         if min(a.amount_cents, a.from_reserve, a.from_overflow, a.seeded) < 0:
             bad.append(f"locked claim {claim}: a negative amount")
-    if len(s.settled_claims) > RECENT_CLAIMS or set(s.settled_claims) & set(s.locked):
+    if len(s.settled_claims) > RECENT_CLAIMS or (s.locked and not s.locked.keys().isdisjoint(s.settled_claims)):
         bad.append("settled_claims is too long or holds a pending claim")
     return bad
 
