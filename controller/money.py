@@ -71,6 +71,8 @@ def format_cents(cents: int) -> str:
 
 def format_units(units: int) -> str:
     """Meter units as dollars with at least 2 and at most 6 decimal places."""
+    if units == 0:  # most amounts of an operation's effect
+        return "0.00"
     sign = "-" if units < 0 else ""
     whole, frac = divmod(abs(units), UNITS_PER_DOLLAR)
     digits = f"{frac:06d}".rstrip("0")

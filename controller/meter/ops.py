@@ -61,8 +61,9 @@ class BookContributions:
         for i, w in enumerate(items):
             if not isinstance(w, (tuple, list)) or len(w) != 2:
                 raise InputError(f"wagers[{i}]", f"must be a pair (seat, cents), not {w!r}")
-            seat = _check.integer(w[0], f"wagers[{i}].seat", minimum=1)
-            c = w[1]
+            seat, c = w
+            if type(seat) is not int or seat < 1:  # the field's name is made only for the error
+                _check.integer(seat, f"wagers[{i}].seat", minimum=1)
             if isinstance(c, bool) or not isinstance(c, int):
                 raise InputError(f"wagers[{i}].cents", f"seat {seat}: must be a whole number of cents, not {c!r}")
             if c <= 0:
@@ -109,9 +110,11 @@ class BookContributions:
                     ("magic_card", "lucky_seat", "on_dealer", "round_meters"))
         wagers = []
         for i, w in enumerate(_check.array(m["wagers"], _check.join(field_prefix, "wagers"))):
-            where = _check.join(field_prefix, f"wagers[{i}]")
-            wm = _check.obj(w, where, ("seat", "amount"))
-            wagers.append((wm["seat"], parse_cents(wm["amount"], _check.join(where, "amount"))))
+            try:  # the field's name is made only for an error
+                wm = _check.obj(w, "", ("seat", "amount"))
+                wagers.append((wm["seat"], parse_cents(wm["amount"], "amount")))
+            except InputError as e:
+                raise e.at(_check.join(field_prefix, f"wagers[{i}]")) from None
         at = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
         kw: dict[str, Any] = {"round_id": m["round_id"], "table": m["table"], "wagers": tuple(wagers), "at": at}
         if "magic_card" in m:

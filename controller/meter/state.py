@@ -77,6 +77,12 @@ class Booking:
     def seats(self) -> frozenset[int]:
         return frozenset(s for s, _ in self.wagers)
 
+    @cached_property
+    def totals(self) -> tuple[int, int, int, int, int, int]:
+        """(owed cents, wagers, wager cents, contributed, reserved, overflowed): what the invariant sums."""
+        return (self.owed_cents if self.shared else 0, len(self.wagers), self.wager_cents, self.contributed,
+                self.reserved, self.overflowed)
+
     @property
     def owed_cents(self) -> int:
         return sum(s.owed_cents for s in self.shared)
@@ -279,16 +285,11 @@ def invariant_failures(s: MeterState) -> list[str]:
             f"meter_awards {u(s.meter_awards)} != (meter_paid_cents {s.meter_paid_cents} + owed_cents "
             f"{s.owed_cents}) cents"
         )
-    # One pass over the open rounds for every sum the checks below need.
+    # Every sum over the open rounds that the checks below need, in one pass (a link has many open rounds).
     owed = open_count = open_cents = open_contributed = open_reserved = open_overflowed = 0
-    for b in s.open_rounds.values():
-        if b.shared:
-            owed += b.owed_cents
-        open_count += len(b.wagers)
-        open_cents += b.wager_cents
-        open_contributed += b.contributed
-        open_reserved += b.reserved
-        open_overflowed += b.overflowed
+    if s.open_rounds:
+        owed, open_count, open_cents, open_contributed, open_reserved, open_overflowed = map(
+            sum, zip(*[b.totals for b in s.open_rounds.values()]))
     if s.owed_cents != owed:
         bad.append(f"owed_cents {s.owed_cents} != {owed} owed in the open rounds")
     if s.meter_paid_cents > s.paid_by_attendant_cents:
