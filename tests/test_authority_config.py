@@ -25,6 +25,7 @@ from controller.config.authority import (
     is_authority_config,
     load_authority_config,
 )
+from controller.link.mqtt import MqttSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "config" / "link" / "authority.toml"
@@ -261,6 +262,16 @@ def test_link_timeout_is_a_tables_setting(tmp_path):
     doc = base()
     doc["mqtt"]["link_timeout"] = 5
     assert "a table's setting" in one(problems(tmp_path, doc), "mqtt.link_timeout").message
+
+
+def test_the_mqtt_protocol_is_set_as_a_tables(tmp_path):
+    doc = base()
+    assert load_authority_config(write(tmp_path, doc)).mqtt.protocol == "5"  # the default
+    doc["mqtt"]["protocol"] = "3.1.1"
+    cfg = load_authority_config(write(tmp_path, doc))
+    assert MqttSettings.from_config(cfg.mqtt).protocol == "3.1.1"
+    doc["mqtt"]["protocol"] = 5
+    assert one(problems(tmp_path, doc), "mqtt.protocol").message == 'must be "5" or "3.1.1", not the integer 5'
 
 
 def test_the_client_id_is_not_a_tables(tmp_path):

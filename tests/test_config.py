@@ -25,7 +25,9 @@ from controller.config import (
     hash_credential,
     load_config,
 )
+from controller.config.model import MQTT_PROTOCOLS
 from controller.games import GAMES
+from controller.link.mqtt import PROTOCOLS, MqttSettings
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ROOT / "config" / "tables"
@@ -823,6 +825,28 @@ def test_mqtt_client_certificate_comes_with_its_key(tmp_path):
     doc = linked(base())
     doc["mqtt"] = {"host": "127.0.0.1", "cert_file": "cert.pem"}
     one(problems(tmp_path, doc), "mqtt.key_file")
+
+
+def test_mqtt_protocol_reaches_the_links_settings(tmp_path):
+    doc = linked(base())
+    doc["mqtt"] = {"host": "link.casino.example"}
+    assert load_config(write(tmp_path, doc)).mqtt.protocol == "5"  # the default
+    doc["mqtt"]["protocol"] = "3.1.1"
+    cfg = load_config(write(tmp_path, doc))
+    assert cfg.mqtt is not None and cfg.mqtt.protocol == "3.1.1"
+    assert MqttSettings.from_config(cfg.mqtt).protocol == "3.1.1"
+    assert MQTT_PROTOCOLS == PROTOCOLS  # the configuration offers what the link speaks
+
+
+@pytest.mark.parametrize("value", ["4", "3.1", 5, Decimal("3.1")])
+def test_mqtt_protocol_is_5_or_311_in_quotes(tmp_path, value):
+    doc = linked(base())
+    doc["mqtt"] = {"host": "link.casino.example", "protocol": value}
+    p = one(problems(tmp_path, doc), "mqtt.protocol")
+    assert p.message.startswith('must be "5" or "3.1.1", not ') and 'protocol = "3.1.1"' in p.hint
+    with pytest.raises(ConfigError) as e:
+        load_config(write(tmp_path, doc))
+    assert f"{tmp_path / 'table.toml'}: mqtt.protocol: must be" in str(e.value)
 
 
 # --- the rest of the file ---------------------------------------------------------------------------------

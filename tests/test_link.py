@@ -5,6 +5,7 @@ link loss seen by every table; messages the authority must not apply are dropped
 from __future__ import annotations
 
 import asyncio
+import functools
 from fractions import Fraction
 from pathlib import Path
 
@@ -75,6 +76,29 @@ async def test_three_tables_one_meter_exactly_once(tmp_path, broker):
                                 for link in links), "every table shows the meter")
         assert [link.outbox.acked for link in links] == [10, 10, 10]
         assert rig.authority.next_seq == {t: 11 for t in TABLES}
+    finally:
+        await rig.close()
+
+
+async def test_mqtt_311_tables_exactly_once(tmp_path, broker, monkeypatch):
+    # Every client of the rig connects with MQTT 3.1.1 (clean_session false, no reason codes).
+    monkeypatch.setattr(broker, "settings", functools.partial(broker.settings, protocol="3.1.1"))
+    tables = TABLES[:2]
+    rig = LinkRig(tmp_path, broker, tables)
+    try:
+        a = await rig.start_authority()
+        links = [await rig.start_table(t) for t in tables]
+        await until(lambda: all(link.alive for link in links), "every table hears the authority")
+        assert {a.mqtt.settings.protocol, *(link.mqtt.settings.protocol for link in links)} == {"3.1.1"}
+        wagered = sum(await asyncio.gather(*(play(link, t, range(1, 4)) for link, t in zip(links, tables))), [])
+        await rig.all_answered()
+        m = rig.meter()
+        assert m.contributions == expected_contributions(wagered)
+        assert not m.open_rounds
+        assert [link.outbox.acked for link in links] == [6, 6]
+        assert a.next_seq == {t: 7 for t in tables}
+        for client in ("authority", *tables):  # Mosquitto logs the protocol of each connection: p2 is 3.1.1
+            assert f" as {client} (p2, " in broker.log()
     finally:
         await rig.close()
 

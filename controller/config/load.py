@@ -1068,8 +1068,9 @@ class _Checker:
         port = m.port if m.port is not None else (8883 if m.tls else 1883)
         self.mqtt = MqttConfig(
             host=m.host, port=port, tls=m.tls, client_id=client_id, topic_prefix=m.topic_prefix,
-            link_timeout=float(m.link_timeout), ca_file=files["ca_file"], cert_file=files["cert_file"],
-            key_file=files["key_file"], username=m.username, password_file=files["password_file"],
+            link_timeout=float(m.link_timeout), protocol=m.protocol, ca_file=files["ca_file"],
+            cert_file=files["cert_file"], key_file=files["key_file"], username=m.username,
+            password_file=files["password_file"],
         )
 
 

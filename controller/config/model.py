@@ -29,6 +29,8 @@ CardCounterRole = Literal["shuffler", "shoe"]
 CARD_COUNTER_ROLES: tuple[str, ...] = ("shuffler", "shoe")
 CardSource = Literal["shoe", "dealer"]
 ShufflerKind = Literal["counting", "non-counting", "none"]
+MqttProtocol = Literal["5", "3.1.1"]
+MQTT_PROTOCOLS: tuple[str, ...] = ("5", "3.1.1")  # as controller.link.mqtt.PROTOCOLS, what the link speaks
 MAX_STUB_COUNT_EVERY = 5  # § 667a.8(f), § 643a.8(f): at least once every 5 rounds of play
 
 
@@ -146,6 +148,7 @@ class MqttConfig:
     client_id: str
     topic_prefix: str
     link_timeout: float
+    protocol: MqttProtocol = "5"
     ca_file: Path | None = None
     cert_file: Path | None = None
     key_file: Path | None = None

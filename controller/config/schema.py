@@ -14,10 +14,11 @@ from fractions import Fraction
 from functools import cache
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, create_model
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, create_model
 
 from ..meter.params import DEFAULT_HISTORY
-from .fields import Money, Rate, Seconds, custom
+from .fields import Money, Rate, Seconds, custom, show
+from .model import MQTT_PROTOCOLS, MqttProtocol
 
 
 class Section(BaseModel):
@@ -121,6 +122,15 @@ class LoggingModel(Section):
     level: Literal["debug", "info", "warning", "error"] = "info"
 
 
+def _mqtt_protocol(value: object) -> str:
+    # Not pydantic's Literal check: refusing protocol = 5 (an integer) must say to write it in quotes.
+    if isinstance(value, str) and value in MQTT_PROTOCOLS:
+        return value
+    allowed = " or ".join(f'"{p}"' for p in MQTT_PROTOCOLS)
+    raise custom(f"must be {allowed}, not {show(value)}",
+                 'the MQTT version, in quotes: protocol = "5" (the default) or protocol = "3.1.1"')
+
+
 class MqttModel(Section):
     host: str = Field(min_length=1, max_length=253)
     port: int | None = Field(None, ge=1, le=65535)
@@ -133,3 +143,4 @@ class MqttModel(Section):
     password_file: str | None = None
     topic_prefix: str = "progressive/v1"
     link_timeout: Seconds = Field(10.0, gt=0, le=300)
+    protocol: Annotated[MqttProtocol, PlainValidator(_mqtt_protocol)] = "5"

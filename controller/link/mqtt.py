@@ -153,7 +153,7 @@ class MqttSettings:
         password = None if cfg.password_file is None else read_password(Path(cfg.password_file))
         return cls(host=cfg.host, port=cfg.port, tls=cfg.tls, ca_file=cfg.ca_file, cert_file=cfg.cert_file,
                    key_file=cfg.key_file, username=cfg.username, password=password, client_id=cfg.client_id,
-                   will=will)
+                   protocol=cfg.protocol, will=will)
 
     @property
     def address(self) -> str:
