@@ -352,7 +352,7 @@ def test_check_config_sound_authority(tmp_path, capsys):
         f"{path}: sound",
         "link authority link-1: 3 table(s): cs-01, fcp-02, lir-03",
         "meters: fchb-link (reset 10000.00, rate 0.15)",
-        "broker: link.casino.example:8883, TLS, client id link-1, user authority",
+        "broker: link.casino.example:8883, MQTT 5, TLS, client id link-1, user authority",
     ]
 
 
@@ -365,7 +365,7 @@ def test_check_config_authority_json(tmp_path, capsys):
     assert s["meters"]["fchb-link"]["reset"] == "10000.00" and s["meters"]["fchb-link"]["rate"] == "0.15"
     assert s["meters"]["fchb-link"]["wager_sizes"] == ["1.00"]
     assert s["mqtt"] == {"host": "link.casino.example", "port": 8883, "tls": True, "client_id": "link-1",
-                         "username": "authority", "topic_prefix": "progressive/v1"}
+                         "username": "authority", "topic_prefix": "progressive/v1", "protocol": "5"}
 
 
 def test_check_config_authority_with_problems(tmp_path, capsys):

@@ -362,7 +362,8 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
 def _print_authority_summary(name: str, summary: dict[str, Any]) -> None:
     meters = ", ".join(f"{m} (reset {v['reset']}, rate {v['rate']})" for m, v in summary["meters"].items())
     q = summary["mqtt"]
-    broker = f"{q['host']}:{q['port']}, " + ("TLS" if q["tls"] else "no TLS") + f", client id {q['client_id']}"
+    broker = (f"{q['host']}:{q['port']}, MQTT {q['protocol']}, " + ("TLS" if q["tls"] else "no TLS")
+              + f", client id {q['client_id']}")
     if q["username"]:
         broker += f", user {q['username']}"
     tables = summary["tables"]

@@ -81,7 +81,7 @@ class AuthorityConfig:
             "meters": meters,
             "heartbeat": self.heartbeat,
             "mqtt": {"host": q.host, "port": q.port, "tls": q.tls, "client_id": q.client_id,
-                     "username": q.username, "topic_prefix": q.topic_prefix},
+                     "username": q.username, "topic_prefix": q.topic_prefix, "protocol": q.protocol},
         }
 
 
