@@ -177,28 +177,37 @@ class PayPercentAward:
         _check.integer(self.shares, "shares", minimum=1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "round_id": self.round_id,
-            "table": self.table,
-            "seat": self.seat,
-            "hand": self.hand,
-            "award": self.award,
-            "percent": _check.format_fraction(self.percent),
-            "at": _check.format_moment(self.at),
-            "approved_by": self.approved_by,
-            "shares": self.shares,
-        }
+        return _percent_award_dict(self, "approved_by")
 
     @classmethod
     def from_dict(cls, d: object, field_prefix: str = "") -> PayPercentAward:
-        keys = ("round_id", "table", "seat", "hand", "award", "percent", "at", "approved_by")
-        m = _fields(d, field_prefix, cls.kind, keys, ("shares",))
-        kw = {k: m[k] for k in keys}
-        kw["percent"] = _check.parse_fraction(m["percent"], _check.join(field_prefix, "percent"))
-        kw["at"] = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
-        kw["shares"] = m.get("shares", 1)
-        return _build(cls, kw, field_prefix)
+        return _percent_award_from_dict(cls, d, field_prefix, "approved_by")
+
+
+def _percent_award_dict(op: Any, last: str) -> dict[str, Any]:
+    """The dict form of a percentage award paid at once (`last` = "approved_by") or locked ("claim")."""
+    return {
+        "kind": op.kind,
+        "round_id": op.round_id,
+        "table": op.table,
+        "seat": op.seat,
+        "hand": op.hand,
+        "award": op.award,
+        "percent": _check.format_fraction(op.percent),
+        "at": _check.format_moment(op.at),
+        last: getattr(op, last),
+        "shares": op.shares,
+    }
+
+
+def _percent_award_from_dict(cls: type, d: object, field_prefix: str, last: str) -> Any:
+    keys = ("round_id", "table", "seat", "hand", "award", "percent", "at", last)
+    m = _fields(d, field_prefix, cls.kind, keys, ("shares",))  # type: ignore[attr-defined]
+    kw = {k: m[k] for k in keys}
+    kw["percent"] = _check.parse_fraction(m["percent"], _check.join(field_prefix, "percent"))
+    kw["at"] = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
+    kw["shares"] = m.get("shares", 1)
+    return _build(cls, kw, field_prefix)
 
 
 def _check_percent_award(op: Any) -> None:
@@ -433,28 +442,11 @@ class LockPercentAward:
         _check.integer(self.shares, "shares", minimum=1)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "round_id": self.round_id,
-            "table": self.table,
-            "seat": self.seat,
-            "hand": self.hand,
-            "award": self.award,
-            "percent": _check.format_fraction(self.percent),
-            "at": _check.format_moment(self.at),
-            "claim": self.claim,
-            "shares": self.shares,
-        }
+        return _percent_award_dict(self, "claim")
 
     @classmethod
     def from_dict(cls, d: object, field_prefix: str = "") -> LockPercentAward:
-        keys = ("round_id", "table", "seat", "hand", "award", "percent", "at", "claim")
-        m = _fields(d, field_prefix, cls.kind, keys, ("shares",))
-        kw = {k: m[k] for k in keys}
-        kw["percent"] = _check.parse_fraction(m["percent"], _check.join(field_prefix, "percent"))
-        kw["at"] = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
-        kw["shares"] = m.get("shares", 1)
-        return _build(cls, kw, field_prefix)
+        return _percent_award_from_dict(cls, d, field_prefix, "claim")
 
 
 @dataclass(frozen=True)
