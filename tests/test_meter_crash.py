@@ -21,16 +21,13 @@ import hashlib
 import json
 import os
 import random
-import selectors
-import signal
 import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
-from crash_pipe import kill, read_lines
+from crash_pipe import Moments, kill_cycle
 
 from controller.ledger import Ledger, journal, verify_state_dir
 from controller.ledger.chain import canonical
@@ -89,57 +86,12 @@ class Lane:
         proc = subprocess.Popen([sys.executable, str(CHILD), str(self.dir), str(self.seed), str(count)],
                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 cwd=CHILD.parent.parent)
-        try:
-            proc.stdin.write(json.dumps(spec).encode())
-            proc.stdin.close()
-            mode = self.rng.random()
-            lines: list[str] = []
-            buf = bytearray()
-            sel = selectors.DefaultSelector()
-            sel.register(proc.stdout, selectors.EVENT_READ)
-            if mode < 0.1:
-                # kill while it opens: verifying, replaying, writing its self-check entry or a checkpoint
-                eof = self._read(proc, sel, buf, lines, until="OPENING", deadline=time.monotonic() + HANG)
-                if not eof:
-                    self._read(proc, sel, buf, lines, until=None,
-                               deadline=time.monotonic() + self.rng.uniform(0, 0.05))
-                killed = self._kill(proc)
-            elif mode < 0.25:
-                # kill at a random moment after the start
-                self._read(proc, sel, buf, lines, until=None, deadline=time.monotonic() + self.rng.uniform(0, 0.4))
-                killed = self._kill(proc)
-            elif mode < 0.95:
-                # kill right after the k-th submission was announced (the writer may be committing it)
-                k = self.rng.randint(0, count + len(retry))
-                eof = self._read(proc, sel, buf, lines, until=k, deadline=time.monotonic() + HANG)
-                killed = False if eof else self._kill(proc)
-            else:
-                self._read(proc, sel, buf, lines, until=None, deadline=time.monotonic() + HANG, to_eof=True)
-                killed = False
-            # what was written before the kill is still in the pipe: read to the end
-            self._read(proc, sel, buf, lines, until=None, deadline=time.monotonic() + HANG, to_eof=True)
-            sel.close()
-            rc = proc.wait(timeout=HANG)
-            err = proc.stderr.read().decode(errors="replace")
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
         where = f"lane seed {self.seed} cycle {index}"
-        assert rc in (0, -signal.SIGKILL), f"{where}: child exited {rc}:\n{err}"
-        if rc == -signal.SIGKILL:
-            self.kills += 1
-        elif not killed:
-            assert lines and lines[-1] == "DONE", f"{where}: child ended without DONE:\n{err}"
+        moments = Moments(opening=0.1, opening_s=0.05, anytime_s=0.4, counted=count + len(retry))
+        lines, killed = kill_cycle(proc, json.dumps(spec).encode(), self.rng, moments, counted=("SUBMIT ",),
+                                   where=where, hang=HANG)
+        self.kills += killed
         self.check(lines, where)
-
-    def _read(self, proc, sel, buf, lines, *, until, deadline, to_eof=False) -> bool:
-        """Read until `until` announced submissions (see crash_pipe.read_lines)."""
-        return read_lines(proc, sel, buf, lines, counted=("SUBMIT ",), until=until, deadline=deadline,
-                          to_eof=to_eof, where=f"lane seed {self.seed}")
-
-    def _kill(self, proc) -> bool:
-        return kill(proc)
 
     # --- checks ---
 
