@@ -15,8 +15,8 @@ AT = datetime(2026, 11, 30, 1, 2, 3, tzinfo=timezone.utc)
 R = OutboxReducer()
 
 
-def book(rid: str, wagers=((1, 100), (3, 500))):
-    return send_body("fchb", "fchb-link", ops.BookContributions(rid, "cs-01", wagers, AT))
+def book(rid: str, wagers=((1, 100), (3, 500)), round_meters=()):
+    return send_body("fchb", "fchb-link", ops.BookContributions(rid, "cs-01", wagers, AT, round_meters=round_meters))
 
 
 def test_sequence_numbers_pending_and_answers():
@@ -34,9 +34,31 @@ def test_sequence_numbers_pending_and_answers():
 
 def test_open_rounds_are_kept_for_resuming():
     s, _ = R.apply(R.initial(), LINK_SEND, book("cs-01-r4"))
-    assert s.open_rounds == {"fchb": {"cs-01-r4": (((1, 100), (3, 500)), ())}}
+    assert s.open_rounds == {"fchb": {"cs-01-r4": (((1, 100), (3, 500)), (), ())}}
     s, _ = R.apply(s, LINK_SEND, send_body("fchb", "fchb-link", ops.VoidRound("cs-01-r4", AT, "shoe jam")))
     assert s.open_rounds == {}
+
+
+def test_an_open_round_keeps_the_meters_its_booking_names():
+    """A round booked on several meters names them all in each booking: a start that finds the round on a
+    linked meter only can tell it was not booked on the others."""
+    s, _ = R.apply(R.initial(), LINK_SEND, book("cs-01-r1", round_meters=("main", "fchb")))
+    s, _ = R.apply(s, LINK_SEND, book("cs-01-r2", round_meters=("main", "fchb")))
+    assert s.open_rounds == {"fchb": {"cs-01-r1": (((1, 100), (3, 500)), (), ("fchb", "main")),
+                                      "cs-01-r2": (((1, 100), (3, 500)), (), ("fchb", "main"))}}
+    s, _ = R.apply(s, LINK_SEND, send_body("fchb", "fchb-link", ops.VoidRound("cs-01-r1", AT, "not booked on main")))
+    s, _ = R.apply(s, LINK_SEND, send_body("fchb", "fchb-link", ops.CloseRound("cs-01-r2", AT)))
+    assert s.open_rounds == {} and s.last_round == {"fchb": "cs-01-r2"}
+
+
+def test_a_booking_journaled_before_the_outbox_kept_round_meters_replays_as_then():
+    """A link journal written before names a round's meters in the operation only: replayed, its booking keeps
+    none and snapshots in the form of then, so each of its checkpoints still has the digest it recorded."""
+    before = book("cs-01-r1", round_meters=("main", "fchb"))
+    assert before.pop("round_meters") == ["fchb", "main"] and before["body"]["round_meters"] == ["fchb", "main"]
+    s, _ = R.apply(R.initial(), LINK_SEND, before)
+    assert s.open_rounds == {"fchb": {"cs-01-r1": (((1, 100), (3, 500)), (), ())}}
+    assert R.snapshot(s)["open_rounds"] == {"fchb": {"cs-01-r1": {"wagers": [[1, 100], [3, 500]], "on_dealer": []}}}
 
 
 def test_snapshot_restores_the_same_state():
@@ -47,10 +69,40 @@ def test_snapshot_restores_the_same_state():
     assert R.restore(R.snapshot(s)) == s
 
 
+def test_snapshot_keeps_the_meters_of_a_round():
+    s, _ = R.apply(R.initial(), LINK_SEND, book("cs-01-r1", round_meters=("main", "fchb")))
+    s, _ = R.apply(s, LINK_SEND, send_body("fchb", "fchb-link", ops.CloseRound("cs-01-r1", AT)))
+    s, _ = R.apply(s, LINK_SEND, book("cs-01-r2", round_meters=("main", "fchb")))
+    s, _ = R.apply(s, LINK_SEND, book("cs-01-r3"))  # a round of one meter names none
+    snap = R.snapshot(s)
+    assert snap["open_rounds"]["fchb"]["cs-01-r2"]["round_meters"] == ["fchb", "main"]
+    assert "round_meters" not in snap["open_rounds"]["fchb"]["cs-01-r3"]  # the form of older snapshots
+    restored = R.restore(snap)
+    assert restored == s and restored.open_rounds["fchb"]["cs-01-r2"][2] == ("fchb", "main")
+    assert R.snapshot(restored) == snap
+
+
+def test_a_snapshot_made_before_round_meters_were_kept_restores():
+    """A link journal's checkpoint written before the outbox kept the meters of a round: its rounds name none."""
+    old = {"next_seq": 2, "acked": 0, "refused": 0,
+           "pending": [{"seq": 1, "kind": "book-contributions", "meter": "fchb", "linked": "fchb-link",
+                        "body": book("cs-01-r1", round_meters=("main", "fchb"))["body"]}],
+           "open_rounds": {"fchb": {"cs-01-r1": {"wagers": [[1, 100], [3, 500]], "on_dealer": []}}},
+           "last_round": {"fchb": "cs-01-r1"}}
+    s = R.restore(old)
+    assert s.open_rounds == {"fchb": {"cs-01-r1": (((1, 100), (3, 500)), (), ())}} and s.locks == {}
+    R.check(s)
+    assert R.snapshot(s) == {**old, "locks": {}}  # the same form again: no round_meters written
+
+
 @pytest.mark.parametrize("kind, body, field", [
     (LINK_SEND, {**book("r1"), "kind": "change-params"}, "kind"),
     (LINK_SEND, {**book("r1"), "meter": ""}, "meter"),
     (LINK_SEND, {**book("r1"), "body": {"round_id": "r1"}}, "body"),
+    (LINK_SEND, {**book("r1", round_meters=("a", "b")), "round_meters": ["a"]}, "round_meters"),
+    (LINK_SEND, {**book("r1"), "round_meters": []}, "round_meters"),
+    (LINK_SEND, {**send_body("fchb", "fchb-link", ops.CloseRound("r1", AT)), "round_meters": ["a", "b"]},
+     "round_meters"),
     (LINK_ACK, {"seq": 9, "result": {}}, "seq"),
     ("adjust", {}, "kind"),
 ])

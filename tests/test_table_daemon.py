@@ -6,6 +6,7 @@ the shoe jammed, a device muted; the test then looks at what the simulated hardw
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import secrets
@@ -520,3 +521,80 @@ async def test_a_lock_out_booked_on_only_one_of_its_meters_is_reversed_at_start(
         main = daemon.ledger.state["main"]
         assert not main.open_rounds and main.contributions == 0 and main.wagers_count == 0
         assert daemon.round_info()["id"] == "CS-07-r2" and daemon.state.phase.value == "betting"
+
+
+# A table whose Five Card Hand Bonus meter is linked (its own Progressive Payout Wager meter stays its own). The
+# broker is not running: the link never connects, and the table starts with progressive wagering disabled.
+
+LINKED = "bonus-link"
+
+
+def _linked_bonus(cfg, port: int):
+    from controller.config.model import LinkedMeter, MqttConfig
+
+    mqtt = MqttConfig(host="127.0.0.1", port=port, tls=False, client_id=cfg.table, topic_prefix="progressive/v1",
+                      link_timeout=2.0)
+    return replace(cfg, meters={**cfg.meters, "bonus": LinkedMeter("bonus", LINKED, (100,))}, mqtt=mqtt)
+
+
+@contextlib.asynccontextmanager
+async def linked_table(tmp_path):
+    from tableproc import free_port
+
+    port = free_port()  # nobody listens there
+    async with daemon_on_rig(TableDaemon, TABLE, RIG, tmp_path / "state", lambda cfg: _linked_bonus(cfg, port)) as (
+            daemon, rig):
+        assert daemon.link is not None and not daemon.link.alive
+        yield daemon, rig
+
+
+async def _book_r1(tmp_path, *, on_main: bool) -> None:
+    """Round CS-07-r1 booked at lock-out on the linked meter (seat 3's bonus wager), and on the table's own meter
+    (its progressive wager) if `on_main`: each booking names both meters, as a lock-out of both writes them."""
+    from datetime import datetime, timezone
+
+    from controller.ledger import Ledger, software_digest
+    from controller.link.outbox import LINK_SEND, OutboxReducer, send_body
+    from controller.meter import ops as meter_ops
+    from controller.meter_ledger import MetersReducer, op_body
+
+    async with linked_table(tmp_path):
+        pass  # the table's meter is defined, the link journal created
+    at = datetime.now(timezone.utc)
+    with Ledger.open(tmp_path / "state" / "link", OutboxReducer(), software_digest=software_digest()) as box:
+        op = meter_ops.BookContributions("CS-07-r1", "CS-07", ((3, 100),), at, round_meters=("bonus", "main"))
+        box.submit(LINK_SEND, send_body("bonus", LINKED, op), "CS-07-r1:book:bonus")
+        assert box.state.open_rounds["bonus"]["CS-07-r1"][2] == ("bonus", "main")
+    if on_main:
+        with Ledger.open(tmp_path / "state", MetersReducer(), software_digest=software_digest()) as led:
+            op = meter_ops.BookContributions("CS-07-r1", "CS-07", ((3, 500),), at, round_meters=("bonus", "main"))
+            led.submit(op.kind, op_body("main", op), "CS-07-r1:book:main")
+
+
+async def test_a_lock_out_booked_on_its_linked_meter_only_is_reversed_at_start(tmp_path):
+    """The controller stopped after the booking on the linked meter (in the link journal) and before the one on
+    the table's own meter: the round was never dealt, so the restart voids the linked booking through the link
+    journal (sent to the authority once the link is up) instead of resuming the round with only its bonus wagers."""
+    await _book_r1(tmp_path, on_main=False)
+    async with linked_table(tmp_path) as (daemon, rig):
+        box = daemon.link.outbox
+        assert "CS-07-r1" not in box.open_rounds.get("bonus", {})
+        voids = [(s.meter, s.linked, s.body["round_id"]) for s in box.pending.values() if s.kind == "void-round"]
+        assert voids == [("bonus", LINKED, "CS-07-r1")]
+        assert await asyncio.to_thread(daemon._journaled, "bonus", "CS-07-r1:void:bonus")
+        main = daemon.ledger.state["main"]
+        assert not main.open_rounds and main.contributions == 0 and main.wagers_count == 0
+        assert daemon.round_info()["id"] == "CS-07-r2" and daemon.state.phase.value == "betting"
+        assert daemon.state.accepted == {}
+
+
+async def test_a_lock_out_booked_on_its_local_and_linked_meters_is_resumed_at_start(tmp_path):
+    """Booked on both meters, in both journals: the round was dealt, and the restart resumes it with every wager."""
+    await _book_r1(tmp_path, on_main=True)
+    async with linked_table(tmp_path) as (daemon, rig):
+        box = daemon.link.outbox
+        assert [s.kind for s in box.pending.values()] == ["book-contributions"]  # nothing reversed
+        assert "CS-07-r1" in box.open_rounds["bonus"] and "CS-07-r1" in daemon.ledger.state["main"].open_rounds
+        assert daemon.round_info()["id"] == "CS-07-r1" and daemon.state.phase.value == "dealing"
+        assert dict(daemon.state.accepted) == {(3, "progressive"): 500, (3, "five-card-hand-bonus"): 100}
+        assert daemon._booked["CS-07-r1"] == ("bonus", "main")

@@ -35,6 +35,7 @@ class LinkReceipt:
 class _Booking:
     wagers: tuple[tuple[int, int], ...]
     on_dealer: tuple[int, ...] = ()
+    round_meters: tuple[str, ...] = ()  # every meter the round books, when more than one (as a local Booking's)
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,6 @@ def resume_views(link: TableLink | None) -> dict[str, LinkedMeterView]:
     if link is None:
         return {}
     box = link.outbox
-    return {m: LinkedMeterView({r: _Booking(w, od) for r, (w, od) in box.open_rounds.get(m, {}).items()},
+    return {m: LinkedMeterView({r: _Booking(*b) for r, b in box.open_rounds.get(m, {}).items()},
                                tuple(r for r in (box.last_round.get(m),) if r))
             for m in link.linked}

@@ -174,17 +174,23 @@ class TableDaemon:
     def _undo_partial_bookings(self) -> None:
         """A lock-out booked on only some of its meters (the controller stopped between two journal entries) never
         completed: dealing waits for the whole booking, so the round was not dealt. What it booked is reversed,
-        as a void returns every wager, and betting opens on the next round."""
+        as a void returns every wager, and betting opens on the next round. The table's own meters and its linked
+        meters alike: a booking on a linked meter is in the link journal, and its reversal is journaled there
+        (the link sends it to the authority once it runs). Blocking: run it in a thread, before the link runs."""
         assert self.ledger is not None
         meters = {**self.ledger.state, **linked.resume_views(self.link)}
-        for meter, st in sorted(self.ledger.state.items()):
+        for meter, st in sorted(meters.items()):
             for rid, booking in sorted(st.open_rounds.items()):
                 missing = [m for m in booking.round_meters if rid not in getattr(meters.get(m), "open_rounds", {})]
                 if not missing:
                     continue
                 op = meter_ops.VoidRound(rid, utc_now(), f"lock-out not completed: not booked on {', '.join(missing)} "
                                                         "when the controller stopped")
-                self.ledger.submit(op.kind, op_body(meter, op), f"{rid}:void:{meter}")
+                key = f"{rid}:void:{meter}"
+                if self._is_linked(meter):
+                    self.link.journal(op, meter, key)
+                else:
+                    self.ledger.submit(op.kind, op_body(meter, op), key)
                 log.warning("partial booking reversed", round=rid, meter=meter, missing=missing)
 
     def _outputs_at_start(self) -> None:

@@ -112,12 +112,28 @@ class TableLink:
         try:
             receipt = await self.ledger.submit_async(LINK_SEND, send_body(meter, self.linked[meter], op), key)
             seq = int(receipt.result["seq"])
-        except KeyConflict:  # a retry made at another moment: the operation first journaled is the one sent
-            seq = int(self._journaled(key)[3]["seq"])
+        except KeyConflict:
+            seq = self._first_journaled(key)
         sent = self.ledger.state.pending.get(seq)
         if sent is not None:
             self._publish_soon(sent)
         return seq
+
+    def journal(self, op: Any, meter: str, key: str) -> int:
+        """Journal meter operation `op` on the table's linked meter `meter` without sending it; blocking (at
+        start-up, before `run`, or in a thread). Returns its sequence number once it is durable in the outbox:
+        the link sends it with every pending operation once it runs (the resender, a new connection's hello).
+        A retry with the same key returns the same sequence number."""
+        assert self.ledger is not None
+        try:
+            return int(self.ledger.submit(LINK_SEND, send_body(meter, self.linked[meter], op), key).result["seq"])
+        except KeyConflict:
+            return self._first_journaled(key)
+
+    def _first_journaled(self, key: str) -> int:
+        """The sequence number of the operation journaled under `key`: a retry made at another moment (another
+        time in its body) conflicts with it, and the operation first journaled is the one sent."""
+        return int(self._journaled(key)[3]["seq"])
 
     def _publish_soon(self, sent: Any) -> None:
         """Publish a journaled operation without waiting for the broker: `send` returns once the operation is

@@ -22,6 +22,11 @@ LINK_SEND = "link-send"
 LINK_ACK = "link-ack"
 LINK_REFUSED = "link-refused"
 
+# A round booked on a linked meter: its (seat, cents) pairs, the positions of those on the dealer's hand, and
+# every meter the round books when more than one (the booking's round_meters; () for a round of one meter, and
+# for a booking journaled before the outbox kept them: see send_body).
+OpenBooking = tuple[tuple[tuple[int, int], ...], tuple[int, ...], tuple[str, ...]]
+
 
 @dataclass(frozen=True)
 class Sent:
@@ -40,11 +45,11 @@ class Sent:
 class Outbox:
     next_seq: int = 1
     pending: Mapping[int, Sent] = field(default_factory=lambda: MappingProxyType({}))
-    # Rounds booked on a linked meter and not yet closed or voided (table meter id -> round id -> the
-    # booked (seat, cents) pairs and the positions of those on the dealer's hand), and the last round booked
-    # on each: a restarted daemon resumes from them whether or not the authority has applied them yet.
-    open_rounds: Mapping[str, Mapping[str, tuple[tuple[tuple[int, int], ...], tuple[int, ...]]]] = field(
-        default_factory=lambda: MappingProxyType({}))
+    # Rounds booked on a linked meter and not yet closed or voided (table meter id -> round id -> its
+    # booking: the booked (seat, cents) pairs, the positions of those on the dealer's hand, and the round's
+    # meters when more than one), and the last round booked on each: a restarted daemon resumes from them
+    # whether or not the authority has applied them yet, and reverses a round booked on only some of its meters.
+    open_rounds: Mapping[str, Mapping[str, OpenBooking]] = field(default_factory=lambda: MappingProxyType({}))
     last_round: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # Awards locked at the authority and neither paid nor released yet: lock claim id -> (meter, round id).
     # A round is not closed or voided with one of them pending (the daemon releases it first).
@@ -87,8 +92,7 @@ class OutboxReducer:
     def snapshot(self, state: Outbox) -> dict[str, Any]:
         return {"next_seq": state.next_seq, "acked": state.acked, "refused": state.refused,
                 "pending": [state.pending[s].to_dict() for s in sorted(state.pending)],
-                "open_rounds": {m: {r: {"wagers": [list(w) for w in ws], "on_dealer": list(od)}
-                                    for r, (ws, od) in sorted(rs.items())}
+                "open_rounds": {m: {r: _booking_dict(b) for r, b in sorted(rs.items())}
                                 for m, rs in sorted(state.open_rounds.items())},
                 "last_round": dict(sorted(state.last_round.items())),
                 "locks": {c: list(v) for c, v in sorted(state.locks.items())}}
@@ -96,7 +100,8 @@ class OutboxReducer:
     def restore(self, data: dict[str, Any]) -> Outbox:
         pending = {p["seq"]: Sent(p["seq"], p["kind"], p["meter"], p["linked"], MappingProxyType(p["body"]))
                    for p in data["pending"]}
-        rounds = {m: MappingProxyType({r: (tuple((w[0], w[1]) for w in b["wagers"]), tuple(b["on_dealer"]))
+        rounds = {m: MappingProxyType({r: (tuple((w[0], w[1]) for w in b["wagers"]), tuple(b["on_dealer"]),
+                                           tuple(b.get("round_meters", ())))  # none: one meter, or an older snapshot
                                        for r, b in rs.items()})
                   for m, rs in data["open_rounds"].items()}
         return Outbox(data["next_seq"], MappingProxyType(pending), MappingProxyType(rounds),
@@ -105,11 +110,25 @@ class OutboxReducer:
                       data["acked"], data["refused"])
 
 
+def _booking_dict(booking: OpenBooking) -> dict[str, Any]:
+    wagers, on_dealer, round_meters = booking
+    d: dict[str, Any] = {"wagers": [list(w) for w in wagers], "on_dealer": list(on_dealer)}
+    if round_meters:  # only when there are: older snapshots keep their exact form (checkpoint digests)
+        d["round_meters"] = list(round_meters)
+    return d
+
+
 def send_body(meter: str, linked: str, op: Any) -> dict[str, Any]:
-    """The ``link-send`` body of meter operation `op` (controller.meter.ops) on a linked meter."""
+    """The ``link-send`` body of meter operation `op` (controller.meter.ops) on a linked meter. A booking of a
+    round of several meters names them beside the operation too (``round_meters``): the outbox keeps them
+    with the open round (a booking journaled before it did names them in the operation only, and is kept
+    without them, as it was then: the checkpoints of older journals keep their digests)."""
     fields = op.to_dict()
     fields.pop("kind", None)
-    return {"meter": meter, "linked": linked, "kind": op.kind, "body": fields}
+    body = {"meter": meter, "linked": linked, "kind": op.kind, "body": fields}
+    if op.kind == "book-contributions" and op.round_meters:
+        body["round_meters"] = list(op.round_meters)
+    return body
 
 
 def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
@@ -126,8 +145,12 @@ def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
     rounds = dict(state.open_rounds)
     open_ = dict(rounds.get(meter, {}))
     last = state.last_round
+    if "round_meters" in body and (kind != "book-contributions" or body["round_meters"] != list(op.round_meters)
+                                   or not op.round_meters):
+        raise InputError("round_meters", "must be the round_meters of the booking, when it has any")
     if kind == "book-contributions":
-        open_[op.round_id] = (tuple(op.wagers), tuple(op.on_dealer))
+        kept = tuple(op.round_meters) if "round_meters" in body else ()  # see send_body
+        open_[op.round_id] = (tuple(op.wagers), tuple(op.on_dealer), kept)
         last = MappingProxyType({**last, meter: op.round_id})
     elif kind in ("void-round", "close-round"):
         open_.pop(op.round_id, None)
