@@ -22,6 +22,7 @@ _DECIMAL = re.compile(r"[0-9]+(\.[0-9]+)?")
 
 _PARSED: dict[tuple[str, int], int] = {}  # the amounts a table sends are few: each is parsed once
 _PARSED_MAX = 4096
+_PARSED_TEXT_MAX = 24  # longer texts (padded with blanks or zeros) are parsed each time: the memo stays small
 
 
 def _parse_decimal(text: object, field: str, places: int) -> int:
@@ -31,9 +32,10 @@ def _parse_decimal(text: object, field: str, places: int) -> int:
         if known is not None:
             return known
     value = _parse_decimal_text(text, field, places)
-    if len(_PARSED) >= _PARSED_MAX:
-        _PARSED.clear()
-    _PARSED[text, places] = value  # type: ignore[index]  # text is a str: checked by _parse_decimal_text
+    if len(text) <= _PARSED_TEXT_MAX:  # type: ignore[arg-type]  # a str: checked by _parse_decimal_text
+        if len(_PARSED) >= _PARSED_MAX:
+            _PARSED.clear()
+        _PARSED[text, places] = value  # type: ignore[index]
     return value
 
 

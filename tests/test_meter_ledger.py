@@ -134,6 +134,10 @@ def test_parsed_amounts_are_remembered_per_number_of_places():
     assert parse_cents("1.50", "a") == 150 and parse_cents("1.50", "a") == 150
     assert parse_units("1.50", "a") == 1_500_000  # same text, other unit
     assert parse_cents(" 2.00", "a") == 200
+    from controller import money
+
+    padded = " " * 1000 + "3.00"
+    assert parse_cents(padded, "a") == 300 and (padded, 2) not in money._PARSED  # long texts are not kept
     for bad in ("1.505", "-1.00", "x"):
         for _ in range(2):  # a refusal is never remembered as a value
             with pytest.raises(InputError, match="wager"):

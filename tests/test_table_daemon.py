@@ -598,3 +598,32 @@ async def test_a_lock_out_booked_on_its_local_and_linked_meters_is_resumed_at_st
         assert daemon.round_info()["id"] == "CS-07-r1" and daemon.state.phase.value == "dealing"
         assert dict(daemon.state.accepted) == {(3, "progressive"): 500, (3, "five-card-hand-bonus"): 100}
         assert daemon._booked["CS-07-r1"] == ("bonus", "main")
+
+
+@pytest.mark.parametrize("closed", ["main", "bonus"])
+async def test_a_round_closed_on_one_of_its_meters_is_not_taken_for_an_unfinished_lock_out(tmp_path, closed):
+    """The controller stopped between the closes of a settled round (one per meter, in two journals): the round
+    was dealt and booked on both meters, so nothing is voided; it stays open on the other meter for the dealer."""
+    from datetime import datetime, timezone
+
+    from controller.ledger import Ledger, software_digest
+    from controller.link.outbox import LINK_SEND, OutboxReducer, send_body
+    from controller.meter import ops as meter_ops
+    from controller.meter_ledger import MetersReducer, op_body
+
+    await _book_r1(tmp_path, on_main=True)
+    op = meter_ops.CloseRound("CS-07-r1", datetime.now(timezone.utc))
+    if closed == "main":
+        with Ledger.open(tmp_path / "state", MetersReducer(), software_digest=software_digest()) as led:
+            led.submit(op.kind, op_body("main", op), "CS-07-r1:close:main")
+    else:
+        with Ledger.open(tmp_path / "state" / "link", OutboxReducer(), software_digest=software_digest()) as box:
+            box.submit(LINK_SEND, send_body("bonus", LINKED, op), "CS-07-r1:close:bonus")
+    still = "bonus" if closed == "main" else "main"
+    async with linked_table(tmp_path) as (daemon, rig):
+        box = daemon.link.outbox
+        assert not [s for s in box.pending.values() if s.kind == "void-round"]  # nothing reversed
+        main = daemon.ledger.state["main"]
+        assert main.voided_rounds == 0 and main.wagers_count == 1
+        assert daemon.round_info()["id"] == "CS-07-r1"  # left open for the dealer to settle (or void)
+        assert daemon._booked["CS-07-r1"] == (still,)

@@ -179,9 +179,16 @@ class TableDaemon:
         (the link sends it to the authority once it runs). Blocking: run it in a thread, before the link runs."""
         assert self.ledger is not None
         meters = {**self.ledger.state, **linked.resume_views(self.link)}
+
+        def never_booked(m: str, rid: str) -> bool:
+            # Open there, or ended there (closed or voided: a stop between two closes or voids of one round is
+            # not an unfinished lock-out; `resume` leaves such a round open for the dealer to settle or void).
+            st = meters.get(m)
+            return st is None or (rid not in st.open_rounds and rid not in st.recent_rounds)
+
         for meter, st in sorted(meters.items()):
             for rid, booking in sorted(st.open_rounds.items()):
-                missing = [m for m in booking.round_meters if rid not in getattr(meters.get(m), "open_rounds", {})]
+                missing = [m for m in booking.round_meters if never_booked(m, rid)]
                 if not missing:
                     continue
                 op = meter_ops.VoidRound(rid, utc_now(), f"lock-out not completed: not booked on {', '.join(missing)} "
