@@ -190,6 +190,8 @@ class TableProcess:
     """One table daemon in a child process, with its own directory: configuration, journal (`state_dir`),
     control socket, log (`log_path`: the daemon's JSON lines, every start appended) and stderr."""
 
+    CONFIG_NAME = "table.toml"
+
     def __init__(self, directory: Path, doc: dict[str, Any], *, name: str | None = None,
                  env: Mapping[str, str] | None = None) -> None:
         self.dir = Path(directory).resolve()
@@ -197,7 +199,7 @@ class TableProcess:
         self.doc = doc
         self.name = name or str(doc.get("table", "table"))
         self.state_dir = Path(doc["state_dir"])
-        self.config_path = self.dir / "table.toml"
+        self.config_path = self.dir / self.CONFIG_NAME
         self.log_path = self.dir / "daemon.log"
         self.stderr_path = self.dir / "daemon.stderr"
         self.config_path.write_text(dump_toml(doc), encoding="utf-8")
@@ -233,6 +235,14 @@ class TableProcess:
 
     # -- life cycle --
 
+    def arguments(self) -> list[str]:
+        """progressived's arguments."""
+        return ["--config", str(self.config_path), "--socket", str(self.socket)]
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://{self.doc['metrics']['listen']}/metrics"
+
     @property
     def running(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -256,10 +266,8 @@ class TableProcess:
         env = {**self.env, "NOTIFY_SOCKET": str(self.notify_path)}
         self._log_mark = self.log_path.stat().st_size if self.log_path.exists() else 0
         with open(self.log_path, "ab") as out, open(self.stderr_path, "ab") as err:
-            self.proc = subprocess.Popen(
-                [sys.executable, "-m", "controller.cli.daemon", "--config", str(self.config_path),
-                 "--socket", str(self.socket)],
-                stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=ROOT)
+            self.proc = subprocess.Popen([sys.executable, "-m", "controller.cli.daemon", *self.arguments()],
+                                         stdin=subprocess.DEVNULL, stdout=out, stderr=err, env=env, cwd=ROOT)
         self.starts += 1
         self.ready_status = None
 
@@ -362,6 +370,19 @@ class TableProcess:
         (refused) / DaemonUnavailable (no daemon answered)."""
         return await ControlClient(self.socket, timeout=timeout).call(op, **args)
 
+    async def wait_round(self, pred: Callable[[dict[str, Any]], bool], what: str, timeout: float = 30.0,
+                         every: float = 0.05) -> dict[str, Any]:
+        """Ask the daemon for its round every `every` seconds until `pred` holds (it raises no event a client
+        could wait on); the round."""
+        deadline = time.monotonic() + timeout
+        while True:
+            info = await self.control("round")
+            if pred(info):
+                return info
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{self.name}: {what}: the daemon's round is {info}")
+            await asyncio.sleep(every)
+
     async def ctl(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:
         """`progressivectl ARGS...` (for the offline commands: --state DIR)."""
         return await asyncio.to_thread(
@@ -395,14 +416,16 @@ class TableProcess:
         return out
 
     def log_tail(self, n: int = 40) -> str:
-        if not self.log_path.exists():
-            return ""
-        return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-n:])
+        return self.tail(self.log_path, n)
 
     def stderr_tail(self, n: int = 40) -> str:
-        if not self.stderr_path.exists():
+        return self.tail(self.stderr_path, n)
+
+    @staticmethod
+    def tail(path: Path, n: int = 40) -> str:
+        if not path.exists():
             return ""
-        return "\n".join(self.stderr_path.read_text(errors="replace").splitlines()[-n:])
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
 
 
 class Tables:

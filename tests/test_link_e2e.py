@@ -162,15 +162,7 @@ class Table:
         return {w["seat"]: parse_cents(w["amount"], "amount") for w in info["wagers"] if w["spot"] == SPOT}
 
     async def wait_round(self, pred, what: str, timeout: float = DEADLINE) -> dict[str, Any]:
-        """Ask the daemon for its round until `pred` holds (it raises no event a client could wait on)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            info = await self.info()
-            if pred(info):
-                return info
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name}: {what}: the daemon's round is {info}")
-            await asyncio.sleep(0.05)
+        return await self.proc.wait_round(pred, what, timeout)
 
     async def status(self) -> dict[str, Any]:
         return await self.proc.control("status")

@@ -271,15 +271,7 @@ class Play:
         return await self.t.control("round")
 
     async def wait_round(self, pred, what: str, timeout: float = DEADLINE) -> dict[str, Any]:
-        """Ask the daemon for its round until `pred` holds (it raises no event a client could wait on)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            info = await self.round_info()
-            if pred(info):
-                return info
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{what}: the daemon's round is {info}")
-            await asyncio.sleep(0.02)
+        return await self.t.wait_round(pred, what, timeout, every=0.02)
 
     def listed(self, info: dict[str, Any]) -> dict[int, int]:
         return {w["seat"]: parse_cents(w["amount"], "amount") for w in info["wagers"] if w["spot"] == SPOT}

@@ -182,12 +182,18 @@ def append(conn: sqlite3.Connection, rows: list[tuple[int, str, str, str]],
             conn.execute("DELETE FROM checkpoints WHERE seq < ?", (keep_from,))
         conn.execute("COMMIT")
     except BaseException:
-        try:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-        except Exception:
-            pass
+        _roll_back(conn)
         raise
+
+
+def _roll_back(conn: sqlite3.Connection) -> None:
+    """After a failed write: roll back what is open, if SQLite still can (the failure being raised is the one
+    to report, not a second one here)."""
+    try:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+    except Exception:  # noqa: BLE001
+        pass
 
 
 INSERT_NEW_SUFFIX = " ON CONFLICT(key) DO NOTHING"
@@ -269,11 +275,7 @@ def _append_new_chunked(conn: sqlite3.Connection, rows: list[tuple[int, str, str
             return False
         conn.execute("COMMIT")
     except BaseException:
-        try:
-            if conn.in_transaction:
-                conn.execute("ROLLBACK")
-        except Exception:
-            pass
+        _roll_back(conn)
         raise
     return True
 
