@@ -516,16 +516,14 @@ class Authority:
     def journal(self) -> tuple[Any, dict[str, int]]:
         """The linked meter's state in the authority's journal, and its last sequence number of each table."""
         from controller.ledger import Ledger, software_digest
-        from controller.link.journal_keys import KeyIndex
+        from controller.ledger.reader import JournalReader
+        from controller.link.journal_keys import last_link_seqs
         from controller.meter_ledger import MetersReducer
 
         led = Ledger.open(self.state_dir, MetersReducer(), software_digest=software_digest())
         try:
-            keys = KeyIndex(led.db_path)
-            try:
-                return led.state[METER], keys.last_link_seqs()
-            finally:
-                keys.close()
+            with JournalReader(led.db_path) as keys:
+                return led.state[METER], last_link_seqs(keys)
         finally:
             led.close()
 

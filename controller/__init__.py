@@ -1,8 +1,8 @@
 """Table progressive controller.
 
-The pure core (cards, hands, games, paytables, settlement, dice, odds) knows nothing of
-asyncio, devices or storage; the shell (drivers, store, link, app) moves events in and
-effects out.
+The pure core (cards, hands, games, paytables, settlement, dice, odds, meter, round) knows
+nothing of asyncio, devices or storage; the shell (drivers, ledger, config, link, app, cli)
+moves events in and effects out.
 """
 
 __version__ = "0.1.0"

@@ -32,6 +32,12 @@ DEFINE_METER = "define-meter"
 # At a link authority: a table's operation the rules refused, journaled under the operation's key so that
 # the table's sequence moves on exactly once (controller.link); the meters are untouched.
 LINK_REFUSED = "link-refused"
+# At a table: a jackpot claim as one of its events left it (controller.round.claim_machine: claimed, approved,
+# paid, ...), so that a restart finds it; the meters are untouched (its payouts are meter operations of their own).
+CLAIM = "claim"
+# At a table: what stops wagering or the round's end that only a supervisor may lift (a deck removed, a void a
+# wrong stub count asked for), as it stands after a change, so that a restart does not lift it.
+TABLE_STATE = "table-state"
 
 Meters = Mapping[str, MeterState]
 
@@ -93,6 +99,10 @@ class MetersReducer:
                 if not isinstance(body.get(k), str):
                     raise InputError(k, "must be text")
             return state, {"refused": body["message"]}
+        if kind == CLAIM:
+            return state, _claim_record(body)
+        if kind == TABLE_STATE:
+            return state, _table_state(body)
         meter_id = body.get("meter")
         if not isinstance(meter_id, str) or meter_id not in state:
             raise RulesError("meter", f"unknown meter {meter_id!r}; defined: {', '.join(sorted(state)) or 'none'}")
@@ -119,6 +129,39 @@ class MetersReducer:
 
     def restore(self, data: dict[str, Any]) -> Meters:
         return MappingProxyType({k: state_from_dict(v, f"snapshot.{k}") for k, v in sorted(data.items())})
+
+
+def claim_body(claim: Any, event: str) -> dict[str, Any]:
+    """The journal body of a claim record (a controller.round.claims.Claim after `event`)."""
+    from .round.claims import claim_to_json
+
+    return {"event": event, "claim": claim_to_json(claim)}
+
+
+def _claim_record(body: dict[str, Any]) -> dict[str, Any]:
+    from .round.claim_machine import EVENTS
+    from .round.claims import claim_from_json
+
+    event = body.get("event")
+    if event not in EVENTS:
+        raise InputError("event", f"{event!r} is not one of {', '.join(EVENTS)}")
+    if set(body) != {"event", "claim"}:
+        raise InputError("claim", "a claim record has an event and a claim")
+    claim = claim_from_json(body["claim"])
+    return {"claim": claim.id, "event": event, "status": claim.status}
+
+
+def _table_state(body: dict[str, Any]) -> dict[str, Any]:
+    if set(body) != {"deck", "void_requested"}:
+        raise InputError("body", "a table state has deck and void_requested")
+    deck = body["deck"]
+    if not isinstance(deck, list) or not all(isinstance(x, str) and x for x in deck):
+        raise InputError("deck", "must be the list of what blocks the deck")
+    asked = body["void_requested"]
+    if asked is not None and not (isinstance(asked, dict) and set(asked) == {"round_id", "reason"}
+                                  and all(isinstance(v, str) and v for v in asked.values())):
+        raise InputError("void_requested", "must be null or {round_id, reason}")
+    return {}
 
 
 def _with(state: Meters, meter_id: str, new: MeterState) -> Meters:

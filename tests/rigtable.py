@@ -77,3 +77,30 @@ def win(rig, seat: int) -> bool:
 
 def message(rig) -> str | None:
     return (rig.sign().get("message") or {}).get("message")
+
+
+def with_supervisor(cfg, name: str, secret: str):
+    """`cfg` with one supervisor, `name`, whose credential is `secret` (PBKDF2 at its smallest accepted work)."""
+    from controller.config.credentials import MIN_PBKDF2_ITERATIONS, PBKDF2, hash_credential, parse_credential
+    from controller.config.model import Supervisor
+
+    credential = hash_credential(secret, PBKDF2, iterations=MIN_PBKDF2_ITERATIONS)
+    return replace(cfg, supervisors=(Supervisor(name, parse_credential(credential)),))
+
+
+def drawing(magic: str, lucky: int | str):
+    """A draw that gives the Magic Card `magic` (one of 52) and the Lucky Bonus position `lucky` (a seat, or
+    "dealer": position 0) in place of the CSPRNG, so that a test knows what lock-out recorded."""
+    from controller.cards import parse_card
+
+    card, position = parse_card(magic), 0 if lucky == "dealer" else lucky
+    return lambda n: card if n == 52 else position
+
+
+async def lock_round(daemon, rig, chips, cents: int = 100) -> None:
+    """Chips of `cents` on (seat, spot), acknowledged (their lights on); then "no more bets": booked and dealing."""
+    for seat, spot in chips:
+        await rig.place_chip(seat, spot, cents)
+    await until(lambda: all(spot in lit(rig, seat) for seat, spot in chips), lambda: f"acknowledged: {rig.lights()}")
+    await rig.press_lockout()
+    await until(lambda: daemon.state.phase.value == "dealing", "dealing")

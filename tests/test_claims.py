@@ -1,4 +1,4 @@
-"""Jackpot claims as pure verification (controller/app/claims.py): the Magic Card and the Lucky Bonus come with
+"""Jackpot claims as pure verification (controller/round/claims.py): the Magic Card and the Lucky Bonus come with
 the hand they are paid on, the dealer's hand is one claim that pays every seat that wagered on it, and claims
 follow the settlement order of the rules. The daemon on the rig is tested in tests/test_table_daemon.py."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.app.claims import DEALER, Claim, Draws, RoundClaims, claim_spot, hit_hand, verify, verify_dealer
+from controller.round.claims import DEALER, Claim, Draws, RoundClaims, claim_spot, hit_hand, verify, verify_dealer
 from controller.app.setup import table_rules
 from controller.cards import parse_card
 from controller.config import load_config

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from controller.app.control import ControlServer, NotAvailable, UnknownOp
-from controller.cli.audit import hit_json, meter_json
+from controller.app.views import hit_json, meter_json
 from controller.errors import InputError, RulesError
 from controller.ledger import Ledger, verify_state_dir
 from controller.meter import BookContributions, CloseRound, PayFixedAward, PayPercentAward, params_from_dict

@@ -1,4 +1,4 @@
-"""Hits detected from a card-reading shoe, as a pure function (controller/app/detect.py): the cards go to the hands
+"""Hits detected from a card-reading shoe, as a pure function (controller/round/detect.py): the cards go to the hands
 in the order of the game's dealing procedure, nothing is detected before the deal is complete, a deal the shoe
 got wrong is refused naming the card, and the hits come in settlement order as the claims the dealer would make.
 The daemon on the rig is tested in tests/test_table_daemon.py."""
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.app.claims import DEALER, RoundClaims, verify, verify_dealer
-from controller.app.detect import BURN, COMMUNITY, DEALER_CARD, SpotWager, assign, detect, procedure
+from controller.round.claims import DEALER, RoundClaims, verify, verify_dealer
+from controller.round.detect import BURN, COMMUNITY, DEALER_CARD, SpotWager, assign, detect, procedure
 from controller.app.setup import table_rules
 from controller.cards import parse_card, parse_cards
 from controller.config import load_config

@@ -130,8 +130,8 @@ async def test_hot_roller_series_on_the_rig(tmp_path):
             # Reported again without a removal (as a line-protocol seat does after a reboot): the standing wager
             # at 4 is the device repeating itself, the chip left on 3 is still no wager (events in order).
             count = len(not_recognized(logs))
-            daemon._emit_for("seat-4")(WagerSensed("seat-4", 4, HR, 200))
-            daemon._emit_for("seat-3")(WagerSensed("seat-3", 3, HR, 500))
+            daemon.emit_for("seat-4")(WagerSensed("seat-4", 4, HR, 200))
+            daemon.emit_for("seat-3")(WagerSensed("seat-3", 3, HR, 500))
             await until(lambda: len(not_recognized(logs)) > count, "the chip on position 3 reported again")
             assert [(e["position"], e["reason"]) for e in not_recognized(logs)[count:]] \
                 == [(3, "chip left from a settled wager")]

@@ -263,3 +263,42 @@ async def test_a_rejected_hit_restores_the_amount_while_others_play(tmp_path, br
         assert not m.locked and not m.history
     finally:
         await rig.close()
+
+
+async def test_a_shared_award_is_locked_once_and_its_later_shares_paid_by_pay_percent_award(tmp_path, broker):
+    """A percentage award on the dealer's hand shared by two players (§ 639a.12(e)(2)) on a linked meter: the first
+    share is locked (the whole award leaves the meter at once) and paid from the lock; the second is paid with
+    pay-percent-award, which the authority takes only as a later share: on its own it would take a percentage of
+    the meter without a lock, and is refused."""
+    rig = LinkRig(tmp_path, broker, TABLES[:1])
+    try:
+        await rig.start_authority()
+        link = await rig.start_table("cs-01")
+        await until(lambda: link.alive, "the table hears the authority")
+        await link.send(booking("cs-01", 1, wagers=((2, 100), (5, 100))), "fchb", "cs-01-r1:book:fchb")
+        await rig.all_answered()
+        before = rig.meter().current
+
+        def share(seat: int) -> ops.PayPercentAward:
+            return ops.PayPercentAward("cs-01-r1", "cs-01", seat, "royal-flush (dealer's hand)", "100% of meter",
+                                       Fraction(100), AT, "floor-1", shares=2)
+
+        early = await link.send(share(2), "fchb", "cs-01-r1:early")  # no share paid yet: refused, nothing taken
+        with pytest.raises(Exception, match="pays only a later share"):
+            await link.answer(early, 10)
+        assert rig.meter().current == before
+        seq = await link.send(ops.LockPercentAward("cs-01-r1", "cs-01", 5, "royal-flush (dealer's hand)",
+                                                   "100% of meter", Fraction(100), AT, "cs-01-r1-c1:0", shares=2),
+                              "fchb", "cs-01-r1-c1:lock:0")
+        per_share = parse_cents((await link.answer(seq, 10))["amount"], "amount")
+        assert per_share == before // UNITS_PER_CENT // 2
+        await link.send(ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT), "fchb", "cs-01-r1:dealer:pay:0")
+        await link.send(share(2), "fchb", "cs-01-r1:dealer:pay:1")
+        await link.send(ops.CloseRound("cs-01-r1", AT), "fchb", "cs-01-r1:close:fchb")
+        await rig.all_answered()
+        m = rig.meter()
+        assert sorted((h.seat, h.amount_cents, h.shares) for h in m.history) == [(2, per_share, 2), (5, per_share, 2)]
+        assert not m.open_rounds and not m.locked and m.owed_cents == 0
+        assert m.current == units(RESET)
+    finally:
+        await rig.close()

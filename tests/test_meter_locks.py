@@ -11,7 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_meter import AT, D, TIMES, U, book, draw_op, params, pct, refused, run, st_params
 
-from controller.cli.audit import meter_json, print_meters
+from controller.app.views import meter_json
+from controller.cli.audit import print_meters
 from controller.errors import InputError, RulesError
 from controller.meter import (
     RECENT_CLAIMS,

@@ -34,6 +34,9 @@ def sample() -> Metrics:
     m.device_errors.labels("seat-1", "crc").inc()
     m.device_poll.labels("seat-1").observe(0.004)
     m.commit_latency.observe(0.0007)
+    m.claims.labels("paid").inc()
+    m.claims_pending.set(1)
+    m.internal_errors.labels("book").inc()
     return m
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.app.setup import booked_spots, resume
+from controller.round.resume import booked_spots, resume
 from controller.errors import InputError, RulesError
 from controller.meter import BookContributions
 from controller.round import machine
@@ -37,6 +37,7 @@ from controller.round.model import (
     SpotRule,
     StubCounted,
     TableRules,
+    VoidRefused,
     VoidRound,
     Voided,
 )
@@ -201,13 +202,40 @@ def test_stub_count_due_every_n_rounds_without_shuffler():
     assert not s.blocked
 
 
-def test_wrong_stub_count_voids_the_round():
-    """§ 667a.8(h): hands void, wagers returned, deck removed."""
+def test_wrong_stub_count_blocks_and_asks_a_supervisor_to_void_the_round():
+    """§ 667a.8(h): hands void, wagers returned, deck removed. The count blocks wagering at once; the void (which
+    returns every wager) waits for a supervisor's VoidRound, and the round cannot be settled meanwhile."""
     s, _ = run(NO_SHUFFLER, [StubCounted(52, 0), ChipSensed(2, "progressive"), LockoutPressed(), Booked("t1-r1")])
     s, eff = run(NO_SHUFFLER, [StubCounted(30, 17)], s)
-    assert notes(eff, "stub-count-wrong")
+    assert notes(eff, "stub-count-wrong") and notes(eff, "void-requested")
+    assert not [e for e in eff if isinstance(e, Reverse)]  # nothing returned on the dealer's word alone
+    assert s.blocks.get(Block.DECK) and s.phase is Phase.DEALING and "30 + 17" in s.void_requested
+    with pytest.raises(RulesError, match="to be voided"):
+        machine.step(NO_SHUFFLER, s, RoundSettled("t1-r1"))
+    s, eff = run(NO_SHUFFLER, [VoidRound("stub count (by floor-1)")], s)
     assert [e for e in eff if isinstance(e, Reverse)][0].round_id == "t1-r1"
-    assert s.blocks.get(Block.DECK)
+    s, _ = run(NO_SHUFFLER, [Voided("t1-r1")], s)
+    assert s.void_requested is None and s.round_no == 2 and s.blocks.get(Block.DECK)
+
+
+def test_a_supervisors_recount_withdraws_the_void_a_wrong_count_asked_for():
+    s, _ = run(NO_SHUFFLER, [StubCounted(52, 0), ChipSensed(2, "progressive"), LockoutPressed(), Booked("t1-r1"),
+                             StubCounted(30, 17)])
+    s, eff = run(NO_SHUFFLER, [StubCounted(35, 17)], s)  # the dealer again: not enough to clear the deck
+    assert s.void_requested is not None and s.blocks.get(Block.DECK)
+    s, eff = run(NO_SHUFFLER, [StubCounted(35, 17, by="floor-1")], s)
+    assert notes(eff, "void-withdrawn") and s.void_requested is None and not s.blocks.get(Block.DECK)
+    s, eff = run(NO_SHUFFLER, [RoundSettled("t1-r1")], s)
+    assert s.round_no == 2
+
+
+def test_a_refused_reversal_deals_the_round_again():
+    s, _ = run(RULES, [ChipSensed(2, "progressive"), LockoutPressed(), Booked("t1-r1"), VoidRound("misdeal")])
+    assert s.phase is Phase.VOID
+    s, eff = run(RULES, [VoidRefused("t1-r1", "an award has been paid in round t1-r1")], s)
+    assert s.phase is Phase.DEALING and notes(eff, "void-refused") and set(s.accepted) == {(2, "progressive")}
+    with pytest.raises(RulesError):
+        machine.step(RULES, s, VoidRefused("t1-r1", "again"))
 
 
 def test_blocks_stop_new_wagers_and_keep_accepted_ones():
@@ -325,9 +353,13 @@ def test_resume_restores_each_wager_on_its_spot():
     book = _locked_book()
     meters = {m: _Meter({"CS-07-r1": _Booking(w, book.on_dealer.get(m, ()))}, ("CS-07-r0",))
               for m, w in book.wagers.items()}
-    state, open_round = resume(BONUS_RULES, meters)
-    assert open_round == "CS-07-r1" and state.phase is Phase.DEALING and state.round_no == 1
+    resumed = resume(BONUS_RULES, meters)
+    state = resumed.step.state
+    assert resumed.open_round == "CS-07-r1" and state.phase is Phase.DEALING and state.round_no == 1
     assert dict(state.accepted) == LOCKED
+    # the accepted lights come back on with the lamp: turning one off would tell the player a wager was not
+    lights = {(e.seat, e.spot) for e in resumed.step.effects if isinstance(e, Light) and e.on}
+    assert lights == set(LOCKED) and Lamp(True) in resumed.step.effects
 
 
 def test_resume_of_a_booking_that_does_not_mark_them_reads_the_booking_order():
@@ -336,7 +368,7 @@ def test_resume_of_a_booking_that_does_not_mark_them_reads_the_booking_order():
     (seat 2's wager on the dealer's hand cannot be told from one on its own hand)."""
     book = _locked_book()
     meters = {m: _Meter({"CS-07-r1": _Booking(w)}) for m, w in book.wagers.items()}
-    state, _ = resume(BONUS_RULES, meters)
+    state = resume(BONUS_RULES, meters).step.state
     assert dict(state.accepted) == {(5, OWN): 100, (5, ON_DEALER): 100, (2, OWN): 100, (3, OWN): 100,
                                     (6, "progressive"): 100}
     assert booked_spots(BONUS_RULES, "elsewhere", _Booking(((1, 100),))) == (None,)  # a meter no spot feeds
@@ -355,5 +387,5 @@ def test_a_journaled_booking_resumes_wagers_on_the_dealers_hand():
         marks = {"on_dealer": book.on_dealer[m]} if m in book.on_dealer else {}
         params = MeterParams(meter_id=m, reset_cents=1_000_000, rate=Fraction(1, 5), wager_sizes=(100,))
         meters[m], _ = apply(initial_state(params), BookContributions(book.round_id, "CS-07", wagers, at, **marks))
-    state, _ = resume(BONUS_RULES, meters)
+    state = resume(BONUS_RULES, meters).step.state
     assert dict(state.accepted) == LOCKED

@@ -6,7 +6,6 @@ the shoe jammed, a device muted; the test then looks at what the simulated hardw
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import functools
 import secrets
@@ -17,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rigtable import daemon_on_rig, lit, message, until, win
+from rigtable import daemon_on_rig, drawing, lit, lock_round, message, until, win, with_supervisor
 
 from controller.app.table import TableDaemon
 from controller.errors import InputError
@@ -124,10 +123,7 @@ SUPERVISOR = "floor-1"
 
 
 def _with_supervisor(cfg, secret):
-    from controller.config.credentials import hash_credential, parse_credential
-    from controller.config.model import Supervisor
-
-    return replace(cfg, supervisors=(Supervisor(SUPERVISOR, parse_credential(hash_credential(secret, "pbkdf2_sha256"))),))
+    return with_supervisor(cfg, SUPERVISOR, secret)
 
 
 async def _locked_round(daemon, rig, seats):
@@ -139,10 +135,10 @@ async def _locked_round(daemon, rig, seats):
 
 
 async def test_royal_flush_claim_approved_paid_and_reset(tmp_path, monkeypatch):
-    import controller.app.table as table_mod
+    import controller.app.sign as sign_mod
     from controller.errors import RulesError
 
-    monkeypatch.setattr(table_mod, "WIN_DISPLAY_S", 0.2)
+    monkeypatch.setattr(sign_mod, "WIN_DISPLAY_S", 0.2)
     async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
         await _locked_round(daemon, rig, [7, 6, 2])
         before = daemon.ledger.state["main"].current  # 10,000.45 (three wagers at 15%)
@@ -215,32 +211,14 @@ ON_DEALER = "five-card-hand-bonus-dealer"
 FLOOR = {"supervisor": SUPERVISOR, "secret": "s3cret-floor"}
 
 
-def _drawing(magic: str, lucky: int | str):
-    """A draw that gives the Magic Card `magic` (one of 52) and the Lucky Bonus position `lucky` (a seat, or
-    "dealer": position 0) in place of the CSPRNG, so that a test knows what lock-out recorded."""
-    from controller.cards import parse_card
-
-    card, position = parse_card(magic), 0 if lucky == "dealer" else lucky
-    return lambda n: card if n == 52 else position
-
-
 @contextlib.asynccontextmanager
 async def bonus_table(tmp_path, *, magic: str, lucky: int | str, secret: str = "s3cret-floor", state: str = "state"):
     """The example table on the rig (its seat devices sense the three spots: seat-single-bonus.toml), with the
     draws of lock-out fixed."""
-    daemon_class = functools.partial(TableDaemon, draw=_drawing(magic, lucky))
+    daemon_class = functools.partial(TableDaemon, draw=drawing(magic, lucky))
     adjust = lambda cfg: _with_supervisor(cfg, secret)  # noqa: E731
     async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / state, adjust) as (daemon, rig):
         yield daemon, rig
-
-
-async def _lock(daemon, rig, chips):
-    """Chips of $1 on (seat, spot), acknowledged; then "no more bets", booked and dealing."""
-    for seat, spot in chips:
-        await rig.place_chip(seat, spot, 100)
-    await until(lambda: all(spot in lit(rig, seat) for seat, spot in chips), lambda: f"acknowledged: {rig.lights()}")
-    await rig.press_lockout()
-    await until(lambda: daemon.state.phase.value == "dealing", "dealing")
 
 
 def _hits(meter, round_id="CS-07-r1"):
@@ -251,7 +229,7 @@ async def test_magic_card_claimed_with_the_hand_and_paid(tmp_path):
     from controller.errors import RulesError
 
     async with bonus_table(tmp_path, magic="9H", lucky=1) as (daemon, rig):
-        await _lock(daemon, rig, [(4, "progressive"), (4, BONUS)])
+        await lock_round(daemon, rig, [(4, "progressive"), (4, BONUS)])
         bonus = daemon.ledger.state["bonus"].current_cents  # $10,000.20
 
         # the Magic Card in a losing hand pays nothing: it is paid on top of a winning hand only
@@ -274,7 +252,7 @@ async def test_magic_card_claimed_with_the_hand_and_paid(tmp_path):
         again = await daemon.call("claim", {"seat": 4, "cards": ["2H", "5H", "9H", "JH", "KH"]})
         assert again["status"] == "pending" and "flush 40 for 1 = $40.00" in again["message"]
         assert "Magic" not in again["message"]
-        with pytest.raises(RulesError, match="CS-07-r1-c1 is paid"):  # paid by the table at once
+        with pytest.raises(RulesError, match="CS-07-r1-c1 was paid by the table"):  # paid by the table at once
             await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
         await daemon.call("approve", {"claim_id": again["claim_id"], **FLOOR})
         assert _hits(daemon.ledger.state["main"]) == [(4, "flush", "40 for 1", 4_000, "table")]
@@ -284,7 +262,7 @@ async def test_magic_card_claimed_with_the_hand_and_paid(tmp_path):
 
 async def test_magic_card_after_a_restart_is_the_one_recorded_at_lock_out(tmp_path):
     async with bonus_table(tmp_path, magic="QC", lucky=2) as (daemon, rig):
-        await _lock(daemon, rig, [(3, BONUS)])
+        await lock_round(daemon, rig, [(3, BONUS)])
     # started again while the round is dealt: the draw of the new process is not the round's
     async with bonus_table(tmp_path, magic="2D", lucky=3) as (daemon, rig):
         assert daemon.state.phase.value == "dealing"
@@ -328,7 +306,7 @@ async def test_wagers_on_the_dealers_hand_are_resumed_after_a_restart(tmp_path):
 
     chips = [(5, BONUS), (5, ON_DEALER), (2, ON_DEALER), (3, BONUS), (6, "progressive")]
     async with bonus_table(tmp_path, magic="2C", lucky=4) as (daemon, rig):
-        await _lock(daemon, rig, chips)
+        await lock_round(daemon, rig, chips)
         locked = dict(daemon.state.accepted)
     assert locked == {chip: 100 for chip in chips}
     async with bonus_table(tmp_path, magic="3C", lucky=1) as (daemon, rig):
@@ -349,7 +327,7 @@ async def test_lucky_bonus_paid_with_the_hand_of_the_lucky_seat(tmp_path):
     from controller.errors import RulesError
 
     async with bonus_table(tmp_path, magic="AS", lucky=3) as (daemon, rig):
-        await _lock(daemon, rig, [(5, BONUS), (3, BONUS)])
+        await lock_round(daemon, rig, [(5, BONUS), (3, BONUS)])
         got5 = await daemon.call("claim", {"seat": 5, "spot": BONUS, "cards": ["KS", "KH", "KD", "4C", "4D"]})
         assert got5["status"] == "paid" and "Lucky" not in got5["message"]
         # the lucky seat is paid its Lucky Bonus with a winning hand, and only then (§ 639a.1, docs/rules.md)
@@ -369,7 +347,7 @@ async def test_lucky_bonus_paid_with_the_hand_of_the_lucky_seat(tmp_path):
 
 async def test_dealer_hand_claim_pays_every_seat_that_wagered_on_it(tmp_path):
     async with bonus_table(tmp_path, magic="8D", lucky="dealer") as (daemon, rig):
-        await _lock(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER), (3, BONUS), (6, "progressive")])
+        await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER), (3, BONUS), (6, "progressive")])
         assert daemon.ledger.state["bonus"].current_cents == 1_000_060  # three $1 wagers at 20%
 
         got = await daemon.call("claim", {"seat": "dealer", "cards": ["9D", "8D", "7D", "6D", "5D"]})
@@ -406,11 +384,24 @@ async def test_dealer_hand_claim_pays_every_seat_that_wagered_on_it(tmp_path):
             (5, "500.03"), (5, "20.00"), (5, "5.00"), (2, "500.03"), (2, "20.00"), (2, "5.00"), (3, "50.00")]
 
 
+def _kinds_after(daemon, seq: int) -> list[tuple[str, str]]:
+    """(kind, claim event) of each journal entry after `seq`."""
+    from controller.ledger import journal
+    from controller.ledger.chain import Entry
+
+    conn = journal.connect(daemon.ledger.db_path, "ro")
+    try:
+        entries = [Entry(e) for _s, _k, e, _h in journal.rows(conn, seq + 1)]
+    finally:
+        conn.close()
+    return [(e.kind, e.body.get("event", "")) for e in entries]
+
+
 async def test_rejected_dealer_hand_claim_changes_nothing(tmp_path):
     from controller.errors import RulesError
 
     async with bonus_table(tmp_path, magic="2C", lucky=4) as (daemon, rig):
-        await _lock(daemon, rig, [(6, ON_DEALER), (1, ON_DEALER), (6, "progressive")])
+        await lock_round(daemon, rig, [(6, ON_DEALER), (1, ON_DEALER), (6, "progressive")])
         dealer = {"seat": "dealer"}
 
         # wrong or duplicate cards: refused, naming the field
@@ -439,7 +430,8 @@ async def test_rejected_dealer_hand_claim_changes_nothing(tmp_path):
         done = await daemon.call("reject", {"claim_id": got["claim_id"], "supervisor": SUPERVISOR,
                                             "secret": "s3cret-floor", "reason": "hole cards exposed"})
         assert "nothing paid" in done["message"]
-        assert daemon.ledger.state["bonus"] == meter and daemon.ledger.head.seq == head  # nothing journaled
+        assert daemon.ledger.state["bonus"] == meter  # no meter moved: the journal holds the claim's records only
+        assert _kinds_after(daemon, head) == [("claim", "claimed"), ("claim", "rejected")]
         await until(lambda: not win(rig, 1) and message(rig) is None, lambda: f"light off, meters: {rig.lights()}")
         assert win(rig, 6)  # seat 6 keeps the light of its paid hand
 
@@ -459,20 +451,21 @@ async def test_royal_flush_dealt_by_the_shoe_is_detected_and_paid_after_approval
     """At a table whose cards come from the card-reading shoe, a complete deal is read as the dealer deals it (one
     card at a time, seat 1 first, the dealer last in each rotation: docs/rounds.md) and each winning hand goes
     through the dealer's claim path, claimed by the shoe."""
+    import controller.app.sign as sign_mod
     import controller.app.table as table_mod
     from controller.cards import parse_cards
     from controller.errors import RulesError
 
     monkeypatch.setattr(table_mod, "DEAL_SETTLED_S", 0.2)
-    monkeypatch.setattr(table_mod, "WIN_DISPLAY_S", 0.2)
+    monkeypatch.setattr(sign_mod, "WIN_DISPLAY_S", 0.2)
     async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
         await _locked_round(daemon, rig, [3, 5])
         meter = daemon.ledger.state["main"].current_cents  # $10,000.30: two $1 wagers at 15%
         seat3, seat5, dealer = "AS KS QS JS TS".split(), "2D 7C 9H JD 4S".split(), "3H 5C 8D QC KD".split()
         await rig.deal([card for i in range(5) for card in (seat3[i], seat5[i], dealer[i])])
 
-        await until(lambda: daemon._claims.pending is not None, "the detected royal flush is claimed")
-        claim = daemon._claims.pending
+        await until(lambda: daemon.desk.state.pending is not None, "the detected royal flush is claimed")
+        claim = daemon.desk.state.pending
         assert (claim.seat, claim.spot, claim.cards) == (3, "progressive", parse_cards(seat3))
         assert claim.amount_cents == meter and claim.needs_approval
         await until(lambda: win(rig, 3) and message(rig) == "PENDING", lambda: f"win light, PENDING: {rig.lights()}")
@@ -581,7 +574,7 @@ async def test_a_lock_out_booked_on_its_linked_meter_only_is_reversed_at_start(t
         assert "CS-07-r1" not in box.open_rounds.get("bonus", {})
         voids = [(s.meter, s.linked, s.body["round_id"]) for s in box.pending.values() if s.kind == "void-round"]
         assert voids == [("bonus", LINKED, "CS-07-r1")]
-        assert await asyncio.to_thread(daemon._journaled, "bonus", "CS-07-r1:void:bonus")
+        assert await daemon.meters.port("bonus").journaled("bonus", "CS-07-r1:void:bonus")
         main = daemon.ledger.state["main"]
         assert not main.open_rounds and main.contributions == 0 and main.wagers_count == 0
         assert daemon.round_info()["id"] == "CS-07-r2" and daemon.state.phase.value == "betting"

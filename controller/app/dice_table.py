@@ -14,7 +14,6 @@ and no journal. The state of the series is in memory only (docs/rounds.md, "Dice
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -37,9 +36,8 @@ from ..money import format_cents
 from . import logs
 from .control import NotAvailable
 from .metrics import Metrics
-from .outputs import DeviceOutputs
 from .sdnotify import Notifier
-from .table import EVENT_QUEUE, SIGN_REFRESH_S, DeviceInfo, TableDaemon, close_buses, start_services
+from .shell import TableShell, close_buses
 
 log = structlog.get_logger("dice-table")
 
@@ -194,40 +192,17 @@ class _SixEightShakeGame:
 _GAMES = {"hot-roller-craps": _HotRollerGame, "props-and-hops": _SixEightShakeGame}
 
 
-class DiceTableDaemon:
+class DiceTableDaemon(TableShell):
     """The daemon of a dice table (``cfg.game.dice``): the same control operations, logs, metrics and
-    start-up as `TableDaemon`, with the series of rolls in place of rounds of cards."""
-
-    # Shared with the card table daemon: they use only cfg, devices, metrics, _events, _outputs,
-    # _seat_device and _win_seats, which this class has too.
-    _emit_for = TableDaemon._emit_for
-    _consume = TableDaemon._consume
-    _device_metrics = TableDaemon._device_metrics
-    _supervisor = TableDaemon._supervisor
-    _show_sign = TableDaemon._show_sign
-    _win_light = TableDaemon._win_light
+    start-up as the card table's (controller.app.shell), with the series of rolls in place of rounds of cards."""
 
     def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, Any] | None = None,
                  metrics: Metrics | None = None, notifier: Notifier | None = None,
                  control: Callable[[DiceTableDaemon], Any] | None = None) -> None:
         if not cfg.game.dice or cfg.game.id not in _GAMES:
             raise InputError("game", f"{cfg.game.id!r} is not a dice game this daemon runs")
-        self.cfg = cfg
+        super().__init__(cfg, devices, buses=buses, metrics=metrics, notifier=notifier, control=control)
         self.game = _GAMES[cfg.game.id](cfg)
-        self.devices = devices
-        self.buses = buses or {}
-        self.metrics = metrics or Metrics(cfg.table)
-        self.notifier = notifier or Notifier()
-        self._control_factory = control
-        self._events: asyncio.Queue = asyncio.Queue(EVENT_QUEUE)
-        self._outputs = {name: DeviceOutputs(d) for name, d in devices.items()}
-        self._info = {name: DeviceInfo(cfg.devices[name].kind) if name in cfg.devices else DeviceInfo("?")
-                      for name in devices}
-        self._seat_device: dict[int, str] = {}
-        for d in cfg.devices.values():
-            if d.kind == "seat":
-                for s in d.seats:
-                    self._seat_device[s] = d.name
         self._dice_entry = {d.name for d in cfg.devices_of("dice-entry")}
         self._sensed: dict[SpotKey, int | None] = {}  # chips on the sensors now
         self._stale: set[SpotKey] = set()  # chips left from a settled wager: lift and place again
@@ -239,8 +214,6 @@ class DiceTableDaemon:
         self._last_roll: Roll | None = None
         self._results: list[Settled] = []  # the last series in which something was settled
         self._not_recognized = 0  # this series
-        self.ready = asyncio.Event()
-        self.started_at = time.monotonic()
         logs.set_table_context(table=cfg.table, round=self.series_id)
 
     @property
@@ -262,7 +235,7 @@ class DiceTableDaemon:
                         game=self.cfg.game.id)
         try:
             async with asyncio.TaskGroup() as tg:
-                await start_services(self, tg, "rolls")
+                await self.start_services(tg, "rolls")
                 self._lamp()
                 self._show_state()
                 self._set_metrics()
@@ -273,19 +246,9 @@ class DiceTableDaemon:
             self.notifier.stopping()
             await close_buses(self.buses)
 
-    async def _watchdog(self, interval: float) -> None:
-        while True:  # no journal to watch: the loop turning is what there is to tell
-            self.notifier.watchdog()
-            await asyncio.sleep(interval)
-
-    async def _sign_refresh(self) -> None:
-        while True:
-            await asyncio.sleep(SIGN_REFRESH_S)
-            self._show_state()
-
     # --- inputs ------------------------------------------------------------------------------------
 
-    def _on_device_event(self, e: ev.Event) -> None:
+    def on_device_event(self, e: ev.Event) -> None:
         match e:
             case ev.WagerSensed(seat=seat, spot=spot, amount_cents=amount):
                 self._chip_sensed(e.device, seat, spot, amount)
@@ -296,10 +259,6 @@ class DiceTableDaemon:
             case ev.LockoutPressed():
                 log.info("lock-out pressed: no effect at a dice table (the come-out roll closes Hot Roller "
                          "wagering, § 623c.1(b))", device=e.device)
-            case ev.DeviceDown(reason=reason):
-                self._device_state(e.device, False, reason)
-            case ev.DeviceUp():
-                self._device_state(e.device, True, "")
             case _:
                 log.warning("event a dice table does not use", device=e.device, event=repr(e))
 
@@ -334,7 +293,7 @@ class DiceTableDaemon:
             return
         self.game.place(seat, spot, amount)
         self._clear_win_lights(None if isinstance(self.game, _HotRollerGame) else seat)
-        self._accepted_light(seat, spot, True)
+        self.accepted_light(seat, spot, True)
         self.metrics.wagers.labels(spot).inc()
         self.metrics.wagers_cents.labels(spot).inc(amount)
         log.info("wager-accepted", **{self.game.who: seat}, spot=spot, amount=format_cents(amount),
@@ -393,9 +352,10 @@ class DiceTableDaemon:
 
     def _settle(self, s: Settled) -> None:
         key = (s.seat, s.spot)
-        self._accepted_light(s.seat, s.spot, False)
+        self.accepted_light(s.seat, s.spot, False)
         if s.won:
-            self._win_light(s.seat, True)
+            self.win_light(s.seat, True)
+            self._win_seats.add(s.seat)
         if key in self._sensed:
             self._stale.add(key)
         self._results = [r for r in self._results if r.series == s.series] + [s]
@@ -415,51 +375,34 @@ class DiceTableDaemon:
         logs.set_table_context(table=self.cfg.table, round=self.series_id)
         log.info("series-ended", series=ended, next=self.series_id)
 
-    def _device_state(self, name: str, up: bool, reason: str) -> None:
-        info = self._info.setdefault(name, DeviceInfo("?"))
-        info.up = up
-        self.metrics.device_up.labels(name, info.kind).set(1 if up else 0)
+    def device_changed(self, name: str, up: bool) -> None:
         was = self.blocked
         if up:
-            if name in self._outputs:
-                self._outputs[name].resend_all()
             self._down.pop(name, None)
         else:
-            info.errors += 1
-            info.last_error = reason
-            self._down[name] = reason
+            self._down[name] = self._info[name].last_error or "down"
         if self.blocked != was:
-            log.warning("wagering-disabled" if self.blocked else "wagering-enabled", device=name, reason=reason)
+            log.warning("wagering-disabled" if self.blocked else "wagering-enabled", device=name,
+                        reason=self._info[name].last_error if not up else "")
         self._set_metrics()
         self._show_state()
 
     # --- outputs -----------------------------------------------------------------------------------
 
-    def _accepted_light(self, seat: int, spot: str, on: bool) -> None:
-        name = self._seat_device.get(seat)
-        if name in self._outputs:
-            self._outputs[name].want(("accepted", seat, spot), ev.SetAcceptedLight(seat, spot, on))
-
     def _clear_win_lights(self, seat: int | None) -> None:
         """Win lights go off at the next roll, and at a new wager (Hot Roller: any; Six Eight Shake: the
         seat's own)."""
         for s in sorted(self._win_seats if seat is None else self._win_seats & {seat}):
-            self._win_light(s, False)
+            self.win_light(s, False)
             self._win_seats.discard(s)
 
     def _lamp(self) -> None:
         """The lock-out lamp is lit while Hot Roller wagers are closed: from the come-out roll to the 7."""
-        on = not self.game.accepting
-        for d in self.cfg.devices_of("lockout"):
-            if d.name in self._outputs:
-                self._outputs[d.name].want("lamp", ev.SetLockoutLamp(on))
+        self.lamp(not self.game.accepting)
 
     def _show_state(self) -> None:
         """The sign is blank at a dice table (nothing progresses); OFFLINE while wagering is disabled."""
-        if self.blocked:
-            self._show_sign(ev.ShowMessage(ev.SignMessage.OFFLINE, table=self.cfg.table))
-        else:
-            self._show_sign(ev.ShowAmounts(()))
+        self.sign.offline(self.blocked)
 
     def _set_metrics(self) -> None:
         phase = self._phase()
@@ -483,11 +426,11 @@ class DiceTableDaemon:
             case "meters" | "history":
                 return []  # no meter at a dice table
             case "close_table":
-                who = self._supervisor(args)
+                who = await self.supervisor(args)
                 self._block_closed(who, True)
                 return {"message": f"table {self.cfg.table} closed by {who}: no new dice wagers recognized"}
             case "open_table":
-                who = self._supervisor(args)
+                who = await self.supervisor(args)
                 self._block_closed(who, False)
                 return {"message": f"table {self.cfg.table} opened by {who}"}
             case _ if op in CARD_TABLE_OPS:
@@ -531,11 +474,10 @@ class DiceTableDaemon:
             "version": __version__,
             "round": {"id": self.series_id, "phase": self._phase()},
             "blocks": self._blocks(),
-            "devices": [{"id": n, "kind": i.kind, "up": i.up, "errors": i.errors, "last_error": i.last_error}
-                        for n, i in sorted(self._info.items())],
+            "devices": self.devices_json(),
             "meters": [],
             "ledger_head_seq": None,
-            "uptime_seconds": round(time.monotonic() - self.started_at, 1),
+            "uptime_seconds": self.uptime(),
             "dice": self.dice(),
         }
 

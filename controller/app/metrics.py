@@ -54,6 +54,13 @@ class Metrics:
         self.commit_latency = Histogram("progressive_ledger_commit_seconds",
                                         "From submitting an operation to its durable receipt",
                                         buckets=_SECONDS, registry=r)
+        self.claims = Counter("progressive_claims_total", "Jackpot claims decided, by how they ended",
+                              ["outcome"], registry=r)
+        self.claims_pending = Gauge("progressive_claims_pending", "Claims awaiting a supervisor's approval",
+                                    registry=r)
+        self.internal_errors = Counter("progressive_internal_errors_total",
+                                       "Unexpected failures of the daemon's own tasks (each logged with its "
+                                       "traceback)", ["task"], registry=r)
 
     def set_phase(self, phase: str) -> None:
         for p in ROUND_PHASES:

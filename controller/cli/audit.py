@@ -13,10 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..app.views import hit_json, meter_json
 from ..errors import InputError
-from ..meter import MeterState, params_to_dict
-from ..meter.snapshot import hit_to_dict
-from ..money import format_cents, format_units
+from ..meter import MeterState
 
 EXIT_DAMAGED = 1
 
@@ -33,20 +32,18 @@ def _reducer_for(state_dir: Path) -> Any:
     """The meters, or a table's link journal (its outbox of operations on linked meters, `<state>/link`),
     told apart by what the journal holds."""
     from ..ledger import journal
+    from ..ledger.reader import JournalReader
     from ..link.outbox import LINK_SEND, OutboxReducer
     from ..meter_ledger import MetersReducer
 
     db = state_dir / journal.DB_NAME
     if db.exists():
-        conn = journal.connect(db, "ro")
         try:
-            row = conn.execute("SELECT 1 FROM entries WHERE json_extract(entry, '$[4]') = ? LIMIT 1",
-                               (LINK_SEND,)).fetchone()
+            with JournalReader(db) as reader:
+                outbox = reader.has_kind(LINK_SEND)
         except Exception:  # noqa: BLE001 - a damaged file: the audit itself says what is wrong with it
-            row = None
-        finally:
-            conn.close()
-        if row is not None:
+            outbox = False
+        if outbox:
             return OutboxReducer()
     return MetersReducer()
 
@@ -87,43 +84,6 @@ def cmd_verify(state_dir: Path, as_json: bool) -> int:
         return _damaged(report)
     print(report.summary())
     return 0
-
-
-def meter_json(s: MeterState) -> dict[str, Any]:
-    p = params_to_dict(s.params)
-    return {
-        "meter": p["meter_id"],
-        "current": format_units(s.current),
-        "shown": format_cents(s.current_cents),
-        "reset": p["reset"],
-        "rate": p["rate"],
-        "reserve_rate": p["reserve_rate"],
-        "ceiling": p["ceiling"],
-        "wager_sizes": p["wager_sizes"],
-        "qualifying_wagers": {"count": s.wagers_count, "amount": format_cents(s.wagers_cents)},
-        "contributions": format_units(s.contributions),
-        "reserve": format_units(s.reserve),
-        "overflow": format_units(s.overflow),
-        "seed": format_units(s.seed),
-        "adjustments": format_units(s.adjustments),
-        "meter_awards": format_units(s.meter_awards),
-        "hits": {label: {"count": n, "amount": format_cents(c)} for label, (n, c) in sorted(s.hits.items())},
-        "paid_by_table": format_cents(s.paid_by_table_cents),
-        "paid_by_attendant": format_cents(s.paid_by_attendant_cents),
-        "cumulative_payouts": format_cents(s.cumulative_payouts_cents),
-        "open_rounds": sorted(s.open_rounds),
-        "voided_rounds": s.voided_rounds,
-        # Awards taken from the meter and awaiting a supervisor's approval or rejection (linked meters).
-        "locked": [
-            {"claim": c, "amount": format_cents(a.amount_cents), "table": a.table, "seat": a.seat, "award": a.label}
-            for c, a in sorted(s.locked.items())
-        ],
-    }
-
-
-def hit_json(meter_id: str, h) -> dict[str, Any]:  # noqa: ANN001 - a controller.meter.Hit
-    d = hit_to_dict(h)
-    return {"meter": meter_id, "number": d.pop("number"), "time": d.pop("at"), "round": d.pop("round_id"), **d}
 
 
 def _select(meters: Mapping[str, MeterState], meter_id: str | None) -> list[str]:

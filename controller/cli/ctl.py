@@ -128,7 +128,7 @@ def _live_parsers(sub: Any) -> None:
     s = sub.add_parser("status", help="the running daemon: table, round, blocks, devices, meters, ledger, uptime")
     _live_options(s, json_option=True)
 
-    r = sub.add_parser("round", help="the current round of the running daemon: phase and accepted wagers")
+    r = sub.add_parser("round", help="the current round of the running daemon: phase, accepted wagers and claims")
     _live_options(r, json_option=True)
 
     v = sub.add_parser("void", help="void the round being dealt (shoe jam, misdeal): every wager is returned")
@@ -138,6 +138,11 @@ def _live_parsers(sub: Any) -> None:
 
     t = sub.add_parser("settle-round", help="tell the daemon the dealer finished settling round ROUND_ID")
     t.add_argument("round_id", metavar="ROUND_ID", help="the round, e.g. CS-07-r12 (see `progressivectl round`)")
+    t.add_argument("--supervisor", metavar="NAME",
+                   help="a supervisor settles a round a wrong stub count asked to void, where the void cannot be "
+                        "(an award of the round was paid)")
+    t.add_argument("--secret-file", type=Path, metavar="FILE",
+                   help="with --supervisor: read the secret from the first line of FILE (mode 0600)")
     _live_options(t, json_option=True)
 
     d = sub.add_parser("deck-replaced", help="a supervisor confirms a new deck is in use")
@@ -147,6 +152,11 @@ def _live_parsers(sub: Any) -> None:
     k = sub.add_parser("stub-count", help="enter the count of the undealt stub (tables without a counting shuffler)")
     k.add_argument("stub", metavar="STUB", help="cards counted in the stub")
     k.add_argument("--dealt", metavar="N", help="cards dealt, when the shoe does not report them")
+    k.add_argument("--supervisor", metavar="NAME",
+                   help="a supervisor's recount (with the secret, as for void): a count of 52 withdraws the void a "
+                        "wrong count asked for")
+    k.add_argument("--secret-file", type=Path, metavar="FILE",
+                   help="with --supervisor: read the secret from the first line of FILE (mode 0600)")
     _live_options(k, json_option=True)
 
     for name, what in (("close-table", "close the table: progressive wagering disabled until it is opened"),
@@ -296,7 +306,8 @@ def _cmd_history(args: argparse.Namespace) -> int:
 
         if limit is None:
             return cmd_history(args.state, args.json, args.meter)
-        from .audit import _audit, _damaged, _select, hit_json
+        from ..app.views import hit_json
+        from .audit import _audit, _damaged, _select
 
         report = _audit(args.state)
         if not report.ok:
@@ -555,6 +566,14 @@ def _cmd_round(args: argparse.Namespace) -> int:
     else:
         out.append("no wagers accepted")
     out.append(f"not recognized: {_text(rnd.get('not_recognized'))}")
+    if rnd.get("void_requested"):
+        out.append(f"to be voided: {_text(rnd.get('void_requested'))} (a supervisor confirms: progressivectl void)")
+    claims = [c for c in rnd.get("claims") or [] if isinstance(c, dict)]
+    if claims:
+        out += _table([["claim", "seat", "spot", "amount", "status"]] + [
+            [_text(c.get("claim_id")), _text(c.get("seat")), _text(c.get("spot")), f"${_text(c.get('amount'))}",
+             _text(c.get("status")) + (f" ({_text(c.get('by'))})" if c.get("by") else "")] for c in claims],
+            right=frozenset({1, 3}))
     print("\n".join(out))
     return 0
 
@@ -634,7 +653,16 @@ def _cmd_void(args: argparse.Namespace) -> int:
 
 
 def _cmd_settle_round(args: argparse.Namespace) -> int:
-    return _done(args, _ask(args, "settle", round_id=args.round_id))
+    return _maybe_supervised(args, "settle", round_id=args.round_id)
+
+
+def _maybe_supervised(args: argparse.Namespace, op: str, **call_args: Any) -> int:
+    """An operation anyone in the socket group may ask for, which a supervisor may also ask for with more effect."""
+    if args.supervisor is not None:
+        return _supervised(args, op, **call_args)
+    if args.secret_file is not None:
+        raise InputError("--secret-file", "is the secret of --supervisor NAME: give both")
+    return _done(args, _ask(args, op, **call_args))
 
 
 def _cmd_deck_replaced(args: argparse.Namespace) -> int:
@@ -645,7 +673,7 @@ def _cmd_stub_count(args: argparse.Namespace) -> int:
     call_args: dict[str, Any] = {"stub": _count(args.stub, "STUB", most=52)}
     if args.dealt is not None:
         call_args["dealt"] = _count(args.dealt, "--dealt", most=52)
-    return _done(args, _ask(args, "stub_count", **call_args))
+    return _maybe_supervised(args, "stub_count", **call_args)
 
 
 def _cmd_table(args: argparse.Namespace) -> int:

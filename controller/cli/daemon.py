@@ -12,8 +12,9 @@ lets a scripted dealer play rounds. `progressivectl status --socket .progressive
 `progressive-hil --control .progressive-demo/rig.sock ...` talk to it while it runs.
 
 Exit status: 0 after a clean stop (SIGTERM, Ctrl-C, or --rounds played), 2 for a configuration that cannot
-be used (every problem printed), 1 when the table cannot start (a damaged journal, a busy port);
-a storage error exits 74 from the ledger itself, for systemd to restart from the journal.
+be used (every problem printed), 1 when the table cannot start (a damaged journal, a busy port), 70 when a task
+the table cannot go on without failed (its reason and traceback logged; controller.app.shell); a storage error
+exits 74 from the ledger itself. systemd restarts the daemon from the journal after any of them.
 """
 
 from __future__ import annotations
@@ -74,9 +75,19 @@ def main(argv: list[str] | None = None) -> int:
     except _StartError as e:
         print(f"progressived: {e}", file=sys.stderr)
         return 1
+    except _Failed as e:
+        print(f"progressived: {e}", file=sys.stderr)
+        return EXIT_SOFTWARE
+
+
+EXIT_SOFTWARE = 70  # EX_SOFTWARE: a task of the daemon failed (its traceback is in the log)
 
 
 class _StartError(Exception):
+    pass
+
+
+class _Failed(Exception):
     pass
 
 
@@ -161,6 +172,7 @@ async def _run(cfg, args: argparse.Namespace) -> int:
     from ..app.control import ControlServer, socket_path
     from ..app.dice_table import DiceTableDaemon
     from ..app.metrics import Metrics
+    from ..app.shell import DaemonFailed
     from ..app.table import TableDaemon
     from ..config.devices import build_drivers
     from ..errors import InputError
@@ -196,10 +208,16 @@ async def _run(cfg, args: argparse.Namespace) -> int:
                 run = tg.create_task(daemon.run(), name="table")
                 if rig is not None and not args.no_dealer:
                     tg.create_task(_dealer(rig, daemon, args.rounds, run), name="dealer")
+        except* DaemonFailed as group:
+            raise _Failed("; ".join(str(e) for e in group.exceptions)) from None
         except* (LedgerError, InputError, OSError) as group:
             raise _StartError("; ".join(str(e) for e in group.exceptions)) from None
         except* asyncio.CancelledError:
             pass
+        except* Exception as group:  # a fault of the daemon itself: its reason in the log, then exit 70
+            for e in group.exceptions:
+                log.error("the controller failed", error=f"{type(e).__name__}: {e}", exc_info=e)
+            raise _Failed("; ".join(f"{type(e).__name__}: {e}" for e in group.exceptions)) from None
     return 0
 
 

@@ -26,7 +26,8 @@ from ..ledger.chain import format_time, utc_now
 from ..meter_ledger import LINK_REFUSED, MetersReducer, configure_meter
 from ..money import format_cents, parse_cents
 from . import schema
-from .journal_keys import KeyIndex
+from ..ledger.reader import Found, JournalReader
+from .journal_keys import last_link_seqs
 from .mqtt import LinkDown, MqttLink, MqttSettings
 
 log = structlog.get_logger("controller.link.authority")
@@ -69,7 +70,7 @@ class LinkAuthority:
         self.settings = _with_will(self.settings, (self.topics.status, offline, True))
         self.metrics = AuthorityMetrics(registry)
         self.ledger: Ledger | None = None
-        self.keys: KeyIndex | None = None
+        self.keys: JournalReader | None = None
         self.next_seq: dict[str, int] = {}
         self.mqtt: MqttLink | None = None
         self.ready = asyncio.Event()
@@ -97,8 +98,8 @@ class LinkAuthority:
                     log.info("linked meter defined", meter=m.id, reset=format_cents(m.params.reset_cents))
                 elif done == "changed":
                     log.warning("linked meter parameters changed by the configuration", meter=m.id)
-            self.keys = KeyIndex(led.db_path)
-            self.next_seq = {t: n + 1 for t, n in self.keys.last_link_seqs().items()}
+            self.keys = JournalReader(led.db_path)
+            self.next_seq = {t: n + 1 for t, n in last_link_seqs(self.keys).items()}
         except BaseException:
             led.close()
             raise
@@ -193,19 +194,19 @@ class LinkAuthority:
             await self._reply(op.table, schema.Expect(expected))
             return
         if op.seq < expected:
-            done = await asyncio.to_thread(self.keys.outcome, op.key)
+            done = await self.keys.alookup(op.key)
             if done is None:  # cannot happen with an intact journal: keys are applied in order
                 self._drop("stale", table=op.table, seq=op.seq)
                 return
             self.metrics.applied.labels(op.table, "repeat").inc()
-            await self._reply(op.table, _answer(op.seq, *done))
+            await self._reply(op.table, _answer(op.seq, done))
             return
         body = {"meter": op.meter, **op.body}
         seat = self._seat_of(op)
         t0 = time.perf_counter()
         answer: Any
         try:
-            problem = _foreign(op)
+            problem = _foreign(op) or _not_a_later_share(op, self.ledger.state)
             if problem is not None:
                 raise InputError(*problem)
             receipt = await self.ledger.submit_async(op.kind, body, op.key)
@@ -302,10 +303,29 @@ def _foreign(op: schema.Op) -> tuple[str, str] | None:
     return None
 
 
-def _answer(seq: int, entry: int, kind: str, body: dict[str, Any], result: Any) -> Any:
-    if kind == LINK_REFUSED:
-        return schema.Refused(seq, str(body.get("field", "")), str(body.get("message", "")))
-    return schema.Ack(seq, entry, result if isinstance(result, dict) else {})
+def _not_a_later_share(op: schema.Op, meters: Any) -> tuple[str, str] | None:
+    """A table takes a percentage of a linked meter only by locking it (§ 605a.8: the amount is fixed at the
+    authority at the hit). `pay-percent-award` is accepted for a later share of an award on the dealer's hand
+    only (§ 639a.12(e)(2)): one whose first share a lock took from the meter and paid, so that nothing more is
+    taken from the meter."""
+    if op.kind != "pay-percent-award":
+        return None
+    b = op.body
+    meter = meters.get(op.meter)
+    booking = meter.open_rounds.get(b.get("round_id")) if meter is not None else None
+    shared = booking.shared if booking is not None else ()
+    if isinstance(b.get("shares"), int) and b["shares"] > 1 and any(
+            (sh.hand, sh.award, sh.shares) == (b.get("hand"), b.get("award"), b["shares"]) for sh in shared):
+        return None
+    return "kind", ("a table takes a percentage of a linked meter by locking it (lock-percent-award, then "
+                    "pay-locked-award); pay-percent-award pays only a later share of a shared award whose first "
+                    "share was paid")
+
+
+def _answer(seq: int, done: Found) -> Any:
+    if done.kind == LINK_REFUSED:
+        return schema.Refused(seq, str(done.body.get("field", "")), str(done.body.get("message", "")))
+    return schema.Ack(seq, done.seq, done.result if isinstance(done.result, dict) else {})
 
 
 def _win(op: schema.Op, entry: int, result: dict[str, Any], seat: int) -> schema.Win:

@@ -21,7 +21,7 @@ from ..errors import InputError
 from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
 from . import schema
-from .journal_keys import KeyIndex
+from ..ledger.reader import Found, lookup
 from .mqtt import LinkDown, MqttLink, MqttSettings
 from .outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, Outbox, OutboxReducer, send_body
 
@@ -113,7 +113,7 @@ class TableLink:
             receipt = await self.ledger.submit_async(LINK_SEND, send_body(meter, self.linked[meter], op), key)
             seq = int(receipt.result["seq"])
         except KeyConflict:
-            seq = self._first_journaled(key)
+            seq = await asyncio.to_thread(self._first_journaled, key)
         sent = self.ledger.state.pending.get(seq)
         if sent is not None:
             self._publish_soon(sent)
@@ -133,7 +133,7 @@ class TableLink:
     def _first_journaled(self, key: str) -> int:
         """The sequence number of the operation journaled under `key`: a retry made at another moment (another
         time in its body) conflicts with it, and the operation first journaled is the one sent."""
-        return int(self._journaled(key)[3]["seq"])
+        return int(self._journaled(key).result["seq"])
 
     def _publish_soon(self, sent: Any) -> None:
         """Publish a journaled operation without waiting for the broker: `send` returns once the operation is
@@ -155,27 +155,24 @@ class TableLink:
         fut = self._answers.get(seq)
         if fut is None:
             if seq not in self.outbox.pending:
-                return self._journaled_answer(seq)
+                return await asyncio.to_thread(self._journaled_answer, seq)
             fut = self._answers[seq] = asyncio.get_running_loop().create_future()
         async with asyncio.timeout(timeout):
             return await asyncio.shield(fut)
 
-    def _journaled(self, key: str) -> tuple[int, str, dict[str, Any], Any]:
+    def _journaled(self, key: str) -> Found:
+        """The entry journaled under `key` in the link journal (blocking: from a thread)."""
         assert self.ledger is not None
-        keys = KeyIndex(self.ledger.db_path)
-        try:
-            found = keys.outcome(key)
-        finally:
-            keys.close()
+        found = lookup(self.ledger.db_path, key)
         if found is None:
             raise LookupError(f"nothing is journaled under {key!r}")
         return found
 
     def _journaled_answer(self, seq: int) -> dict[str, Any]:
-        _entry, kind, body, _result = self._journaled(f"answer:{seq}")
-        if kind == LINK_REFUSED:
-            raise Refused(body["field"], body["message"])
-        return body["result"]
+        found = self._journaled(f"answer:{seq}")
+        if found.kind == LINK_REFUSED:
+            raise Refused(found.body["field"], found.body["message"])
+        return found.body["result"]
 
     async def _publish_op(self, sent: Any) -> bool:
         op = schema.Op(self.table, sent.seq, sent.kind, sent.linked, dict(sent.body))

@@ -14,15 +14,19 @@ from typing import Any
 from ..errors import InputError
 from ..money import format_cents, parse_cents
 
+LINK_KEY_PREFIX = "link:"  # the authority journals table T's operation N under "link:T:N"
+
 VERSION = 1
 DEFAULT_PREFIX = "progressive/v1"
 MAX_PAYLOAD = 65_536  # bytes; a contribution batch of a 7-seat table is about 400
 
 # The meter operations a table may ask of the authority (controller.meter.ops kinds). Parameters and
-# adjustments of a linked meter are the authority's own business, never a table's.
+# adjustments of a linked meter are the authority's own business, never a table's. A percentage of a linked
+# meter is locked first (lock-percent-award, then pay-locked-award or release-locked-award); pay-percent-award
+# pays only a later share of a shared award whose first share was paid that way (the authority checks it).
 TABLE_OPS = frozenset({
     "book-contributions", "void-round", "close-round", "pay-fixed-award",
-    "lock-percent-award", "pay-locked-award", "release-locked-award",
+    "lock-percent-award", "pay-locked-award", "release-locked-award", "pay-percent-award",
 })
 
 
@@ -90,7 +94,7 @@ class Op:
     @property
     def key(self) -> str:
         """The idempotency key in the authority's journal: a retried operation applies once."""
-        return f"link:{self.table}:{self.seq}"
+        return f"{LINK_KEY_PREFIX}{self.table}:{self.seq}"
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,8 @@ its effects (lights, bookings, notes for the log and the metrics); it never touc
   booking is on disk. The accepted count per spot goes to the dealer's chip reconciliation.
 - Cards: a shuffler count other than 52 or decks out of alternation blocks wagering until a supervisor
   confirms a new deck (§ 667a.5(b), § 667a.3(b)); without a counting shuffler the stub must be counted at
-  least every `stub_count_every` rounds (§ 667a.8(f)) or wagering stays blocked; a wrong stub count voids
-  the round and blocks the deck (§ 667a.8(h)).
+  least every `stub_count_every` rounds (§ 667a.8(f)) or wagering stays blocked; a wrong stub count blocks
+  the deck and asks for the round to be voided (§ 667a.8(h)), which a supervisor confirms (VoidRound).
 - Void (shoe jam § 667a.13(e), misdeal § 667a.13(a),(c)): every wager returned, the booking reversed.
 - Blocks (device down, link down, deck, stub, table closed) stop new wagers; wagers already accepted in the
   round stay accepted and lit: turning a light off would tell the player a recognized wager was not.
@@ -56,6 +56,7 @@ from .model import (
     StubCounted,
     TableRules,
     TableState,
+    VoidRefused,
     VoidRound,
     Voided,
     round_id,
@@ -68,7 +69,7 @@ def start(rules: TableRules, round_no: int = 1) -> Step:
     state = TableState(round_no=round_no)
     effects: list[Effect] = [Lamp(False)]
     if not rules.counting_shuffler:
-        state = _raise(state, Block.STUB, "start-up")
+        state = raise_block(state, Block.STUB, "start-up")
         effects.append(Note("stub-count-due", {"rounds": None}))
     effects.append(Opened(round_id(rules.table, round_no)))
     return Step(state, tuple(effects))
@@ -210,10 +211,22 @@ def _voided(rules: TableRules, state: TableState, e: Voided) -> Step:
     return _next_round(rules, state)
 
 
+def _void_refused(rules: TableRules, state: TableState, e: VoidRefused) -> Step:
+    """The reversal of the void was refused (the meter says an award was paid): the round is dealt again."""
+    rid = _current(rules, state, e.round_id, Phase.VOID, "void refused")
+    return Step(replace(state, phase=Phase.DEALING), (Note("void-refused", {"round": rid, "error": e.reason}),))
+
+
 def _settled(rules: TableRules, state: TableState, e: RoundSettled) -> Step:
     rid = _current(rules, state, e.round_id, Phase.DEALING, "settled")
+    notes: tuple[Effect, ...] = ()
+    if state.void_requested is not None:
+        if e.by is None:
+            raise RulesError("round_id", f"round {rid} is to be voided: {state.void_requested}; a supervisor confirms "
+                                         "the void (or, where an award of it was paid, settles it)")
+        notes = (Note("void-request-overruled", {"round": rid, "by": e.by, "reason": state.void_requested}),)
     nxt = _next_round(rules, state)
-    return Step(nxt.state, (Close(rid), *nxt.effects))
+    return Step(nxt.state, (*notes, Close(rid), *nxt.effects))
 
 
 def _next_round(rules: TableRules, state: TableState) -> Step:
@@ -223,7 +236,7 @@ def _next_round(rules: TableRules, state: TableState) -> Step:
     new = TableState(round_no=state.round_no + 1, sensed=state.sensed, stale=frozenset(state.sensed),
                      blocks=state.blocks, deck=deck)
     if not rules.counting_shuffler and deck.rounds_since_count >= rules.stub_count_every:
-        new = _raise(new, Block.STUB, "dealer")
+        new = raise_block(new, Block.STUB, "dealer")
         effects.append(Note("stub-count-due", {"rounds": deck.rounds_since_count}))
     effects.append(Opened(round_id(rules.table, new.round_no)))
     return Step(new, tuple(effects))
@@ -236,13 +249,13 @@ def _shuffle_counted(rules: TableRules, state: TableState, e: ShuffleCounted) ->
     if isinstance(e.count, bool) or not isinstance(e.count, int) or e.count < 0:
         raise InputError("count", f"must be a whole number of cards, not {e.count!r}")
     if e.count != DECK_SIZE:
-        return Step(_raise(state, Block.DECK, "shuffler"),
+        return Step(raise_block(state, Block.DECK, "shuffler"),
                     (Note("deck-count-wrong", {"count": e.count, "deck": e.deck}),))
     if rules.two_decks:
         if e.deck is None:
             raise InputError("deck", "two decks are alternated: the shuffler must say which deck it counted")
         if e.deck == state.deck.last_deck:
-            return Step(_raise(state, Block.DECK, "alternation"),
+            return Step(raise_block(state, Block.DECK, "alternation"),
                         (Note("deck-not-alternated", {"deck": e.deck}),))
     deck = replace(state.deck, rounds_since_count=0, last_deck=e.deck)
     return Step(replace(state, deck=deck), (Note("deck-counted", {"count": e.count, "deck": e.deck}),))
@@ -257,14 +270,25 @@ def _stub_counted(rules: TableRules, state: TableState, e: StubCounted) -> Step:
             raise InputError(name, f"must be a whole number of cards, not {v!r}")
     if e.stub + dealt == DECK_SIZE:
         state = _clear(state, Block.STUB, None)
+        effects: list[Effect] = [Note("stub-counted", {"stub": e.stub, "dealt": dealt, "by": e.by})]
+        if e.by is not None and Block.DECK in state.blocks and "stub" in state.blocks[Block.DECK]:
+            # a supervisor's recount finds the deck whole: the dealer's count was wrong, not the deck
+            state = _clear(state, Block.DECK, "stub")
+            if state.void_requested is not None:
+                effects.append(Note("void-withdrawn", {"round": round_id(rules.table, state.round_no),
+                                                       "by": e.by, "reason": state.void_requested}))
+                state = replace(state, void_requested=None)
         deck = replace(state.deck, rounds_since_count=0)
-        return Step(replace(state, deck=deck), (Note("stub-counted", {"stub": e.stub, "dealt": dealt}),))
-    # § 667a.8(h): wrong count: hands void, wagers returned, and (unless only misdealt) the deck removed
-    state = _raise(state, Block.DECK, "stub")
-    note = Note("stub-count-wrong", {"stub": e.stub, "dealt": dealt})
+        return Step(replace(state, deck=deck), tuple(effects))
+    # § 667a.8(h): wrong count: hands void, wagers returned, and (unless only misdealt) the deck removed. The
+    # count blocks wagering at once; the void waits for a supervisor to confirm it (it returns every wager).
+    state = raise_block(state, Block.DECK, "stub")
+    note = Note("stub-count-wrong", {"stub": e.stub, "dealt": dealt, "by": e.by})
     if state.phase is Phase.DEALING:
-        voided = _void(rules, state, VoidRound(f"stub count {e.stub} + {dealt} dealt is not {DECK_SIZE}"))
-        return Step(voided.state, (note, *voided.effects))
+        why = f"stub count {e.stub} + {dealt} dealt is not {DECK_SIZE} (§ 667a.8(h))"
+        state = replace(state, void_requested=why)
+        return Step(state, (note, Note("void-requested", {"round": round_id(rules.table, state.round_no),
+                                                          "reason": why})))
     return Step(state, (note,))
 
 
@@ -283,7 +307,8 @@ def _deck_replaced(rules: TableRules, state: TableState, e: DeckReplaced) -> Ste
 # --- blocks ------------------------------------------------------------------------------------
 
 
-def _raise(state: TableState, block: Block, source: str) -> TableState:
+def raise_block(state: TableState, block: Block, source: str) -> TableState:
+    """`state` with `source`'s hold on `block`."""
     blocks = dict(state.blocks)
     blocks[block] = frozenset(blocks.get(block, frozenset()) | {source})
     return replace(state, blocks=MappingProxyType(blocks))
@@ -302,7 +327,7 @@ def _clear(state: TableState, block: Block, source: str | None) -> TableState:
 
 def _block_raised(rules: TableRules, state: TableState, e: BlockRaised) -> Step:
     was = state.blocked
-    state = _raise(state, e.block, e.source)
+    state = raise_block(state, e.block, e.source)
     effects = () if was else (Note("wagering-disabled", {"block": e.block.value, "source": e.source}),)
     return Step(state, effects)
 
@@ -344,6 +369,7 @@ _HANDLERS = {
     DeckReplaced: _deck_replaced,
     VoidRound: _void,
     Voided: _voided,
+    VoidRefused: _void_refused,
     RoundSettled: _settled,
     BlockRaised: _block_raised,
     BlockCleared: _block_cleared,

@@ -88,6 +88,7 @@ class TableState:
     blocks: Mapping[Block, frozenset[str]] = field(default_factory=dict)  # block -> who raised it
     deck: DeckState = DeckState()
     lamp: bool = False
+    void_requested: str | None = None  # why the round being dealt is to be voided (a wrong stub count)
 
     @property
     def blocked(self) -> bool:
@@ -139,10 +140,12 @@ class ShuffleCounted:
 @dataclass(frozen=True)
 class StubCounted:
     """The dealer counted the stub (§ 667a.8(f)). ``dealt`` is the number of cards out of the deck; None
-    takes it from the shoe's dispensed count."""
+    takes it from the shoe's dispensed count. ``by``: the supervisor who counted (a recount that finds the
+    deck whole clears the block and the void a wrong count asked for)."""
 
     stub: int
     dealt: int | None = None
+    by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -172,10 +175,20 @@ class Voided:
 
 
 @dataclass(frozen=True)
-class RoundSettled:
-    """Every hand of the round is settled (payouts are the claim machinery's business)."""
+class VoidRefused:
+    """The ledger refused to reverse the voided round's booking (an award was paid): it is dealt again."""
 
     round_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class RoundSettled:
+    """Every hand of the round is settled (payouts are the claim machinery's business). ``by``: a supervisor who
+    settles a round a wrong stub count asked to void, where the void cannot be (an award of it was paid)."""
+
+    round_id: str
+    by: str | None = None
 
 
 @dataclass(frozen=True)
@@ -191,7 +204,7 @@ class BlockCleared:
 
 
 Input = (ChipSensed | ChipRemoved | LockoutPressed | Booked | ShuffleCounted | StubCounted | CardsDispensed
-         | DeckReplaced | VoidRound | Voided | RoundSettled | BlockRaised | BlockCleared)
+         | DeckReplaced | VoidRound | Voided | VoidRefused | RoundSettled | BlockRaised | BlockCleared)
 
 # --- effects -----------------------------------------------------------------------------------
 

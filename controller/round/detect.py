@@ -220,7 +220,7 @@ def detect(game: Game, spots: Sequence[SpotWager], accepted: Mapping[tuple[int, 
     """The deal so far and, once it is complete, every hand that a wager of `accepted` ((seat, spot) -> cents)
     pays, in settlement order: seat N first, then N-1, ...; within a seat's turn its own hand (its spots in the
     table's order), then the dealer's hand when that seat is the first that wagered on it (§ 639a.11(c),
-    § 639a.12(e)(2); controller/app/claims.py). `seats` are the seats dealt (default: those in `accepted`)."""
+    § 639a.12(e)(2); controller/round/claims.py). `seats` are the seats dealt (default: those in `accepted`)."""
     by_spot = {s.spot: s for s in spots}
     for (seat, spot) in accepted:
         if spot not in by_spot:

@@ -22,24 +22,35 @@ The Magic Card and the Lucky Bonus position are the ones drawn at lock-out and r
 booking (`Draws`); both are paid with a winning hand only, on top of its payout (docs/rules.md), so they are
 claimed with the hand, never on their own.
 
-This module is pure: it verifies and orders; the daemon pays.
+This module is pure: it verifies and orders, and says how a claim is written in the journal (`claim_to_json`,
+`claim_from_json`); its lifecycle (pending, approved, paid, ...) is controller.round.claim_machine; the daemon
+pays.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any, Literal
 
+from ..awards import PercentOfMeter, parse_award
 from ..cards import card_str, cards_str, parse_card, parse_cards
 from ..errors import InputError, RulesError
 from ..games import Game, Wager
-from ..money import format_cents
+from ..meter import ops as meter_ops
+from ..money import format_cents, format_units, parse_cents, parse_units
 from ..paytables import Paytable
-from ..round.model import TableRules
 from ..settlement import DEALER_POSITION, Payout, Round, Seat, settle
+from .model import TableRules
 
-Status = Literal["pending", "paid", "rejected"]
+# locking: a linked meter's percentage award is being locked at the link authority (its amount is the
+# authority's); pending: awaits a supervisor; paying: approved (or paid by the table), its payouts being
+# journaled; paid; rejected (by a supervisor); voided (with its round); refused (the authority refused the lock).
+Status = Literal["locking", "pending", "paying", "paid", "rejected", "voided", "refused"]
+STATUSES: tuple[str, ...] = ("locking", "pending", "paying", "paid", "rejected", "voided", "refused")
+OPEN: frozenset[str] = frozenset({"locking", "pending", "paying"})  # not decided, or not yet all paid
+ENDED_UNPAID: frozenset[str] = frozenset({"rejected", "voided", "refused"})  # nothing of it was paid
 
 DEALER = "dealer"  # the `seat` of a claim for the dealer's hand
 _OWN, _ON_DEALER = 0, 1  # within a seat's turn the player's own hand is settled before the dealer's hand
@@ -79,9 +90,13 @@ class Claim:
     cards: tuple[int, ...]
     payouts: tuple[Payout, ...]
     status: Status = "pending"
-    by: str = ""  # who approved or rejected
+    by: str = ""  # who approved or rejected (or, paid by the table, who claimed it)
     reason: str = ""
     turn: int = 0  # the seat at whose turn the claim is settled (the seat itself, or the first dealer wagerer)
+    claimed_by: str = "dealer"  # "dealer", or "shoe" for a hit detected from the card-reading shoe
+    locks: tuple[int, ...] = ()  # payouts locked at the link authority (a linked meter's percentage awards)
+    locked: tuple[int, ...] = ()  # of those, the ones the authority has locked (their amounts are its)
+    paid: tuple[int, ...] = ()  # payouts journaled as paid
 
     @property
     def on_dealer(self) -> bool:
@@ -114,6 +129,15 @@ class Claim:
     @property
     def needs_approval(self) -> bool:
         return any(p.requires_validation for p in self.payouts)
+
+    @property
+    def unpaid(self) -> tuple[int, ...]:
+        return tuple(i for i in range(len(self.payouts)) if i not in self.paid)
+
+    @property
+    def lit(self) -> bool:
+        """Whether this claim keeps its win lights on: verified, and neither rejected, voided nor refused."""
+        return self.status not in ENDED_UNPAID
 
     def describe(self) -> str:
         parts = ", ".join(_describe(p, self) for p in self.payouts)
@@ -151,7 +175,12 @@ class RoundClaims:
     round_id: str
     claims: tuple[Claim, ...] = field(default_factory=tuple)
     draws: Draws | None = None  # read from the round's booking at the first claim that needs them
-    first: int = 1  # the number of the round's first claim here (after a restart: after those journaled)
+    first: int = 1  # the lowest number a new claim may take (after a restart: after every one journaled)
+
+    @property
+    def open(self) -> Claim | None:
+        """The claim not yet decided or not yet paid (claims are settled one at a time), if any."""
+        return next((c for c in self.claims if c.status in OPEN), None)
 
     @property
     def pending(self) -> Claim | None:
@@ -159,8 +188,14 @@ class RoundClaims:
 
     @property
     def lit(self) -> frozenset[int]:
-        """Seats whose win light a claim that is not rejected has turned on."""
-        return frozenset(s for c in self.claims if c.status != "rejected" for s in c.winners)
+        """Seats whose win light a claim that is not rejected, voided or refused has turned on."""
+        return frozenset(s for c in self.claims if c.lit for s in c.winners)
+
+    @property
+    def next_number(self) -> int:
+        """The number of the round's next claim: after every claim here, and never below `first`."""
+        made = [int(c.id.rsplit("-c", 1)[1]) for c in self.claims if c.id.rsplit("-c", 1)[-1].isdigit()]
+        return max([self.first, *(n + 1 for n in made)])
 
     def get(self, claim_id: object) -> Claim:
         for c in self.claims:
@@ -169,11 +204,20 @@ class RoundClaims:
         raise InputError("claim_id", f"no claim {claim_id!r} in round {self.round_id}")
 
     def with_claim(self, claim: Claim) -> RoundClaims:
-        others = tuple(c for c in self.claims if c.id != claim.id)
-        return replace(self, claims=(*others, claim))
+        """`claim` added, or put in the place of the claim of the same id."""
+        if any(c.id == claim.id for c in self.claims):
+            return replace(self, claims=tuple(claim if c.id == claim.id else c for c in self.claims))
+        return replace(self, claims=(*self.claims, claim))
 
     def with_draws(self, draws: Draws) -> RoundClaims:
         return replace(self, draws=draws)
+
+
+def payout_key(rid: str, seat: int, spot: str, i: int) -> str:
+    """The journal key of payout `i` of a hand: by the hand, not the claim, so that a hand claimed again after a
+    restart is never paid twice (§ 639a.11(c)(5))."""
+    who = "dealer" if seat == DEALER_POSITION else seat
+    return f"{rid}:{who}:{spot}:pay:{i}"
 
 
 def claim_spot(rules: TableRules, accepted: Mapping[tuple[int, str], int], seat: object, spot: object) -> str:
@@ -237,8 +281,8 @@ def verify(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytable, met
         payouts += tuple(p for p in paid if p.kind == "envy" and p.hand_of == f"seat {seat}")
     if not payouts:
         raise RulesError("cards", f"{cards_str(hand)} is not a winning hand for the {wager.title}")
-    n = rc.first + len(rc.claims)
-    return Claim(f"{rc.round_id}-c{n}", rc.round_id, seat, spot, meter, wager_cents, hand, payouts, turn=seat)
+    return Claim(f"{rc.round_id}-c{rc.next_number}", rc.round_id, seat, spot, meter, wager_cents, hand, payouts,
+                 turn=seat)
 
 
 def verify_dealer(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytable, meter_units: int,
@@ -265,18 +309,35 @@ def verify_dealer(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytab
     payouts = tuple(p for p in _settle(rnd, "dealer.cards") if p.hand_of == "dealer")
     if not payouts:
         raise RulesError("cards", f"{cards_str(hand)} is not a winning hand for the {wager.title} on the dealer's hand")
-    n = rc.first + len(rc.claims)
-    return Claim(f"{rc.round_id}-c{n}", rc.round_id, DEALER_POSITION, spot, meter, 0, hand, payouts, turn=turn)
+    return Claim(f"{rc.round_id}-c{rc.next_number}", rc.round_id, DEALER_POSITION, spot, meter, 0, hand, payouts,
+                 turn=turn)
+
+
+def claim_refusal(rc: RoundClaims) -> str | None:
+    """Why no new claim can be made now, or None: claims are settled one at a time (§ 639a.11(c))."""
+    c = rc.open
+    return None if c is None else f"{c.id} {status_text(c)}: claims are settled one at a time"
+
+
+def status_text(c: Claim) -> str:
+    """Where a claim stands, as what follows its id in a sentence."""
+    return {"locking": "is being locked at the link authority", "pending": "awaits a supervisor's approval",
+            "paying": "is being paid",
+            "paid": f"was paid (approved by {c.by})" if c.needs_approval or c.claimed_by == "shoe"
+            else "was paid by the table",
+            "rejected": f"was rejected by {c.by}", "voided": "was voided with its round",
+            "refused": "was refused by the link authority"}[c.status]
 
 
 def _one_at_a_time(rc: RoundClaims) -> None:
-    if rc.pending is not None:
-        raise RulesError("claim", f"{rc.pending.id} awaits a supervisor's approval: claims are settled one at a time")
+    why = claim_refusal(rc)
+    if why is not None:
+        raise RulesError("claim", why)
 
 
 def _check_turn(rc: RoundClaims, seat: int, spot: str, turn: int, stage: int) -> None:
     """Refuse a hand claimed twice, and a claim that the rules settle before one already settled."""
-    live = [c for c in rc.claims if c.status != "rejected"]
+    live = [c for c in rc.claims if c.lit]
     who = "the dealer's hand" if seat == DEALER_POSITION else f"seat {seat}"
     for c in live:
         if c.seat == seat and c.spot == spot:
@@ -306,7 +367,7 @@ def _cards(rc: RoundClaims, game: Game, cards: object, counts: int | tuple[int, 
     seen: dict[int, str] = {}
     same_hand: Claim | None = None
     for c in rc.claims:
-        if c.status == "rejected":
+        if not c.lit:
             continue
         if c.seat == seat:
             same_hand = same_hand or c
@@ -342,4 +403,140 @@ def _settle(rnd: Round, cards_field: str) -> tuple[Payout, ...]:
         raise
 
 
-__all__ = ["DEALER", "Claim", "Draws", "RoundClaims", "claim_spot", "hit_hand", "verify", "verify_dealer"]
+# --- the meter operations of a claim's payouts (controller.meter.ops) ------------------------------------
+
+
+def lock_id(claim: Claim, i: int) -> str:
+    """The id under which payout `i` of `claim` is locked at the link authority."""
+    return f"{claim.id}:{i}"
+
+
+def lock_op(claim: Claim, i: int, table: str, at: datetime) -> meter_ops.LockPercentAward:
+    """Lock payout `i` (a percentage of a linked meter; for a shared award its first share, with the number of
+    shares) at the link authority, at this player's turn (§ 605a.8)."""
+    p = claim.payouts[i]
+    award = parse_award(p.award, "award")
+    assert isinstance(award, PercentOfMeter)
+    return meter_ops.LockPercentAward(claim.round_id, table, p.seat, hit_hand(p), p.award, award.percent, at,
+                                      lock_id(claim, i), shares=p.shared_by)
+
+
+def payout_op(claim: Claim, i: int, table: str, at: datetime) -> meter_ops.Op:
+    """The operation that pays payout `i`, approved by `claim.by`: the lock of a linked meter's percentage award;
+    a percentage of the meter (a local meter's; or a later share of a shared award, paid from what the first
+    share took, on either kind of meter); or a fixed or odds payout (Envy Bonus, Magic Card, Lucky Bonus)."""
+    p = claim.payouts[i]
+    if i in claim.locks:
+        return meter_ops.PayLockedAward(lock_id(claim, i), claim.by, at)
+    award = parse_award(p.award, "award")
+    if isinstance(award, PercentOfMeter):
+        return meter_ops.PayPercentAward(claim.round_id, table, p.seat, hit_hand(p), p.award, award.percent, at,
+                                         claim.by, shares=p.shared_by)
+    return meter_ops.PayFixedAward(claim.round_id, table, p.seat, hit_hand(p), p.award, p.amount, p.paid_by, at,
+                                   claim.by)
+
+
+def release_op(claim: Claim, i: int, by: str, reason: str, at: datetime) -> meter_ops.ReleaseLockedAward:
+    return meter_ops.ReleaseLockedAward(lock_id(claim, i), by, reason, at)
+
+
+# --- a claim as the journal keeps it ----------------------------------------------------------------------
+
+
+def claim_to_json(c: Claim) -> dict[str, Any]:
+    """The claim as a JSON object: money as decimal strings of dollars, meter amounts in meter units as decimal
+    strings of dollars too, cards as text."""
+    return {
+        "id": c.id, "round_id": c.round_id, "seat": c.seat, "spot": c.spot, "meter": c.meter,
+        "wager": format_cents(c.wager_cents), "cards": [card_str(x) for x in c.cards],
+        "payouts": [_payout_to_json(p) for p in c.payouts],
+        "status": c.status, "by": c.by, "reason": c.reason, "turn": c.turn, "claimed_by": c.claimed_by,
+        "locks": list(c.locks), "locked": list(c.locked), "paid": list(c.paid),
+    }
+
+
+def _payout_to_json(p: Payout) -> dict[str, Any]:
+    d: dict[str, Any] = {
+        "seat": p.seat, "wager": format_cents(p.wager), "kind": p.kind, "hand_of": p.hand_of, "hand": p.hand,
+        "cards": [card_str(x) for x in p.cards], "award": p.award, "amount": format_cents(p.amount),
+        "paid_by": p.paid_by, "requires_validation": p.requires_validation, "shared_by": p.shared_by,
+    }
+    for name in ("meter_before", "meter_after"):
+        v = getattr(p, name)
+        if v is not None:
+            d[name] = format_units(v)
+    return d
+
+
+def claim_from_json(d: object, field_prefix: str = "claim") -> Claim:
+    """The claim of `claim_to_json`; InputError naming the field otherwise."""
+    m = _obj(d, field_prefix)
+    f = _Fields(m, field_prefix)
+    status = f.text("status")
+    if status not in STATUSES:
+        raise InputError(f"{field_prefix}.status", f"{status!r} is not one of {', '.join(STATUSES)}")
+    payouts = tuple(_payout_from_json(p, f"{field_prefix}.payouts[{i}]")
+                    for i, p in enumerate(f.array("payouts")))
+    indices = {}
+    for name in ("locks", "locked", "paid"):
+        values = f.array(name)
+        if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(payouts) for i in values):
+            raise InputError(f"{field_prefix}.{name}", f"must be payout indices 0..{len(payouts) - 1}")
+        indices[name] = tuple(values)
+    return Claim(f.text("id"), f.text("round_id"), f.integer("seat"), f.text("spot"), f.text("meter"),
+                 parse_cents(f.text("wager"), f"{field_prefix}.wager"),
+                 tuple(parse_cards(f.array("cards"), f"{field_prefix}.cards")), payouts, status,  # type: ignore[arg-type]
+                 f.text("by"), f.text("reason"), f.integer("turn"), f.text("claimed_by"), **indices)
+
+
+def _payout_from_json(d: object, prefix: str) -> Payout:
+    f = _Fields(_obj(d, prefix), prefix)
+    units = {name: parse_units(f.m[name], f"{prefix}.{name}") if name in f.m else None
+             for name in ("meter_before", "meter_after")}
+    flag = f.m.get("requires_validation")
+    if not isinstance(flag, bool):
+        raise InputError(f"{prefix}.requires_validation", "must be true or false")
+    return Payout(f.integer("seat"), parse_cents(f.text("wager"), f"{prefix}.wager"), f.text("kind"),
+                  f.text("hand_of"), f.text("hand"), tuple(parse_cards(f.array("cards"), f"{prefix}.cards")),
+                  f.text("award"), parse_cents(f.text("amount"), f"{prefix}.amount"), f.text("paid_by"), flag,
+                  units["meter_before"], units["meter_after"], f.integer("shared_by"))
+
+
+def _obj(d: object, prefix: str) -> Mapping[str, Any]:
+    if not isinstance(d, Mapping):
+        raise InputError(prefix, f"must be an object, not {type(d).__name__}")
+    return d
+
+
+@dataclass(frozen=True)
+class _Fields:
+    m: Mapping[str, Any]
+    prefix: str
+
+    def _get(self, name: str) -> Any:
+        if name not in self.m:
+            raise InputError(f"{self.prefix}.{name}", "is missing")
+        return self.m[name]
+
+    def text(self, name: str) -> str:
+        v = self._get(name)
+        if not isinstance(v, str):
+            raise InputError(f"{self.prefix}.{name}", f"must be text, not {v!r}")
+        return v
+
+    def integer(self, name: str) -> int:
+        v = self._get(name)
+        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            raise InputError(f"{self.prefix}.{name}", f"must be a whole number, not {v!r}")
+        return v
+
+    def array(self, name: str) -> list[Any]:
+        v = self._get(name)
+        if not isinstance(v, list):
+            raise InputError(f"{self.prefix}.{name}", f"must be an array, not {v!r}")
+        return v
+
+
+__all__ = ["DEALER", "OPEN", "STATUSES", "Claim", "Draws", "RoundClaims", "claim_from_json", "claim_refusal", "claim_spot",
+           "claim_to_json", "hit_hand", "lock_id", "status_text", "lock_op", "payout_key", "payout_op", "release_op", "verify",
+           "verify_dealer"]

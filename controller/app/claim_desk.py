@@ -1,0 +1,437 @@
+"""The claim desk: the one owner of a round's jackpot claims at a card table.
+
+It verifies a claim (controller.round.claims), moves it through its lifecycle with the pure claim machine
+(controller.round.claim_machine) and carries out what the machine says, in order: records in the table's
+journal, locks at the link authority, payouts and releases, each through the meter's port (meter_port.py), so
+that every award kind, shared ones included, is paid the same way on a local and on a linked meter.
+
+Every decision is taken synchronously, before any await: a claim's status moves in the machine (a second
+approval, or a rejection after an approval, is refused at once), and only then are its effects carried out,
+one claim's effects one after another under that claim's own lock. A refusal is an answer to the caller; an
+effect that fails unexpectedly is logged with its traceback and leaves the claim where the journal says it is,
+for a restart (or `restore`) to finish. A restart finds the round's claims in the journal (`restore`): a
+pending claim waits again, a payment cut short is finished, a lock being taken is waited for.
+
+The desk also tells the sign (PENDING while a claim waits, WIN when one is paid) and the win lights.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from ..config.model import TableConfig
+from ..errors import InputError, RulesError
+from ..ledger import Ledger
+from ..ledger.chain import utc_now
+from ..ledger.errors import KeyConflict
+from ..ledger.reader import JournalReader
+from ..link.client import Refused as LinkRefused
+from ..meter_ledger import CLAIM, claim_body
+from ..money import format_cents, parse_cents
+from ..round import claim_machine as cm
+from ..round.claims import (
+    DEALER,
+    Claim,
+    Draws,
+    RoundClaims,
+    claim_from_json,
+    claim_refusal,
+    claim_spot,
+    lock_op,
+    payout_key,
+    payout_op,
+    release_op,
+    verify,
+    verify_dealer,
+)
+from ..round.model import TableRules
+from ..settlement import DEALER_POSITION
+from .meter_port import Meters, booking_key
+from .metrics import Metrics
+from .sign import Sign
+
+log = structlog.get_logger("table")
+
+LINK_ANSWER_S = 10.0  # how long a claim's answer waits for the link authority to lock its award
+
+
+class PayoutFailed(Exception):
+    """A payout of an approved claim could not be journaled (the claim stays approved, unpaid: its log says why)."""
+
+
+@dataclass(frozen=True)
+class RoundView:
+    """What the desk needs to know of the round: its id, whether it is being dealt, its accepted wagers."""
+
+    round_id: str
+    dealing: bool
+    phase: str
+    accepted: Mapping[tuple[int, str], int]
+
+
+class ClaimDesk:
+    def __init__(self, cfg: TableConfig, rules: TableRules, meters: Meters, ledger: Ledger[Any], *,
+                 round_now: Callable[[], RoundView], win_light: Callable[[int, bool], None], sign: Sign,
+                 metrics: Metrics, spawn: Callable[..., asyncio.Task[Any]],
+                 on_change: Callable[[], None] = lambda: None) -> None:
+        self.cfg = cfg
+        self.rules = rules
+        self.meters = meters
+        self.ledger = ledger
+        self._round_now = round_now
+        self._win_light = win_light
+        self._sign = sign
+        self._metrics = metrics
+        self._spawn = spawn
+        self._on_change = on_change
+        self.state = RoundClaims("")
+        self._verifying = False  # a claim is between its first check and its verdict (awaits in between)
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._running = 0
+        self._idle = asyncio.Condition()
+
+    # --- the round ---------------------------------------------------------------------------------
+
+    def open(self, round_id: str) -> None:
+        """A new round opened for betting: no claims yet; the last round's win lights go off."""
+        for seat in sorted(self.state.lit):
+            self._win_light(seat, False)
+        self.state = RoundClaims(round_id)
+        self._locks.clear()
+        self._show()
+
+    async def restore(self, round_id: str) -> None:
+        """The claims of round `round_id` (resumed after a restart) as the journal left them; what finishing
+        them takes runs in the background (a payment cut short is finished, a lock is waited for)."""
+        claims, first = await asyncio.to_thread(self._journaled_claims, round_id)
+        out = cm.restore(round_id, first, claims)
+        self.state = out.claims
+        effects = self._dispatch(out.effects)
+        for c in claims:
+            log.warning("claim found in the journal", claim=c.id, status=c.status, seat=c.seat, spot=c.spot,
+                        amount=format_cents(c.amount_cents))
+        self._show()
+        if effects:
+            self._background(self._run(effects), f"claims-restored:{round_id}")
+
+    def _journaled_claims(self, round_id: str) -> tuple[list[Claim], int]:
+        """The last record of each claim of the round in the table's journal, in the order they were claimed,
+        and the number the round's next claim takes (after any claim number either journal holds)."""
+        prefix = f"{round_id}-c"
+        last: dict[str, Claim] = {}
+        order: list[str] = []
+        number = 0
+        for port in self.meters.ports():
+            with JournalReader(port.db_path) as r:
+                for key in r.keys(prefix):
+                    n = key[len(prefix):].split(":", 1)[0]
+                    number = max(number, int(n)) if n.isdigit() else number
+                if port is self.meters.local:
+                    for _key, found in r.entries(prefix):
+                        if found.kind != CLAIM:
+                            continue
+                        c = claim_from_json(found.body["claim"])
+                        if c.id not in last:
+                            order.append(c.id)
+                        last[c.id] = c
+        return [last[i] for i in order], number + 1
+
+    def refusal_to_settle(self) -> str | None:
+        if self._verifying:
+            return "a claim is being verified: the round is settled after it"
+        return cm.settle_refusal(self.state)
+
+    def refusal_to_void(self) -> str | None:
+        if self._verifying:
+            return "a claim is being verified: the round is voided after it"
+        return cm.void_refusal(self.state)
+
+    def void(self, reason: str) -> None:
+        """The round is voided: every claim still locking or pending ends with it (journaled, its locks given
+        back), in the background; RulesError if an award of the round was paid. `idle` waits for it."""
+        out = self._step(cm.VoidClaims(reason))
+        if out:
+            self._background(self._run(out), f"claims-voided:{self.state.round_id}")
+
+    async def idle(self) -> None:
+        """Wait until no effect of any claim is being carried out (before the round's end is journaled)."""
+        async with self._idle:
+            await self._idle.wait_for(lambda: self._running == 0)
+
+    # --- the control socket's operations -----------------------------------------------------------
+
+    async def claim(self, args: Mapping[str, Any], by: str = "dealer") -> dict[str, Any]:
+        """A hit claimed with the cards (§ 639a.11(c)(5)-(6), § 667a.11(d)(2)): a seat's own hand (`seat` a
+        number, optionally `spot`), or the dealer's hand for every seat that wagered on it (`seat` "dealer",
+        § 639a.12(e)(2)). `by`: "dealer", or "shoe" for a hit detected from the card-reading shoe."""
+        view = self._round_now()
+        rid = view.round_id
+        if not view.dealing:
+            raise RulesError("claim", f"round {rid} is {view.phase}: hits are claimed while it is dealt")
+        if self._verifying:
+            raise RulesError("claim", "another claim is being verified: claims are settled one at a time")
+        if self.state.round_id != rid:
+            raise RulesError("claim", f"round {rid} is not ready for claims yet: try again")
+        seat = args.get("seat")
+        if isinstance(seat, int) and not isinstance(seat, bool) and seat > self.rules.seats:
+            raise InputError("seat", f"{seat} is not a seat of table {self.rules.table} (1..{self.rules.seats})")
+        why = claim_refusal(self.state)
+        if why is not None:
+            raise RulesError("claim", why)
+        self._verifying = True
+        try:
+            spot = claim_spot(self.rules, view.accepted, seat, args.get("spot"))
+            rule = self.rules.spots[spot]
+            if not self.meters.keeps(rule.meter):
+                raise RulesError("spot", f"meter {rule.meter} is not kept at this table: its hits are not claimed here")
+            port = self.meters.port(rule.meter)
+            position = DEALER_POSITION if seat == DEALER else seat
+            known = any(c.spot == spot and c.seat == position for c in self.state.claims)
+            if not known and await port.journaled(rule.meter, payout_key(rid, position, spot, 0)):
+                who = "the dealer" if seat == DEALER else f"seat {seat}"
+                raise RulesError("seat", f"the {spot} hand of {who} in round {rid} is paid already")
+            wcfg = self.cfg.wagers[rule.wager]
+            draws = await self._draws(rid, rule.meter) if wcfg.wager.magic_and_lucky else Draws()
+            view = self._round_now()
+            if view.round_id != rid or not view.dealing or self.state.round_id != rid:
+                raise RulesError("claim", f"round {rid} ended while the claim was being verified")
+            meter_units, reset_units = port.amounts(rule.meter)  # as it stands now, after any wait
+            common: dict[str, Any] = dict(
+                game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable, meter_units=meter_units,
+                reset_units=reset_units, spot=spot, meter=rule.meter, cards=args.get("cards"), draws=draws)
+            on_spot = {st: c for (st, sp), c in view.accepted.items() if sp == spot}
+            if seat == DEALER:
+                claim = verify_dealer(self.state, wagers=on_spot, **common)
+            else:
+                claim = verify(self.state, seat=seat, wager_cents=view.accepted.get((seat, spot)), others=on_spot,
+                               **common)
+            effects = self._step(cm.NewClaim(claim, port.linked, by))
+        finally:
+            self._verifying = False
+        c = self.state.get(claim.id)
+        log.info("claim verified", claim=c.id, seat=c.seat, spot=spot, amount=format_cents(c.amount_cents),
+                 approval=c.needs_approval, by=by, status=c.status)
+        await self._run(effects)
+        c = self.state.get(claim.id)
+        shown = {"claim_id": c.id, **({"draws": draws.to_json()} if wcfg.wager.magic_and_lucky else {})}
+        match c.status:
+            case "paid":
+                return {"message": f"{c.describe()}: paid by the table", **shown, "status": "paid"}
+            case "pending":
+                return {"message": f"{c.describe()}: awaiting a supervisor's approval (progressivectl approve "
+                                   f"{c.id})", **shown, "status": "pending"}
+            case "locking":
+                return {"message": f"{c.describe()}: the link authority has not answered the lock within "
+                                   f"{LINK_ANSWER_S:.0f} s; it waits in the outbox and the claim waits for it "
+                                   f"(progressivectl approve {c.id} once it is pending)", **shown, "status": "locking"}
+            case "refused":
+                raise RulesError("claim", f"{c.id}: {c.reason}")
+        raise PayoutFailed(f"{c.id} is {c.status}: its payouts did not all go through; the log says why")
+
+    async def approve(self, claim_id: object, who: str) -> dict[str, Any]:
+        c = self.state.get(claim_id)
+        effects = self._step(cm.Approve(c.id, who))
+        log.info("claim approved", claim=c.id, by=who)
+        await self._run(effects)
+        c = self.state.get(c.id)
+        if c.status != "paid":
+            raise PayoutFailed(f"{c.id} was approved by {who} but not all of it is paid yet; the log says why")
+        return {"message": f"{c.describe()}: approved by {who} and paid", "claim_id": c.id}
+
+    async def reject(self, claim_id: object, who: str, reason: str) -> dict[str, Any]:
+        c = self.state.get(claim_id)
+        effects = self._step(cm.Reject(c.id, who, reason))
+        log.warning("claim rejected", claim=c.id, seat=c.seat, by=who, reason=reason)
+        await self._run(effects)
+        return {"message": f"{c.id} rejected by {who}: nothing paid", "claim_id": c.id}
+
+    def claims_json(self) -> list[dict[str, Any]]:
+        return [{"claim_id": c.id, "seat": DEALER if c.on_dealer else c.seat, "spot": c.spot, "status": c.status,
+                 "amount": format_cents(c.amount_cents), "by": c.by, "claimed_by": c.claimed_by,
+                 "description": c.describe()} for c in self.state.claims]
+
+    # --- the machine and its effects ----------------------------------------------------------------
+
+    def _step(self, event: cm.Input) -> list[cm.Effect]:
+        """Run one input through the claim machine (a refusal raises and changes nothing), show what it changed
+        at once (lights, sign) and return the effects still to carry out."""
+        out = cm.step(self.state, event)
+        before = {c.id: c.status for c in self.state.claims}
+        self.state = out.claims
+        for c in out.claims.claims:
+            if c.status != before.get(c.id) and c.status in ("rejected", "voided", "refused"):
+                self._metrics.claims.labels(c.status).inc()
+        return self._dispatch(out.effects)
+
+    def _dispatch(self, effects: tuple[cm.Effect, ...]) -> list[cm.Effect]:
+        later: list[cm.Effect] = []
+        for e in effects:
+            match e:
+                case cm.WinLight(seat=seat, on=on):
+                    self._win_light(seat, on)  # § 639a.11(c)(5)(ii): the light the dealer verifies
+                case cm.Note(what=what, detail=detail):
+                    log.warning(what, **dict(detail))
+                case _:
+                    later.append(e)
+        self._show()
+        return later
+
+    def _show(self) -> None:
+        c = self.state.open
+        waiting = c is not None and (c.status != "paying" or c.needs_approval or c.claimed_by == "shoe")
+        self._sign.pending(c.seat if waiting and c else None, c.amount_cents if waiting and c else None)
+        self._metrics.claims_pending.set(1 if self.state.pending is not None else 0)
+        self._on_change()
+
+    def _background(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
+        self._spawn(coro, name)
+
+    async def _run(self, effects: list[cm.Effect]) -> None:
+        """Carry out effects in order, each claim's under its own lock, feeding each outcome back into the
+        machine; what that gives is carried out next."""
+        if not effects:
+            return
+        self._running += 1
+        try:
+            queue = deque(effects)
+            while queue:
+                e = queue.popleft()
+                async with self._lock_of(_claim_of(e)):
+                    queue.extend(await self._execute(e))
+        finally:
+            self._running -= 1
+            async with self._idle:
+                self._idle.notify_all()
+
+    def _lock_of(self, claim_id: str) -> asyncio.Lock:
+        lock = self._locks.get(claim_id)
+        if lock is None:
+            lock = self._locks[claim_id] = asyncio.Lock()
+        return lock
+
+    async def _execute(self, e: cm.Effect) -> list[cm.Effect]:
+        match e:
+            case cm.Record(claim=c, event=event):
+                await self._record(c, event, e.key)
+                return []
+            case cm.Lock(claim_id=cid, index=i):
+                return await self._lock(cid, i)
+            case cm.Pay(claim_id=cid, index=i):
+                return await self._pay(cid, i)
+            case cm.Release(claim_id=cid, index=i, by=by, reason=reason):
+                c = self.state.get(cid)
+                port = self.meters.port(c.meter)
+                if await port.release(release_op(c, i, by, reason, utc_now()), c.meter, f"{cid}:release:{i}"):
+                    log.warning("locked award released", claim=cid, payout=i, by=by, reason=reason)
+                return []
+            case cm.Won(claim_id=cid):
+                self._won(self.state.get(cid))
+                return []
+        raise TypeError(f"not an effect of the claim machine: {e!r}")
+
+    async def _record(self, c: Claim, event: str, key: str) -> None:
+        try:
+            await self.ledger.submit_async(CLAIM, claim_body(c, event), key)
+        except KeyConflict:
+            log.warning("claim record journaled before", claim=c.id, event=event)
+
+    async def _lock(self, cid: str, i: int) -> list[cm.Effect]:
+        effects = await self._lock_once(self.state.get(cid), i)
+        if effects is None:
+            log.warning("the link authority has not answered a lock yet: it waits in the outbox", claim=cid,
+                        payout=i, seconds=LINK_ANSWER_S)
+            self._background(self._await_lock(cid, i), f"lock:{cid}:{i}")
+            return []
+        return effects
+
+    async def _await_lock(self, cid: str, i: int) -> None:
+        """A lock not answered in time: wait for its answer as long as the claim waits for it."""
+        while True:
+            async with self._lock_of(cid):
+                c = self.state.get(cid) if self.state.round_id == cid.rsplit("-c", 1)[0] else None
+                if c is None or c.status != "locking" or i in c.locked:
+                    return
+                effects = await self._lock_once(c, i)
+            if effects is not None:
+                await self._run(effects)
+                return
+
+    async def _lock_once(self, c: Claim, i: int) -> list[cm.Effect] | None:
+        """Lock payout `i` at the link authority (sent once, whatever the retries): the machine's next effects,
+        or None when the authority has not answered within LINK_ANSWER_S."""
+        port = self.meters.port(c.meter)
+        try:
+            amount = await port.lock(lock_op(c, i, self.cfg.table, utc_now()), c.meter, f"{c.id}:lock:{i}",
+                                     LINK_ANSWER_S)
+        except TimeoutError:
+            return None
+        except LinkRefused as err:
+            return self._step(cm.LockRefused(c.id, i, err.problem))
+        log.info("award locked at the link authority", claim=c.id, payout=i, amount=format_cents(amount))
+        return self._step(cm.Locked(c.id, i, amount))
+
+    async def _pay(self, cid: str, i: int) -> list[cm.Effect]:
+        c = self.state.get(cid)
+        p = c.payouts[i]
+        port = self.meters.port(c.meter)
+        op = payout_op(c, i, self.cfg.table, utc_now())
+        try:
+            result = await port.submit(op, c.meter, payout_key(c.round_id, c.seat, c.spot, i))
+        except KeyConflict:  # paid before a restart (a payment cut short): never twice
+            log.warning("payout journaled before: not paid again", claim=cid, seat=p.seat, payout=i)
+        except InputError as err:  # the meter refused it (a RulesError too): the claim stays approved, unpaid
+            log.error("payout refused by the meter: the claim stays approved and unpaid", claim=cid, seat=p.seat,
+                      payout=i, error=str(err))
+            raise PayoutFailed(f"{cid}: payout {i} refused by the meter: {err}") from None
+        else:
+            paid = result.get("paid")
+            if paid is not None and parse_cents(paid, "paid") != p.amount:
+                log.error("meter paid another amount than the claim showed", claim=cid, shown=p.amount, paid=paid)
+            label = p.award if p.kind == "paytable" else p.kind
+            self._metrics.hits.labels(c.meter, label).inc()
+            self._metrics.payouts.labels(c.meter, label, p.paid_by).inc(p.amount)
+        return self._step(cm.Paid(cid, i))
+
+    def _won(self, c: Claim) -> None:
+        self._metrics.claims.labels("paid").inc()
+        log.info("claim paid", claim=c.id, seat=c.seat, amount=format_cents(c.amount_cents), by=c.by)
+        self._sign.win(self.cfg.table, c.seat, c.amount_cents)
+
+    async def _draws(self, rid: str, meter: str) -> Draws:
+        """The Magic Card and Lucky Bonus position of round `rid` as its booking on `meter` recorded them in the
+        journal at lock-out (§ 639a.1): a claim pays on what was recorded, also after a restart."""
+        if self.state.draws is not None:
+            return self.state.draws
+        port = self.meters.port(meter)
+        body = await port.booking(meter, rid)
+        if body is None:
+            if rid in self._open_rounds(meter):
+                raise RulesError("claim", f"the booking of round {rid} on meter {meter} is not in the journal under "
+                                          f"{booking_key(rid, meter)!r}: its Magic Card and Lucky Bonus cannot be "
+                                          "read; settle by hand")
+            return Draws()  # nothing booked on the meter: no wager to pay
+        draws = Draws.from_booking(body, booking_key(rid, meter))
+        if self.state.round_id == rid:
+            self.state = self.state.with_draws(draws)
+        return draws
+
+    def _open_rounds(self, meter: str) -> Mapping[str, Any]:
+        if self.meters.is_linked(meter):
+            assert self.meters.linked is not None
+            return self.meters.linked.link.outbox.open_rounds.get(meter, {})
+        return self.ledger.state[meter].open_rounds
+
+
+def _claim_of(e: cm.Effect) -> str:
+    if isinstance(e, cm.Record):
+        return e.claim.id
+    return getattr(e, "claim_id", "")
+
+
+__all__ = ["LINK_ANSWER_S", "ClaimDesk", "PayoutFailed", "RoundView"]

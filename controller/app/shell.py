@@ -1,0 +1,249 @@
+"""What every table daemon shares (the card table, controller.app.table; the dice table, controller.app.dice_table):
+its devices and their senders, the queue of device events, the sign, the services it runs beside its own work
+(drivers, event consumer, sign, drivers' metrics, watchdog, control socket), supervisor checks, and the rule
+that no task of its own raises into its TaskGroup.
+
+`spawn` runs each of the daemon's background tasks under a guard: an unexpected exception is logged with its
+traceback and counted (`progressive_internal_errors_total`). A task whose failure leaves the table in a state it
+cannot go on from (`fatal=True`: a booking, a reversal, a close) then ends the process with that reason
+(`DaemonFailed`, exit 70 from progressived): systemd starts it again, and the journal says where the table stands.
+A refusal is never such a failure: the code that asks for something handles the answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from drivers import events as ev
+from drivers.device import Device
+
+from ..config.credentials import verify_credential
+from ..config.model import TableConfig
+from .metrics import Metrics
+from .outputs import DeviceOutputs
+from .sdnotify import Notifier, watchdog_interval
+from .sign import Sign
+
+log = structlog.get_logger("table")
+
+DEVICE_METRICS_S = 5.0  # how often the drivers' counters are copied into the metrics
+EVENT_QUEUE = 10_000  # device events waiting for the round task (bounded: a babbling device cannot eat memory)
+
+
+class DaemonFailed(Exception):
+    """A task the table cannot go on without failed; its reason and traceback are in the log."""
+
+
+@dataclass
+class DeviceInfo:
+    kind: str
+    up: bool | None = None
+    errors: int = 0  # outages since start
+    last_error: str | None = None
+
+
+class TableShell:
+    """The part of a table daemon that is not its game: subclasses give `on_device_event`, `device_changed`,
+    `healthy` and `call`, and run `start_services` inside their TaskGroup."""
+
+    def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, Any] | None = None,
+                 metrics: Metrics | None = None, notifier: Notifier | None = None,
+                 control: Callable[[Any], Any] | None = None) -> None:
+        self.cfg = cfg
+        self.devices = devices
+        self.buses = buses or {}
+        self.metrics = metrics or Metrics(cfg.table)
+        self.notifier = notifier or Notifier()
+        self._control_factory = control
+        self._events: asyncio.Queue[ev.Event] = asyncio.Queue(EVENT_QUEUE)
+        self._outputs = {name: DeviceOutputs(d) for name, d in devices.items()}
+        self._info = {name: DeviceInfo(cfg.devices[name].kind) if name in cfg.devices else DeviceInfo("?")
+                      for name in devices}
+        self._seat_device: dict[int, str] = {}
+        for d in cfg.devices.values():
+            if d.kind == "seat":
+                for s in d.seats:
+                    self._seat_device[s] = d.name
+        self.sign = Sign(cfg.table, [self._outputs[d.name] for d in cfg.devices_of("sign") if d.name in self._outputs])
+        self._tasks: asyncio.TaskGroup | None = None
+        self.ready = asyncio.Event()
+        self.started_at = time.monotonic()
+
+    # --- what a daemon gives ------------------------------------------------------------------------
+
+    def on_device_event(self, e: ev.Event) -> None:
+        raise NotImplementedError
+
+    def device_changed(self, name: str, up: bool) -> None:
+        """A device went down or came back (its info is up to date)."""
+
+    def healthy(self) -> bool:
+        """Whether the watchdog may ping systemd: the daemon's own health path works."""
+        return True
+
+    async def call(self, op: str, args: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    # --- tasks -------------------------------------------------------------------------------------
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str, *, fatal: bool = False) -> asyncio.Task[Any]:
+        """Run `coro` in the daemon's TaskGroup, guarded (module docstring)."""
+        assert self._tasks is not None
+        return self._tasks.create_task(self._guarded(coro, name, fatal), name=name)
+
+    async def _guarded(self, coro: Coroutine[Any, Any, Any], name: str, fatal: bool) -> Any:
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - logged with its traceback; the table goes on or stops with it
+            task = name.split(":", 1)[0]
+            self.metrics.internal_errors.labels(task).inc()
+            if fatal:
+                log.exception("task failed: the controller stops (systemd starts it again from the journal)",
+                              task=name, error=f"{type(e).__name__}: {e}")
+                raise DaemonFailed(f"{name}: {type(e).__name__}: {e}") from e
+            log.exception("task failed", task=name, error=f"{type(e).__name__}: {e}")
+            return None
+
+    async def start_services(self, tg: asyncio.TaskGroup, consumer: str) -> None:
+        """The tasks every table daemon runs: each device's driver and output sender, the consumer of device
+        events, the sign, the drivers' metrics, the systemd watchdog and the control socket."""
+        self._tasks = tg
+        for name, dev in self.devices.items():  # a driver that died unseen would leave its device looking up
+            self.spawn(dev.run(self.emit_for(name)), f"device:{name}", fatal=True)
+            self.spawn(self._outputs[name].run(), f"outputs:{name}", fatal=True)
+        self.spawn(self._consume(), consumer, fatal=True)
+        self.spawn(self.sign.run(), "sign")
+        self.spawn(self._device_metrics(), "device-metrics")
+        interval = watchdog_interval()
+        if interval:
+            self.spawn(self._watchdog(interval), "watchdog", fatal=True)
+        control = self._control_factory(self) if self._control_factory else None
+        if control is not None:
+            await control.start()
+            tg.create_task(_stop_on_cancel(control), name="control")
+
+    def emit_for(self, name: str) -> Callable[[ev.Event], None]:
+        def emit(event: ev.Event) -> None:
+            try:
+                self._events.put_nowait(event)
+            except asyncio.QueueFull:
+                log.error("event queue full: device event dropped", device=name, event=repr(event))
+        return emit
+
+    async def _consume(self) -> None:
+        while True:
+            event = await self._events.get()
+            try:
+                match event:
+                    case ev.DeviceDown(reason=reason):
+                        self._device_state(event.device, False, reason)
+                    case ev.DeviceUp():
+                        self._device_state(event.device, True, "")
+                    case _:
+                        self.on_device_event(event)
+            except Exception:  # noqa: BLE001 - one bad event must not stop the table
+                self.metrics.internal_errors.labels("device-event").inc()
+                log.exception("device event failed", event=repr(event))
+
+    def _device_state(self, name: str, up: bool, reason: str) -> None:
+        info = self._info.setdefault(name, DeviceInfo("?"))
+        info.up = up
+        self.metrics.device_up.labels(name, info.kind).set(1 if up else 0)
+        if up:
+            if name in self._outputs:
+                self._outputs[name].resend_all()
+        else:
+            info.errors += 1
+            info.last_error = reason
+        self.device_changed(name, up)
+
+    async def _watchdog(self, interval: float) -> None:
+        while True:
+            if self.healthy():
+                self.notifier.watchdog()
+            await asyncio.sleep(interval)
+
+    async def _device_metrics(self) -> None:
+        """Copy each driver's own counters into the metrics (Prometheus counters only go up: add the
+        difference since the last look)."""
+        seen: dict[tuple[str, str], int] = {}
+        while True:
+            for name, dev in self.devices.items():
+                health = getattr(dev, "health", None)
+                errors = dict(getattr(health, "errors", None) or {})
+                get = getattr(dev, "metrics", None)
+                m = get() if callable(get) else None
+                if m is not None:
+                    errors = dict(m.errors)
+                    if m.last_poll_s is not None:
+                        self.metrics.device_poll.labels(name).observe(m.last_poll_s)
+                for kind, n in errors.items():
+                    before = seen.get((name, kind), 0)
+                    if n > before:
+                        self.metrics.device_errors.labels(name, kind).inc(n - before)
+                        seen[(name, kind)] = n
+            await asyncio.sleep(DEVICE_METRICS_S)
+
+    # --- outputs -----------------------------------------------------------------------------------
+
+    def win_light(self, seat: int, on: bool) -> None:
+        name = self._seat_device.get(seat)
+        if name in self._outputs:
+            self._outputs[name].want(("win", seat), ev.SetWinLight(seat, on))
+
+    def accepted_light(self, seat: int, spot: str, on: bool) -> None:
+        name = self._seat_device.get(seat)
+        if name in self._outputs:
+            self._outputs[name].want(("accepted", seat, spot), ev.SetAcceptedLight(seat, spot, on))
+
+    def lamp(self, on: bool) -> None:
+        for d in self.cfg.devices_of("lockout"):
+            if d.name in self._outputs:
+                self._outputs[d.name].want("lamp", ev.SetLockoutLamp(on))
+
+    # --- the control socket's helpers ----------------------------------------------------------------
+
+    async def supervisor(self, args: dict[str, Any]) -> str:
+        """The name of the supervisor whose credential `args` carries (`supervisor`, `secret`), checked in a
+        worker thread (a key derivation takes a good part of a second); PermissionError otherwise."""
+        name = args.get("supervisor")
+        secret = args.get("secret")
+        sup = self.cfg.supervisor(name) if isinstance(name, str) else None
+        if sup is None or not isinstance(secret, str):
+            raise PermissionError("supervisor name or credential not accepted")
+        if not await asyncio.to_thread(verify_credential, secret, sup.credential):
+            raise PermissionError("supervisor name or credential not accepted")
+        return sup.name
+
+    def devices_json(self) -> list[dict[str, Any]]:
+        return [{"id": n, "kind": i.kind, "up": i.up, "errors": i.errors, "last_error": i.last_error}
+                for n, i in sorted(self._info.items())]
+
+    def uptime(self) -> float:
+        return round(time.monotonic() - self.started_at, 1)
+
+
+async def close_buses(buses: dict[str, Any]) -> None:
+    for bus in buses.values():
+        try:
+            await bus.close()
+        except Exception:  # noqa: BLE001 - closing: nothing left to protect
+            pass
+
+
+async def _stop_on_cancel(control: Any) -> None:
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await control.stop()
+
+
+__all__ = ["DEVICE_METRICS_S", "EVENT_QUEUE", "DaemonFailed", "DeviceInfo", "TableShell", "close_buses"]

@@ -1,0 +1,361 @@
+"""The lifecycle of a round's jackpot claims: a pure function ``step(claims, input) -> ClaimStep``, as the round
+machine is for wagers.
+
+A verified claim (controller.round.claims) enters as `NewClaim`; the machine decides what happens to it and
+says so in effects that the shell carries out in order, feeding each outcome back as the next input:
+
+    locking  (a linked meter's percentage award: Lock each, the amounts are the authority's)  -> pending
+    pending  (awaits a supervisor: § 639a.11(c)(5)(iii), (6)(ii))  -> Approve -> paying, or Reject -> rejected
+    paying   (Pay each payout; paid by the table at once when no supervisor is needed)        -> paid
+    voided   (the round is voided while the claim is locking or pending)
+    refused  (the link authority refused the lock)
+
+Every change of status is journaled first (`Record`, under the key ``<claim id>:<event>``) and only then
+carried out, so a restart finds each claim as it was (`restore`): a pending claim waits again, a claim being
+paid is paid to the end (each payout has its own key, so none is paid twice), a lock being taken is waited for,
+and a lock of a claim that ended unpaid goes back to the meter. Every share of a shared award is paid, or none.
+
+The win lights follow the claims: a seat's light is on while a claim that pays it is neither rejected, voided
+nor refused (`WinLight` when that changes). A refusal raises RulesError (or InputError for a malformed
+request) and changes nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+
+from ..awards import PercentOfMeter, parse_award
+from ..errors import RulesError
+from ..settlement import Payout
+from .claims import OPEN, Claim, RoundClaims, claim_refusal, status_text
+
+EVENTS = ("claimed", "locked", "approved", "paid", "rejected", "voided", "refused")
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NewClaim:
+    """A claim verified by controller.round.claims.verify or verify_dealer. `linked`: its meter is a linked
+    meter, whose percentage awards are locked at the link authority first (§ 605a.8). `by`: who claimed it,
+    "dealer" or "shoe" (a hit the shoe detected always waits for a person)."""
+
+    claim: Claim
+    linked: bool = False
+    by: str = "dealer"
+
+
+@dataclass(frozen=True)
+class Locked:
+    """The link authority locked payout `index` of the claim for `amount_cents` (each share, when shared)."""
+
+    claim_id: str
+    index: int
+    amount_cents: int
+
+
+@dataclass(frozen=True)
+class LockRefused:
+    claim_id: str
+    index: int
+    problem: str
+
+
+@dataclass(frozen=True)
+class Approve:
+    """A supervisor approved the claim."""
+
+    claim_id: str
+    by: str
+
+
+@dataclass(frozen=True)
+class Paid:
+    """Payout `index` of the claim is journaled (or was, before a restart)."""
+
+    claim_id: str
+    index: int
+
+
+@dataclass(frozen=True)
+class Reject:
+    claim_id: str
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class VoidClaims:
+    """The round is voided: every claim still locking or pending ends with it (its wagers are returned)."""
+
+    reason: str
+
+
+Input = NewClaim | Locked | LockRefused | Approve | Paid | Reject | VoidClaims
+
+
+# --- effects -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Record:
+    """Journal the claim as it is now, under the key ``<claim id>:<event>``, before the effects after it."""
+
+    claim: Claim
+    event: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.claim.id}:{self.event}"
+
+
+@dataclass(frozen=True)
+class Lock:
+    """Lock payout `index` at the link authority (a percentage of a linked meter; the first share of a shared
+    one); answer with Locked or LockRefused."""
+
+    claim_id: str
+    index: int
+
+
+@dataclass(frozen=True)
+class Pay:
+    """Journal payout `index`; answer with Paid."""
+
+    claim_id: str
+    index: int
+
+
+@dataclass(frozen=True)
+class Release:
+    """Give the lock of payout `index` back to the meter, if it was taken (nothing of the claim is paid)."""
+
+    claim_id: str
+    index: int
+    by: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class WinLight:
+    seat: int
+    on: bool
+
+
+@dataclass(frozen=True)
+class Won:
+    """Every payout of the claim is journaled: the sign shows the win."""
+
+    claim_id: str
+
+
+@dataclass(frozen=True)
+class Note:
+    what: str
+    detail: Mapping[str, object]
+
+
+Effect = Record | Lock | Pay | Release | WinLight | Won | Note
+
+
+@dataclass(frozen=True)
+class ClaimStep:
+    claims: RoundClaims
+    effects: tuple[Effect, ...] = ()
+
+
+# --- the machine -------------------------------------------------------------------------------
+
+
+def step(rc: RoundClaims, e: Input) -> ClaimStep:
+    match e:
+        case NewClaim():
+            return _new(rc, e)
+        case Locked():
+            return _locked(rc, e)
+        case LockRefused():
+            return _lock_refused(rc, e)
+        case Approve():
+            return _approve(rc, e)
+        case Paid():
+            return _paid(rc, e)
+        case Reject():
+            return _reject(rc, e)
+        case VoidClaims():
+            return _void(rc, e)
+    raise TypeError(f"not an input of the claim machine: {e!r}")
+
+
+def lock_indices(payouts: Iterable[Payout]) -> tuple[int, ...]:
+    """The payouts a linked meter locks: each percentage of the meter, and of a shared one (the dealer's hand,
+    § 639a.12(e)(2)) only the first share, which takes the whole award from the meter at once; the later shares
+    are paid from what it took."""
+    out: list[int] = []
+    seen: set[tuple[str, str, int]] = set()
+    for i, p in enumerate(payouts):
+        if not isinstance(parse_award(p.award, "award"), PercentOfMeter):
+            continue
+        group = (p.award, p.hand, p.shared_by)
+        if p.shared_by > 1 and group in seen:
+            continue
+        seen.add(group)
+        out.append(i)
+    return tuple(out)
+
+
+def _share_group(p: Payout) -> tuple[str, str, int]:
+    return (p.award, p.hand, p.shared_by)
+
+
+def _new(rc: RoundClaims, e: NewClaim) -> ClaimStep:
+    c = e.claim
+    if c.round_id != rc.round_id:
+        raise RulesError("claim", f"{c.id} is a claim of round {c.round_id}, not of round {rc.round_id}")
+    why = claim_refusal(rc)
+    if why is not None:
+        raise RulesError("claim", why)
+    if any(x.id == c.id for x in rc.claims):
+        raise RulesError("claim", f"{c.id} was claimed already")
+    locks = lock_indices(c.payouts) if e.linked else ()
+    if locks:
+        c = replace(c, status="locking", claimed_by=e.by, locks=locks, locked=(), paid=(), by="")
+        effects: list[Effect] = [Record(c, "claimed"), *(Lock(c.id, i) for i in locks)]
+    elif c.needs_approval or e.by == "shoe":
+        c = replace(c, status="pending", claimed_by=e.by, locks=(), locked=(), paid=(), by="")
+        effects = [Record(c, "claimed")]
+    else:  # paid by the table at once (§ 639a.11(c)(6)(i)): the claimer's word is the approval
+        c = replace(c, status="paying", claimed_by=e.by, locks=(), locked=(), paid=(), by=e.by)
+        effects = [Record(c, "claimed"), *(Pay(c.id, i) for i in c.unpaid)]
+    return _with(rc, c, effects)
+
+
+def _locked(rc: RoundClaims, e: Locked) -> ClaimStep:
+    c = rc.get(e.claim_id)
+    if e.index not in c.locks:
+        raise RulesError("index", f"payout {e.index} of {c.id} is not locked at the link authority")
+    if e.index in c.locked:
+        return ClaimStep(rc)  # an answer heard twice
+    if c.status != "locking":  # voided meanwhile: its Release went out with the void, after the lock
+        return ClaimStep(rc.with_claim(replace(c, locked=(*c.locked, e.index))))
+    group = _share_group(c.payouts[e.index])
+    shared = c.payouts[e.index].shared_by > 1
+    payouts = tuple(replace(p, amount=e.amount_cents) if i == e.index or (shared and _share_group(p) == group
+                                                                         and i not in c.locks) else p
+                    for i, p in enumerate(c.payouts))
+    c = replace(c, payouts=payouts, locked=(*c.locked, e.index))
+    if set(c.locked) < set(c.locks):
+        return ClaimStep(rc.with_claim(c))
+    c = replace(c, status="pending")  # a percentage of the meter always waits for a supervisor
+    return _with(rc, c, [Record(c, "locked")])
+
+
+def _lock_refused(rc: RoundClaims, e: LockRefused) -> ClaimStep:
+    c = rc.get(e.claim_id)
+    if c.status != "locking":
+        return ClaimStep(rc)
+    c = replace(c, status="refused", reason=f"the link authority refused the lock of payout {e.index}: {e.problem}")
+    releases = [Release(c.id, i, "controller", "another lock of the claim was refused") for i in c.locks
+                if i != e.index]
+    return _with(rc, c, [Record(c, "refused"), *releases, Note("claim-refused", {"claim": c.id, "error": c.reason})])
+
+
+def _approve(rc: RoundClaims, e: Approve) -> ClaimStep:
+    c = rc.get(e.claim_id)
+    if c.status != "pending":
+        raise RulesError("claim_id", f"{c.id} {status_text(c)}")
+    c = replace(c, status="paying", by=e.by)
+    return _with(rc, c, [Record(c, "approved"), *(Pay(c.id, i) for i in c.unpaid)])
+
+
+def _paid(rc: RoundClaims, e: Paid) -> ClaimStep:
+    c = rc.get(e.claim_id)
+    if c.status != "paying":
+        raise RulesError("claim_id", f"{c.id} {status_text(c)}: nothing of it is being paid")
+    if not 0 <= e.index < len(c.payouts):
+        raise RulesError("index", f"{c.id} has no payout {e.index}")
+    if e.index in c.paid:
+        return ClaimStep(rc)
+    c = replace(c, paid=tuple(sorted((*c.paid, e.index))))
+    if c.unpaid:
+        return ClaimStep(rc.with_claim(c))
+    c = replace(c, status="paid")
+    return _with(rc, c, [Record(c, "paid"), Won(c.id)])
+
+
+def _reject(rc: RoundClaims, e: Reject) -> ClaimStep:
+    c = rc.get(e.claim_id)
+    if c.status != "pending":
+        raise RulesError("claim_id", f"{c.id} {status_text(c)}")
+    c = replace(c, status="rejected", by=e.by, reason=e.reason)
+    return _with(rc, c, [Record(c, "rejected"), *(Release(c.id, i, e.by, e.reason) for i in c.locks)])
+
+
+def void_refusal(rc: RoundClaims) -> str | None:
+    """Why the round cannot be voided because of its claims, or None: a round in which an award was paid (or is
+    being paid) can no longer be voided (docs/rounds.md; the meter refuses the reversal)."""
+    for c in rc.claims:
+        if c.status in ("paying", "paid") or c.paid:
+            what = "is being paid" if c.status == "paying" else "was paid"
+            return f"{c.id} {what} in round {rc.round_id}: the round can no longer be voided; settle it"
+    return None
+
+
+def settle_refusal(rc: RoundClaims) -> str | None:
+    """Why the round cannot be settled because of its claims, or None."""
+    c = rc.open
+    if c is None:
+        return None
+    then = "approve or reject it before the round is settled" if c.status == "pending" else "settle the round after it"
+    return f"{c.id} {status_text(c)}: {then}"
+
+
+def _void(rc: RoundClaims, e: VoidClaims) -> ClaimStep:
+    why = void_refusal(rc)
+    if why is not None:
+        raise RulesError("round_id", why)
+    effects: list[Effect] = []
+    out = rc
+    for c in rc.claims:
+        if c.status not in OPEN:
+            continue
+        c = replace(c, status="voided", reason=e.reason)
+        effects += [Record(c, "voided"), *(Release(c.id, i, "controller", f"round voided: {e.reason}")
+                                           for i in c.locks)]
+        out = out.with_claim(c)
+    return ClaimStep(out, tuple(effects) + _lights(rc, out))
+
+
+def restore(round_id: str, first: int, journaled: Iterable[Claim]) -> ClaimStep:
+    """The claims of round `round_id` as their last journal records left them, and what finishing them takes:
+    a lock being taken is waited for (sent again: the same key applies once), a claim being paid is paid to
+    the end, a lock of a claim that ended unpaid goes back to the meter (if it was taken), lights as the claims
+    say."""
+    rc = RoundClaims(round_id, first=first)
+    effects: list[Effect] = []
+    for c in journaled:
+        rc = rc.with_claim(c)
+        if c.status == "locking":
+            effects += [Lock(c.id, i) for i in c.locks if i not in c.locked]
+        elif c.status == "paying":
+            effects += [Pay(c.id, i) for i in c.unpaid]
+        elif c.status in ("rejected", "voided", "refused"):
+            effects += [Release(c.id, i, "controller", f"claim {c.status} before the controller stopped")
+                        for i in c.locks]
+    return ClaimStep(rc, tuple(effects) + _lights(RoundClaims(round_id, first=first), rc))
+
+
+def _with(rc: RoundClaims, c: Claim, effects: list[Effect]) -> ClaimStep:
+    out = rc.with_claim(c)
+    return ClaimStep(out, tuple(effects) + _lights(rc, out))
+
+
+def _lights(before: RoundClaims, after: RoundClaims) -> tuple[Effect, ...]:
+    was, now = before.lit, after.lit
+    return tuple(WinLight(s, True) for s in sorted(now - was)) + tuple(WinLight(s, False) for s in sorted(was - now))
+
+
+__all__ = ["EVENTS", "Approve", "ClaimStep", "Effect", "Input", "Lock", "LockRefused", "Locked", "NewClaim", "Note",
+           "Paid", "Pay", "Record", "Reject", "Release", "VoidClaims", "WinLight", "Won", "lock_indices", "restore",
+           "settle_refusal", "step", "void_refusal"]

@@ -1,0 +1,183 @@
+"""Claims on a linked meter end to end: a real Mosquitto (TLS, the shipped ACL), the link authority, and the table
+daemon on the rig with its Five Card Hand Bonus meter linked (its Progressive Payout Wager meter its own).
+
+The dealer's hand shared by several players (§ 639a.12(e)(2)) is the case that used to strand money: the first
+share is locked at the authority at the claim and paid from the lock; the later shares are paid from what the lock
+took, and the round then closes at the authority. Also: a stop between two shares is finished at the start, a
+rejection gives the lock back (and a concurrent approval is refused), a void with a pending claim releases its lock
+before the round is reversed."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from broker import require_mosquitto, start_broker
+from controller.app.table import TableDaemon
+from controller.config.model import LinkedMeter, MqttConfig
+from controller.errors import RulesError
+from controller.money import UNITS_PER_CENT
+from linkrig import METER, PREFIX, RESET, LinkRig
+from rigtable import daemon_on_rig, drawing, lock_round, message, until, win, with_supervisor
+
+ROOT = Path(__file__).resolve().parent.parent
+TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
+RIG = ROOT / "config" / "hil" / "caribbean-stud-7.toml"
+TABLE_ID = "CS-07"
+SUPERVISOR, SECRET = "floor-1", "s3cret-floor"
+FLOOR = {"supervisor": SUPERVISOR, "secret": SECRET}
+BONUS, ON_DEALER = "five-card-hand-bonus", "five-card-hand-bonus-dealer"
+STRAIGHT_FLUSH = ["9D", "8D", "7D", "6D", "5D"]  # 10% of the meter, shared on the dealer's hand
+ROYAL = ["AH", "KH", "QH", "JH", "TH"]  # 100% of the meter
+
+
+@pytest.fixture
+def broker(tmp_path: Path):
+    require_mosquitto()
+    b = start_broker(tmp_path / "mosquitto", (TABLE_ID, "authority"))
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+@contextlib.asynccontextmanager
+async def authority(tmp_path, broker):
+    rig = LinkRig(tmp_path, broker, (TABLE_ID,))
+    try:
+        await rig.start_authority()
+        yield rig
+    finally:
+        await rig.close()
+
+
+def _linked(cfg, tmp_path: Path, broker):
+    password = tmp_path / "table.password"
+    password.write_text(broker.passwords[TABLE_ID] + "\n", encoding="utf-8")
+    password.chmod(0o600)
+    mqtt = MqttConfig(host=broker.host, port=broker.port, tls=True, client_id=TABLE_ID, topic_prefix=PREFIX,
+                      link_timeout=2.0, ca_file=broker.ca_file, username=TABLE_ID, password_file=password)
+    cfg = replace(cfg, meters={**cfg.meters, "bonus": LinkedMeter("bonus", METER, (100,))}, mqtt=mqtt)
+    return with_supervisor(cfg, SUPERVISOR, SECRET)
+
+
+@contextlib.asynccontextmanager
+async def linked_table(tmp_path, broker, *, magic: str = "2C", lucky: int | str = 7):
+    daemon_class = functools.partial(TableDaemon, draw=drawing(magic, lucky))
+    async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / "state",
+                             lambda cfg: _linked(cfg, tmp_path, broker)) as (daemon, rig):
+        await until(lambda: daemon.link.alive and METER in daemon.link.values, "the authority heard, its meter known")
+        yield daemon, rig
+
+
+async def answered(daemon) -> None:
+    await until(lambda: not daemon.link.outbox.pending, "every operation answered by the authority", 20)
+
+
+def shares(meter, award: str = "10% of meter") -> list[tuple[int, int, int]]:
+    return sorted((h.seat, h.amount_cents, h.shares) for h in meter.history if h.award == award)
+
+
+async def test_a_dealers_hand_award_shared_on_a_linked_meter_pays_every_sharer(tmp_path, broker):
+    async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
+        await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER), (3, "progressive")])
+        await answered(daemon)
+        before = link.meter().current
+        got = await daemon.call("claim", {"seat": "dealer", "cards": STRAIGHT_FLUSH})
+        assert got["status"] == "pending", got
+        assert len(link.meter().locked) == 1  # the whole award left the meter at the claim, at the authority
+        await until(lambda: win(rig, 5) and win(rig, 2) and message(rig) == "PENDING", "lights, PENDING")
+        done = await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        assert "approved by floor-1 and paid" in done["message"]
+        await answered(daemon)
+        m = link.meter()
+        per_share = (before // UNITS_PER_CENT // 10) // 2
+        assert shares(m) == [(2, per_share, 2), (5, per_share, 2)]
+        assert not m.locked and m.owed_cents == 0
+        # a second approval and a rejection are answers, not a second payment
+        with pytest.raises(RulesError, match="was paid"):
+            await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        with pytest.raises(RulesError, match="was paid"):
+            await daemon.call("reject", {"claim_id": got["claim_id"], "reason": "late", **FLOOR})
+        await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+        await answered(daemon)
+        assert f"{TABLE_ID}-r1" not in link.meter().open_rounds  # the round closed at the authority
+        refused = [s for s in daemon.link.outbox.pending.values()]
+        assert daemon.link.outbox.refused == 0 and not refused
+
+
+async def test_a_stop_between_two_linked_shares_is_finished_at_the_start(tmp_path, broker, monkeypatch):
+    from controller.app import meter_port
+
+    cut = asyncio.Event()
+    real = meter_port.LinkedMeters.submit
+
+    async def submit(self, op, meter, key):
+        if op.kind == "pay-percent-award":  # the second share, after the lock's payment
+            cut.set()
+            await asyncio.Event().wait()  # the controller stops here
+        return await real(self, op, meter, key)
+
+    async with authority(tmp_path, broker) as link:
+        async with linked_table(tmp_path, broker) as (daemon, rig):
+            await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER)])
+            got = await daemon.call("claim", {"seat": "dealer", "cards": STRAIGHT_FLUSH})
+            monkeypatch.setattr(meter_port.LinkedMeters, "submit", submit)
+            approve = asyncio.create_task(daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR}))
+            await cut.wait()
+            await answered(daemon)
+            assert [s for s, _c, _n in shares(link.meter())] == [5]  # one share paid at the authority
+            approve.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await approve
+            monkeypatch.setattr(meter_port.LinkedMeters, "submit", real)
+        async with linked_table(tmp_path, broker) as (daemon, rig):
+            await until(lambda: daemon.desk.state.claims and daemon.desk.state.claims[0].status == "paid",
+                        lambda: f"paid to the end: {daemon.desk.claims_json()}")
+            await answered(daemon)
+            assert [s for s, _c, _n in shares(link.meter())] == [2, 5] and link.meter().owed_cents == 0
+            await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+            await answered(daemon)
+            assert f"{TABLE_ID}-r1" not in link.meter().open_rounds
+
+
+async def test_a_rejected_linked_claim_gives_its_lock_back_and_a_late_approval_is_refused(tmp_path, broker):
+    async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
+        await lock_round(daemon, rig, [(4, BONUS), (6, BONUS)])
+        await answered(daemon)
+        before = link.meter().current
+        got = await daemon.call("claim", {"seat": 6, "spot": BONUS, "cards": ROYAL})
+        assert got["status"] == "pending" and link.meter().current == RESET * UNITS_PER_CENT  # locked: reset at once
+        outcomes = await asyncio.gather(
+            daemon.call("reject", {"claim_id": got["claim_id"], "reason": "cards switched", **FLOOR}),
+            daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR}), return_exceptions=True)
+        assert sum(isinstance(o, dict) for o in outcomes) == 1 and sum(isinstance(o, RulesError) for o in outcomes) == 1
+        await answered(daemon)
+        m = link.meter()
+        if isinstance(outcomes[0], dict):  # the rejection decided: the amount went back
+            assert m.current == before and not m.locked and not m.history
+        else:
+            assert [h.seat for h in m.history] == [6] and not m.locked
+        await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+        await answered(daemon)
+        assert not link.meter().open_rounds
+
+
+async def test_a_void_releases_a_pending_linked_claim_before_the_round_is_reversed(tmp_path, broker):
+    async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
+        await answered(daemon)
+        reset = link.meter().current
+        await lock_round(daemon, rig, [(4, BONUS), (6, BONUS)])
+        got = await daemon.call("claim", {"seat": 6, "spot": BONUS, "cards": ROYAL})
+        assert got["status"] == "pending"
+        done = await daemon.call("void", {"reason": "misdeal", **FLOOR})
+        assert done["claims_voided"] == [got["claim_id"]]
+        await answered(daemon)
+        m = link.meter()
+        assert not m.locked and not m.open_rounds and not m.history and m.current == reset
+        assert daemon.link.outbox.refused == 0

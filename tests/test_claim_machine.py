@@ -1,0 +1,174 @@
+"""The claim lifecycle as a pure machine (controller/round/claim_machine.py) and the sign's owner
+(controller/app/sign.py) on a clock of the test's own."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from drivers import events as ev
+
+from controller.app.sign import WIN_DISPLAY_S, Sign
+from controller.errors import RulesError
+from controller.round import claim_machine as cm
+from controller.round.claims import Claim, RoundClaims, claim_from_json, claim_to_json
+from controller.settlement import Payout
+
+RID = "CS-07-r1"
+
+
+def payout(seat: int, award: str, cents: int, *, shared: int = 1, paid_by: str = "attendant", kind="paytable",
+           hand="straight-flush", hand_of="dealer") -> Payout:
+    return Payout(seat, 100, kind, hand_of, hand, (), award, cents, paid_by, paid_by == "attendant",
+                  shared_by=shared)
+
+
+def dealer_claim(n: int = 1, shares: int = 3) -> Claim:
+    """The dealer's hand: 10% of the meter shared by `shares` seats, each with a Magic Card payout."""
+    payouts = []
+    for seat in range(shares, 0, -1):
+        payouts.append(payout(seat, "10% of meter", 33_333, shared=shares))
+        payouts.append(payout(seat, "20 for 1", 2_000, paid_by="table", kind="magic-card", hand="magic card 8D"))
+    return Claim(f"{RID}-c{n}", RID, 0, "five-card-hand-bonus-dealer", "bonus", 0, (), tuple(payouts), turn=shares)
+
+
+def run(rc: RoundClaims, *inputs: cm.Input) -> tuple[RoundClaims, list[cm.Effect]]:
+    effects: list[cm.Effect] = []
+    for e in inputs:
+        out = cm.step(rc, e)
+        rc = out.claims
+        effects += out.effects
+    return rc, effects
+
+
+def of(effects, kind):
+    return [e for e in effects if isinstance(e, kind)]
+
+
+def test_a_shared_award_on_a_linked_meter_is_locked_once_and_every_share_paid():
+    c = dealer_claim(shares=3)
+    assert cm.lock_indices(c.payouts) == (0,)  # the first share only: the lock takes the whole award
+    rc, eff = run(RoundClaims(RID), cm.NewClaim(c, linked=True))
+    assert [type(e) for e in eff[:2]] == [cm.Record, cm.Lock] and rc.get(c.id).status == "locking"
+    assert {e.seat for e in of(eff, cm.WinLight) if e.on} == {1, 2, 3}  # lit at the claim
+    rc, eff = run(rc, cm.Locked(c.id, 0, 40_001))  # the authority's amount, each share
+    c2 = rc.get(c.id)
+    assert c2.status == "pending" and [p.amount for p in c2.payouts if p.shared_by == 3] == [40_001] * 3
+    assert [p.amount for p in c2.payouts if p.kind == "magic-card"] == [2_000] * 3  # fixed payouts unchanged
+    rc, eff = run(rc, cm.Approve(c.id, "floor-1"))
+    assert of(eff, cm.Record)[0].event == "approved" and [e.index for e in of(eff, cm.Pay)] == list(range(6))
+    for i in range(5):
+        rc, eff = run(rc, cm.Paid(c.id, i))
+        assert rc.get(c.id).status == "paying" and not of(eff, cm.Won)
+    rc, eff = run(rc, cm.Paid(c.id, 5))
+    assert rc.get(c.id).status == "paid" and of(eff, cm.Won) and of(eff, cm.Record)[0].event == "paid"
+
+
+def test_decisions_are_taken_once():
+    c = replace(dealer_claim(), payouts=(payout(4, "100% of meter", 1_000_000, hand_of="player"),), seat=4)
+    rc, _ = run(RoundClaims(RID), cm.NewClaim(c))
+    rc, _ = run(rc, cm.Approve(c.id, "floor-1"))
+    for late in (cm.Approve(c.id, "floor-2"), cm.Reject(c.id, "floor-2", "no")):
+        with pytest.raises(RulesError, match="is being paid"):
+            cm.step(rc, late)
+    assert cm.void_refusal(rc) and "being paid" in cm.void_refusal(rc)
+    with pytest.raises(RulesError, match="can no longer be voided"):
+        cm.step(rc, cm.VoidClaims("misdeal"))
+    rc2, eff = run(RoundClaims(RID), cm.NewClaim(c), cm.Reject(c.id, "floor-1", "cards switched"))
+    assert rc2.get(c.id).status == "rejected" and of(eff, cm.WinLight)[-1] == cm.WinLight(4, False)
+    with pytest.raises(RulesError, match="was rejected by floor-1"):
+        cm.step(rc2, cm.Approve(c.id, "floor-2"))
+
+
+def test_one_claim_at_a_time_and_a_void_ends_the_pending_one():
+    c = dealer_claim()
+    rc, _ = run(RoundClaims(RID), cm.NewClaim(c, linked=True), cm.Locked(c.id, 0, 40_001))
+    with pytest.raises(RulesError, match="one at a time"):
+        cm.step(rc, cm.NewClaim(dealer_claim(2)))
+    assert cm.settle_refusal(rc) and "approve or reject" in cm.settle_refusal(rc)
+    rc, eff = run(rc, cm.VoidClaims("misdeal"))
+    assert rc.get(c.id).status == "voided" and of(eff, cm.Release) == [cm.Release(c.id, 0, "controller",
+                                                                                    "round voided: misdeal")]
+    assert not rc.lit and cm.settle_refusal(rc) is None
+
+
+def test_restore_finishes_what_the_journal_says_was_under_way():
+    c = dealer_claim()
+    paying = replace(c, status="paying", by="floor-1", paid=(0, 1))
+    locking = replace(dealer_claim(2), status="locking", locks=(0,))
+    rejected = replace(dealer_claim(3), status="rejected", locks=(0,), locked=(0,), by="floor-1")
+    out = cm.restore(RID, 4, [paying, locking, rejected])
+    assert [e.index for e in of(out.effects, cm.Pay)] == [2, 3, 4, 5]  # what was not paid yet
+    assert of(out.effects, cm.Lock) == [cm.Lock(locking.id, 0)]
+    assert [e.claim_id for e in of(out.effects, cm.Release)] == [rejected.id]
+    assert out.claims.next_number == 4
+    assert {e.seat for e in of(out.effects, cm.WinLight)} == {1, 2, 3}
+
+
+def test_a_claim_reads_back_as_it_was_journaled():
+    c = replace(dealer_claim(), status="paying", by="floor-1", claimed_by="shoe", locks=(0,), locked=(0,), paid=(1,))
+    assert claim_from_json(claim_to_json(c)) == c
+
+
+# --- the sign ---------------------------------------------------------------------------------------------------
+
+
+class Out:
+    def __init__(self) -> None:
+        self.shown = None
+
+    def want(self, key, command) -> None:
+        self.shown = command
+
+
+def test_the_sign_shows_the_newest_message_in_force_then_the_meters():
+    now = [100.0]
+    out = Out()
+    sign = Sign("CS-07", [out], clock=lambda: now[0])
+    sign.meters((("main", 1_000_045),))
+    assert out.shown == ev.ShowAmounts((("main", 1_000_045),))
+    sign.offline(True)
+    assert out.shown.message is ev.SignMessage.OFFLINE
+    sign.pending(6, 1_000_045)
+    pending = out.shown
+    assert (pending.message, pending.seat, pending.amount_cents) == (ev.SignMessage.PENDING, 6, 1_000_045)
+    for _ in range(3):  # meters and refreshes come and go: PENDING stays
+        now[0] += 7
+        sign.meters((("main", 1_000_000),))
+        assert out.shown == pending
+    sign.win("CS-08", 2, 500_000)  # another table of the link: newer, shown for its time, then PENDING again
+    assert out.shown.message is ev.SignMessage.WIN
+    now[0] += WIN_DISPLAY_S - 0.01
+    sign.show()
+    assert out.shown.message is ev.SignMessage.WIN
+    now[0] += 0.02
+    sign.show()
+    assert out.shown == pending
+    sign.pending(None)
+    sign.win("CS-07", 6, 1_000_045)
+    now[0] += WIN_DISPLAY_S + 0.01
+    sign.offline(False)
+    assert out.shown == ev.ShowAmounts((("main", 1_000_000),))
+
+
+async def test_the_sign_is_shown_again_when_a_win_is_over():
+    out = Out()
+    sign = Sign("CS-07", [out])
+    import controller.app.sign as sign_mod
+    task = asyncio.create_task(sign.run())
+    try:
+        sign.meters((("main", 1),))
+        old, sign_mod.WIN_DISPLAY_S = sign_mod.WIN_DISPLAY_S, 0.1
+        try:
+            sign.win("CS-07", 1, 5)
+        finally:
+            sign_mod.WIN_DISPLAY_S = old
+        assert out.shown.message is ev.SignMessage.WIN
+        async with asyncio.timeout(2):
+            while out.shown != ev.ShowAmounts((("main", 1),)):
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
