@@ -181,3 +181,41 @@ async def test_a_void_releases_a_pending_linked_claim_before_the_round_is_revers
         m = link.meter()
         assert not m.locked and not m.open_rounds and not m.history and m.current == reset
         assert daemon.link.outbox.refused == 0
+
+
+async def test_an_older_authority_is_not_sent_what_it_cannot_take(tmp_path, broker):
+    """An authority that does not list pay-percent-award in its `expect` (one of before it) would drop it, and the
+    table's sequence with it: a shared award on the dealer's hand is refused at the claim instead, nothing locked."""
+    from controller.link import schema
+
+    async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
+        assert daemon.link.accepts("pay-percent-award")  # this authority says it takes it
+        await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER)])
+        daemon.link.authority_kinds = schema.BASE_OPS  # as an older authority's expect leaves it
+        with pytest.raises(RulesError, match="older version of the link protocol"):
+            await daemon.call("claim", {"seat": "dealer", "cards": STRAIGHT_FLUSH})
+        await answered(daemon)
+        assert not link.meter().locked
+
+
+async def test_a_claim_waiting_for_an_unanswered_lock_may_be_rejected(tmp_path, broker):
+    """The authority is down: the claim answers `locking` (it waits in the outbox); a supervisor may reject it
+    (before, only a void of the whole round ended it). When the authority is back the lock is taken and given
+    back at once, in that order."""
+    async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
+        await lock_round(daemon, rig, [(6, BONUS), (4, BONUS)])
+        await answered(daemon)
+        before = link.meter().current
+        await link.stop_authority()
+        got = await daemon.call("claim", {"seat": 6, "spot": BONUS, "cards": ROYAL})
+        assert got["status"] == "locking", got
+        done = await daemon.call("reject", {"claim_id": got["claim_id"], "reason": "wrong hand", **FLOOR})
+        assert "nothing paid" in done["message"]
+        await link.start_authority()
+        await answered(daemon)
+        m = link.meter()
+        assert not m.locked and not m.history and m.current == before
+        assert daemon.link.outbox.refused == 0
+        await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+        await answered(daemon)
+        assert not link.meter().open_rounds

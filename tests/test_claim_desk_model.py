@@ -237,6 +237,9 @@ class ClaimDeskModel(RuleBasedStateMachine):
     def _claim(self, args: dict[str, Any]) -> None:
         open_ = [c for c, m in self.claims.items() if m["status"] in ("pending", "locking", "paying")]
         got = self.call("claim", **args)
+        if self.void_requested:  # § 667a.8(h): the hands are void
+            assert isinstance(got, InputError) and "to be voided" in str(got), got
+            return
         if isinstance(got, Exception):
             if open_:
                 assert "one at a time" in str(got) or "awaits" in str(got) or "being" in str(got), got
@@ -270,7 +273,9 @@ class ClaimDeskModel(RuleBasedStateMachine):
             return
         was = self.claims[cid]["status"]
         got = self.call("approve", claim_id=cid, **FLOOR)
-        if was == "pending":
+        if was == "pending" and self.void_requested:
+            assert isinstance(got, InputError) and "to be voided" in str(got), got
+        elif was == "pending":
             assert not isinstance(got, Exception), got
             self.claims[cid]["status"] = "paid"
             self.paid_in_round = True
@@ -278,7 +283,7 @@ class ClaimDeskModel(RuleBasedStateMachine):
         else:
             assert isinstance(got, InputError), (cid, was, got)
 
-    @precondition(lambda self: self.dealing and self._round_claims("pending"))
+    @precondition(lambda self: self.dealing and self._round_claims("pending") and not self.void_requested)
     @rule(data=st.data(), after=st.integers(0, 6))
     def approve_and_stop_midway(self, data, after):
         """The approval is journaled, `after` payouts are, then the process stops; the restart finishes it."""
@@ -327,7 +332,7 @@ class ClaimDeskModel(RuleBasedStateMachine):
             return
         was = self.claims[cid]["status"]
         got = self.call("reject", claim_id=cid, reason="not the cards", **FLOOR)
-        if was == "pending":
+        if was in ("pending", "locking"):
             assert not isinstance(got, Exception), got
             self.claims[cid]["status"] = "rejected"
         else:
@@ -361,7 +366,7 @@ class ClaimDeskModel(RuleBasedStateMachine):
     def _settle(self, supervised: bool) -> None:
         pending = [c for c, m in self.claims.items() if m["round"] == self.rid() and m["status"] == "pending"]
         got = self.call("settle", round_id=self.rid(), **(FLOOR if supervised else {}))
-        if pending or (self.void_requested and not supervised):
+        if pending or (self.void_requested and not (supervised and self.paid_in_round)):
             assert isinstance(got, InputError), got
             return
         assert not isinstance(got, Exception), got

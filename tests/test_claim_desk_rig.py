@@ -275,3 +275,90 @@ async def test_requests_on_the_control_socket_are_answered_while_refusals_come_a
         with pytest.raises(ControlError, match="seat: 9 is not a seat of table CS-07"):
             await c.call("claim", seat=9, cards=FOUR_ACES)
 
+
+
+# --- races between a claim's steps and the round's end ----------------------------------------------------------
+
+
+@contextlib.contextmanager
+def slow_record(monkeypatch, event: str, seconds: float = 0.3):
+    """The claim's `event` record takes `seconds` to reach the journal; yields the moment it starts."""
+    from controller.app import claim_desk
+
+    real = claim_desk.ClaimDesk._record
+    started = asyncio.Event()
+
+    async def slow(self, c, what, key):
+        if what == event:
+            started.set()
+            await asyncio.sleep(seconds)
+        return await real(self, c, what, key)
+
+    monkeypatch.setattr(claim_desk.ClaimDesk, "_record", slow)
+    yield started
+
+
+async def test_the_round_ends_only_after_a_claims_steps_and_each_request_gets_its_own_answer(tmp_path, monkeypatch):
+    """A settle or a void asked while a claim's records are being journaled is refused for the moment (before, it
+    went through and the approval, rejection or claim answered 'no claim ...' or an internal error)."""
+    async with table(tmp_path) as (daemon, rig):
+        await lock_round(daemon, rig, [(6, "progressive"), (3, "progressive")])
+        with slow_record(monkeypatch, "claimed") as started:
+            claim = asyncio.create_task(daemon.call("claim", {"seat": 6, "cards": FOUR_ACES}))
+            await started.wait()
+            with pytest.raises(RulesError, match="being journaled: the round is voided after it"):
+                await daemon.call("void", {"reason": "misdeal", **FLOOR})
+            assert (await claim)["status"] == "pending"
+        with slow_record(monkeypatch, "paid") as started:
+            approve = asyncio.create_task(daemon.call("approve", {"claim_id": "CS-07-r1-c1", **FLOOR}))
+            await started.wait()
+            with pytest.raises(RulesError, match="being journaled: the round is settled after it"):
+                await daemon.call("settle", {"round_id": "CS-07-r1"})
+            assert "approved by floor-1 and paid" in (await approve)["message"]
+        await until(lambda: message(rig) == "WIN", "the win shown")
+        assert (await daemon.call("settle", {"round_id": "CS-07-r1"}))["message"].startswith("round CS-07-r1 settled")
+
+
+async def test_a_shoe_jam_while_a_claim_is_verified_voids_the_round_right_after(tmp_path, monkeypatch):
+    from controller.app import meter_port
+
+    real = meter_port.LocalMeters.journaled
+    started = asyncio.Event()
+
+    async def slow(self, meter, key):
+        started.set()
+        await asyncio.sleep(0.3)
+        return await real(self, meter, key)
+
+    monkeypatch.setattr(meter_port.LocalMeters, "journaled", slow)
+    async with table(tmp_path) as (daemon, rig):
+        await lock_round(daemon, rig, [(6, "progressive"), (3, "progressive")])
+        claim = asyncio.create_task(daemon.call("claim", {"seat": 6, "cards": FOUR_ACES}))
+        await started.wait()
+        await rig.jam_shoe()  # § 667a.13(e): the round is void; nothing of it was paid
+        got = await claim
+        await until(lambda: daemon.round_info()["id"] == "CS-07-r2", "the round voided after the claim's step")
+        main = daemon.ledger.state["main"]
+        assert main.voided_rounds == 1 and not main.history
+        from controller.ledger.reader import JournalReader
+        with JournalReader(daemon.ledger.db_path) as r:
+            assert r.lookup(f"{got['claim_id']}:voided") is not None  # the pending claim ended with the round
+
+
+async def test_a_round_to_be_voided_takes_no_claim_and_no_approval_and_is_settled_only_where_it_cannot_be(tmp_path):
+    """§ 667a.8(h): after a wrong stub count the hands are void. Nothing more is claimed or paid (before, the dealer
+    could claim a table-paid hand and so make the void impossible), a pending claim can only be rejected, and a
+    supervisor's settlement is for a round whose void cannot be."""
+    async with table(tmp_path) as (daemon, rig):
+        await lock_round(daemon, rig, [(4, BONUS), (6, "progressive")])
+        pending = await daemon.call("claim", {"seat": 6, "cards": FOUR_ACES})
+        await daemon.call("stub_count", {"stub": 30, "dealt": 17})
+        with pytest.raises(RulesError, match="to be voided"):
+            await daemon.call("claim", {"seat": 4, "spot": BONUS, "cards": FLUSH})
+        with pytest.raises(RulesError, match="to be voided"):
+            await daemon.call("approve", {"claim_id": pending["claim_id"], **FLOOR})
+        await daemon.call("reject", {"claim_id": pending["claim_id"], "reason": "hands void", **FLOOR})
+        with pytest.raises(RulesError, match="only where its void cannot be"):
+            await daemon.call("settle", {"round_id": "CS-07-r1", **FLOOR})
+        done = await daemon.call("void", {"reason": "stub count", **FLOOR})
+        assert "2 wagers returned" in done["message"] and not daemon.ledger.state["bonus"].history

@@ -124,7 +124,7 @@ async def test_duplicated_and_reordered_operations_apply_once(tmp_path, broker):
         mq, task = await raw_table(broker, "cs-01", inbox)
         first, second = booking("cs-01", 1), booking("cs-01", 2, ((3, 500),))
         await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 2, second))  # ahead of the next expected
-        await until(lambda: schema.Expect(1) in inbox, "the authority says what it expects")
+        await until(lambda: schema.Expect(1, schema.TABLE_OPS) in inbox, "the authority says what it expects")
         for _ in range(3):  # delivered three times
             await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 1, first))
         await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 2, second))
@@ -302,3 +302,14 @@ async def test_a_shared_award_is_locked_once_and_its_later_shares_paid_by_pay_pe
         assert m.current == units(RESET)
     finally:
         await rig.close()
+
+
+def test_a_shared_win_is_shown_at_every_table_as_its_own_table_shows_it():
+    from controller.link.authority import _win
+
+    op = schema.Op("cs-01", 9, "pay-locked-award", METER, {"claim": "cs-01-r1-c1:0", "approved_by": "floor-1",
+                                                            "at": "2026-11-30T01:02:03+00:00"})
+    shared = _win(op, 12, {"amount": "500.02"}, seat=5, shares=2)
+    assert (shared.seat, shared.cents, shared.state) == (0, 100_004, "paid")  # the dealer's position, the whole award
+    own = _win(op, 12, {"amount": "500.02"}, seat=5, shares=1)
+    assert (own.seat, own.cents) == (5, 50_002)

@@ -20,6 +20,7 @@ MESSAGES = [
     s.Ack(7, 1042, {"contributed": "0.150000"}),
     s.Refused(8, "round_id", "round cs-01-r3 is not open"),
     s.Expect(9),
+    s.Expect(9, s.TABLE_OPS),
     s.MeterValue("fchb-link", 1_000_015, 1043, "2026-11-30T01:02:04+00:00", 1_000_000,
                  (("cs-01-r3:c1", 1_000_000),)),
     s.Win("fchb-link", "cs-01", 3, 1_000_015, "cs-01-r3:c1", "paid", 1044),
@@ -34,6 +35,17 @@ def test_round_trip(msg):
     assert json.loads(wire)["v"] == s.VERSION
     assert s.decode(T, wire) == msg
     assert s.encode(s.decode(T, wire)) == wire
+
+
+def test_an_expect_without_kinds_is_an_older_authority_s_and_takes_the_base_operations():
+    """A field added to version 1 is one an older receiver ignores: an authority that predates `kinds` is read as
+    taking BASE_OPS, and a table sends a kind added since (pay-percent-award) only to one that lists it."""
+    older = s.decode(T, b'{"v": 1, "type": "expect", "next_seq": 3}')
+    assert older == s.Expect(3) and older.kinds is None
+    newer = json.loads(s.encode(s.Expect(3, s.TABLE_OPS)))
+    assert "pay-percent-award" in newer["kinds"] and s.ADDED_OPS <= set(newer["kinds"])
+    with pytest.raises(InputError, match="kinds"):
+        s.decode(T, b'{"v": 1, "type": "expect", "next_seq": 3, "kinds": [1]}')
 
 
 def test_money_is_a_decimal_string():

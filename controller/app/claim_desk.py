@@ -18,6 +18,7 @@ The desk also tells the sign (PENDING while a claim waits, WIN when one is paid)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,7 @@ from ..round.claims import (
     payout_key,
     payout_op,
     release_op,
+    status_text,
     verify,
     verify_dealer,
 )
@@ -58,7 +60,8 @@ from .sign import Sign
 
 log = structlog.get_logger("table")
 
-LINK_ANSWER_S = 10.0  # how long a claim's answer waits for the link authority to lock its award
+LINK_ANSWER_S = 5.0  # how long a claim's answer waits for the link authority to lock its award (the command
+# line waits 10 s for an answer; the authority answers in milliseconds when it is up)
 
 
 class PayoutFailed(Exception):
@@ -67,12 +70,14 @@ class PayoutFailed(Exception):
 
 @dataclass(frozen=True)
 class RoundView:
-    """What the desk needs to know of the round: its id, whether it is being dealt, its accepted wagers."""
+    """What the desk needs to know of the round: its id, whether it is being dealt, its accepted wagers, and the
+    void a wrong stub count asked for (§ 667a.8(h): its hands are void, so none is claimed or paid)."""
 
     round_id: str
     dealing: bool
     phase: str
     accepted: Mapping[tuple[int, str], int]
+    void_requested: str | None = None
 
 
 class ClaimDesk:
@@ -95,6 +100,7 @@ class ClaimDesk:
         self._locks: dict[str, asyncio.Lock] = {}
         self._running = 0
         self._idle = asyncio.Condition()
+        self._changed = asyncio.Event()  # set and replaced at every step of the machine
 
     # --- the round ---------------------------------------------------------------------------------
 
@@ -142,15 +148,28 @@ class ClaimDesk:
                         last[c.id] = c
         return [last[i] for i in order], number + 1
 
-    def refusal_to_settle(self) -> str | None:
+    @property
+    def busy(self) -> str | None:
+        """What the desk is in the middle of (a claim being verified, a claim's records or payouts being
+        journaled), or None: the round's end waits for it."""
         if self._verifying:
-            return "a claim is being verified: the round is settled after it"
-        return cm.settle_refusal(self.state)
+            return "a claim is being verified"
+        if self._running:
+            return "a claim's records or payouts are being journaled"
+        return None
+
+    def refusal_to_settle(self) -> str | None:
+        busy = self.busy
+        return f"{busy}: the round is settled after it" if busy else cm.settle_refusal(self.state)
 
     def refusal_to_void(self) -> str | None:
-        if self._verifying:
-            return "a claim is being verified: the round is voided after it"
-        return cm.void_refusal(self.state)
+        """Why the round cannot be voided now because of its claims: something paid (for good), or busy (for
+        a moment: `busy` says so)."""
+        why = cm.void_refusal(self.state)
+        if why is not None:
+            return why
+        busy = self.busy
+        return f"{busy}: the round is voided after it" if busy else None
 
     def void(self, reason: str) -> None:
         """The round is voided: every claim still locking or pending ends with it (journaled, its locks given
@@ -178,6 +197,9 @@ class ClaimDesk:
             raise RulesError("claim", "another claim is being verified: claims are settled one at a time")
         if self.state.round_id != rid:
             raise RulesError("claim", f"round {rid} is not ready for claims yet: try again")
+        if view.void_requested is not None:
+            raise RulesError("claim", f"round {rid} is to be voided ({view.void_requested}): its hands are void "
+                                      "(§ 667a.8(h)); a supervisor voids it")
         seat = args.get("seat")
         if isinstance(seat, int) and not isinstance(seat, bool) and seat > self.rules.seats:
             raise InputError("seat", f"{seat} is not a seat of table {self.rules.table} (1..{self.rules.seats})")
@@ -201,6 +223,8 @@ class ClaimDesk:
             view = self._round_now()
             if view.round_id != rid or not view.dealing or self.state.round_id != rid:
                 raise RulesError("claim", f"round {rid} ended while the claim was being verified")
+            if view.void_requested is not None:
+                raise RulesError("claim", f"round {rid} is to be voided ({view.void_requested})")
             meter_units, reset_units = port.amounts(rule.meter)  # as it stands now, after any wait
             common: dict[str, Any] = dict(
                 game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable, meter_units=meter_units,
@@ -211,14 +235,22 @@ class ClaimDesk:
             else:
                 claim = verify(self.state, seat=seat, wager_cents=view.accepted.get((seat, spot)), others=on_spot,
                                **common)
+            if port.linked and not port.pays_later_shares() and any(
+                    p.shared_by > 1 for i, p in enumerate(claim.payouts) if i in cm.lock_indices(claim.payouts)):
+                raise RulesError("claim", "the link authority pays no later share of an award shared on the "
+                                          "dealer's hand (it speaks an older version of the link protocol): "
+                                          "upgrade it, or settle the hand by hand")
             effects = self._step(cm.NewClaim(claim, port.linked, by))
         finally:
             self._verifying = False
+            self._on_change()
         c = self.state.get(claim.id)
         log.info("claim verified", claim=c.id, seat=c.seat, spot=spot, amount=format_cents(c.amount_cents),
                  approval=c.needs_approval, by=by, status=c.status)
         await self._run(effects)
-        c = self.state.get(claim.id)
+        if self._get(claim.id) is not None and self._get(claim.id).status == "locking":
+            await self._until(lambda: (self._get(claim.id) or claim).status != "locking", LINK_ANSWER_S)
+        c = self._get(claim.id) or claim
         shown = {"claim_id": c.id, **({"draws": draws.to_json()} if wcfg.wager.magic_and_lucky else {})}
         match c.status:
             case "paid":
@@ -230,16 +262,24 @@ class ClaimDesk:
                 return {"message": f"{c.describe()}: the link authority has not answered the lock within "
                                    f"{LINK_ANSWER_S:.0f} s; it waits in the outbox and the claim waits for it "
                                    f"(progressivectl approve {c.id} once it is pending)", **shown, "status": "locking"}
+            case "paying":  # approved meanwhile: the approval answers for it
+                return {"message": f"{c.describe()}: approved by {c.by}, being paid", **shown, "status": "paying"}
             case "refused":
                 raise RulesError("claim", f"{c.id}: {c.reason}")
+            case "rejected" | "voided":  # decided meanwhile by a supervisor
+                raise RulesError("claim", f"{c.id} {status_text(c)}")
         raise PayoutFailed(f"{c.id} is {c.status}: its payouts did not all go through; the log says why")
 
     async def approve(self, claim_id: object, who: str) -> dict[str, Any]:
         c = self.state.get(claim_id)
+        view = self._round_now()
+        if view.void_requested is not None and c.status == "pending":
+            raise RulesError("claim_id", f"round {view.round_id} is to be voided ({view.void_requested}): its hands "
+                                         "are void (§ 667a.8(h)); reject the claim, or a supervisor voids the round")
         effects = self._step(cm.Approve(c.id, who))
         log.info("claim approved", claim=c.id, by=who)
         await self._run(effects)
-        c = self.state.get(c.id)
+        c = self._get(c.id) or c
         if c.status != "paid":
             raise PayoutFailed(f"{c.id} was approved by {who} but not all of it is paid yet; the log says why")
         return {"message": f"{c.describe()}: approved by {who} and paid", "claim_id": c.id}
@@ -250,6 +290,17 @@ class ClaimDesk:
         log.warning("claim rejected", claim=c.id, seat=c.seat, by=who, reason=reason)
         await self._run(effects)
         return {"message": f"{c.id} rejected by {who}: nothing paid", "claim_id": c.id}
+
+    def _get(self, claim_id: str) -> Claim | None:
+        """The claim of the current round, or None (the round has ended since)."""
+        return next((c for c in self.state.claims if c.id == claim_id), None)
+
+    async def _until(self, predicate: Callable[[], bool], timeout: float) -> None:
+        """Wait until `predicate` holds (looked at after every step of the machine), at most `timeout` s."""
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(timeout):
+                while not predicate():
+                    await self._changed.wait()
 
     def claims_json(self) -> list[dict[str, Any]]:
         return [{"claim_id": c.id, "seat": DEALER if c.on_dealer else c.seat, "spot": c.spot, "status": c.status,
@@ -264,6 +315,8 @@ class ClaimDesk:
         out = cm.step(self.state, event)
         before = {c.id: c.status for c in self.state.claims}
         self.state = out.claims
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
         for c in out.claims.claims:
             if c.status != before.get(c.id) and c.status in ("rejected", "voided", "refused"):
                 self._metrics.claims.labels(c.status).inc()
@@ -308,6 +361,7 @@ class ClaimDesk:
             self._running -= 1
             async with self._idle:
                 self._idle.notify_all()
+            self._on_change()
 
     def _lock_of(self, claim_id: str) -> asyncio.Lock:
         lock = self._locks.get(claim_id)
@@ -342,39 +396,45 @@ class ClaimDesk:
             log.warning("claim record journaled before", claim=c.id, event=event)
 
     async def _lock(self, cid: str, i: int) -> list[cm.Effect]:
-        effects = await self._lock_once(self.state.get(cid), i)
-        if effects is None:
-            log.warning("the link authority has not answered a lock yet: it waits in the outbox", claim=cid,
-                        payout=i, seconds=LINK_ANSWER_S)
-            self._background(self._await_lock(cid, i), f"lock:{cid}:{i}")
-            return []
-        return effects
+        """Send the lock of payout `i` (durable in the outbox, in order with the claim's other operations); its
+        answer is awaited in the background, without holding the claim's lock: a rejection or a void meanwhile
+        sends its release after it."""
+        c = self.state.get(cid)
+        if c.status != "locking" or i in c.locked:
+            return []  # decided meanwhile: its releases went out with the decision
+        port = self.meters.port(c.meter)
+        await port.submit(lock_op(c, i, self.cfg.table, utc_now()), c.meter, f"{cid}:lock:{i}")
+        self._background(self._await_lock(cid, i), f"lock:{cid}:{i}")
+        return []
 
     async def _await_lock(self, cid: str, i: int) -> None:
-        """A lock not answered in time: wait for its answer as long as the claim waits for it."""
+        """The authority's answer to a lock, as long as the claim waits for it (the lock applies once, whatever
+        the retries: it is asked for under its key)."""
+        rid = cid.rsplit("-c", 1)[0]
+        warned = False
         while True:
-            async with self._lock_of(cid):
-                c = self.state.get(cid) if self.state.round_id == cid.rsplit("-c", 1)[0] else None
-                if c is None or c.status != "locking" or i in c.locked:
-                    return
-                effects = await self._lock_once(c, i)
-            if effects is not None:
-                await self._run(effects)
+            c = self._get(cid) if self.state.round_id == rid else None
+            if c is None or c.status != "locking" or i in c.locked:
                 return
-
-    async def _lock_once(self, c: Claim, i: int) -> list[cm.Effect] | None:
-        """Lock payout `i` at the link authority (sent once, whatever the retries): the machine's next effects,
-        or None when the authority has not answered within LINK_ANSWER_S."""
-        port = self.meters.port(c.meter)
-        try:
-            amount = await port.lock(lock_op(c, i, self.cfg.table, utc_now()), c.meter, f"{c.id}:lock:{i}",
-                                     LINK_ANSWER_S)
-        except TimeoutError:
-            return None
-        except LinkRefused as err:
-            return self._step(cm.LockRefused(c.id, i, err.problem))
-        log.info("award locked at the link authority", claim=c.id, payout=i, amount=format_cents(amount))
-        return self._step(cm.Locked(c.id, i, amount))
+            port = self.meters.port(c.meter)
+            try:
+                amount = await port.lock(lock_op(c, i, self.cfg.table, utc_now()), c.meter, f"{cid}:lock:{i}",
+                                         LINK_ANSWER_S)
+            except TimeoutError:
+                if not warned:
+                    log.warning("the link authority has not answered a lock yet: it waits in the outbox", claim=cid,
+                                payout=i, seconds=LINK_ANSWER_S)
+                    warned = True
+                continue
+            except LinkRefused as err:
+                event: cm.Input = cm.LockRefused(cid, i, err.problem)
+            else:
+                log.info("award locked at the link authority", claim=cid, payout=i, amount=format_cents(amount))
+                event = cm.Locked(cid, i, amount)
+            if self.state.round_id != rid or self._get(cid) is None:
+                return
+            await self._run(self._step(event))
+            return
 
     async def _pay(self, cid: str, i: int) -> list[cm.Effect]:
         c = self.state.get(cid)

@@ -42,6 +42,8 @@ class MeterPort(Protocol):
 
     async def release(self, op: Any, meter: str, key: str) -> bool: ...
 
+    def pays_later_shares(self) -> bool: ...
+
     async def journaled(self, meter: str, key: str) -> bool: ...
 
     async def booking(self, meter: str, round_id: str) -> dict[str, Any] | None: ...
@@ -78,6 +80,9 @@ class LocalMeters:
 
     async def release(self, op: Any, meter: str, key: str) -> bool:
         return False  # nothing is locked on a table's own meter
+
+    def pays_later_shares(self) -> bool:
+        return True
 
     async def journaled(self, meter: str, key: str) -> bool:
         return await _found(self.ledger.db_path, key) is not None
@@ -119,6 +124,10 @@ class LinkedMeters:
         seq = await self.link.send(op, meter, key)
         result = await self.link.answer(seq, timeout)
         return parse_cents(result["amount"], "amount")
+
+    def pays_later_shares(self) -> bool:
+        """Whether the authority takes a later share of a shared award (pay-percent-award): it says so."""
+        return self.link.accepts("pay-percent-award")
 
     async def release(self, op: Any, meter: str, key: str) -> bool:
         if op.claim not in self.link.outbox.locks:

@@ -34,6 +34,7 @@ from ..meter import ops as meter_ops
 from ..ledger.reader import JournalReader
 from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
 from ..money import UNITS_PER_CENT, format_cents, parse_units
+from ..round import claim_machine as cm
 from ..round import detect, machine
 from ..round import model as rm
 from ..round.resume import Kept, resume
@@ -49,6 +50,7 @@ from .views import hit_json, meter_json
 log = structlog.get_logger("table")
 
 DEAL_SETTLED_S = 3.0  # a complete deal from the card-reading shoe is claimed if no card more comes this long
+SHOE_JAM = "shoe jam (§ 667a.13(e))"
 
 
 class TableDaemon(TableShell):
@@ -286,11 +288,28 @@ class TableDaemon(TableShell):
         if self.state is None or self.state.phase is not rm.Phase.DEALING:
             log.warning("shoe jam outside a round", device=device)
             return
-        why = self._void_refusal()
+        assert self.desk is not None
+        why = self._paid_refusal()
         if why is not None:
             log.error("shoe jam: the round is not voided", device=device, round=self._round_id(), reason=why)
+        elif self.desk.busy:  # a claim in the middle of a step: the void comes right after it
+            self.spawn(self._void_when_idle(device, self._round_id()), f"shoe-jam:{self._round_id()}")
+        else:
+            self._void(SHOE_JAM)
+
+    async def _void_when_idle(self, device: str, rid: str) -> None:
+        assert self.desk is not None
+        desk = self.desk
+        await self._until(lambda: self._round_id() != rid or self.state is None
+                          or self.state.phase is not rm.Phase.DEALING or not desk.busy)
+        if self._round_id() != rid or self.state is None or self.state.phase is not rm.Phase.DEALING:
+            log.warning("shoe jam: the round ended meanwhile", device=device, round=rid)
             return
-        self._void("shoe jam (§ 667a.13(e))")
+        why = self._paid_refusal()
+        if why is not None:
+            log.error("shoe jam: the round is not voided", device=device, round=rid, reason=why)
+            return
+        self._void(SHOE_JAM)
 
     def apply(self, event: rm.Input) -> None:
         """Run one input through the round machine and carry out its effects. A refused input is logged
@@ -488,13 +507,13 @@ class TableDaemon(TableShell):
     def _round_view(self) -> RoundView:
         assert self.state is not None
         return RoundView(self._round_id(), self.state.phase is rm.Phase.DEALING, self.state.phase.value,
-                         self.state.accepted)
+                         self.state.accepted, self.state.void_requested)
 
-    def _void_refusal(self) -> str | None:
-        """Why the round being dealt cannot be voided now, or None: a void returns every wager, so nothing of
-        the round may have been paid (its claims, and the table's own meters' bookings, say so)."""
+    def _paid_refusal(self) -> str | None:
+        """Why the round being dealt can never be voided, or None: a void returns every wager, so nothing of the
+        round may have been paid (its claims, and the table's own meters' bookings, say so)."""
         assert self.desk is not None and self.ledger is not None and self.state is not None
-        why = self.desk.refusal_to_void()
+        why = cm.void_refusal(self.desk.state)
         if why is not None:
             return why
         rid = self._round_id()
@@ -503,6 +522,11 @@ class TableDaemon(TableShell):
             if booking is not None and booking.paid:
                 return f"an award was paid in round {rid} on meter {meter}: it can no longer be voided; settle it"
         return None
+
+    def _void_refusal(self) -> str | None:
+        """Why the round cannot be voided now: something of it paid, or a claim in the middle of a step."""
+        assert self.desk is not None
+        return self._paid_refusal() or self.desk.refusal_to_void()
 
     def _void(self, reason: str) -> None:
         """Void the round being dealt: its claims end, then its booking is reversed (in the background).
@@ -575,6 +599,10 @@ class TableDaemon(TableShell):
         why = self.desk.refusal_to_settle()
         if why is not None:
             raise RulesError("round_id", why)
+        if who is not None and self.state.void_requested is not None and self._paid_refusal() is None:
+            raise RulesError("round_id", f"round {rid} is to be voided ({self.state.void_requested}) and can be: a "
+                                         "supervisor settles such a round only where its void cannot be (an award "
+                                         "of it was paid)")
         wagers = len(self.state.accepted)
         self._act(rm.RoundSettled(rid, who))
         await self._durable(rid)

@@ -447,7 +447,8 @@ def _ask(args: argparse.Namespace, op: str, **call_args: Any) -> Any:
             field = args.command
             message += " (the daemon does not offer this command: is it an older version?)"
         elif e.field:
-            field = _OPTION_OF.get(e.field, e.field)
+            base, bracket, rest = e.field.partition("[")  # cards[4]: the fifth of CARDS
+            field = _OPTION_OF.get(base, base) + bracket + rest
         else:
             field = args.command
         if e.kind == "internal":

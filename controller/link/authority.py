@@ -179,7 +179,7 @@ class LinkAuthority:
                 if msg.next_seq < expected:  # the table lost journal entries the authority has applied
                     log.error("table is behind the authority: its link journal lost entries", table=table,
                               table_next=msg.next_seq, authority_next=expected)
-                await self._reply(table, schema.Expect(expected))
+                await self._reply(table, schema.Expect(expected, schema.TABLE_OPS))
                 continue
             try:
                 await self._apply(msg)
@@ -191,7 +191,7 @@ class LinkAuthority:
         expected = self.next_seq.get(op.table, 1)
         if op.seq > expected:
             self.metrics.dropped.labels("ahead").inc()
-            await self._reply(op.table, schema.Expect(expected))
+            await self._reply(op.table, schema.Expect(expected, schema.TABLE_OPS))
             return
         if op.seq < expected:
             done = await self.keys.alookup(op.key)
@@ -202,7 +202,7 @@ class LinkAuthority:
             await self._reply(op.table, _answer(op.seq, done))
             return
         body = {"meter": op.meter, **op.body}
-        seat = self._seat_of(op)
+        seat, shares = self._hit_of(op)
         t0 = time.perf_counter()
         answer: Any
         try:
@@ -225,18 +225,20 @@ class LinkAuthority:
             self._dirty.add(op.meter)
             self._dirty_event.set()
             if op.kind in WIN_KINDS:
-                self._wins.append(_win(op, receipt.seq, receipt.result, seat))
+                self._wins.append(_win(op, receipt.seq, receipt.result, seat, shares))
         self.metrics.commit_latency.observe(time.perf_counter() - t0)
         self.next_seq[op.table] = op.seq + 1
         await self._reply(op.table, answer)
 
-    def _seat_of(self, op: schema.Op) -> int:
-        """The seat of a hit: in a lock's body, or in the lock that a payment or release settles."""
+    def _hit_of(self, op: schema.Op) -> tuple[int, int]:
+        """(seat, shares) of a hit: in a lock's body, or in the lock that a payment or release settles."""
         if isinstance(op.body.get("seat"), int):
-            return op.body["seat"]
+            shares = op.body.get("shares", 1)
+            return op.body["seat"], shares if isinstance(shares, int) else 1
         meter = self.ledger.state.get(op.meter) if self.ledger else None
-        lock = meter.locked.get(op.body.get("claim")) if meter is not None else None
-        return lock.seat if lock is not None else 0
+        claim = op.body.get("claim")
+        lock = meter.locked.get(claim) if meter is not None and isinstance(claim, str) else None
+        return (lock.seat, lock.shares) if lock is not None else (0, 1)
 
     # --- messages out --------------------------------------------------------------------------------
 
@@ -311,15 +313,17 @@ def _not_a_later_share(op: schema.Op, meters: Any) -> tuple[str, str] | None:
     if op.kind != "pay-percent-award":
         return None
     b = op.body
+    rid, seat, shares = b.get("round_id"), b.get("seat"), b.get("shares")
     meter = meters.get(op.meter)
-    booking = meter.open_rounds.get(b.get("round_id")) if meter is not None else None
-    shared = booking.shared if booking is not None else ()
-    if isinstance(b.get("shares"), int) and b["shares"] > 1 and any(
-            (sh.hand, sh.award, sh.shares) == (b.get("hand"), b.get("award"), b["shares"]) for sh in shared):
-        return None
+    booking = meter.open_rounds.get(rid) if meter is not None and isinstance(rid, str) else None
+    if booking is not None and isinstance(seat, int) and isinstance(shares, int) and shares > 1:
+        on_dealer = {booking.wagers[i][0] for i in booking.on_dealer if i < len(booking.wagers)}
+        if (seat in on_dealer or not booking.on_dealer) and any(
+                (sh.hand, sh.award, sh.shares) == (b.get("hand"), b.get("award"), shares) for sh in booking.shared):
+            return None
     return "kind", ("a table takes a percentage of a linked meter by locking it (lock-percent-award, then "
                     "pay-locked-award); pay-percent-award pays only a later share of a shared award whose first "
-                    "share was paid")
+                    "share was paid, to a seat that wagered on the dealer's hand")
 
 
 def _answer(seq: int, done: Found) -> Any:
@@ -328,11 +332,15 @@ def _answer(seq: int, done: Found) -> Any:
     return schema.Ack(seq, done.seq, done.result if isinstance(done.result, dict) else {})
 
 
-def _win(op: schema.Op, entry: int, result: dict[str, Any], seat: int) -> schema.Win:
+def _win(op: schema.Op, entry: int, result: dict[str, Any], seat: int, shares: int) -> schema.Win:
+    """A hit for every sign of the link; an award shared on the dealer's hand (§ 639a.12(e)(2)) as the signs of
+    its own table show it: the dealer's position (seat 0) and the whole award."""
     try:
         cents = parse_cents(result.get("amount", "0"), "amount")
     except InputError:
         cents = 0
+    if shares > 1:
+        seat, cents = 0, cents * shares
     return schema.Win(op.meter, op.table, seat, cents, str(op.body.get("claim", "")), WIN_KINDS[op.kind], entry)
 
 

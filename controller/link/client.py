@@ -61,6 +61,7 @@ class TableLink:
         self._last_sent: dict[int, float] = {}  # seq -> when it was last handed to the broker
         self._ledger_options = ledger_options or {}
         self._tg: asyncio.TaskGroup | None = None  # run's: the first publish of each operation runs in it
+        self.authority_kinds: frozenset[str] = schema.BASE_OPS  # what the authority said it takes (expect)
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -96,6 +97,10 @@ class TableLink:
         return {"up": self.alive, "connected": bool(self.mqtt and self.mqtt.connected),
                 "heard_seconds_ago": heard, "timeout_seconds": self.timeout,
                 "waiting": len(box.pending) if box else None, "next_seq": box.next_seq if box else None}
+
+    def accepts(self, kind: str) -> bool:
+        """Whether the authority, as last heard, takes operations of `kind` (an older one takes BASE_OPS only)."""
+        return kind in self.authority_kinds
 
     @property
     def outbox(self) -> Outbox:
@@ -272,6 +277,7 @@ class TableLink:
         while True:
             msg = await self._down.get()
             if isinstance(msg, schema.Expect):
+                self.authority_kinds = msg.kinds if msg.kinds is not None else schema.BASE_OPS
                 await self._resend()
                 continue
             if msg.seq not in self.outbox.pending:

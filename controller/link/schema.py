@@ -22,12 +22,17 @@ MAX_PAYLOAD = 65_536  # bytes; a contribution batch of a 7-seat table is about 4
 
 # The meter operations a table may ask of the authority (controller.meter.ops kinds). Parameters and
 # adjustments of a linked meter are the authority's own business, never a table's. A percentage of a linked
-# meter is locked first (lock-percent-award, then pay-locked-award or release-locked-award); pay-percent-award
-# pays only a later share of a shared award whose first share was paid that way (the authority checks it).
-TABLE_OPS = frozenset({
+# meter is locked first (lock-percent-award, then pay-locked-award or release-locked-award).
+BASE_OPS = frozenset({
     "book-contributions", "void-round", "close-round", "pay-fixed-award",
-    "lock-percent-award", "pay-locked-award", "release-locked-award", "pay-percent-award",
+    "lock-percent-award", "pay-locked-award", "release-locked-award",
 })
+# Kinds added to version 1 since: an authority that takes them says so in its `expect` (`kinds`), and a table
+# sends one only to an authority that said so (an older authority would drop it, and the table's sequence with
+# it). pay-percent-award pays a later share of a shared award whose first share a lock paid (the authority
+# checks that it is one).
+ADDED_OPS = frozenset({"pay-percent-award"})
+TABLE_OPS = BASE_OPS | ADDED_OPS
 
 
 class SchemaError(InputError):
@@ -125,9 +130,11 @@ class Refused:
 
 @dataclass(frozen=True)
 class Expect:
-    """Authority -> table: the next sequence number the authority will apply for this table."""
+    """Authority -> table: the next sequence number the authority will apply for this table, and the operation
+    kinds it takes (None from an authority that predates the field: BASE_OPS)."""
 
     next_seq: int
+    kinds: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)
@@ -186,6 +193,8 @@ def encode(msg: Any) -> bytes:
             d = {"type": "refused", "seq": msg.seq, "field": msg.field, "message": msg.message}
         case Expect():
             d = {"type": "expect", "next_seq": msg.next_seq}
+            if msg.kinds is not None:
+                d["kinds"] = sorted(msg.kinds)
         case MeterValue():
             d = {"type": "meter", "meter": msg.meter, "amount": format_cents(msg.cents), "entry": msg.entry,
                  "at": msg.at, "reset": format_cents(msg.reset_cents), "locked": [{"claim": c, "amount": format_cents(a)} for c, a in msg.locked]}
@@ -229,7 +238,13 @@ def decode(topic: str, payload: bytes) -> Any:
         case "refused":
             return Refused(r.count("seq", 1), r.text("field"), r.text("message"))
         case "expect":
-            return Expect(r.count("next_seq", 1))
+            kinds = None
+            if "kinds" in d:
+                listed = r.list("kinds")
+                if not all(isinstance(k, str) for k in listed):
+                    raise _bad(topic, "kinds", "must be a list of operation kinds")
+                kinds = frozenset(listed)
+            return Expect(r.count("next_seq", 1), kinds)
         case "meter":
             locked = tuple((r.sub("locked", i).text("claim"), r.sub("locked", i).money("amount"))
                            for i in range(len(r.list("locked"))))

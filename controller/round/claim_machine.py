@@ -6,6 +6,7 @@ says so in effects that the shell carries out in order, feeding each outcome bac
 
     locking  (a linked meter's percentage award: Lock each, the amounts are the authority's)  -> pending
     pending  (awaits a supervisor: § 639a.11(c)(5)(iii), (6)(ii))  -> Approve -> paying, or Reject -> rejected
+             (a claim still locking may be rejected too)
     paying   (Pay each payout; paid by the table at once when no supervisor is needed)        -> paid
     voided   (the round is voided while the claim is locking or pending)
     refused  (the link authority refused the lock)
@@ -285,8 +286,9 @@ def _paid(rc: RoundClaims, e: Paid) -> ClaimStep:
 
 
 def _reject(rc: RoundClaims, e: Reject) -> ClaimStep:
+    """A supervisor rejects a claim that waits for them, or for its lock (its lock is given back once taken)."""
     c = rc.get(e.claim_id)
-    if c.status != "pending":
+    if c.status not in ("pending", "locking"):
         raise RulesError("claim_id", f"{c.id} {status_text(c)}")
     c = replace(c, status="rejected", by=e.by, reason=e.reason)
     return _with(rc, c, [Record(c, "rejected"), *(Release(c.id, i, e.by, e.reason) for i in c.locks)])

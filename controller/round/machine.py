@@ -284,7 +284,7 @@ def _stub_counted(rules: TableRules, state: TableState, e: StubCounted) -> Step:
     # count blocks wagering at once; the void waits for a supervisor to confirm it (it returns every wager).
     state = raise_block(state, Block.DECK, "stub")
     note = Note("stub-count-wrong", {"stub": e.stub, "dealt": dealt, "by": e.by})
-    if state.phase is Phase.DEALING:
+    if state.phase in (Phase.LOCKING, Phase.DEALING):  # the round's hands (to be dealt) are void
         why = f"stub count {e.stub} + {dealt} dealt is not {DECK_SIZE} (§ 667a.8(h))"
         state = replace(state, void_requested=why)
         return Step(state, (note, Note("void-requested", {"round": round_id(rules.table, state.round_no),
