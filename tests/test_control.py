@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import io
 import json
@@ -585,3 +586,109 @@ def test_server_arguments_are_checked(sock_dir):
                      ({"max_clients": 0}, "max_clients")):
         with pytest.raises(ValueError, match=says):
             server(sock_dir / "c.sock", **kw)
+
+
+# --- what one client can take ----------------------------------------------------------------------------------
+
+
+async def test_blank_lines_do_not_keep_a_connection_open(sock_dir):
+    """A client that sends only blank lines is closed at the idle timeout, as a silent one is (before, each blank
+    line started the timeout again, and 32 such clients held every connection)."""
+    path = sock_dir / "c.sock"
+    async with server(path, idle_timeout=0.3):
+        raw = await Raw.connect(path)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+
+        async def babble():
+            with contextlib.suppress(ConnectionError):
+                while True:
+                    await raw.send(b"\n")
+                    await asyncio.sleep(0.05)
+
+        task = asyncio.create_task(babble())
+        resp = await raw.recv()
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+        assert resp["ok"] is False and "within 0.3 s" in resp["error"] and loop.time() - t0 < 1.5
+        await raw.close()
+
+
+async def test_connections_are_capped_per_user(sock_dir):
+    path = sock_dir / "c.sock"
+    async with server(path, max_clients=10, max_per_uid=2):
+        held = [await Raw.connect(path) for _ in range(2)]
+        for raw in held:
+            assert (await raw.ask(b'{"op": "status"}\n'))["ok"] is True
+        extra = await Raw.connect(path)
+        resp = await extra.recv()
+        assert resp["kind"] == "unavailable" and f"at most 2 for user {os.getuid()}" in resp["error"]
+        await extra.close()
+        await held[0].close()
+        again = await Raw.connect(path)  # one left: a place is free again
+        assert (await again.ask(b'{"op": "status"}\n'))["ok"] is True
+        for raw in (*held[1:], again):
+            await raw.close()
+
+
+async def test_a_number_too_long_is_a_field_error_answered(sock_dir):
+    path = sock_dir / "c.sock"
+    h = Handler()
+    async with server(path, h):
+        raw = await Raw.connect(path)
+        resp = await raw.ask(b'{"op": "stub_count", "args": {"stub": ' + b"9" * 5000 + b'}, "id": 7}\n')
+        assert resp == {"id": 7, "ok": False, "kind": "input", "field": "stub",
+                        "error": "a number of 5000 digits: at most 64"}
+        resp = await raw.ask(b'{"op": "claim", "args": {"cards": [1, -' + b"1" * 80 + b'.5]}}\n')
+        assert resp["field"] == "cards[1]"
+        assert (await raw.ask(b'{"op": "status"}\n'))["ok"] is True  # the connection goes on
+        await raw.close()
+        assert h.calls == [("status", {})]
+
+
+async def test_redaction_is_by_key_in_any_case_and_never_mangles_a_message(sock_dir, log):
+    path = sock_dir / "c.sock"
+    h = Handler()
+    h.raises["approve"] = InputError("claim_id", "unknown claim")
+    async with server(path, h):
+        c = ControlClient(path)
+        await c.call("status", Secret=SECRET, nested={"SECRET": SECRET})
+        with pytest.raises(ControlError) as e:
+            await c.call("approve", claim_id="c1", secret="o")  # too short to be anyone's secret
+        assert e.value.message == "unknown claim"  # not "unkn<redacted>wn claim"
+    text = log.getvalue()
+    assert SECRET not in text
+    (request,) = [x for x in log_lines(log) if x["event"] == "control-request" and x["op"] == "status"]
+    assert request["args"] == {"Secret": "<redacted>", "nested": {"SECRET": "<redacted>"}}
+
+
+async def test_refusals_flooding_the_log_are_counted_not_logged(sock_dir, log):
+    from controller.app.control import LOG_BURST
+
+    path = sock_dir / "c.sock"
+    async with server(path):
+        raw = await Raw.connect(path)
+        for i in range(LOG_BURST * 5):
+            assert (await raw.ask(b'{"op": "frobnicate", "id": %d}\n' % i))["ok"] is False  # every one answered
+        await raw.close()
+        async with asyncio.timeout(WAIT_S):  # the server sees the connection end, and tells the count
+            while not any(x["event"] == "control-refusals-not-logged" for x in log_lines(log)):
+                await asyncio.sleep(0.01)
+    entries = log_lines(log)
+    refused = [x for x in entries if x["event"] == "control-refused"]
+    (told,) = [x for x in entries if x["event"] == "control-refusals-not-logged"]
+    assert len(refused) == LOG_BURST and told["count"] == LOG_BURST * 4
+
+
+def test_an_argument_an_operation_does_not_take_is_refused():
+    from controller.app.operations import OPERATIONS, check_arguments
+
+    check_arguments("void", {"reason": "misdeal", "supervisor": "ann", "secret": SECRET})
+    with pytest.raises(InputError) as e:
+        check_arguments("void", {"Reason": "misdeal", "supervisor": "ann", "secret": SECRET})
+    assert e.value.field == "Reason" and "it takes reason, secret, supervisor" in e.value.problem
+    with pytest.raises(InputError, match="claim does not take 'secret'"):
+        check_arguments("claim", {"seat": 3, "cards": [], "secret": SECRET})
+    with pytest.raises(LookupError):
+        check_arguments("frobnicate", {})
+    assert set(OPERATIONS) == set(OPS)  # the ops this test server answers are the daemon's

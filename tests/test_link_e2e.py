@@ -11,7 +11,8 @@ collected, the round settled) while the test injects, one after the other:
    play on;
 4. the broker frozen (SIGSTOP) for longer than the tables' link_timeout, then thawed;
 5. duplicated and reordered operations: a second client logged in as cs-01 replays cs-01's earlier operations
-   (out of order, twice) and one far ahead of its sequence, while cs-01 plays on.
+   (out of order, twice) and one far ahead of its sequence, while cs-01's daemon is stopped (the broker names a
+   client after its user: a second client of cs-01's user takes cs-01's place) and the other two play on.
 
 What the test holds as acknowledged: a wager, when the daemon lists it in its round (`round`) and the rig
 shows its accepted light; a booking, when the daemon reports the round dealing. While the link is down every
@@ -586,8 +587,17 @@ async def _scenario(tmp: Path, made: Tables) -> None:
         await asyncio.gather(*(t.settle() for t in ts.values()))
 
         # -- 5. cs-01's operations replayed by a second client logged in as cs-01: twice, out of order, and one far
-        #       ahead of its sequence, while every table plays on
+        #       ahead of its sequence, while the other tables play on (cs-01's daemon is stopped meanwhile: the
+        #       broker names each client after its user, so a second client of cs-01 would take its place)
+        kw = monitor.open("cs-01 stopped for a replay", ("cs-01",), killed=True)
+        await cs.proc.stop()
+        monitor.ending(kw)
         await _replay(broker, authority, cs, lir, fcp)
+        cs.proc.launch()
+        await cs.proc.wait_ready()
+        monitor.back(kw)
+        await cs.proc.wait_devices_up()
+        await cs.wait_link(False, "cs-01 started again")
 
         # -- two tables hit the top award within the same second, twice: first claimed at once (the authority's
         #    order decides), while the third table locks out a round; then one after the other with the third
@@ -681,7 +691,7 @@ async def _replay(broker: Broker, authority: AuthorityProcess, cs: Table, *other
         old = sorted(acks)
         replays = [old[4], old[3], old[1], old[4], old[0], old[1]]  # reordered, and some twice
         ahead = max(sends) + 40
-        playing = asyncio.ensure_future(asyncio.gather(cs.play([6]), *(t.play([7]) for t in others)))
+        playing = asyncio.ensure_future(asyncio.gather(*(t.play([7]) for t in others)))
         up = TOPICS.up("cs-01")
         await replayer.publish(up, op_of("cs-01", ahead, sends[old[2]]))  # a copy numbered far ahead
         for seq in replays:

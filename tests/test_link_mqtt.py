@@ -609,3 +609,105 @@ async def test_a_publish_waiting_when_the_connection_ends_fails_at_once(broker):
         assert time.monotonic() - started < 1.0
     broker.resume()
     assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+# --- attacks from a table's credentials, or from the broker (docs/security.md) ----------------------------------
+
+
+async def test_a_tables_user_cannot_take_over_another_clients_session(broker):
+    """With the authority's client id, a table's user used to knock the authority off the broker (a client id
+    is one session): the broker now names each client after its user (use_username_as_clientid)."""
+    a_in = Inbox()
+    a = authority(broker)
+    rogue = MqttLink(broker.settings("CS-07", client_id="authority"), [])
+    async with running(a, a_in), running(rogue, Inbox()):
+        await rogue.publish(up("CS-07"), b"still me")
+        await a_in.has((up("CS-07"), b"still me"))
+        assert (a.connects, a.reconnects, a.failures) == (1, 0, 0) and a.connected
+
+
+@pytest.mark.parametrize("protocol", ["5", "3.1.1"])
+async def test_a_packet_over_the_size_limit_never_reaches_the_authority(broker, protocol):
+    """One table used to push 250 MB messages that the authority buffered whole: the broker now refuses a packet
+    over 70,000 bytes and disconnects its sender; the authority goes on."""
+    from controller.link.mqtt import MAX_PACKET
+
+    a_in = Inbox()
+    a, t = authority(broker), table(broker, protocol=protocol)
+    async with running(a, a_in), running(t, Inbox()):
+        with pytest.raises(LinkDown):
+            await t.publish(up("CS-07"), b"x" * (MAX_PACKET + 1), timeout=5)
+        await t.wait_until(lambda: t.failures >= 1 or t.reconnects >= 1, WAIT)
+        await t.wait_connected(WAIT)  # it may come back; its next message goes through
+        await t.publish(up("CS-07"), b"small")
+        await a_in.has((up("CS-07"), b"small"))
+        assert all(len(p) < MAX_PACKET for _t, p in a_in.items) and a.reconnects == 0
+
+
+async def test_a_retained_message_on_an_up_topic_is_ignored(broker):
+    """A table could plant a retained message on its own up topic that every authority restart took in again
+    (a false ERROR each time): the authority takes no retained message there."""
+    rogue = MqttLink(broker.settings("CS-07"), [])
+    async with running(rogue, Inbox()):
+        await rogue.publish(up("CS-07"), b"planted", retain=True)
+    for _start in range(2):
+        a_in = Inbox()
+        a = MqttLink(broker.settings("authority"), [f"{P}/tables/+/up"], ignore_retained=True)
+        with structlog.testing.capture_logs() as logs:
+            async with running(a, a_in):
+                await a.wait_until(lambda: a.retained_dropped >= 1, WAIT)
+        assert a_in.items == [] and any(e["event"].startswith("retained message ignored") for e in logs)
+
+
+async def test_a_broker_announcing_a_packet_too_large_is_dropped_before_it_is_read():
+    """A broker (or whoever answers on its port) that announces a 100 MB packet: the client drops the connection
+    after its header, having read none of it (paho-mqtt would read it whole into memory). Also proves this
+    module's hook into paho-mqtt (`_sock_recv`, `_in_packet`) still works: it fails when they change."""
+    from controller.link.mqtt import MqttLink as Link
+
+    sent = 0
+    closed = asyncio.Event()
+
+    async def fake_broker(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal sent
+        await reader.read(1024)  # CONNECT
+        writer.write(b"\x20\x02\x00\x00")  # CONNACK (3.1.1): accepted
+        size = 100 * 1024 * 1024
+        length = bytearray()
+        while True:  # the remaining length, as MQTT encodes it
+            byte, size = size % 128, size // 128
+            length.append(byte | (0x80 if size else 0))
+            if not size:
+                break
+        writer.write(b"\x30" + bytes(length))  # PUBLISH of 100 MB, then its body for as long as it is read
+        try:
+            for _ in range(1000):
+                writer.write(b"\x00" * 65536)
+                await writer.drain()
+                sent += 65536
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            closed.set()
+            writer.close()
+
+    server = await asyncio.start_server(fake_broker, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    link = Link(MqttSettings(host="127.0.0.1", port=port, tls=False, client_id="CS-07", protocol="3.1.1",
+                             connect_timeout=2.0, reconnect_min=5.0, reconnect_max=5.0), [])
+    try:
+        async with running(link, Inbox(), connected=False):
+            await link.wait_until(lambda: link.failures >= 1, WAIT)
+            async with asyncio.timeout(WAIT):
+                await closed.wait()
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert sent < 16 * 1024 * 1024, f"{sent} bytes of the packet went to the client before it hung up"
+
+
+def test_the_shipped_broker_listens_on_its_one_listener_only(broker):
+    """A listener's option placed before any `listener` line makes Mosquitto open a default plain listener on
+    port 1883 for it: the shipped configuration must not (the broker listens on its TLS port only)."""
+    opened = [line for line in broker.log().splitlines() if "listen socket on port" in line]
+    assert opened and all(line.endswith(f"port {broker.port}.") for line in opened), opened

@@ -37,6 +37,8 @@ def sample() -> Metrics:
     m.claims.labels("paid").inc()
     m.claims_pending.set(1)
     m.internal_errors.labels("book").inc()
+    m.auth_failures.inc()
+    m.auth_lockouts.labels("user").inc()
     return m
 
 

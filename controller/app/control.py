@@ -18,19 +18,29 @@ and anything else is an internal error (kind ``internal``), logged with its trac
 ``IndexError`` from deeper down is a bug, not an unknown operation, and an ``OSError`` with an errno (a file
 the daemon may not open) is not an authorization refusal: both are internal errors.
 
-A request's ``secret`` (a supervisor's secret, at any depth of ``args``) never reaches the log: arguments
-are logged with it redacted, and its text is cut out of every message and traceback logged or answered.
+A request's ``secret`` (a supervisor's secret, at any depth of ``args``, its key in any case) never reaches the
+log: arguments are logged with it redacted, and its text (if it is as long as a secret can be) is cut out of
+every message and traceback logged or answered.
+
+What one client can take is bounded: at most `max_clients` connections, `max_per_uid` of them per user; a
+user's requests, on all its connections, are taken at most REQUESTS_PER_S a second after a burst of
+REQUEST_BURST (the rest wait: a flood is paced, not refused); a connection that sends no request within
+`idle_timeout` is closed (blank lines do not count as requests); a number of more than MAX_DIGITS digits is
+refused as a field error; refusals are logged at most LOG_BURST per LOG_WINDOW seconds per user (the rest
+counted, and the count logged).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import json
 import os
 import socket
 import stat
 import struct
+import time
 import traceback
 from pathlib import Path
 from typing import Any, Protocol
@@ -40,13 +50,21 @@ from ..errors import InputError, RulesError
 DEFAULT_SOCKET = "/run/progressive/control.sock"
 SOCKET_ENV = "PROGRESSIVE_SOCKET"
 KINDS = ("input", "rules", "auth", "unavailable", "internal")
-SECRET_KEYS = frozenset({"secret"})
+SECRET_KEYS = frozenset({"secret"})  # compared in lower case
 REDACTED = "<redacted>"
+MIN_SECRET_CHARS = 8  # a supervisor's secret is at least this long (controller.config.credentials)
+MAX_DIGITS = 64  # a number in a request: no argument needs more
+REQUESTS_PER_S, REQUEST_BURST = 20.0, 40  # a user's requests are answered at most this fast (after a burst)
+LOG_BURST, LOG_WINDOW = 20, 10.0  # refusals logged per user and window; the rest counted
 MAX_SOCKET_PATH = 107  # sun_path is 108 bytes with the terminating NUL
 MAX_RESPONSE = 16 * 1024 * 1024  # what the client accepts in one answer line
 _REQUEST_KEYS = ("op", "args", "id")
 _MAX_OP = 64
 _MAX_ID = 128
+
+
+# The peer of the request a handler is answering (pid, uid, gid: SO_PEERCRED), for what it decides by user.
+PEER: contextvars.ContextVar[dict[str, int]] = contextvars.ContextVar("control_peer", default={})
 
 
 # --- errors --------------------------------------------------------------------------------------
@@ -100,12 +118,19 @@ def socket_path(given: str | os.PathLike[str] | None = None) -> str:
 # --- secrets -------------------------------------------------------------------------------------
 
 
+def _is_secret_key(k: object) -> bool:
+    return isinstance(k, str) and k.lower() in SECRET_KEYS
+
+
 def _secrets_in(value: Any, out: list[str] | None = None) -> list[str]:
+    """The secrets in `value` long enough to be one: a shorter text is no secret anyone holds, and cutting it out
+    of messages would mangle them (a secret "o" in "unknown")."""
     out = [] if out is None else out
     if isinstance(value, dict):
         for k, v in value.items():
-            if k in SECRET_KEYS and isinstance(v, str) and v:
-                out.append(v)
+            if _is_secret_key(k):
+                if isinstance(v, str) and len(v) >= MIN_SECRET_CHARS:
+                    out.append(v)
             else:
                 _secrets_in(v, out)
     elif isinstance(value, list):
@@ -115,9 +140,9 @@ def _secrets_in(value: Any, out: list[str] | None = None) -> list[str]:
 
 
 def redact(value: Any) -> Any:
-    """`value` with every entry named in SECRET_KEYS replaced, at any depth."""
+    """`value` with every entry named in SECRET_KEYS (in any case) replaced, at any depth."""
     if isinstance(value, dict):
-        return {k: (REDACTED if k in SECRET_KEYS else redact(v)) for k, v in value.items()}
+        return {k: (REDACTED if _is_secret_key(k) else redact(v)) for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]
     return value
@@ -153,6 +178,38 @@ def _no_constant(name: str) -> Any:
     raise _BadRequest(None, f"invalid JSON: {name} is not a number JSON allows")
 
 
+class _Huge:
+    """A number with more digits than MAX_DIGITS, found where it stands after the parse (to name its field)."""
+
+    def __init__(self, text: str) -> None:
+        self.digits = len(text.lstrip("-+"))
+
+
+def _int(text: str) -> Any:
+    return _Huge(text) if len(text) > MAX_DIGITS else int(text)
+
+
+def _float(text: str) -> Any:
+    return _Huge(text) if len(text) > MAX_DIGITS else float(text)
+
+
+def _huge_at(value: Any, path: str = "") -> tuple[str, _Huge] | None:
+    """The field of the first number too long in `value`, as `args.stub` or `args.cards[2]`."""
+    if isinstance(value, _Huge):
+        return path, value
+    if isinstance(value, dict):
+        for k, v in value.items():
+            found = _huge_at(v, f"{path}.{k}" if path else str(k))
+            if found:
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            found = _huge_at(v, f"{path}[{i}]")
+            if found:
+                return found
+    return None
+
+
 def _parse_request(line: bytes) -> tuple[Any, str, dict[str, Any]]:
     """(id, op, args) of one request line; _BadRequest naming the field otherwise."""
     try:
@@ -160,11 +217,18 @@ def _parse_request(line: bytes) -> tuple[Any, str, dict[str, Any]]:
     except UnicodeDecodeError:
         raise _BadRequest(None, "a request must be UTF-8 text") from None
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+        doc = json.loads(text, object_pairs_hook=_no_duplicates, parse_constant=_no_constant, parse_int=_int,
+                         parse_float=_float)
     except json.JSONDecodeError as e:
         raise _BadRequest(None, f"invalid JSON at column {e.colno}: {e.msg}") from None
     except RecursionError:
         raise _BadRequest(None, "invalid JSON: nested too deeply") from None
+    huge = _huge_at(doc)
+    if huge is not None:
+        path, number = huge
+        rid = doc.get("id") if isinstance(doc, dict) and not isinstance(doc.get("id"), _Huge) else None
+        raise _BadRequest(path.removeprefix("args.") or None,
+                          f"a number of {number.digits} digits: at most {MAX_DIGITS}", rid)
     if not isinstance(doc, dict):
         raise _BadRequest(None, f"a request must be a JSON object like {{\"op\": \"status\", \"args\": {{}}, "
                                 f"\"id\": 1}}, not {type(doc).__name__ if doc is not None else 'null'}")
@@ -200,11 +264,57 @@ def _error(rid: Any, kind: str, message: str, field: str | None) -> dict[str, An
 
 
 class _Conn:
-    __slots__ = ("task", "busy")
+    __slots__ = ("task", "busy", "uid")
 
-    def __init__(self, task: asyncio.Task[Any]) -> None:
+    def __init__(self, task: asyncio.Task[Any], uid: int | None) -> None:
         self.task = task
         self.busy = False
+        self.uid = uid
+
+
+class _Pace:
+    """A token bucket per user: `wait(uid)` returns at once while the user has requests to spend, else when the
+    next one is due."""
+
+    def __init__(self, rate: float, burst: int, clock: Any = time.monotonic) -> None:
+        self.rate, self.burst, self._clock = rate, burst, clock
+        self._tokens: dict[int | None, tuple[float, float]] = {}  # uid -> (tokens, when)
+
+    async def wait(self, uid: int | None) -> None:
+        now = self._clock()
+        tokens, then = self._tokens.get(uid, (float(self.burst), now))
+        tokens = min(float(self.burst), tokens + (now - then) * self.rate) - 1.0
+        self._tokens[uid] = (tokens, now)
+        if tokens < 0:  # spent ahead: this request waits its turn
+            await asyncio.sleep(-tokens / self.rate)
+
+
+class _LogBudget:
+    """At most LOG_BURST log lines per user in LOG_WINDOW seconds; what is not logged is counted, and the count
+    goes with the next line logged (or the connection's last one): a client cannot flood the log."""
+
+    def __init__(self, clock: Any = time.monotonic) -> None:
+        self._clock = clock
+        self._spent: dict[int | None, tuple[float, int, int]] = {}  # uid -> (window start, logged, not logged)
+
+    def take(self, uid: int | None) -> int | None:
+        """None: do not log this one; else how many before it were not logged (and are now told)."""
+        now = self._clock()
+        start, logged, skipped = self._spent.get(uid, (now, 0, 0))
+        if now - start >= LOG_WINDOW:
+            start, logged = now, 0
+        if logged >= LOG_BURST:
+            self._spent[uid] = (start, logged, skipped + 1)
+            return None
+        self._spent[uid] = (start, logged + 1, 0)
+        return skipped
+
+    def owed(self, uid: int | None) -> int:
+        """Lines not logged yet and not told (cleared)."""
+        start, logged, skipped = self._spent.get(uid, (0.0, 0, 0))
+        if skipped:
+            self._spent[uid] = (start, logged, 0)
+        return skipped
 
 
 class ControlServer:
@@ -212,7 +322,8 @@ class ControlServer:
     answered in order. ``stop()`` lets requests being carried out finish (up to `grace` seconds)."""
 
     def __init__(self, path: str | os.PathLike[str], handler: Handler, *, mode: int = 0o660,
-                 max_line: int = 65536, idle_timeout: float = 30.0, max_clients: int = 32) -> None:
+                 max_line: int = 65536, idle_timeout: float = 30.0, max_clients: int = 32,
+                 max_per_uid: int = 8) -> None:
         import structlog
 
         if max_line < 64:
@@ -221,13 +332,18 @@ class ControlServer:
             raise ValueError("idle_timeout: must be more than 0 seconds")
         if max_clients < 1:
             raise ValueError("max_clients: must be at least 1")
+        if max_per_uid < 1:
+            raise ValueError("max_per_uid: must be at least 1")
         self.path = Path(path)
         self.handler = handler
         self.mode = mode
         self.max_line = max_line
         self.idle_timeout = idle_timeout
         self.max_clients = max_clients
+        self.max_per_uid = max_per_uid
         self._log = structlog.get_logger("control")
+        self._budget = _LogBudget()
+        self._pace = _Pace(REQUESTS_PER_S, REQUEST_BURST)
         self._server: asyncio.AbstractServer | None = None
         self._conns: dict[asyncio.Task[Any], _Conn] = {}
         self._inode: tuple[int, int] | None = None
@@ -345,15 +461,19 @@ class ControlServer:
         if self._closing:
             writer.close()
             return
-        if len(self._conns) >= self.max_clients:
-            self._log.warning("control-too-many-connections", limit=self.max_clients)
-            await self._send(writer, _error(None, "unavailable", f"too many connections (at most "
-                                                                  f"{self.max_clients}): try again", None))
+        peer = _peer(writer)
+        uid = peer.get("peer_uid")
+        mine = sum(1 for c in self._conns.values() if c.uid == uid)
+        if len(self._conns) >= self.max_clients or mine >= self.max_per_uid:
+            limit = (f"at most {self.max_clients}" if len(self._conns) >= self.max_clients
+                     else f"at most {self.max_per_uid} for user {uid}")
+            if self._budget.take(uid) is not None:
+                self._log.warning("control-too-many-connections", limit=limit, **peer)
+            await self._send(writer, _error(None, "unavailable", f"too many connections ({limit}): try again", None))
             await self._close(writer)
             return
-        conn = _Conn(task)
+        conn = _Conn(task, uid)
         self._conns[task] = conn
-        peer = _peer(writer)
         try:
             await self._serve(conn, reader, writer, peer)
         except asyncio.CancelledError:
@@ -364,13 +484,19 @@ class ControlServer:
             self._log.error("control-connection-failed", error=f"{type(e).__name__}: {e}", **peer)
         finally:
             del self._conns[task]
+            if not any(c.uid == uid for c in self._conns.values()):
+                owed = self._budget.owed(uid)
+                if owed:
+                    self._log.warning("control-refusals-not-logged", count=owed, **peer)
             await self._close(writer)
 
     async def _serve(self, conn: _Conn, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                      peer: dict[str, int]) -> None:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.idle_timeout  # for the next request: blank lines do not move it
         while not self._closing:
             try:
-                line = await asyncio.wait_for(reader.readuntil(b"\n"), self.idle_timeout)
+                line = await asyncio.wait_for(reader.readuntil(b"\n"), max(0.0, deadline - loop.time()))
             except TimeoutError:
                 self._log.info("control-idle-timeout", seconds=self.idle_timeout, **peer)
                 await self._send(writer, _error(None, "input", f"no complete request line within "
@@ -388,12 +514,14 @@ class ControlServer:
                 line = e.partial  # a last request without its line end: answer it, then close
             if not line.strip():
                 continue
+            await self._pace.wait(conn.uid)
             conn.busy = True  # stop() lets the request finish and its answer go out
             try:
                 if not await self._send(writer, await self._answer(line, peer)):
                     return
             finally:
                 conn.busy = False
+            deadline = loop.time() + self.idle_timeout
             if line[-1:] != b"\n":
                 return
 
@@ -401,10 +529,14 @@ class ControlServer:
         try:
             rid, op, args = _parse_request(line)
         except _BadRequest as e:
-            self._log.info("control-bad-request", field=e.field, error=e.message, **peer)
+            skipped = self._budget.take(peer.get("peer_uid"))
+            if skipped is not None:
+                self._log.info("control-bad-request", field=e.field, error=e.message, not_logged_before=skipped,
+                               **peer)
             return _error(e.rid, "input", e.message, e.field)
         secrets = _secrets_in(args)
         self._log.debug("control-request", op=op, id=rid, args=redact(args), **peer)
+        token = PEER.set(peer)
         try:
             result = await self.handler.call(op, args)
         except asyncio.CancelledError:
@@ -427,6 +559,8 @@ class ControlServer:
             return self._refused(rid, op, "input", f"unknown operation {op!r}", "op", secrets, peer)
         except Exception as e:
             return self._internal(rid, op, e, secrets, peer)
+        finally:
+            PEER.reset(token)
         try:
             return _dump({"id": rid, "ok": True, "result": result})
         except (TypeError, ValueError) as e:
@@ -435,8 +569,11 @@ class ControlServer:
     def _refused(self, rid: Any, op: str, kind: str, message: str, field: str | None, secrets: list[str],
                  peer: dict[str, int]) -> dict[str, Any]:
         message = _scrub(message, secrets)
-        log = self._log.warning if kind == "auth" else self._log.info
-        log("control-refused", op=op, id=rid, kind=kind, field=field, error=message, **peer)
+        skipped = self._budget.take(peer.get("peer_uid"))
+        if skipped is not None:
+            log = self._log.warning if kind == "auth" else self._log.info
+            log("control-refused", op=op, id=rid, kind=kind, field=field, error=message, not_logged_before=skipped,
+                **peer)
         return _error(rid, kind, message, field)
 
     def _internal(self, rid: Any, op: str, e: BaseException, secrets: list[str], peer: dict[str, int],

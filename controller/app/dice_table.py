@@ -36,6 +36,7 @@ from ..money import format_cents
 from . import logs
 from .control import NotAvailable
 from .metrics import Metrics
+from .operations import check_arguments
 from .sdnotify import Notifier
 from .shell import TableShell, close_buses
 
@@ -244,6 +245,7 @@ class DiceTableDaemon(TableShell):
                 log.info("table ready", table=self.cfg.table, game=self.cfg.game.id, series=self.series_id)
         finally:
             self.notifier.stopping()
+            self.supervisors.close()
             await close_buses(self.buses)
 
     # --- inputs ------------------------------------------------------------------------------------
@@ -418,6 +420,7 @@ class DiceTableDaemon(TableShell):
 
     async def call(self, op: str, args: dict[str, Any]) -> Any:
         """The control socket's operations (docs/operations.md); the card table's own are not offered."""
+        check_arguments(op, args)
         match op:
             case "status":
                 return self.status()

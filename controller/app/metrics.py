@@ -58,6 +58,11 @@ class Metrics:
                               ["outcome"], registry=r)
         self.claims_pending = Gauge("progressive_claims_pending", "Claims awaiting a supervisor's approval",
                                     registry=r)
+        self.auth_failures = Counter("progressive_auth_failures_total",
+                                     "Supervisor secrets not accepted (wrong, unknown name, malformed)", registry=r)
+        self.auth_lockouts = Counter("progressive_auth_lockouts_total",
+                                     "Lock-outs after too many wrong supervisor secrets, by what was locked out",
+                                     ["scope"], registry=r)
         self.internal_errors = Counter("progressive_internal_errors_total",
                                        "Unexpected failures of the daemon's own tasks (each logged with its "
                                        "traceback)", ["task"], registry=r)

@@ -23,8 +23,9 @@ import structlog
 from drivers import events as ev
 from drivers.device import Device
 
-from ..config.credentials import verify_credential
 from ..config.model import TableConfig
+from .auth import SupervisorCheck
+from .control import PEER
 from .metrics import Metrics
 from .outputs import DeviceOutputs
 from .sdnotify import Notifier, watchdog_interval
@@ -71,6 +72,7 @@ class TableShell:
                 for s in d.seats:
                     self._seat_device[s] = d.name
         self.sign = Sign(cfg.table, [self._outputs[d.name] for d in cfg.devices_of("sign") if d.name in self._outputs])
+        self.supervisors = SupervisorCheck(cfg.supervisors, self.metrics)
         self._tasks: asyncio.TaskGroup | None = None
         self.ready = asyncio.Event()
         self.started_at = time.monotonic()
@@ -212,16 +214,9 @@ class TableShell:
     # --- the control socket's helpers ----------------------------------------------------------------
 
     async def supervisor(self, args: dict[str, Any]) -> str:
-        """The name of the supervisor whose credential `args` carries (`supervisor`, `secret`), checked in a
-        worker thread (a key derivation takes a good part of a second); PermissionError otherwise."""
-        name = args.get("supervisor")
-        secret = args.get("secret")
-        sup = self.cfg.supervisor(name) if isinstance(name, str) else None
-        if sup is None or not isinstance(secret, str):
-            raise PermissionError("supervisor name or credential not accepted")
-        if not await asyncio.to_thread(verify_credential, secret, sup.credential):
-            raise PermissionError("supervisor name or credential not accepted")
-        return sup.name
+        """The name of the supervisor whose credential `args` carries (`supervisor`, `secret`): checked off the
+        event loop, one at a time, wrong guesses throttled (controller.app.auth); PermissionError otherwise."""
+        return await self.supervisors.check(args.get("supervisor"), args.get("secret"), PEER.get().get("peer_uid"))
 
     def devices_json(self) -> list[dict[str, Any]]:
         return [{"id": n, "kind": i.kind, "up": i.up, "errors": i.errors, "last_error": i.last_error}

@@ -42,6 +42,7 @@ from . import linked, logs
 from .claim_desk import ClaimDesk, RoundView
 from .meter_port import LinkedMeters, LocalMeters, Meters
 from .metrics import Metrics
+from .operations import check_arguments
 from .sdnotify import Notifier
 from .setup import standalone_meters, table_rules
 from .shell import TableShell, close_buses
@@ -136,6 +137,7 @@ class TableDaemon(TableShell):
                 log.info("table ready", table=self.cfg.table, round=self._round_id())
         finally:
             self.notifier.stopping()
+            self.supervisors.close()
             await close_buses(self.buses)
             led, self.ledger = self.ledger, None
             if led is not None:
@@ -544,6 +546,7 @@ class TableDaemon(TableShell):
     async def call(self, op: str, args: dict[str, Any]) -> Any:
         """The control socket's operations (docs/operations.md has their arguments and results)."""
         assert self.state is not None and self.ledger is not None and self.desk is not None
+        check_arguments(op, args)
         match op:
             case "status":
                 return self.status()

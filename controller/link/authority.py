@@ -111,7 +111,7 @@ class LinkAuthority:
         for mid in self.ledger.state:
             self._dirty.add(mid)
             self.metrics.meter_cents.labels(mid).set(self.ledger.state[mid].current_cents)
-        self.mqtt = MqttLink(self.settings, (self.topics.all_up,))
+        self.mqtt = MqttLink(self.settings, (self.topics.all_up,), ignore_retained=True)
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg

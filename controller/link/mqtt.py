@@ -18,6 +18,15 @@ byte from it the client sends a PINGREQ and, if nothing comes back within anothe
 drops the connection (paho-mqtt's rule: at most about 2 x keepalive + 2 s of silence). The broker drops a
 silent client after 1.5 x keepalive and then publishes its will.
 
+Size: no packet larger than MAX_PACKET is taken from the broker. MQTT 5 clients ask the broker for it
+(the CONNECT's maximum packet size: the broker drops a larger message for this client), and every client
+drops the connection when a packet's announced length is larger, before reading it (a broker that does not
+keep to it cannot fill this process's memory). The shipped broker configuration refuses larger packets from
+clients too (`max_packet_size`).
+
+Retained messages: a link that takes none (`ignore_retained`: the authority, on the tables' up topics, where
+nothing is published retained) drops any it is handed, counted in `retained_dropped` and logged once a topic.
+
 Refusals: the broker's ACL refuses a publish silently in MQTT 3.1.1. In MQTT 5 it says so in the
 acknowledgement of a QoS 1 publish, and `publish` raises `PublishRefused` (a `LinkDown`: the message was
 not delivered). A refused subscription makes the connection count as failed (a link that cannot hear what
@@ -195,11 +204,32 @@ def read_password(path: Path) -> str:
 # of its own (`_Publisher`), the other calls run in tasks of their own (`_apart`).
 
 T = TypeVar("T")
+MAX_PACKET = 70_000  # bytes of an MQTT packet: a payload of schema.MAX_PAYLOAD (64 KiB) and its topic and headers
+
+
+class PacketTooLarge(OSError):
+    """The broker announced a packet larger than MAX_PACKET: the connection is dropped before it is read."""
 
 
 def _paho(client: aiomqtt.Client) -> paho.Client | None:
     inner = getattr(client, "_client", None)
     return inner if isinstance(inner, paho.Client) else None
+
+
+def _limit_packets(inner: paho.Client, limit: int = MAX_PACKET) -> None:
+    """Make paho-mqtt drop the connection when a packet it reads announces more than `limit` bytes, before
+    it reads them: it reads a packet's body with one receive of all that is left of it, so the check is on
+    the size asked for (its socket read raising OSError is a lost connection to it)."""
+    receive = inner._sock_recv  # noqa: SLF001
+
+    def bounded(bufsize: int) -> bytes:
+        packet = getattr(inner, "_in_packet", None)
+        if bufsize > limit or (isinstance(packet, dict) and packet.get("remaining_length", 0) > limit):
+            raise PacketTooLarge(f"the broker sends a packet of {max(bufsize, packet.get('remaining_length', 0))} "
+                                 f"bytes, more than {limit}")
+        return receive(bufsize)
+
+    inner._sock_recv = bounded  # type: ignore[method-assign]  # noqa: SLF001
 
 
 class _NoAck(Exception):
@@ -345,7 +375,7 @@ class MqttLink:
     """
 
     def __init__(self, settings: MqttSettings, subscriptions: Iterable[str | tuple[str, int]] = (), *,
-                 name: str | None = None) -> None:
+                 name: str | None = None, ignore_retained: bool = False) -> None:
         self.settings = settings
         subs: list[tuple[str, int]] = []
         for s in subscriptions:
@@ -355,6 +385,9 @@ class MqttLink:
             subs.append((topic, qos))
         self.subscriptions: tuple[tuple[str, int], ...] = tuple(subs)
         self.name = name or settings.client_id
+        self.ignore_retained = ignore_retained
+        self.retained_dropped = 0
+        self._retained_topics: set[str] = set()
         self.connects = 0  # connections made
         self.reconnects = 0  # ... after the first
         self.failures = 0  # connection attempts failed and connections lost
@@ -505,6 +538,10 @@ class MqttLink:
         inner = _paho(client)
         publisher = None if inner is None else _Publisher(inner)
         await self._connect(client)
+        if inner is not None and inner.socket() is None:
+            # lost as it was made (a broker that hangs up right after its CONNACK): aiomqtt forgets such a
+            # loss when its connect completes, and would wait on a dead connection
+            raise LinkDown("the connection was lost as soon as it was made")
         _no_delay(inner)
         task: asyncio.Task | None = None
         try:
@@ -546,6 +583,7 @@ class MqttLink:
         if v5:
             properties = Properties(PacketTypes.CONNECT)
             properties.SessionExpiryInterval = s.session_expiry
+            properties.MaximumPacketSize = MAX_PACKET
         will = None if s.will is None else aiomqtt.Will(s.will[0], s.will[1], qos=1, retain=s.will[2])
         client = aiomqtt.Client(
             s.host, s.port, username=s.username, password=s.password, identifier=s.client_id,
@@ -558,6 +596,7 @@ class MqttLink:
         inner = _paho(client)
         if inner is not None:
             inner.connect_timeout = s.connect_timeout
+            _limit_packets(inner)
         return client
 
     async def _connect(self, client: aiomqtt.Client) -> None:
@@ -636,6 +675,14 @@ class MqttLink:
 
     def _deliver(self, on_message: OnMessage, message: aiomqtt.Message) -> None:
         topic = message.topic.value
+        if self.ignore_retained and message.retain:
+            self.retained_dropped += 1
+            self._notify()
+            if topic not in self._retained_topics:
+                self._retained_topics.add(topic)
+                log.warning("retained message ignored: nothing here is published retained", link=self.name,
+                            topic=topic)
+            return
         payload = message.payload
         if not isinstance(payload, bytes):
             payload = b"" if payload is None else str(payload).encode()

@@ -1,0 +1,155 @@
+"""Supervisors' secrets checked as an attacker in the socket group would wish they were not: off the event loop,
+one at a time, at the same cost for a name that is not a supervisor's, and with wrong guesses throttled.
+
+- A check runs in a thread of its own (scrypt or PBKDF2 takes a good part of a second), at the lowest CPU
+  priority (nice 19): the event loop, the devices' polls and the watchdog go first. Checks queue one behind the
+  other, at most QUEUE waiting; more are answered at once as busy, with nothing hashed.
+- An unknown name is checked against a made-up credential of the same kind and cost as the supervisors', so
+  its answer takes as long as a known name's: names cannot be probed by the time an answer takes.
+- Wrong guesses are counted per user (the peer's uid on the control socket) and per supervisor name. After
+  USER_LIMIT wrong guesses of one user, or NAME_LIMIT for one name (from any users), within WINDOW_S, that
+  user, or that name, is locked out for LOCK_S: its checks are refused at once, with nothing hashed. Each
+  lock-out is an alert: an error in the log (`supervisor secret guesses: locked out`) and
+  `progressive_auth_lockouts_total{scope}`; every wrong guess counts in `progressive_auth_failures_total`.
+  A right secret clears the count of its user and its name. A name locked out by someone guessing it is a
+  denial of service to that supervisor for LOCK_S (docs/security.md): the alert says who guessed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import os
+import secrets
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+
+import structlog
+
+from ..config.credentials import Credential, hash_credential, parse_credential, verify_credential
+from ..config.model import Supervisor
+from .control import NotAvailable
+
+log = structlog.get_logger("control")
+
+QUEUE = 8  # checks waiting for the hashing thread at most
+USER_LIMIT = 5  # wrong guesses of one user within WINDOW_S before it is locked out
+NAME_LIMIT = 10  # wrong guesses for one supervisor name within WINDOW_S before it is locked out
+WINDOW_S = 600.0
+LOCK_S = 300.0
+MAX_SECRET = 1024  # characters: no secret is longer, and hashing a longer one would cost more
+
+
+class Guesses:
+    """Wrong guesses by key within WINDOW_S, and the lock-outs they earned."""
+
+    def __init__(self, limit: int, clock: Callable[[], float]) -> None:
+        self.limit = limit
+        self._clock = clock
+        self._seen: dict[object, deque[float]] = {}
+        self._locked: dict[object, float] = {}  # key -> until
+
+    def locked_for(self, key: object) -> float:
+        """Seconds `key` is still locked out (0: it is not)."""
+        until = self._locked.get(key)
+        if until is None:
+            return 0.0
+        left = until - self._clock()
+        if left <= 0:
+            del self._locked[key]
+            return 0.0
+        return left
+
+    def wrong(self, key: object) -> bool:
+        """Count a wrong guess; True when it locks `key` out."""
+        now = self._clock()
+        seen = self._seen.setdefault(key, deque())
+        seen.append(now)
+        while seen and now - seen[0] > WINDOW_S:
+            seen.popleft()
+        if len(seen) >= self.limit:
+            seen.clear()
+            self._locked[key] = now + LOCK_S
+            return True
+        return False
+
+    def right(self, key: object) -> None:
+        self._seen.pop(key, None)
+
+
+class SupervisorCheck:
+    def __init__(self, supervisors: Iterable[Supervisor], metrics: object, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._supervisors = {s.name: s.credential for s in supervisors}
+        self._metrics = metrics
+        self._users = Guesses(USER_LIMIT, clock)
+        self._names = Guesses(NAME_LIMIT, clock)
+        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="secret-check",
+                                                           initializer=_lowest_priority)
+        self._waiting = 0
+        self._decoy = self._pool.submit(_decoy, list(self._supervisors.values()))  # made off the event loop
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    async def check(self, name: object, secret: object, uid: int | None) -> str:
+        """The supervisor's name if `secret` is theirs; PermissionError otherwise (NotAvailable when too many
+        checks wait)."""
+        user = ("uid", uid)
+        for key, guesses, who in ((user, self._users, f"user {uid}"), (("name", name), self._names,
+                                                                       f"supervisor {name!r}")):
+            left = guesses.locked_for(key)
+            if left:
+                raise PermissionError(f"too many wrong secrets for {who}: try again in {left:.0f} s")
+        if not isinstance(name, str) or not isinstance(secret, str) or not 0 < len(secret) <= MAX_SECRET:
+            self._wrong(name, uid, "malformed")
+            raise PermissionError("supervisor name or credential not accepted")
+        if self._waiting >= QUEUE:
+            raise NotAvailable("supervisor checks are busy: try again")
+        credential = self._supervisors.get(name)
+        self._waiting += 1
+        try:
+            against = credential or await asyncio.wrap_future(self._decoy)
+            loop = asyncio.get_running_loop()
+            ok = await loop.run_in_executor(self._pool, verify_credential, secret, against)
+        finally:
+            self._waiting -= 1
+        if credential is None or not ok:
+            self._wrong(name, uid, "unknown name" if credential is None else "wrong secret")
+            raise PermissionError("supervisor name or credential not accepted")
+        self._users.right(user)
+        self._names.right(("name", name))
+        return name
+
+    def _wrong(self, name: object, uid: int | None, why: str) -> None:
+        self._metrics.auth_failures.inc()
+        for key, guesses, scope in ((("uid", uid), self._users, "user"), (("name", name), self._names, "name")):
+            if guesses.wrong(key):
+                self._metrics.auth_lockouts.labels(scope).inc()
+                log.error("supervisor secret guesses: locked out", scope=scope, peer_uid=uid,
+                          supervisor=name if isinstance(name, str) else repr(name)[:64], seconds=LOCK_S,
+                          limit=guesses.limit, last=why)
+
+
+def _lowest_priority() -> None:
+    """This thread yields the CPU to the event loop's (Linux: a thread's nice value is its own)."""
+    with contextlib.suppress(OSError, AttributeError):
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 19)
+
+
+def _decoy(credentials: Iterable[Credential]) -> Credential:
+    """A credential nobody knows the secret of, of the kind and cost of the first supervisor's (the default
+    scheme's without one): checking a secret against it takes as long as against a real one."""
+    model = next(iter(credentials), None)
+    secret = secrets.token_urlsafe(24)
+    if model is None:
+        return parse_credential(hash_credential(secret))
+    if model.scheme == "scrypt":
+        return parse_credential(hash_credential(secret, "scrypt", n=model.n, r=model.r, p=model.p))
+    return parse_credential(hash_credential(secret, model.scheme, iterations=model.iterations))
+
+
+__all__ = ["LOCK_S", "NAME_LIMIT", "QUEUE", "USER_LIMIT", "WINDOW_S", "Guesses", "SupervisorCheck"]

@@ -1,0 +1,53 @@
+"""The control socket's operations, declared once: the arguments each takes, and whether it needs a
+supervisor's credential (docs/operations.md). Both daemons check a request against this table before they act,
+so that an argument they would not read (a misspelt `Reason`, a `secret` where none is taken) is refused,
+never silently ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InputError
+
+
+@dataclass(frozen=True)
+class Operation:
+    takes: tuple[str, ...] = ()  # the arguments the operation reads (its own checks say which are required)
+    supervisor: str = "no"  # "no", "required", or "optional" (a supervisor may ask for more: a recount, ...)
+
+    @property
+    def arguments(self) -> frozenset[str]:
+        return frozenset(self.takes) | (frozenset({"supervisor", "secret"}) if self.supervisor != "no" else frozenset())
+
+
+OPERATIONS: Mapping[str, Operation] = {
+    "status": Operation(),
+    "round": Operation(),
+    "meters": Operation(),
+    "history": Operation(),
+    "settle": Operation(("round_id",), supervisor="optional"),
+    "void": Operation(("reason",), supervisor="required"),
+    "deck_replaced": Operation(supervisor="required"),
+    "stub_count": Operation(("stub", "dealt"), supervisor="optional"),
+    "close_table": Operation(supervisor="required"),
+    "open_table": Operation(supervisor="required"),
+    "claim": Operation(("seat", "cards", "spot")),
+    "approve": Operation(("claim_id",), supervisor="required"),
+    "reject": Operation(("claim_id", "reason"), supervisor="required"),
+}
+
+
+def check_arguments(op: str, args: Mapping[str, Any]) -> None:
+    """InputError naming the first argument `op` does not take (LookupError for an unknown `op`)."""
+    spec = OPERATIONS.get(op)
+    if spec is None:
+        raise LookupError(op)
+    for name in args:
+        if name not in spec.arguments:
+            takes = ", ".join(sorted(spec.arguments)) or "no arguments"
+            raise InputError(name, f"{op} does not take {name!r} (it takes {takes})")
+
+
+__all__ = ["OPERATIONS", "Operation", "check_arguments"]
