@@ -2,7 +2,7 @@
 
 The pure core (cards, hands, games, paytables, settlement, dice, odds, meter, round) knows
 nothing of asyncio, devices or storage; the shell (drivers, ledger, config, link, app, cli)
-moves events in and effects out.
+moves events in and effects out (docs/architecture.md).
 """
 
 __version__ = "0.1.0"

@@ -38,6 +38,8 @@ CLAIM = "claim"
 # At a table: what stops wagering or the round's end that only a supervisor may lift (a deck removed, a void a
 # wrong stub count asked for), as it stands after a change, so that a restart does not lift it.
 TABLE_STATE = "table-state"
+# At a link authority: the head of a table's own journal, as the table sent it (kept off the table's box).
+TABLE_ANCHOR = "table-anchor"
 
 Meters = Mapping[str, MeterState]
 
@@ -103,10 +105,15 @@ class MetersReducer:
             return state, _claim_record(body)
         if kind == TABLE_STATE:
             return state, _table_state(body)
+        if kind == TABLE_ANCHOR:
+            if not (isinstance(body.get("table"), str) and isinstance(body.get("seq"), int)
+                    and isinstance(body.get("hash"), str) and isinstance(body.get("at"), str)):
+                raise InputError("body", "a table's anchor has table, seq, hash and at")
+            return state, {}
         meter_id = body.get("meter")
         if not isinstance(meter_id, str) or meter_id not in state:
             raise RulesError("meter", f"unknown meter {meter_id!r}; defined: {', '.join(sorted(state)) or 'none'}")
-        fields = {k: v for k, v in body.items() if k != "meter"}
+        fields = {k: v for k, v in body.items() if k not in ("meter", "approval")}  # approval: kept, not applied
         op = op_from_dict({"kind": kind, **fields})
         new, effect = apply(state[meter_id], op)  # checks the invariant of `new`
         self._checked[meter_id] = new

@@ -27,7 +27,9 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from controller.cards import parse_card
+from controller.config.files import FileRefused, kind_of, probe, read_file, show_path
 from controller.errors import InputError
+import progressive_examples
 
 from .wire import Direction, SerialWire
 
@@ -38,8 +40,8 @@ log = structlog.get_logger("hil")
 KINDS = ("seat", "lockout", "sign", "shuffler", "shoe", "dice")
 Kind = Literal["seat", "lockout", "sign", "shuffler", "shoe", "dice"]
 
-# Where register maps named without a path live: config/devices/ next to config/hil/, then the project's.
-PROJECT_DEVICES = Path(__file__).resolve().parent.parent / "config" / "devices"
+# Where register maps named without a path live: devices/ next to the rig file's directory, then the shipped ones.
+PROJECT_DEVICES = progressive_examples.path("devices")
 
 MAX_SEATS = 12
 # The Modbus exception codes (Modbus application protocol v1.1b3 §7) a simulated device can answer with.
@@ -82,7 +84,7 @@ class ModbusDeviceConfig(_Model):
     name: Name
     kind: Kind
     map: Path  # resolved by _resolve_map; TOML gives a name or a path relative to the rig file
-    seats: list[Annotated[int, Field(ge=1)]] = []
+    seats: list[Annotated[int, Field(ge=1, le=MAX_SEATS)]] = []
 
     @field_validator("map", mode="before")
     @classmethod
@@ -126,7 +128,7 @@ class LineDeviceConfig(_Model):
     baud: Baud = 19200
     paced: bool = True
     heartbeat_s: float = Field(default=1.0, gt=0, le=60)
-    seats: list[Annotated[int, Field(ge=1)]] = []
+    seats: list[Annotated[int, Field(ge=1, le=MAX_SEATS)]] = []
 
 
 class RigConfig(_Model):
@@ -151,7 +153,7 @@ class RigConfig(_Model):
 
 def resolve_map(value: str, base: Path | None) -> Path:
     """A register map: a path (has a '/' or ends in .toml) relative to the rig file, else a name
-    looked up as NAME.toml in config/devices/ beside the rig file's directory, then the project's."""
+    looked up as NAME.toml in devices/ beside the rig file's directory, then among the shipped register maps."""
     base = base or Path.cwd()
     if "/" in value or value.endswith(".toml"):
         candidates = [base / value]
@@ -161,9 +163,14 @@ def resolve_map(value: str, base: Path | None) -> Path:
         candidates = list(dict.fromkeys([base.parent / "devices" / f"{value}.toml",
                                          PROJECT_DEVICES / f"{value}.toml"]))
     for c in candidates:
-        if c.is_file():
+        st = probe(c)  # a path too long or a loop of links is a refusal of this key, not an OSError
+        if isinstance(st, FileRefused):
+            raise ValueError(f"register map {show_path(c)}: {st.reason}")
+        if st is not None:
+            if (kind := kind_of(st.st_mode)) is not None:
+                raise ValueError(f"register map {show_path(c)}: it is {kind}, not a regular file")
             return c.resolve()
-    raise ValueError("register map not found; looked for " + ", ".join(str(c) for c in candidates))
+    raise ValueError("register map not found; looked for " + ", ".join(show_path(c) for c in candidates))
 
 
 MapLoader = Callable[[Path], Any]
@@ -173,11 +180,13 @@ def load_rig_config(path: str | os.PathLike[str], *, load_map: MapLoader | None 
     """A rig configuration file, its register maps read and checked against it.
     ``load_map`` reads one map (default: drivers.modbus.registermap.load_register_map)."""
     p = Path(path)
-    name = str(path)
+    name = show_path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as e:
-        raise RigConfigError(name, f"cannot read the rig configuration: {e.strerror or e}") from None
+        read = read_file(p)  # a regular file of at most 1 MiB: never a device, never a FIFO
+    except FileRefused as e:
+        raise RigConfigError(name, f"cannot read the rig configuration: {e.reason}") from None
+    try:
+        text = read.data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise RigConfigError(name, f"is not UTF-8 text (byte {e.start})") from None
     return parse_rig_config(text, name, base=p.resolve().parent, load_map=load_map)
@@ -190,6 +199,8 @@ def parse_rig_config(text: str, source: str, *, base: Path | None = None,
         doc = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise RigConfigError(source, f"malformed TOML: {e}") from None
+    except (ValueError, RecursionError) as e:  # an integer of too many digits, absurd nesting
+        raise RigConfigError(source, f"malformed TOML: {type(e).__name__}") from None
     try:
         cfg = RigConfig.model_validate(doc, context={"base": base})
     except ValidationError as e:

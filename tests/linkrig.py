@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 from datetime import datetime, timezone
 from fractions import Fraction
 from pathlib import Path
@@ -19,6 +20,7 @@ from prometheus_client import CollectorRegistry
 from broker import Broker
 from controller.config.authority import AuthorityConfig
 from controller.config.model import MqttConfig, StandaloneMeter
+from controller.link import approval
 from controller.link.authority import LinkAuthority
 from controller.link.client import TableLink
 from controller.meter.params import MeterParams
@@ -30,6 +32,35 @@ METER = "fchb-link"
 RESET = 1_000_000  # cents: $10,000
 RATE = Fraction(15, 100)
 AT = datetime(2026, 11, 30, 1, 2, 3, tzinfo=timezone.utc)
+# The supervisors who approve payments from the linked meter (name -> secret), as the tables' files list them.
+APPROVERS = {"floor-1": "s3cret-floor", "floor-2": "s3cret-floor-2"}
+
+
+@functools.cache
+def approval_keys() -> dict[str, bytes]:
+    """The authority's approvers: each supervisor's approval key (a tenth of a second each: made once)."""
+    return {name: approval.approval_key(name, secret) for name, secret in APPROVERS.items()}
+
+
+def approvers_file(directory: Path) -> Path:
+    """The authority's approvers file, as `progressivectl approval-key` makes its entries, readable by its owner
+    only."""
+    p = Path(directory) / "approvers.toml"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("".join(f'[[approvers]]\nname = "{n}"\napproval_key = "{approval.encode_key(k)}"\n\n'
+                         for n, k in approval_keys().items()), encoding="utf-8")
+    p.chmod(0o600)
+    return p
+
+
+def signed(op: Any, table: str, linked: str = METER, supervisor: str | None = None, lock: int = 0) -> dict[str, str]:
+    """The approval of payment `op` by its `approved_by` (or `supervisor`'s key), as a table signs it; a payment of a
+    locked award names the `lock` by the number the authority gave it."""
+    body = op.to_dict()
+    body.pop("kind")
+    if op.kind == "pay-locked-award":
+        body["lock"] = lock
+    return approval.sign(approval_keys()[supervisor or body["approved_by"]], op.kind, table, linked, body)
 
 
 def mqtt_config(client_id: str, link_timeout: float = 2.0) -> MqttConfig:
@@ -42,7 +73,7 @@ def authority_config(state_dir: Path, tables: tuple[str, ...], *, heartbeat: flo
     params = MeterParams(METER, RESET, RATE, (100, 500), ceiling_cents=ceiling_cents)
     return AuthorityConfig(source=state_dir / "authority.toml", authority="link-1", state_dir=state_dir,
                            tables=tables, meters={METER: StandaloneMeter(METER, params)},
-                           mqtt=mqtt_config("authority"), heartbeat=heartbeat)
+                           mqtt=mqtt_config("authority"), heartbeat=heartbeat, approvers=approval_keys())
 
 
 class LinkRig:

@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from test_config import TABLES, dumps
+from linkrig import approval_keys, approvers_file
 
 from controller.cli import ctl
 from controller.config import ConfigError, Problem, StandaloneMeter
@@ -40,6 +41,7 @@ def install(tmp_path: Path, source: Path = EXAMPLE) -> Path:
     (tmp_path / "ca.crt").write_text("x\n")
     (tmp_path / "mqtt-password").write_text("x\n")
     (tmp_path / "mqtt-password").chmod(0o600)
+    approvers_file(tmp_path)
     return target
 
 
@@ -50,10 +52,13 @@ def base() -> dict[str, Any]:
         "tables": ["cs-01", "fcp-02"],
         "meters": {"fchb-link": {"reset": "10000.00", "rate": "0.15", "wager_sizes": ["1.00"]}},
         "mqtt": {"host": "link.casino.example", "username": "authority"},
+        "approvers_file": "approvers.toml",
     }
 
 
 def write(tmp_path: Path, doc: dict[str, Any] | str, name: str = "link.toml") -> Path:
+    if not (tmp_path / "approvers.toml").exists():
+        approvers_file(tmp_path)
     p = tmp_path / name
     p.write_text(doc if isinstance(doc, str) else dumps(doc), encoding="utf-8")
     return p
@@ -91,7 +96,8 @@ def test_the_example_is_sound_once_installed(tmp_path):
     assert cfg.source == path.resolve()
     assert cfg.authority == "link-1"
     assert cfg.tables == ("cs-01", "fcp-02", "lir-03")
-    assert cfg.state_dir == Path("/var/lib/progressived-link")
+    assert cfg.state_dir == Path("/var/lib/progressive-link")
+    assert cfg.approvers == approval_keys()
     assert cfg.heartbeat == 1.0 and cfg.table_timeout is None
     assert list(cfg.meters) == ["fchb-link"]
     m = cfg.meters["fchb-link"]
@@ -107,7 +113,7 @@ def test_the_example_is_sound_once_installed(tmp_path):
 def test_the_example_in_place_lacks_only_the_sites_files():
     # ca.crt and mqtt-password are the site's own: not shipped, and reported missing until installed.
     found = check_authority_config(EXAMPLE)
-    assert [p.path for p in found] == ["mqtt.ca_file", "mqtt.password_file"]
+    assert [p.path for p in found] == ["approvers_file", "mqtt.ca_file", "mqtt.password_file"]
     assert all("no such file" in p.message for p in found)
 
 
@@ -327,7 +333,7 @@ def test_all_problems_at_once_in_the_files_order(tmp_path):
            "state_dir": "state"}
     found = problems(tmp_path, doc)
     assert [p.path for p in found] == ["seets", "authority", "tables[1]", "heartbeat", "meters.m.linked",
-                                       "meters.m.reset", "mqtt"]
+                                       "meters.m.reset", "mqtt", "approvers_file"]
     with pytest.raises(ConfigError) as e:
         load_authority_config(write(tmp_path, doc))
     assert e.value.problems == found
@@ -393,7 +399,8 @@ def test_installed_command_on_an_authority_file(tmp_path):
     bad = subprocess.run([str(CTL), "check-config", str(EXAMPLE)], capture_output=True, text=True,
                          timeout=120, check=False)
     assert bad.returncode == 2 and bad.stdout == "" and "Traceback" not in bad.stderr
-    assert [line.split(": ")[1] for line in bad.stderr.splitlines()] == ["mqtt.ca_file", "mqtt.password_file"]
+    assert [line.split(": ")[1] for line in bad.stderr.splitlines()] == ["approvers_file", "mqtt.ca_file",
+                                                                         "mqtt.password_file"]
 
 
 def test_a_table_file_is_still_checked_as_a_table(capsys):

@@ -18,11 +18,12 @@ from pathlib import Path
 import pytest
 
 from broker import require_mosquitto, start_broker
+from controller.app import claim_desk
 from controller.app.table import TableDaemon
 from controller.config.model import LinkedMeter, MqttConfig
 from controller.errors import RulesError
 from controller.money import UNITS_PER_CENT
-from linkrig import METER, PREFIX, RESET, LinkRig
+from linkrig import METER, PREFIX, RESET, LinkRig, approval_keys
 from rigtable import daemon_on_rig, drawing, lock_round, message, until, win, with_supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,8 +48,10 @@ def broker(tmp_path: Path):
 
 
 @contextlib.asynccontextmanager
-async def authority(tmp_path, broker):
+async def authority(tmp_path, broker, approvers=None):
     rig = LinkRig(tmp_path, broker, (TABLE_ID,))
+    if approvers is not None:
+        rig.cfg = replace(rig.cfg, approvers=approvers)
     try:
         await rig.start_authority()
         yield rig
@@ -56,21 +59,27 @@ async def authority(tmp_path, broker):
         await rig.close()
 
 
-def _linked(cfg, tmp_path: Path, broker):
+def _linked(cfg, tmp_path: Path, broker, meter: str = "bonus", sizes: tuple[int, ...] = (100,)):
     password = tmp_path / "table.password"
     password.write_text(broker.passwords[TABLE_ID] + "\n", encoding="utf-8")
     password.chmod(0o600)
     mqtt = MqttConfig(host=broker.host, port=broker.port, tls=True, client_id=TABLE_ID, topic_prefix=PREFIX,
                       link_timeout=2.0, ca_file=broker.ca_file, username=TABLE_ID, password_file=password)
-    cfg = replace(cfg, meters={**cfg.meters, "bonus": LinkedMeter("bonus", METER, (100,))}, mqtt=mqtt)
+    cfg = replace(cfg, meters={**cfg.meters, meter: LinkedMeter(meter, METER, sizes)}, mqtt=mqtt)
     return with_supervisor(cfg, SUPERVISOR, SECRET)
 
 
+def _linked_main(cfg, tmp_path: Path, broker):
+    """The Progressive Payout Wager's meter linked (Paytable D: a royal flush earns every other wagerer an Envy
+    Bonus), the Five Card Hand Bonus's the table's own."""
+    return _linked(cfg, tmp_path, broker, "main", (100, 500))
+
+
 @contextlib.asynccontextmanager
-async def linked_table(tmp_path, broker, *, magic: str = "2C", lucky: int | str = 7):
+async def linked_table(tmp_path, broker, *, magic: str = "2C", lucky: int | str = 7, link=_linked):
     daemon_class = functools.partial(TableDaemon, draw=drawing(magic, lucky))
     async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / "state",
-                             lambda cfg: _linked(cfg, tmp_path, broker)) as (daemon, rig):
+                             lambda cfg: link(cfg, tmp_path, broker)) as (daemon, rig):
         await until(lambda: daemon.link.alive and METER in daemon.link.values, "the authority heard, its meter known")
         yield daemon, rig
 
@@ -117,11 +126,11 @@ async def test_a_stop_between_two_linked_shares_is_finished_at_the_start(tmp_pat
     cut = asyncio.Event()
     real = meter_port.LinkedMeters.submit
 
-    async def submit(self, op, meter, key):
+    async def submit(self, op, meter, key, *rest):
         if op.kind == "pay-percent-award":  # the second share, after the lock's payment
             cut.set()
             await asyncio.Event().wait()  # the controller stops here
-        return await real(self, op, meter, key)
+        return await real(self, op, meter, key, *rest)
 
     async with authority(tmp_path, broker) as link:
         async with linked_table(tmp_path, broker) as (daemon, rig):
@@ -198,10 +207,11 @@ async def test_an_older_authority_is_not_sent_what_it_cannot_take(tmp_path, brok
         assert not link.meter().locked
 
 
-async def test_a_claim_waiting_for_an_unanswered_lock_may_be_rejected(tmp_path, broker):
+async def test_a_claim_waiting_for_an_unanswered_lock_may_be_rejected(tmp_path, broker, monkeypatch):
     """The authority is down: the claim answers `locking` (it waits in the outbox); a supervisor may reject it
     (before, only a void of the whole round ended it). When the authority is back the lock is taken and given
     back at once, in that order."""
+    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)  # the claim's answer: `locking` after this long
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
         await lock_round(daemon, rig, [(6, BONUS), (4, BONUS)])
         await answered(daemon)
@@ -219,3 +229,134 @@ async def test_a_claim_waiting_for_an_unanswered_lock_may_be_rejected(tmp_path, 
         await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
         await answered(daemon)
         assert not link.meter().open_rounds
+
+
+async def test_a_journal_restored_with_its_anchor_is_found_by_the_authoritys_anchor(tmp_path, broker):
+    """Someone who copies files on the box puts back an older state directory and the older anchor file with it:
+    the table's own check passes (they agree), but the authority kept a newer anchor of the table's journal and
+    sends it back at the connection: the table says so (an error and a metric)."""
+    import shutil
+
+    from structlog.testing import capture_logs
+
+    from controller.config.model import AnchorConfig
+
+    state, anchor_dir = tmp_path / "state", AnchorConfig().file_for(tmp_path / "state").parent
+    async with authority(tmp_path, broker) as link:
+        async with linked_table(tmp_path, broker) as (daemon, rig):
+            await until(lambda: TABLE_ID in link.authority.anchors, "the authority holds the table's anchor")
+        shutil.copytree(state, tmp_path / "old-state")
+        shutil.copytree(anchor_dir, tmp_path / "old-anchor")
+        async with linked_table(tmp_path, broker) as (daemon, rig):
+            await lock_round(daemon, rig, [(4, BONUS)])
+            await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+            await daemon.anchoring.anchor("test")
+            head = daemon.anchoring.last.seq
+            await until(lambda: link.authority.anchors[TABLE_ID].seq == head, "the newer anchor at the authority")
+        shutil.rmtree(state)
+        shutil.rmtree(anchor_dir)
+        shutil.copytree(tmp_path / "old-state", state)
+        shutil.copytree(tmp_path / "old-anchor", anchor_dir)
+        with capture_logs() as logs:
+            async with linked_table(tmp_path, broker) as (daemon, rig):  # starts: its own anchor agrees
+                await until(lambda: any(e["event"].startswith("the link authority's anchor") for e in logs),
+                            "the authority's anchor found not to match")
+                text = daemon.metrics.exposition().decode()
+        assert 'progressive_ledger_anchor_problems_total{problem="authority"} 1.0' in text
+        alert = next(e for e in logs if e["event"].startswith("the link authority's anchor"))
+        assert alert["log_level"] == "error" and "rolled back" in alert["problem"] and alert["seq"] == head, alert
+
+
+async def test_an_approval_by_a_supervisor_the_authority_does_not_list_is_refused_before_anything_moves(
+        tmp_path, broker):
+    """The authority says whose approvals it verifies: an approval by anyone else is refused at the table, the
+    claim pending and its lock held, nothing sent; once the authority lists the supervisor, the same approval pays."""
+    others = {"floor-2": approval_keys()["floor-2"]}
+    async with authority(tmp_path, broker, approvers=others) as link, \
+            linked_table(tmp_path, broker) as (daemon, rig):
+        await lock_round(daemon, rig, [(3, BONUS)])
+        got = await daemon.call("claim", {"seat": 3, "cards": ROYAL})
+        await answered(daemon)
+        assert len(link.meter().locked) == 1
+        sent = daemon.link.outbox.next_seq
+        with pytest.raises(RulesError, match="floor-1 is not an approver of the link authority"):
+            await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        assert daemon.desk.state.get(got["claim_id"]).status == "pending"
+        assert daemon.link.outbox.next_seq == sent and len(link.meter().locked) == 1
+        await link.stop_authority()
+        link.cfg = replace(link.cfg, approvers=approval_keys())
+        await link.start_authority()
+        await until(lambda: daemon.link.approvers is not None and SUPERVISOR in daemon.link.approvers,
+                    "the authority lists floor-1 now")
+        done = await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        assert "paid" in done["message"], done
+        await answered(daemon)
+        m = link.meter()
+        assert not m.locked and [h.approved_by for h in m.history] == [SUPERVISOR]
+
+
+async def test_a_refused_jackpot_pays_none_of_its_envy_bonuses_and_the_hand_claimed_again_pays_each_once(
+        tmp_path, broker):
+    """A royal flush on the linked Progressive Payout Wager, another seat wagering: the jackpot (approved, verified
+    by the authority) and the other seat's Envy Bonus (pay-fixed-award). The Envy Bonus is sent only once the
+    jackpot is confirmed: when the authority refuses the jackpot, nothing of the claim is paid (before, the Envy
+    Bonus was paid then, the claim stayed being paid forever, and a claim of the hand again paid it twice)."""
+    from controller.link import approval
+
+    stale = {SUPERVISOR: approval.approval_key(SUPERVISOR, "an old secret")}
+    async with authority(tmp_path, broker, approvers=stale) as link, \
+            linked_table(tmp_path, broker, link=_linked_main) as (daemon, rig):
+        await lock_round(daemon, rig, [(3, "progressive"), (4, "progressive")])
+        await answered(daemon)
+        got = await daemon.call("claim", {"seat": 3, "cards": ROYAL})
+        claim = daemon.desk.state.get(got["claim_id"])
+        assert [p.seat for p in claim.payouts] == [3, 4]  # the jackpot, then seat 4's Envy Bonus
+        with pytest.raises(RulesError, match="refused payout 0"):
+            await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        await answered(daemon)
+        assert daemon.desk.state.get(got["claim_id"]).status == "refused"
+        assert not link.meter().history  # the Envy Bonus was not sent
+        await link.stop_authority()
+        link.cfg = replace(link.cfg, approvers=approval_keys())
+        await link.start_authority()
+        await until(lambda: daemon.link.approvers is not None, "the authority heard again")
+        again = await daemon.call("claim", {"seat": 3, "cards": ROYAL})
+        done = await daemon.call("approve", {"claim_id": again["claim_id"], **FLOOR})
+        assert "approved by floor-1 and paid" in done["message"], done
+        await answered(daemon)
+        assert sorted(h.seat for h in link.meter().history) == [3, 4]  # each paid once
+        await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+
+
+async def test_an_approval_the_authority_cannot_verify_is_never_shown_paid(tmp_path, broker):
+    """floor-1 listed at the authority with the key of an old secret (changed at the tables, not at the authority):
+    the authority refuses the payment; the table does not show it paid. The claim ends refused, its lock goes back
+    to the meter, and the hand is claimed again and paid once the authority has floor-1's key."""
+    from controller.link import approval
+
+    stale = {SUPERVISOR: approval.approval_key(SUPERVISOR, "an old secret")}
+    async with authority(tmp_path, broker, approvers=stale) as link, \
+            linked_table(tmp_path, broker) as (daemon, rig):
+        await lock_round(daemon, rig, [(3, BONUS)])
+        await answered(daemon)  # the booking applied at the authority
+        before = link.meter().current
+        got = await daemon.call("claim", {"seat": 3, "cards": ROYAL})
+        with pytest.raises(RulesError, match="refused payout 0: the approval by 'floor-1' does not verify"):
+            await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        assert daemon.desk.state.get(got["claim_id"]).status == "refused"
+        await until(lambda: not link.meter().locked, "the lock released at the authority")
+        await answered(daemon)
+        m = link.meter()
+        assert not m.history and not m.locked and m.current == before  # the lock went back, nothing paid
+        await until(lambda: not win(rig, 3), "the win light is off")
+        await link.stop_authority()
+        link.cfg = replace(link.cfg, approvers=approval_keys())
+        await link.start_authority()
+        await until(lambda: daemon.link.approvers is not None, "the authority heard again")
+        again = await daemon.call("claim", {"seat": 3, "cards": ROYAL})
+        assert again["claim_id"] != got["claim_id"]
+        done = await daemon.call("approve", {"claim_id": again["claim_id"], **FLOOR})
+        assert "approved by floor-1 and paid" in done["message"], done
+        await answered(daemon)
+        m = link.meter()
+        assert not m.locked and [(h.seat, h.approved_by) for h in m.history] == [(3, SUPERVISOR)]

@@ -295,16 +295,18 @@ class ClaimDeskModel(RuleBasedStateMachine):
         real_local, real_linked = meter_port.LocalMeters.submit, meter_port.LinkedMeters.submit
         count = {"n": 0}
 
-        async def cutting(real, port, op, meter, key):
+        async def cutting(real, port, op, meter, key, *rest):
             if ":pay:" in key:
                 if count["n"] >= after:
                     h.cut.set()
                     await asyncio.Event().wait()  # the process died here
                 count["n"] += 1
-            return await real(port, op, meter, key)
+            return await real(port, op, meter, key, *rest)
 
-        meter_port.LocalMeters.submit = lambda port, op, meter, key: cutting(real_local, port, op, meter, key)
-        meter_port.LinkedMeters.submit = lambda port, op, meter, key: cutting(real_linked, port, op, meter, key)
+        meter_port.LocalMeters.submit = lambda port, op, meter, key, *rest: cutting(real_local, port, op, meter, key,
+                                                                                    *rest)
+        meter_port.LinkedMeters.submit = lambda port, op, meter, key, *rest: cutting(real_linked, port, op, meter,
+                                                                                     key, *rest)
         try:
             approval = h.loop.create_task(self.d.call("approve", {"claim_id": cid, **FLOOR}))
             h.requests.append(approval)

@@ -118,11 +118,11 @@ async def test_a_stop_between_two_shares_is_finished_at_the_start(tmp_path, monk
     cut = asyncio.Event()
     real = meter_port.LocalMeters.submit
 
-    async def submit(self, op, meter, key):
+    async def submit(self, op, meter, key, *rest):
         if ":dealer:" in key and key.endswith(":pay:1"):  # the second share: seat 2's, after seat 5's
             cut.set()
             await asyncio.Event().wait()  # the controller stops here
-        return await real(self, op, meter, key)
+        return await real(self, op, meter, key, *rest)
 
     async with table(tmp_path, magic="2C", lucky=7) as (daemon, rig):
         await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER), (3, "progressive")])

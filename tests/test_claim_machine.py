@@ -66,6 +66,27 @@ def test_a_shared_award_on_a_linked_meter_is_locked_once_and_every_share_paid():
     assert rc.get(c.id).status == "paid" and of(eff, cm.Won) and of(eff, cm.Record)[0].event == "paid"
 
 
+def test_a_payment_the_link_authority_refuses_ends_the_claim_and_gives_its_lock_back():
+    """Its approval did not verify at the authority: nothing of the claim is paid, so it ends refused, the lock goes
+    back to the meter, the lights go off and the hand may be claimed again. With a share already paid it stays being
+    paid (a note for the log): nothing paid is ever taken back here."""
+    c = dealer_claim(shares=2)
+    rc, _ = run(RoundClaims(RID), cm.NewClaim(c, linked=True), cm.Locked(c.id, 0, 40_001),
+                cm.Approve(c.id, "floor-1", ((0, "floor-1", "ab" * 32),)))
+    assert rc.get(c.id).status == "paying"
+    out, eff = run(rc, cm.PayRefused(c.id, 0, "the approval by 'floor-1' does not verify"))
+    done = out.get(c.id)
+    assert done.status == "refused" and "refused payout 0: the approval" in done.reason
+    assert of(eff, cm.Record)[0].event == "refused"
+    assert of(eff, cm.Release) == [cm.Release(c.id, 0, "controller", "its payment was refused")]
+    assert not out.lit and out.open is None and cm.settle_refusal(out) is None
+    assert cm.step(out, cm.PayRefused(c.id, 0, "again")).claims == out  # decided once
+    assert cm.step(out, cm.NewClaim(dealer_claim(2), linked=True)).claims.get(f"{RID}-c2").status == "locking"
+    partly, _ = run(rc, cm.Paid(c.id, 0))
+    kept, eff = run(partly, cm.PayRefused(c.id, 1, "no"))
+    assert kept.get(c.id).status == "paying" and of(eff, cm.Note) and not of(eff, cm.Release)
+
+
 def test_decisions_are_taken_once():
     c = replace(dealer_claim(), payouts=(payout(4, "100% of meter", 1_000_000, hand_of="player"),), seat=4)
     rc, _ = run(RoundClaims(RID), cm.NewClaim(c))

@@ -206,3 +206,18 @@ def test_settle_refuses_a_paytable_the_rules_forbid(tmp_path):
     f.write_text(text.replace('award = "9 for 1"', 'award = "10 for 1"'))
     doc = dict(ROUND, paytable=str(f))
     assert_one_line_error(run("settle", "-", stdin=json.dumps(doc)), "paytable")
+
+
+def test_settle_on_a_fifo_or_a_device_is_refused_not_read(tmp_path, capsys):
+    """The JSON file of `settle` is read as the configuration files are: a FIFO would hang it, /dev/zero would
+    exhaust its memory; each is refused by kind, in one line naming the argument."""
+    import os
+
+    from controller.cli import ctl
+
+    fifo = tmp_path / "round.json"
+    os.mkfifo(fifo)
+    for name, kind in ((str(fifo), "named pipe"), ("/dev/zero", "character device")):
+        assert ctl.main(["settle", name]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"progressivectl: {name}: cannot read: ") and kind in err and "Traceback" not in err

@@ -806,7 +806,9 @@ def test_mqtt_password_file_must_be_private(tmp_path):
     secret.chmod(0o644)
     doc = linked(base())
     doc["mqtt"] = {"host": "127.0.0.1", "username": "fp-01", "password_file": "mqtt-password"}
-    assert "chmod 600" in one(problems(tmp_path, doc), "mqtt.password_file").hint
+    p = one(problems(tmp_path, doc), "mqtt.password_file")
+    assert p.message == f"{secret} holds the MQTT password and can be read by its group and others (mode 0644)"
+    assert p.hint == f"chmod 0600 {secret}; chown progressive {secret}"
     secret.chmod(0o600)
     cfg = load_config(write(tmp_path, doc))
     assert cfg.mqtt is not None and cfg.mqtt.password_file == tmp_path / "mqtt-password"
@@ -984,7 +986,13 @@ def test_the_complete_example_of_the_documentation_is_sound(tmp_path):
         (tmp_path / "mqtt" / name).write_text("x\n")
         (tmp_path / "mqtt" / name).chmod(0o600)
     example = example.replace("/etc/progressive/", f"{tmp_path}/")
+    # Its supervisors file, as that section of the documentation shows it and installed as it says.
+    sup = section[section.index("# /etc/progressive/supervisors.toml"):]
+    sup = sup[:sup.index("\n```\n")]
+    (tmp_path / "supervisors.toml").write_text(sup, encoding="utf-8")
+    (tmp_path / "supervisors.toml").chmod(0o600)
     cfg = load_config(write(tmp_path, example))
+    assert [s.name for s in cfg.supervisors] == ["J. Smith"] and cfg.warnings == ()
     assert isinstance(cfg.meters["bonus"], LinkedMeter) and cfg.mqtt is not None
     assert cfg.devices["seats"].seats == (1, 2, 3, 4, 5, 6, 7)
     assert cfg.supervisors[0].name == "J. Smith"

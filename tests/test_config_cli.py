@@ -24,14 +24,18 @@ def broken(tmp_path: Path) -> Path:
     doc["meters"]["main"]["reset"] = "5000.00"
     doc["devices"]["sign"]["bus"] = "tabel-bus"
     doc["seets"] = 6
-    return write(tmp_path, doc)
+    path = write(tmp_path, doc)
+    path.chmod(0o600)  # as installed: its supervisors' hashes are the daemon's user's alone (no warning)
+    return path
 
 
 def test_sound_file_exits_0_with_a_summary(capsys):
     path = str(TABLES / "caribbean-stud.toml")
     assert ctl.main(["check-config", path]) == 0
     out, err = capsys.readouterr()
-    assert err == ""
+    # The example holds (placeholder) hashes inline: a checkout readable by all is warned about, and sound.
+    exposed = (TABLES / "caribbean-stud.toml").stat().st_mode & 0o077
+    assert [line.split(": ")[1:3] for line in err.splitlines()] == ([["warning", "supervisors"]] if exposed else [])
     lines = out.splitlines()
     assert lines[0] == f"{path}: sound"
     assert lines[1] == "table CS-07: Caribbean Stud Poker (caribbean-stud), 7 seats"

@@ -47,6 +47,9 @@ STATUS = {
     ],
     "meters": [{"meter": "main", "amount": "10234.56"}, {"meter": "bonus", "amount": "10000.00"}],
     "ledger_head_seq": 1234,
+    "ledger_head_hash": "3f2a" + "0" * 56 + "9c41",
+    "anchor": {"seq": 1230, "hash": "ab" * 32, "at": "2026-12-01T09:14:03.118Z", "mac": "cd" * 32,
+               "file": "/var/lib/progressive-anchor/anchor"},
     "uptime_seconds": 93784,
 }
 
@@ -219,7 +222,8 @@ def test_status_for_people(live):
         "meters:\n"
         "  main   $10234.56\n"
         "  bonus  $10000.00\n"
-        "ledger: head seq 1234\n"
+        "ledger: head seq 1234 3f2a" + "0" * 56 + "9c41\n"
+        "anchor: seq 1230 at 2026-12-01T09:14:03.118Z (keyed)\n"
     )
     assert live.handler.calls == [("status", {})]
 

@@ -1,6 +1,6 @@
-"""The README's main command: the daemon on its embedded default (a simulated table, no hardware, no broker)
-plays rounds with the scripted dealer and stops cleanly; its journal then holds every round, booked and
-closed, and audits sound."""
+"""The README's main command: the daemon on its embedded default (`progressive-demo`: a simulated table, no
+hardware, no broker) plays rounds with the scripted dealer and stops cleanly; its journal then holds every round,
+booked and closed, and audits sound. `progressived` itself runs a configured table only."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_demo_plays_rounds_and_stops_cleanly(tmp_path):
     notify.bind(str(tmp_path / "notify"))
     notify.settimeout(0)
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "NOTIFY_SOCKET": str(tmp_path / "notify")}
-    p = subprocess.Popen([BIN / "progressived", "--demo-dir", str(demo), "--rounds", "2", "--log-format", "json"],
+    p = subprocess.Popen([BIN / "progressive-demo", "--demo-dir", str(demo), "--rounds", "2", "--log-format", "json"],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         out, err = p.communicate(timeout=150)
@@ -58,3 +58,16 @@ def test_a_bad_configuration_is_refused_with_every_problem(tmp_path):
     r = subprocess.run([BIN / "progressived", "--config", str(bad)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 2
     assert "seats" in r.stderr and str(bad) in r.stderr
+
+
+def test_progressived_needs_a_configuration_and_names_the_demo():
+    r = subprocess.run([BIN / "progressived"], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == ("progressived: --config FILE is required (the table's configuration); the demo on a "
+                        "simulated table is progressive-demo\n")
+
+
+def test_the_demos_bad_arguments_are_refused_with_status_2():
+    for args, field in ((["--rounds", "0"], "--rounds"), (["--metrics", "nowhere"], "--metrics")):
+        r = subprocess.run([BIN / "progressive-demo", *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2 and field in r.stderr.splitlines()[-1], r.stderr

@@ -5,7 +5,6 @@ tests then look at what the simulated hardware shows and at what the daemon repo
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -266,15 +265,14 @@ async def test_six_eight_shake_on_the_rig(tmp_path):
 async def test_progressived_runs_a_dice_table(tmp_path):
     """progressived's own start-up path picks the dice daemon for a dice game (the rig's ports through
     attach, the control socket answering with the dice state)."""
-    from controller.cli.daemon import _run
+    from controller.cli.daemon import serve
 
     sock = tmp_path / "control.sock"
     cfg = load_config(TABLE)
     async with Rig.from_file(RIG) as rig:
         cfg = replace(attach(cfg, rig.connections()), state_dir=tmp_path / "state",
                       metrics=MetricsConfig("127.0.0.1", 0))
-        args = argparse.Namespace(config=str(TABLE), socket=str(sock), metrics=None, no_dealer=True, rounds=None)
-        task = asyncio.create_task(_run(cfg, args))
+        task = asyncio.create_task(serve(cfg, socket=str(sock), listen=("127.0.0.1", 0)))
         try:
             await until(sock.exists, "control socket listening")
             await rig.place_chip(2, HR, 300)

@@ -16,7 +16,7 @@ from controller.link import schema
 from controller.link.mqtt import MqttLink
 from controller.meter import ops
 from controller.money import UNITS_PER_CENT, format_units, parse_cents
-from linkrig import AT, METER, PREFIX, RATE, RESET, LinkRig
+from linkrig import AT, METER, PREFIX, RATE, RESET, LinkRig, approval_keys, signed
 from rigtable import until
 
 TABLES = ("cs-01", "fcp-02", "lir-03")
@@ -124,7 +124,7 @@ async def test_duplicated_and_reordered_operations_apply_once(tmp_path, broker):
         mq, task = await raw_table(broker, "cs-01", inbox)
         first, second = booking("cs-01", 1), booking("cs-01", 2, ((3, 500),))
         await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 2, second))  # ahead of the next expected
-        await until(lambda: schema.Expect(1, schema.TABLE_OPS) in inbox, "the authority says what it expects")
+        await until(lambda: schema.Expect(1, schema.ANNOUNCED, None, frozenset(approval_keys())) in inbox, "the authority says what it expects")
         for _ in range(3):  # delivered three times
             await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 1, first))
         await mq.publish(TOPICS.up("cs-01"), op_message("cs-01", 2, second))
@@ -231,8 +231,10 @@ async def test_two_tables_hit_the_top_award_in_the_same_second(tmp_path, broker)
         assert parse_cents(second["amount"], "amount") == RESET  # the second is paid from the reset meter
         assert len(rig.meter().locked) == 2
         # Both approved: both paid, in the order the authority recorded the locks.
-        await l1.send(ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT), "fchb", "cs-01-r1-c1:pay:0")
-        await l2.send(ops.PayLockedAward("fcp-02-r1-c1:0", "floor-2", AT), "fchb", "fcp-02-r1-c1:pay:0")
+        pay1, pay2 = ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT), ops.PayLockedAward("fcp-02-r1-c1:0", "floor-2", AT)
+        assert sorted((r1["lock"], r2["lock"])) == [1, 2]  # each lock's number on the meter, never given twice
+        await l1.send(pay1, "fchb", "cs-01-r1-c1:pay:0", signed(pay1, "cs-01", lock=r1["lock"]))
+        await l2.send(pay2, "fchb", "fcp-02-r1-c1:pay:0", signed(pay2, "fcp-02", lock=r2["lock"]))
         await rig.all_answered()
         m = rig.meter()
         assert not m.locked and len(m.history) == 2
@@ -283,17 +285,19 @@ async def test_a_shared_award_is_locked_once_and_its_later_shares_paid_by_pay_pe
             return ops.PayPercentAward("cs-01-r1", "cs-01", seat, "royal-flush (dealer's hand)", "100% of meter",
                                        Fraction(100), AT, "floor-1", shares=2)
 
-        early = await link.send(share(2), "fchb", "cs-01-r1:early")  # no share paid yet: refused, nothing taken
+        early = await link.send(share(2), "fchb", "cs-01-r1:early", signed(share(2), "cs-01"))  # no share paid yet: refused, nothing taken
         with pytest.raises(Exception, match="pays only a later share"):
             await link.answer(early, 10)
         assert rig.meter().current == before
         seq = await link.send(ops.LockPercentAward("cs-01-r1", "cs-01", 5, "royal-flush (dealer's hand)",
                                                    "100% of meter", Fraction(100), AT, "cs-01-r1-c1:0", shares=2),
                               "fchb", "cs-01-r1-c1:lock:0")
-        per_share = parse_cents((await link.answer(seq, 10))["amount"], "amount")
+        locked = await link.answer(seq, 10)
+        per_share = parse_cents(locked["amount"], "amount")
         assert per_share == before // UNITS_PER_CENT // 2
-        await link.send(ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT), "fchb", "cs-01-r1:dealer:pay:0")
-        await link.send(share(2), "fchb", "cs-01-r1:dealer:pay:1")
+        pay = ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT)
+        await link.send(pay, "fchb", "cs-01-r1:dealer:pay:0", signed(pay, "cs-01", lock=locked["lock"]))
+        await link.send(share(2), "fchb", "cs-01-r1:dealer:pay:1", signed(share(2), "cs-01"))
         await link.send(ops.CloseRound("cs-01-r1", AT), "fchb", "cs-01-r1:close:fchb")
         await rig.all_answered()
         m = rig.meter()

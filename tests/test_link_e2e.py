@@ -64,7 +64,7 @@ from controller.link.mqtt import MqttLink
 from controller.link.outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, OutboxReducer
 from controller.money import UNITS_PER_CENT, format_cents, format_units, parse_cents, parse_units
 from hil.rig import Rig
-from linkrig import AuthorityProcess
+from linkrig import AuthorityProcess, approvers_file
 from rigtable import lit, message, until
 from tableproc import BIN, RIG, Tables
 
@@ -424,6 +424,7 @@ def authority_doc(tmp: Path, broker: Broker) -> dict[str, Any]:
                  "password_file": str(password_file(tmp, "authority", broker.passwords["authority"]))},
         "metrics": {"listen": "127.0.0.1:0"},  # chosen at each start
         "logging": {"format": "json", "level": "info"},
+        "approvers_file": str(approvers_file(tmp / "authority-files")),
     }
 
 
@@ -746,7 +747,9 @@ async def _reconcile(authority: AuthorityProcess, ts: dict[str, Table], claims: 
         acks = {e.body["seq"]: e.body for e in entries(t.link_dir / journal.DB_NAME) if e.kind == LINK_ACK}
         for seq, sent in sends.items():
             applied = ops[name][seq]
-            assert applied.kind == sent["kind"] and applied.body == {"meter": METER, **sent["body"]}, \
+            # a payment's signed approval is journaled with it, for the audit
+            expected = {"meter": METER, **sent["body"]} | ({"approval": sent["approval"]} if "approval" in sent else {})
+            assert applied.kind == sent["kind"] and applied.body == expected, \
                 f"{name} operation {seq}: sent {sent}, the authority applied {applied.kind} {applied.body}"
             assert acks[seq]["entry"] == applied.seq and acks[seq]["result"] == applied.result, \
                 f"{name} operation {seq}: acknowledged {acks[seq]}, journaled at {applied.seq} {applied.result}"

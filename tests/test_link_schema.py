@@ -21,6 +21,9 @@ MESSAGES = [
     s.Refused(8, "round_id", "round cs-01-r3 is not open"),
     s.Expect(9),
     s.Expect(9, s.TABLE_OPS),
+    s.Expect(9, s.ANNOUNCED, s.JournalAnchor("cs-01", 40, "ab" * 32, "2026-11-30T01:02:03Z"), frozenset({"J. Smith"})),
+    s.Op("cs-01", 8, "pay-locked-award", "fchb-link", {"claim": "cs-01-r3-c1:0", "approved_by": "J. Smith"},
+         {"by": "J. Smith", "mac": "cd" * 32}),
     s.MeterValue("fchb-link", 1_000_015, 1043, "2026-11-30T01:02:04+00:00", 1_000_000,
                  (("cs-01-r3:c1", 1_000_000),)),
     s.Win("fchb-link", "cs-01", 3, 1_000_015, "cs-01-r3:c1", "paid", 1044),
@@ -46,6 +49,9 @@ def test_an_expect_without_kinds_is_an_older_authority_s_and_takes_the_base_oper
     assert "pay-percent-award" in newer["kinds"] and s.ADDED_OPS <= set(newer["kinds"])
     with pytest.raises(InputError, match="kinds"):
         s.decode(T, b'{"v": 1, "type": "expect", "next_seq": 3, "kinds": [1]}')
+    assert older.approvers is None  # an authority that predates approvals: the table checks no name
+    with pytest.raises(InputError, match="approvers"):
+        s.decode(T, b'{"v": 1, "type": "expect", "next_seq": 3, "approvers": ["", 2]}')
 
 
 def test_money_is_a_decimal_string():

@@ -36,6 +36,7 @@ from controller.meter import (
     state_to_dict,
 )
 from controller.meter._check import format_fraction
+from controller.meter.state import with_maps
 from controller.meter_ledger import MetersReducer, define_meter_body, op_body
 
 LATER = AT + timedelta(minutes=3)
@@ -56,9 +57,11 @@ def release(claim="c1", at=AT):
 
 
 def plain(s) -> dict:
-    """The state as JSON, without the claim ids remembered after a lock is settled (they legitimately record it)."""
+    """The state as JSON, without the claim ids remembered after a lock is settled and the count of locks taken
+    (they legitimately record it)."""
     d = state_to_dict(s)
     d.pop("settled_claims", None)
+    d.pop("locks_taken", None)
     return d
 
 
@@ -133,6 +136,23 @@ def test_settled_claims_are_remembered_up_to_a_bound():
         s = run(s, lock("r1", 3, Fraction(1, 100), f"c{i}"), release(f"c{i}"))[0]
     assert len(s.settled_claims) == RECENT_CLAIMS and s.settled_claims[0] == "c2"
     s = run(s, lock("r1", 3, Fraction(1, 100), "c0"))[0]  # beyond the window: the ledger's idempotency key
+
+
+def test_every_lock_has_a_number_its_meter_never_gives_again():
+    """A lock's number names it for the approval of its payment (controller.link.approval): the same claim id locked
+    again once the meter has forgotten it gets a new number, so an approval of the first cannot pay the second."""
+    s = run(initial_state(params()), book("r1", ((3, 500),)))[0]
+    s, effect = apply(s, lock("r1", 3, Fraction(1, 100), "c0"))
+    assert s.locked["c0"].number == effect.lock == 1 == s.locks_taken and effect.to_dict()["lock"] == 1
+    s = run(s, release("c0"))[0]
+    for i in range(1, RECENT_CLAIMS + 1):
+        s = run(s, lock("r1", 3, Fraction(1, 100), f"c{i}"), release(f"c{i}"))[0]
+    assert "c0" not in s.settled_claims
+    s, effect = apply(s, lock("r1", 3, Fraction(1, 100), "c0"))  # the same claim id, forgotten: a new lock
+    assert s.locked["c0"].number == effect.lock == RECENT_CLAIMS + 2 == s.locks_taken
+    assert state_from_dict(json.loads(json.dumps(state_to_dict(s)))) == s
+    assert not invariant_holds(with_maps(s, locks_taken=1))  # a lock numbered beyond the count: not this meter's
+    assert "lock" not in apply(s, pay("c0"))[1].to_dict()  # only a lock's answer carries it
 
 
 def test_two_locks_in_one_round_take_in_turn():
@@ -372,7 +392,7 @@ def test_snapshot_with_locks_round_trips_and_one_without_the_new_keys_still_load
     assert info.value.field == "snapshot.locked.c1.extra"
     # A state that never locked writes none of the new keys: checkpoints of older journals keep their digest.
     old = state_to_dict(rich())
-    assert not {"locked", "settled_claims", "released_to_overflow"} & set(old)
+    assert not {"locked", "settled_claims", "released_to_overflow", "locks_taken"} & set(old)
     assert state_from_dict(old) == rich()
 
 

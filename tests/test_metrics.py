@@ -38,6 +38,9 @@ def sample() -> Metrics:
     m.claims_pending.set(1)
     m.internal_errors.labels("book").inc()
     m.auth_failures.inc()
+    m.anchors.ledger_head.set(120)
+    m.anchors.anchor_seq.set(118)
+    m.anchors.anchor_problems.labels("missing").inc()
     m.auth_lockouts.labels("user").inc()
     return m
 

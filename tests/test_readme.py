@@ -132,7 +132,7 @@ def test_run_with_a_config_file(checkout, tmp_path):
 
 
 def test_test_passes_its_arguments_to_pytest(checkout):
-    r = subprocess.run(["./test", "tests/test_cards.py", "-q", "-p", "no:cacheprovider"], cwd=checkout, env=_env(),
+    r = subprocess.run(["./test", "-n", "0", "tests/test_cards.py", "-q", "-p", "no:cacheprovider"], cwd=checkout, env=_env(),
                        capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert re.search(r"\d+ passed", r.stdout)

@@ -48,6 +48,27 @@ def test_unit_is_a_notify_service_with_watchdog(unit_file):
 
 
 @UNITS
+def test_the_journals_are_the_daemons_users_only(unit_file, tmp_path):
+    """The journals hold the supervisors' approval MACs (a guesser could test secrets against them offline): the
+    socket group (the floor staff) must not read them. The unit's UMask and state directory mode say so, and a
+    journal made under that umask is the daemon's user's only."""
+    import os
+
+    from controller.ledger import Ledger, software_digest
+    from controller.meter_ledger import MetersReducer
+
+    text = unit_file.read_text()
+    assert "\nUMask=0077\n" in text and "\nStateDirectoryMode=0700\n" in text
+    old = os.umask(0o077)
+    try:
+        with Ledger.open(tmp_path / "state", MetersReducer(), software_digest=software_digest()) as led:
+            modes = {f.name: f.stat().st_mode for f in [led.db_path.parent, *led.db_path.parent.iterdir()]}
+    finally:
+        os.umask(old)
+    assert len(modes) > 2 and all(m & 0o077 == 0 for m in modes.values()), {f: oct(m) for f, m in modes.items()}
+
+
+@UNITS
 def test_exposure_is_low(tmp_path, unit_file):
     unit = _unit_here(tmp_path, unit_file)
     r = subprocess.run([ANALYZE, "security", "--offline=yes", str(unit)], capture_output=True, text=True,
@@ -55,3 +76,32 @@ def test_exposure_is_low(tmp_path, unit_file):
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", r.stdout + r.stderr)
     assert m, r.stdout + r.stderr
     assert float(m.group(1)) <= 2.5, r.stdout
+
+
+def _state_directories(unit_file: Path) -> set[Path]:
+    found: set[Path] = set()
+    for line in unit_file.read_text().splitlines():
+        if line.startswith("StateDirectory="):
+            found.update(Path("/var/lib") / d for d in line.removeprefix("StateDirectory=").split())
+    return found
+
+
+def test_the_units_may_write_the_journal_and_its_anchor_where_the_examples_keep_them(tmp_path):
+    """ProtectSystem=strict leaves only the StateDirectory= writable: the shipped configurations' state_dir and
+    their anchor's default place beside it must be among them, or the daemon could not write its journal."""
+    from controller.config import load_config
+    from controller.config.authority import load_authority_config
+    from linkrig import approvers_file
+
+    table = load_config(ROOT / "config" / "tables" / "caribbean-stud.toml")
+    writable = _state_directories(ROOT / "systemd" / "progressived.service")
+    assert {table.state_dir, table.anchor.file_for(table.state_dir).parent} <= writable, writable
+    link = tmp_path / "link.toml"
+    shutil.copyfile(ROOT / "config" / "link" / "authority.toml", link)
+    for name in ("ca.crt", "mqtt-password"):
+        (tmp_path / name).write_text("x\n")
+        (tmp_path / name).chmod(0o600)
+    approvers_file(tmp_path)
+    authority = load_authority_config(link)
+    writable = _state_directories(ROOT / "systemd" / "progressived-link.service")
+    assert {authority.state_dir, authority.anchor.file_for(authority.state_dir).parent} <= writable, writable

@@ -397,9 +397,11 @@ def _kinds_after(daemon, seq: int) -> list[tuple[str, str]]:
     return [(e.kind, e.body.get("event", "")) for e in entries]
 
 
-async def test_rejected_dealer_hand_claim_changes_nothing(tmp_path):
+async def test_rejected_dealer_hand_claim_changes_nothing(tmp_path, monkeypatch):
+    import controller.app.sign as sign_mod
     from controller.errors import RulesError
 
+    monkeypatch.setattr(sign_mod, "WIN_DISPLAY_S", 0.5)  # seat 6's WIN is over before the light is awaited off
     async with bonus_table(tmp_path, magic="2C", lucky=4) as (daemon, rig):
         await lock_round(daemon, rig, [(6, ON_DEALER), (1, ON_DEALER), (6, "progressive")])
         dealer = {"seat": "dealer"}

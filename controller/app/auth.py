@@ -31,6 +31,7 @@ import structlog
 
 from ..config.credentials import Credential, hash_credential, parse_credential, verify_credential
 from ..config.model import Supervisor
+from ..link.approval import approval_key
 from .control import NotAvailable
 
 log = structlog.get_logger("control")
@@ -98,6 +99,12 @@ class SupervisorCheck:
     async def check(self, name: object, secret: object, uid: int | None) -> str:
         """The supervisor's name if `secret` is theirs; PermissionError otherwise (NotAvailable when too many
         checks wait)."""
+        return (await self.check_and_derive(name, secret, uid, derive=False))[0]
+
+    async def check_and_derive(self, name: object, secret: object, uid: int | None, *,
+                               derive: bool = True) -> tuple[str, bytes | None]:
+        """`check`, and with `derive` the supervisor's approval key (controller.link.approval), made from the
+        secret in the same thread right after it was found right (the secret is never kept)."""
         user = ("uid", uid)
         for key, guesses, who in ((user, self._users, f"user {uid}"), (("name", name), self._names,
                                                                        f"supervisor {name!r}")):
@@ -115,6 +122,9 @@ class SupervisorCheck:
             against = credential or await asyncio.wrap_future(self._decoy)
             loop = asyncio.get_running_loop()
             ok = await loop.run_in_executor(self._pool, verify_credential, secret, against)
+            key = None
+            if ok and credential is not None and derive:
+                key = await loop.run_in_executor(self._pool, approval_key, name, secret)
         finally:
             self._waiting -= 1
         if credential is None or not ok:
@@ -122,7 +132,7 @@ class SupervisorCheck:
             raise PermissionError("supervisor name or credential not accepted")
         self._users.right(user)
         self._names.right(("name", name))
-        return name
+        return name, key
 
     def _wrong(self, name: object, uid: int | None, why: str) -> None:
         self._metrics.auth_failures.inc()

@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -32,6 +32,7 @@ from ..ledger import Ledger
 from ..ledger.chain import utc_now
 from ..ledger.errors import KeyConflict
 from ..ledger.reader import JournalReader
+from ..link import approval
 from ..link.client import Refused as LinkRefused
 from ..meter_ledger import CLAIM, claim_body
 from ..money import format_cents, parse_cents
@@ -84,7 +85,7 @@ class ClaimDesk:
     def __init__(self, cfg: TableConfig, rules: TableRules, meters: Meters, ledger: Ledger[Any], *,
                  round_now: Callable[[], RoundView], win_light: Callable[[int, bool], None], sign: Sign,
                  metrics: Metrics, spawn: Callable[..., asyncio.Task[Any]],
-                 on_change: Callable[[], None] = lambda: None) -> None:
+                 on_change: Callable[[], None] = lambda: None, on_paid: Callable[[], None] = lambda: None) -> None:
         self.cfg = cfg
         self.rules = rules
         self.meters = meters
@@ -95,9 +96,11 @@ class ClaimDesk:
         self._metrics = metrics
         self._spawn = spawn
         self._on_change = on_change
+        self._on_paid = on_paid
         self.state = RoundClaims("")
         self._verifying = False  # a claim is between its first check and its verdict (awaits in between)
         self._locks: dict[str, asyncio.Lock] = {}
+        self._paying: set[tuple[str, int]] = set()  # linked payments sent whose answer is awaited
         self._running = 0
         self._idle = asyncio.Condition()
         self._changed = asyncio.Event()  # set and replaced at every step of the machine
@@ -270,16 +273,41 @@ class ClaimDesk:
                 raise RulesError("claim", f"{c.id} {status_text(c)}")
         raise PayoutFailed(f"{c.id} is {c.status}: its payouts did not all go through; the log says why")
 
-    async def approve(self, claim_id: object, who: str) -> dict[str, Any]:
+    def needs_approval_key(self, claim_id: object) -> bool:
+        """Whether approving the claim takes the supervisor's approval key (its meter is linked: the authority
+        verifies the approval, controller.link.approval)."""
+        c = next((x for x in self.state.claims if x.id == claim_id), None)
+        return c is not None and self.meters.is_linked(c.meter)
+
+    async def approve(self, claim_id: object, who: str, approver_key: bytes | None = None) -> dict[str, Any]:
         c = self.state.get(claim_id)
         view = self._round_now()
         if view.void_requested is not None and c.status == "pending":
             raise RulesError("claim_id", f"round {view.round_id} is to be voided ({view.void_requested}): its hands "
                                          "are void (§ 667a.8(h)); reject the claim, or a supervisor voids the round")
-        effects = self._step(cm.Approve(c.id, who))
+        approvals: tuple[tuple[int, str, str], ...] = ()
+        port = self.meters.port(c.meter)
+        if port.linked and c.status == "pending" and approver_key is not None:
+            assert self.meters.linked is not None
+            if not self.meters.linked.is_approver(who):  # refused here, before anything moves
+                raise RulesError("supervisor", f"{who} is not an approver of the link authority: its payments from "
+                                               "the linked meter would be refused; another supervisor approves, or "
+                                               "the authority's approvers_file lists them (progressivectl "
+                                               "approval-key)")
+            approvals = self.meters.linked.approvals(replace(c, by=who), self.cfg.table, approver_key)
+        effects = self._step(cm.Approve(c.id, who, approvals))
         log.info("claim approved", claim=c.id, by=who)
         await self._run(effects)
+        if port.linked:  # paid when the link authority has verified the approval
+            await self._until(lambda: (self._get(c.id) or c).status != "paying", LINK_ANSWER_S)
         c = self._get(c.id) or c
+        if c.status == "refused":
+            raise RulesError("claim_id", f"{c.id}: {c.reason}; nothing is paid and its lock went back to the meter: "
+                                         "claim the hand again, approved by a supervisor the authority verifies")
+        if c.status == "paying" and port.linked:
+            return {"message": f"{c.describe()}: approved by {who}; the link authority has not confirmed the payment "
+                               f"within {LINK_ANSWER_S:.0f} s: it waits in the outbox, and the claim is paid when it "
+                               "answers (progressivectl status)", "claim_id": c.id, "status": "paying"}
         if c.status != "paid":
             raise PayoutFailed(f"{c.id} was approved by {who} but not all of it is paid yet; the log says why")
         return {"message": f"{c.describe()}: approved by {who} and paid", "claim_id": c.id}
@@ -381,7 +409,8 @@ class ClaimDesk:
             case cm.Release(claim_id=cid, index=i, by=by, reason=reason):
                 c = self.state.get(cid)
                 port = self.meters.port(c.meter)
-                if await port.release(release_op(c, i, by, reason, utc_now()), c.meter, f"{cid}:release:{i}"):
+                held = c.status == "refused" and i in c.locked and i not in c.paid  # its payment refused
+                if await port.release(release_op(c, i, by, reason, utc_now()), c.meter, f"{cid}:release:{i}", held):
                     log.warning("locked award released", claim=cid, payout=i, by=by, reason=reason)
                 return []
             case cm.Won(claim_id=cid):
@@ -418,8 +447,8 @@ class ClaimDesk:
                 return
             port = self.meters.port(c.meter)
             try:
-                amount = await port.lock(lock_op(c, i, self.cfg.table, utc_now()), c.meter, f"{cid}:lock:{i}",
-                                         LINK_ANSWER_S)
+                amount, number = await port.lock(lock_op(c, i, self.cfg.table, utc_now()), c.meter,
+                                                 f"{cid}:lock:{i}", LINK_ANSWER_S)
             except TimeoutError:
                 if not warned:
                     log.warning("the link authority has not answered a lock yet: it waits in the outbox", claim=cid,
@@ -429,8 +458,9 @@ class ClaimDesk:
             except LinkRefused as err:
                 event: cm.Input = cm.LockRefused(cid, i, err.problem)
             else:
-                log.info("award locked at the link authority", claim=cid, payout=i, amount=format_cents(amount))
-                event = cm.Locked(cid, i, amount)
+                log.info("award locked at the link authority", claim=cid, payout=i, amount=format_cents(amount),
+                         lock=number)
+                event = cm.Locked(cid, i, amount, number)
             if self.state.round_id != rid or self._get(cid) is None:
                 return
             await self._run(self._step(event))
@@ -438,11 +468,31 @@ class ClaimDesk:
 
     async def _pay(self, cid: str, i: int) -> list[cm.Effect]:
         c = self.state.get(cid)
+        if c.status != "paying" or i in c.paid:
+            return []  # decided meanwhile (a payment of the claim refused): nothing more of it is sent
         p = c.payouts[i]
         port = self.meters.port(c.meter)
         op = payout_op(c, i, self.cfg.table, utc_now())
+        signed = next(({"by": by, "mac": mac} for j, by, mac in c.approvals if j == i), None)
+        if port.linked:
+            # On a linked meter the authority may refuse an approved payment. So the claim's approved payments go one
+            # at a time, each after the one before is confirmed, and its other payouts (an Envy Bonus) only after
+            # all of them: a refusal then always comes before anything of the claim is paid, and the claim ends
+            # refused whole. _await_payment sends the next one.
+            waiting = [j for j in self._approved_unpaid(c) if j != i]
+            if waiting and (op.kind not in approval.APPROVED_KINDS or min(waiting) < i):
+                return []
+        if port.linked and op.kind in approval.APPROVED_KINDS:
+            # Paid when the authority says so (it verifies the approval): awaited in the background, the claim
+            # being paid meanwhile, as a lock is.
+            if (cid, i) in self._paying:
+                return []  # sent, and its answer awaited already
+            await port.submit(op, c.meter, self._payout_key(c, i), signed)  # durable in the outbox, sent
+            self._paying.add((cid, i))
+            self._background(self._await_payment(cid, i, op, signed), f"pay:{cid}:{i}")
+            return []
         try:
-            result = await port.submit(op, c.meter, payout_key(c.round_id, c.seat, c.spot, i))
+            result = await port.submit(op, c.meter, self._payout_key(c, i), signed)
         except KeyConflict:  # paid before a restart (a payment cut short): never twice
             log.warning("payout journaled before: not paid again", claim=cid, seat=p.seat, payout=i)
         except InputError as err:  # the meter refused it (a RulesError too): the claim stays approved, unpaid
@@ -450,18 +500,79 @@ class ClaimDesk:
                       payout=i, error=str(err))
             raise PayoutFailed(f"{cid}: payout {i} refused by the meter: {err}") from None
         else:
-            paid = result.get("paid")
-            if paid is not None and parse_cents(paid, "paid") != p.amount:
-                log.error("meter paid another amount than the claim showed", claim=cid, shown=p.amount, paid=paid)
-            label = p.award if p.kind == "paytable" else p.kind
-            self._metrics.hits.labels(c.meter, label).inc()
-            self._metrics.payouts.labels(c.meter, label, p.paid_by).inc(p.amount)
+            self._count_payout(c, i, result)
         return self._step(cm.Paid(cid, i))
+
+    def _approved_unpaid(self, c: Claim) -> list[int]:
+        """The claim's payouts not paid yet that the link authority verifies an approval of, in order."""
+        return [j for j in c.unpaid if payout_op(c, j, self.cfg.table, utc_now()).kind in approval.APPROVED_KINDS]
+
+    async def _await_payment(self, cid: str, i: int, op: Any, signed: dict[str, str] | None) -> None:
+        """The authority's answer to a payment from a linked meter, as long as the claim is being paid (asked
+        under the payment's key: it applies once, whatever the retries); then the claim's next payouts."""
+        try:
+            await self._answer_of_payment(cid, i, op, signed)
+        finally:
+            self._paying.discard((cid, i))
+        c = self._get(cid)
+        if c is not None and c.status == "paying" and c.unpaid:
+            await self._run([cm.Pay(cid, j) for j in c.unpaid])  # each sent when its turn has come (_pay)
+
+    async def _answer_of_payment(self, cid: str, i: int, op: Any, signed: dict[str, str] | None) -> None:
+        rid = cid.rsplit("-c", 1)[0]
+        warned = False
+        while True:
+            c = self._get(cid) if self.state.round_id == rid else None
+            if c is None or c.status != "paying" or i in c.paid:
+                return
+            assert self.meters.linked is not None
+            try:
+                result = await self.meters.linked.pay(op, c.meter, self._payout_key(c, i), signed, LINK_ANSWER_S)
+            except TimeoutError:
+                if not warned:
+                    log.warning("the link authority has not answered a payment yet: it waits in the outbox",
+                                claim=cid, payout=i, seconds=LINK_ANSWER_S)
+                    warned = True
+                continue
+            except LinkRefused as err:
+                log.error("the link authority refused a payment: nothing of the claim is paid", claim=cid, payout=i,
+                          field=err.field, error=err.problem)
+                event: cm.Input = cm.PayRefused(cid, i, err.problem)
+            else:
+                self._count_payout(c, i, result)
+                event = cm.Paid(cid, i)
+            now = self._get(cid) if self.state.round_id == rid else None
+            if now is None or now.status != "paying":
+                log.error("a payment's answer came for a claim no longer being paid", claim=cid, payout=i,
+                          answer=type(event).__name__, status=None if now is None else now.status)
+                return
+            async with self._lock_of(cid):  # stepped between the claim's other effects, never during one
+                effects = self._step(event)
+            await self._run(effects)
+            return
+
+    def _payout_key(self, c: Claim, i: int) -> str:
+        """The key of payout `i` of the claim: the hand's (payout_key), or, for a hand claimed again after a claim of
+        it ended refused, the hand's and the new claim's (the refused payment keeps its key, and its outcome)."""
+        key = payout_key(c.round_id, c.seat, c.spot, i)
+        again = any(x.status == "refused" and x.seat == c.seat and x.spot == c.spot and x.id != c.id
+                    for x in self.state.claims)
+        return f"{key}:{c.id}" if again else key
+
+    def _count_payout(self, c: Claim, i: int, result: Mapping[str, Any]) -> None:
+        p = c.payouts[i]
+        paid = result.get("paid")
+        if paid is not None and parse_cents(paid, "paid") != p.amount:
+            log.error("meter paid another amount than the claim showed", claim=c.id, shown=p.amount, paid=paid)
+        label = p.award if p.kind == "paytable" else p.kind
+        self._metrics.hits.labels(c.meter, label).inc()
+        self._metrics.payouts.labels(c.meter, label, p.paid_by).inc(p.amount)
 
     def _won(self, c: Claim) -> None:
         self._metrics.claims.labels("paid").inc()
         log.info("claim paid", claim=c.id, seat=c.seat, amount=format_cents(c.amount_cents), by=c.by)
         self._sign.win(self.cfg.table, c.seat, c.amount_cents)
+        self._on_paid()
 
     async def _draws(self, rid: str, meter: str) -> Draws:
         """The Magic Card and Lucky Bonus position of round `rid` as its booking on `meter` recorded them in the

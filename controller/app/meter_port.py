@@ -36,11 +36,12 @@ class MeterPort(Protocol):
 
     def amounts(self, meter: str) -> tuple[int, int]: ...
 
-    async def submit(self, op: Any, meter: str, key: str) -> dict[str, Any]: ...
+    async def submit(self, op: Any, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
+        ...
 
-    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> int: ...
+    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int]: ...
 
-    async def release(self, op: Any, meter: str, key: str) -> bool: ...
+    async def release(self, op: Any, meter: str, key: str, held: bool = False) -> bool: ...
 
     def pays_later_shares(self) -> bool: ...
 
@@ -71,14 +72,14 @@ class LocalMeters:
         m = self.ledger.state[meter]
         return m.current, m.params.reset_cents * UNITS_PER_CENT
 
-    async def submit(self, op: Any, meter: str, key: str) -> dict[str, Any]:
-        receipt = await self.ledger.submit_async(op.kind, op_body(meter, op), key)
+    async def submit(self, op: Any, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
+        receipt = await self.ledger.submit_async(op.kind, op_body(meter, op), key)  # no authority to approve to
         return dict(receipt.result)
 
-    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> int:
+    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int]:
         raise RulesError("meter", f"meter {meter} is the table's own: its awards are not locked")
 
-    async def release(self, op: Any, meter: str, key: str) -> bool:
+    async def release(self, op: Any, meter: str, key: str, held: bool = False) -> bool:
         return False  # nothing is locked on a table's own meter
 
     def pays_later_shares(self) -> bool:
@@ -114,23 +115,60 @@ class LinkedMeters:
             raise RulesError("claim", f"the link authority's meter {self.link.linked[meter]} has not been heard yet")
         return value.cents * UNITS_PER_CENT, value.reset_cents * UNITS_PER_CENT
 
-    async def submit(self, op: Any, meter: str, key: str) -> dict[str, Any]:
-        await self.link.send(op, meter, key)
+    async def submit(self, op: Any, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
+        await self.link.send(op, meter, key, approval)
         return {}
 
-    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> int:
-        """The amount of the lock sent under `key` (sent now if it was not: the same key applies once); asked
-        again after a TimeoutError, it waits for the same lock's answer."""
+    def is_approver(self, name: str) -> bool:
+        """Whether the link authority verifies approvals by `name` (as it last said; True when it has not said: it
+        is not reached yet, or predates approvals)."""
+        return self.link.approvers is None or name in self.link.approvers
+
+    def approvals(self, claim: Any, table: str, approver_key: bytes) -> tuple[tuple[int, str, str], ...]:
+        """The signed approvals of the claim's payouts that the authority verifies (controller.link.approval),
+        by `claim.by` with `approver_key`: made at the approval, each bound to the one payment it approves."""
+        from ..ledger.chain import utc_now
+        from ..link import approval
+        from ..round.claims import payout_op
+
+        out = []
+        for i in range(len(claim.payouts)):
+            op = payout_op(claim, i, table, utc_now())
+            if op.kind in approval.APPROVED_KINDS:
+                body = op.to_dict()
+                body.pop("kind")
+                if op.kind == "pay-locked-award":  # the one lock it pays, by the number the authority gave it
+                    body["lock"] = dict(claim.lock_numbers).get(i, 0)
+                signed = approval.sign(approver_key, op.kind, table, self.link.linked[claim.meter], body)
+                out.append((i, signed["by"], signed["mac"]))
+        return tuple(out)
+
+    async def pay(self, op: Any, meter: str, key: str, approval: dict[str, str] | None, timeout: float) -> dict[str, Any]:
+        """The authority's result of the payment sent under `key` (sent now if it was not: the same key applies
+        once); raises client.Refused when the authority refused it (its approval did not verify), TimeoutError when
+        it has not answered yet (asked again, it waits for the same payment's answer)."""
+        seq = await self.link.send(op, meter, key, approval)
+        return await self.link.answer(seq, timeout)
+
+    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int]:
+        """The amount of the lock sent under `key` and the lock's number on the meter (0 from an authority that does
+        not number locks); sent now if it was not (the same key applies once); asked again after a TimeoutError,
+        it waits for the same lock's answer."""
         seq = await self.link.send(op, meter, key)
         result = await self.link.answer(seq, timeout)
-        return parse_cents(result["amount"], "amount")
+        number = result.get("lock", 0)
+        if type(number) is not int or not 0 <= number < 2**63:
+            raise ValueError(f"lock: {number!r} is not a lock's number")
+        return parse_cents(result["amount"], "amount"), number
 
     def pays_later_shares(self) -> bool:
         """Whether the authority takes a later share of a shared award (pay-percent-award): it says so."""
         return self.link.accepts("pay-percent-award")
 
-    async def release(self, op: Any, meter: str, key: str) -> bool:
-        if op.claim not in self.link.outbox.locks:
+    async def release(self, op: Any, meter: str, key: str, held: bool = False) -> bool:
+        """Give a lock back to the meter. `held`: the authority confirmed the lock and refused its payment, so it
+        holds it still (the outbox let go of it when the payment was sent)."""
+        if op.claim not in self.link.outbox.locks and not held:
             return False  # never sent, or paid or released already
         await self.link.send(op, meter, key)
         return True

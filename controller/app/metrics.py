@@ -10,6 +10,8 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import start_http_server
 
+from .anchoring import AnchorMetrics
+
 # Latencies from a sub-millisecond COMMIT to a slow lock-out over a congested bus.
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 ROUND_PHASES = ("betting", "locking", "dealing", "void")
@@ -54,6 +56,7 @@ class Metrics:
         self.commit_latency = Histogram("progressive_ledger_commit_seconds",
                                         "From submitting an operation to its durable receipt",
                                         buckets=_SECONDS, registry=r)
+        self.anchors = AnchorMetrics(r)
         self.claims = Counter("progressive_claims_total", "Jackpot claims decided, by how they ended",
                               ["outcome"], registry=r)
         self.claims_pending = Gauge("progressive_claims_pending", "Claims awaiting a supervisor's approval",

@@ -97,7 +97,13 @@ class TableShell:
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str, *, fatal: bool = False) -> asyncio.Task[Any]:
         """Run `coro` in the daemon's TaskGroup, guarded (module docstring)."""
         assert self._tasks is not None
-        return self._tasks.create_task(self._guarded(coro, name, fatal), name=name)
+        guarded = self._guarded(coro, name, fatal)
+        try:
+            return self._tasks.create_task(guarded, name=name)
+        except RuntimeError:  # the TaskGroup is shutting down: neither coroutine will run
+            guarded.close()
+            coro.close()
+            raise
 
     async def _guarded(self, coro: Coroutine[Any, Any, Any], name: str, fatal: bool) -> Any:
         try:

@@ -13,6 +13,7 @@ hook) so that systemd starts it again from the journal.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import secrets
 import time
 from collections.abc import Callable
@@ -28,10 +29,12 @@ from ..cards import card_str, cards_str
 from ..config.model import TableConfig
 from ..errors import InputError, RulesError
 from ..ledger import Ledger, software_digest
+from ..ledger.anchor import Anchor
 from ..ledger.chain import utc_now
 from ..ledger.errors import KeyConflict
 from ..meter import ops as meter_ops
 from ..ledger.reader import JournalReader
+from ..link.schema import JournalAnchor
 from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
 from ..money import UNITS_PER_CENT, format_cents, parse_units
 from ..round import claim_machine as cm
@@ -39,7 +42,9 @@ from ..round import detect, machine
 from ..round import model as rm
 from ..round.resume import Kept, resume
 from . import linked, logs
+from .anchoring import Anchoring
 from .claim_desk import ClaimDesk, RoundView
+from .control import PEER
 from .meter_port import LinkedMeters, LocalMeters, Meters
 from .metrics import Metrics
 from .operations import check_arguments
@@ -63,6 +68,7 @@ class TableDaemon(TableShell):
         self.rules = table_rules(cfg)
         self._draw = draw
         self.ledger: Ledger[Any] | None = None
+        self.anchoring: Anchoring | None = None
         self.meters: Meters | None = None
         self.desk: ClaimDesk | None = None
         self.state: rm.TableState | None = None
@@ -104,6 +110,19 @@ class TableDaemon(TableShell):
     async def run(self) -> None:
         self.ledger = await asyncio.to_thread(self._open_ledger)
         try:
+            a, link = self.cfg.anchor, self.link
+            send = None if link is None else (lambda x: link.send_anchor(
+                JournalAnchor(self.cfg.table, x.seq, x.hash, x.at, x.mac)))
+            self.anchoring = anchoring = Anchoring(self.ledger, a.file_for(self.cfg.state_dir), a.key_file,
+                                                   table=self.cfg.table, metrics=self.metrics.anchors,
+                                                   syslog=a.syslog, send=send)
+            if link is not None:
+                def compare(theirs: JournalAnchor) -> None:
+                    with contextlib.suppress(RuntimeError):  # stopping: compared at the next start
+                        self.spawn(anchoring.compare(Anchor(theirs.seq, theirs.hash, theirs.at, theirs.mac)),
+                                   "anchor-compare")
+                link.on_anchor = compare
+            await asyncio.to_thread(self.anchoring.check)  # a journal rolled back or rewritten: refused here
             if self.link is not None:
                 await asyncio.to_thread(self.link.open)
             self.meters = Meters(LocalMeters(self.ledger), LinkedMeters(self.link) if self.link is not None else None)
@@ -111,7 +130,7 @@ class TableDaemon(TableShell):
                 self._tasks = tg
                 self.desk = ClaimDesk(self.cfg, self.rules, self.meters, self.ledger, round_now=self._round_view,
                                       win_light=self.win_light, sign=self.sign, metrics=self.metrics,
-                                      spawn=self.spawn, on_change=self._claims_changed)
+                                      spawn=self.spawn, on_change=self._claims_changed, on_paid=self._paid)
                 self._outputs_at_start()
                 await asyncio.to_thread(self._undo_partial_bookings)
                 self._kept, self._kept_no = await asyncio.to_thread(self._journaled_kept)
@@ -131,6 +150,8 @@ class TableDaemon(TableShell):
                         self.apply(rm.BlockRaised(rm.Block.LINK, "link"))
                     self.spawn(self.link.run(), "link", fatal=True)
                 await self.start_services(tg, "rounds")
+                await self.anchoring.anchor("start")
+                self.spawn(self.anchoring.run(), "anchor")
                 self._show_meters()
                 self.ready.set()
                 self.notifier.ready(f"table {self.cfg.table}: round {self._round_id()}")
@@ -142,6 +163,13 @@ class TableDaemon(TableShell):
             led, self.ledger = self.ledger, None
             if led is not None:
                 await asyncio.to_thread(led.close)
+                if self.anchoring is not None and led.failed is None:
+                    try:
+                        self.anchoring.anchor_now("close")  # the final head, checkpoint included
+                    except OSError as e:
+                        log.error("journal anchor not written at close", error=e.strerror or str(e))
+                    finally:
+                        self.anchoring.close()
             if self.link is not None:
                 self.link.close()  # not in a thread: a second cancellation must not leave it open
 
@@ -340,6 +368,12 @@ class TableDaemon(TableShell):
         if self._tasks is not None:
             self._keep()
         self._state_changed()
+
+    def _paid(self) -> None:
+        """A claim was paid: anchor the journal now (its end, lost or rolled back, would take the payout)."""
+        if self.anchoring is not None:
+            with contextlib.suppress(RuntimeError):  # stopping: anchored at close
+                self.spawn(self.anchoring.anchor_or_alert("payout"), "anchor")
 
     def _claims_changed(self) -> None:
         self._show_meters()  # a payout moved a meter
@@ -584,6 +618,10 @@ class TableDaemon(TableShell):
             case "claim":
                 return await self.desk.claim(args)
             case "approve":
+                if self.desk.needs_approval_key(args.get("claim_id")):  # a linked meter: the authority verifies it
+                    who, key = await self.supervisors.check_and_derive(
+                        args.get("supervisor"), args.get("secret"), PEER.get().get("peer_uid"))
+                    return await self.desk.approve(args.get("claim_id"), who, key)
                 who = await self.supervisor(args)
                 return await self.desk.approve(args.get("claim_id"), who)
             case "reject":
@@ -709,6 +747,8 @@ class TableDaemon(TableShell):
                            if a in self.link.values else None} for m, a in sorted(self.link.linked.items())]
                          if self.link is not None else []),
             "ledger_head_seq": self.ledger.head.seq,
+            "ledger_head_hash": self.ledger.head.hash,
+            "anchor": self.anchoring.json() if self.anchoring is not None else None,
             "uptime_seconds": self.uptime(),
             **({"link": self.link.status()} if self.link is not None else {}),
         }

@@ -61,8 +61,26 @@ def _damaged(report) -> int:  # noqa: ANN001
     return EXIT_DAMAGED
 
 
-def cmd_verify(state_dir: Path, as_json: bool) -> int:
+def parse_head(text: str) -> tuple[int, str]:
+    """`SEQ:HASH` (an anchor of the journal: controller.ledger.anchor), as --expect-head takes it."""
+    seq, _, digest = text.partition(":")
+    if not (seq.isascii() and seq.isdigit()) or len(seq) > 19 or not 1 <= int(seq) < 2**63 or len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise InputError("--expect-head", f"must be SEQ:HASH (an entry number and its 64 hex digits), not {text!r}")
+    return int(seq), digest
+
+
+def cmd_verify(state_dir: Path, as_json: bool, expect_head: str | None = None) -> int:
+    expected = parse_head(expect_head) if expect_head is not None else None
     report = _audit(state_dir)
+    if expected is not None and report.ok:
+        from ..ledger import journal
+        from ..ledger.anchor import Anchor, check_anchor
+        from ..ledger.verify import Problem
+
+        problem = check_anchor(state_dir / journal.DB_NAME, Anchor(expected[0], expected[1], ""))
+        if problem is not None:  # a sound chain, but not the journal that was anchored
+            report.ok = False
+            report.problems.append(Problem(None, f"--expect-head: {problem}"))
     if as_json:
         out = {
             "path": report.path,
@@ -83,6 +101,33 @@ def cmd_verify(state_dir: Path, as_json: bool) -> int:
     if not report.ok:
         return _damaged(report)
     print(report.summary())
+    return 0
+
+
+def cmd_anchor(state_dir: Path, anchor_file: Path, key_file: Path | None, expect_head: str | None) -> int:
+    """Write the journal's anchor for its head as the full audit finds it (signed with the key when given): after
+    a journal key is set or changed, or when the daemon refused a journal whose anchor is missing. The daemon must
+    be stopped (the journal then does not move). With --expect-head, only if the journal holds that anchor."""
+    from ..ledger import journal
+    from ..ledger.anchor import Anchor, AnchorError, check_anchor, load_key, write_anchor
+    from ..ledger.ledger import Head
+
+    expected = parse_head(expect_head) if expect_head is not None else None
+    try:
+        key = load_key(key_file) if key_file is not None else None
+    except AnchorError as e:
+        raise InputError("--key-file", str(e)) from None
+    report = _audit(state_dir)
+    if not report.ok:
+        return _damaged(report)
+    if expected is not None:
+        problem = check_anchor(state_dir / journal.DB_NAME, Anchor(expected[0], expected[1], ""))
+        if problem is not None:
+            print(f"progressivectl: --expect-head: {problem}; no anchor written", file=sys.stderr)
+            return EXIT_DAMAGED
+    anchor = Anchor.of(Head(report.head_seq, report.head_hash), key)
+    write_anchor(anchor_file, anchor)
+    print(f"{anchor_file}: anchored entry {anchor.seq} {anchor.hash}" + (" (keyed)" if key else ""))
     return 0
 
 

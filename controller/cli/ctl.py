@@ -62,6 +62,16 @@ def _parser() -> argparse.ArgumentParser:
     v = asub.add_parser("verify", help="verify the journal's chain, integrity and invariant (exit 1 if damaged)")
     v.add_argument("--state", required=True, type=Path, help="state directory (or a copy of it)")
     v.add_argument("--json", action="store_true")
+    v.add_argument("--expect-head", metavar="SEQ:HASH",
+                   help="an anchor of the journal (from the log, the syslog or the link authority): the journal "
+                        "must hold it, else it was rolled back or rewritten (exit 1)")
+    an = asub.add_parser("anchor", help="write the journal's anchor again, for its head as the audit finds it "
+                                        "(the daemon stopped; after a key is set or changed, or an anchor lost)")
+    an.add_argument("--state", required=True, type=Path, help="the table's state directory")
+    an.add_argument("--anchor", required=True, type=Path, help="the anchor file ([anchor] file)")
+    an.add_argument("--key-file", type=Path, help="the journal key ([anchor] key_file), if the table has one")
+    an.add_argument("--expect-head", metavar="SEQ:HASH",
+                    help="the last anchor sent off the box: the journal must hold it, else nothing is written")
 
     m = sub.add_parser("meters", help="every meter: of the running daemon, or of a state directory (--state)")
     m.add_argument("--state", type=Path, metavar="DIR",
@@ -90,6 +100,11 @@ def _parser() -> argparse.ArgumentParser:
     x = sub.add_parser("hash-credential",
                        help="hash a supervisor's secret for the configuration (read from the terminal or stdin)")
     x.add_argument("--scheme", choices=["scrypt", "pbkdf2_sha256"], default="scrypt")
+
+    y = sub.add_parser("approval-key",
+                       help="a supervisor's approval key for a link authority's approvers file (the secret read "
+                            "from the terminal or stdin)")
+    y.add_argument("name", help="the supervisor's name, as in the tables' supervisors files")
 
     _live_parsers(sub)
     return p
@@ -187,8 +202,12 @@ def _live_parsers(sub: Any) -> None:
 
 
 def _read_json(name: str) -> Any:
-    try:
-        text = sys.stdin.read() if name == "-" else Path(name).read_text(encoding="utf-8")
+    from ..config.files import FileRefused, read_text
+
+    try:  # a file: regular, bounded (a FIFO or /dev/zero is refused, never read)
+        text = sys.stdin.read() if name == "-" else read_text(name)
+    except FileRefused as e:
+        raise InputError(name, f"cannot read: {e.reason}") from None
     except OSError as e:
         raise InputError(name, f"cannot read: {e.strerror or e}") from None
     except UnicodeDecodeError:
@@ -271,9 +290,11 @@ def _cmd_paytables(args: argparse.Namespace) -> int:
 
 
 def _cmd_audit(args: argparse.Namespace) -> int:
-    from .audit import cmd_verify
+    from .audit import cmd_anchor, cmd_verify
 
-    return cmd_verify(args.state, args.json)
+    if args.audit_command == "anchor":
+        return cmd_anchor(args.state, args.anchor, args.key_file, args.expect_head)
+    return cmd_verify(args.state, args.json, args.expect_head)
 
 
 def _offline(args: argparse.Namespace) -> bool:
@@ -338,18 +359,21 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
         cfg = load_authority_config(args.file) if authority else load_config(args.file)
     except ConfigError as e:
         if args.json:
-            json.dump({"file": name, "ok": False, "problems": [p.to_dict() for p in e.problems], "summary": None},
-                      sys.stdout, indent=2)
+            json.dump({"file": name, "ok": False, "problems": [p.to_dict() for p in e.problems],
+                       "warnings": [w.to_dict() for w in e.warnings], "summary": None}, sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
             for p in e.problems:
                 print(p.line(name), file=sys.stderr)
+            _print_warnings(name, e.warnings)
         return EXIT_BAD_INPUT
     summary = cfg.summary()
     if args.json:
-        json.dump({"file": name, "ok": True, "problems": [], "summary": summary}, sys.stdout, indent=2)
+        json.dump({"file": name, "ok": True, "problems": [], "warnings": [w.to_dict() for w in cfg.warnings],
+                   "summary": summary}, sys.stdout, indent=2)
         sys.stdout.write("\n")
         return 0
+    _print_warnings(name, cfg.warnings)  # sound, but not as it should stay: exit 0, a line each on stderr
     if authority:
         _print_authority_summary(name, summary)
         return 0
@@ -368,6 +392,11 @@ def _cmd_check_config(args: argparse.Namespace) -> int:
     print(f"meters: {meters}")
     print(f"devices: {devs['total']} ({kinds}) on {devs['buses']} bus(es)")
     return 0
+
+
+def _print_warnings(name: str, warnings: Any) -> None:
+    for w in warnings:
+        print(w.line(name, warning=True), file=sys.stderr)
 
 
 def _print_authority_summary(name: str, summary: dict[str, Any]) -> None:
@@ -403,6 +432,21 @@ def _cmd_hash_credential(args: argparse.Namespace) -> int:
         print(hash_credential(_read_secret(), args.scheme))
     except CredentialError as e:
         raise InputError("secret", str(e)) from None
+    return 0
+
+
+def _cmd_approval_key(args: argparse.Namespace) -> int:
+    from ..link.approval import approval_key, encode_key
+
+    name = args.name
+    if not name.strip() or not name.isprintable() or name != name.strip() or len(name) > 64:
+        raise InputError("name", "must be the supervisor's name as the tables list it: printable, at most 64 "
+                                 "characters, without leading or trailing blanks")
+    secret = _read_secret()
+    if not secret:
+        raise InputError("secret", "is empty")
+    key = encode_key(approval_key(name, secret))
+    print(f"[[approvers]]\nname = {json.dumps(name)}\napproval_key = \"{key}\"")
     return 0
 
 
@@ -540,7 +584,12 @@ def _cmd_status(args: argparse.Namespace) -> int:
                    + (f", heard {_text(heard)} s ago" if heard is not None else ", never heard")
                    + f" (timeout {_text(link.get('timeout_seconds'))} s); {_text(link.get('waiting'))} operations "
                    "waiting for it")
-    out.append(f"ledger: head seq {_text(st.get('ledger_head_seq'))}")
+    out.append(f"ledger: head seq {_text(st.get('ledger_head_seq'))}"
+               + (f" {_text(st['ledger_head_hash'])}" if st.get("ledger_head_hash") else ""))
+    anchor = st.get("anchor")
+    if isinstance(anchor, dict):
+        out.append(f"anchor: seq {_text(anchor.get('seq'))} at {_text(anchor.get('at'))}"
+                   + (" (keyed)" if anchor.get("mac") else ""))
     print("\n".join(out))
     return 0
 
@@ -730,6 +779,7 @@ def main(argv: list[str] | None = None) -> int:
             "settle": _cmd_settle, "odds": _cmd_odds, "check-paytable": _cmd_check_paytable,
             "paytables": _cmd_paytables, "audit": _cmd_audit, "meters": _cmd_meters, "history": _cmd_history,
             "check-config": _cmd_check_config, "hash-credential": _cmd_hash_credential,
+            "approval-key": _cmd_approval_key,
             "status": _cmd_status, "round": _cmd_round, "void": _cmd_void, "settle-round": _cmd_settle_round,
             "deck-replaced": _cmd_deck_replaced, "stub-count": _cmd_stub_count, "close-table": _cmd_table,
             "open-table": _cmd_table, "claim": _cmd_claim, "approve": _cmd_approve, "reject": _cmd_reject,

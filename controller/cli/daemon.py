@@ -1,20 +1,17 @@
 """progressived: the table daemon.
 
     progressived --config /etc/progressive/table.toml     a real table (systemd runs this)
-    progressived                                            the demo: a simulated table on the rig,
-                                                            no hardware, no broker
     progressived --role link --config /etc/progressive/link.toml
                                                             the link authority of linked meters
 
-The demo starts the hardware-in-the-loop rig in-process (config/hil/caribbean-stud-7.toml), points the
-example table (config/tables/caribbean-stud.toml) at it, keeps its journal in ``.progressive-demo/`` and
-lets a scripted dealer play rounds. `progressivectl status --socket .progressive-demo/control.sock` and
-`progressive-hil --control .progressive-demo/rig.sock ...` talk to it while it runs.
+The demo (the same daemon on a simulated table) is `progressive-demo` (hil.demo): this module never imports
+the rig.
 
-Exit status: 0 after a clean stop (SIGTERM, Ctrl-C, or --rounds played), 2 for a configuration that cannot
-be used (every problem printed), 1 when the table cannot start (a damaged journal, a busy port), 70 when a task
-the table cannot go on without failed (its reason and traceback logged; controller.app.shell); a storage error
-exits 74 from the ledger itself. systemd restarts the daemon from the journal after any of them.
+Exit status: 0 after a clean stop (SIGTERM, Ctrl-C), 2 for a configuration that cannot be used (every problem
+printed), 1 when the table cannot start (a damaged journal, a busy port), 70 when a task the table cannot go on
+without failed (its reason and traceback logged; controller.app.shell), 74 for a storage error: from the ledger
+itself once it runs, or at start-up (a disk still full: one line on standard error). systemd restarts the
+daemon from the journal after any of them.
 """
 
 from __future__ import annotations
@@ -22,30 +19,25 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import errno
 import signal
+import sqlite3
 import sys
-from dataclasses import replace
+from collections.abc import Callable, Coroutine
 from pathlib import Path
+from typing import Any
 
 from .. import __version__
 
-ROOT = Path(__file__).resolve().parent.parent.parent
-DEMO_TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
-DEMO_RIG = ROOT / "config" / "hil" / "caribbean-stud-7.toml"
-DEMO_DIR = Path(".progressive-demo")
-
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="progressived", description="Table progressive controller daemon")
+    p = argparse.ArgumentParser(prog="progressived", description="Table progressive controller daemon",
+                                epilog="The demo on a simulated table, no hardware: progressive-demo")
     p.add_argument("--version", action="version", version=f"progressived {__version__}")
     p.add_argument("--role", choices=("table", "link"), default="table",
                    help="table: a table's controller (the default); link: the link authority of linked meters")
-    p.add_argument("--config", help="table configuration (TOML); without it, the demo on a simulated table")
-    p.add_argument("--socket", help="control socket (default /run/progressive/control.sock; demo: in --demo-dir)")
-    p.add_argument("--demo-dir", default=str(DEMO_DIR), help="demo: where the journal and sockets live")
-    p.add_argument("--rounds", type=int, help="demo: stop after the scripted dealer played this many rounds")
-    p.add_argument("--no-dealer", action="store_true", help="demo: no scripted dealer (drive the rig yourself)")
-    p.add_argument("--metrics", help="demo: serve metrics on HOST:PORT (default: none)")
+    p.add_argument("--config", help="the table's (or the link authority's) configuration (TOML)")
+    p.add_argument("--socket", help="control socket (default /run/progressive/control.sock)")
     p.add_argument("--log-format", choices=("auto", "json", "console"), help="override the configured format")
     return p.parse_args(argv)
 
@@ -53,42 +45,126 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     from ..app import logs
-    from ..config import load_config
-    from ..config.problems import ConfigError
+    from ..app.control import socket_path
 
     if args.role == "link":
         return _main_link(args)
-    source = Path(args.config) if args.config else DEMO_TABLE
+    if not args.config:
+        print("progressived: --config FILE is required (the table's configuration); the demo on a simulated "
+              "table is progressive-demo", file=sys.stderr)
+        return 2
+    source = Path(args.config)
+    cfg = load_table(source)
+    if cfg is None:
+        return 2
+    logs.configure(args.log_format or cfg.logging.format, cfg.logging.level)
+    logs.set_table_context(table=cfg.table)
+    _log_warnings(cfg, source)
+    listen = (cfg.metrics.host, cfg.metrics.port)
+    return run_daemon(lambda: serve(cfg, socket=socket_path(args.socket), listen=listen))
+
+
+def load_table(source: Path):
+    """The table's configuration, checked whole; None after printing every problem, as check-config does."""
+    from ..config import load_config
+    from ..config.problems import ConfigError
+
     try:
-        cfg = load_config(source)
+        return load_config(source)
     except ConfigError as e:
         for problem in e.problems:
             print(problem.line(str(source)), file=sys.stderr)
-        return 2
-    fmt = args.log_format or ("auto" if not args.config else cfg.logging.format)
-    logs.configure(fmt, cfg.logging.level)
-    logs.set_table_context(table=cfg.table)
+        return None
+
+
+def run_daemon(start: Callable[[], Coroutine[Any, Any, int]]) -> int:
+    """Run a daemon to its end and give its exit status: 0 after a stop (SIGTERM, Ctrl-C), else why it ended, in
+    one line on standard error."""
     try:
-        return asyncio.run(_run(cfg, args))
+        return asyncio.run(start())
     except KeyboardInterrupt:
         return 0
-    except _StartError as e:
+    except _Ending as e:
         print(f"progressived: {e}", file=sys.stderr)
-        return 1
-    except _Failed as e:
-        print(f"progressived: {e}", file=sys.stderr)
-        return EXIT_SOFTWARE
+        return e.status
 
 
 EXIT_SOFTWARE = 70  # EX_SOFTWARE: a task of the daemon failed (its traceback is in the log)
+EXIT_STORAGE = 74  # EX_IOERR: as controller.ledger.EXIT_STORAGE (not imported: the ledger loads with the daemon)
+# An OSError met at start-up that says the disk has no room (full, over quota, a file too large). Not EIO: a
+# serial port unplugged says EIO too; the ledger makes a failing disk's EIO its own FatalStorageError.
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 
 
-class _StartError(Exception):
-    pass
+class _Ending(Exception):
+    """Why the daemon stops, one line, and its exit status."""
+
+    status = 1
 
 
-class _Failed(Exception):
-    pass
+class _StartError(_Ending):
+    status = 1
+
+
+class _Failed(_Ending):
+    status = EXIT_SOFTWARE
+
+
+class _StorageError(_Ending):
+    status = EXIT_STORAGE
+
+
+def _log_warnings(cfg, source: Path) -> None:
+    import structlog
+
+    log = structlog.get_logger("progressived")
+    for w in cfg.warnings:  # as check-config prints them
+        log.warning(w.message, config=str(source), path=w.path, hint=w.hint)
+
+
+def _is_storage_error(e: BaseException) -> bool:
+    """A write that found no room or failed on the device: the ledger's own FatalStorageError, or what
+    start-up met before the ledger could say so (the anchor's file, SQLite's own error)."""
+    from ..ledger.errors import FatalStorageError
+
+    if isinstance(e, FatalStorageError):
+        return True
+    if isinstance(e, OSError):
+        return e.errno in _STORAGE_ERRNOS
+    if isinstance(e, sqlite3.Error):
+        name = getattr(e, "sqlite_errorname", "")
+        return name == "SQLITE_FULL" or (name.startswith("SQLITE_IOERR") and "READ" not in name)
+    return False
+
+
+def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
+    out: list[BaseException] = []
+    for e in group.exceptions:
+        out.extend(_leaves(e) if isinstance(e, BaseExceptionGroup) else [e])
+    return out
+
+
+def _ending(group: BaseExceptionGroup, log, start_errors: tuple[type[BaseException], ...]) -> _Ending:
+    """The one way the daemon ends for what its task group raised, the gravest first: a storage error (74),
+    a task that failed (70, logged with its traceback), a start-up refusal (1). One clause decides: several
+    clauses of an ``except*`` that each raise escape together as an ExceptionGroup, a traceback on standard
+    error and status 1."""
+    from ..app.shell import DaemonFailed
+
+    errors = [e for e in _leaves(group) if not isinstance(e, asyncio.CancelledError)]
+    storage = [e for e in errors if _is_storage_error(e)]
+    if storage:
+        for e in storage:
+            log.error("storage error", error=f"{type(e).__name__}: {e}")
+        return _StorageError("storage error, exiting to start again from the journal once there is room: "
+                             + "; ".join(str(e) for e in storage))
+    failed = [e for e in errors if isinstance(e, DaemonFailed)]
+    other = [e for e in errors if not isinstance(e, (DaemonFailed, *start_errors))]
+    for e in other:  # a fault of the daemon itself: its reason in the log, then exit 70
+        log.error("the controller failed", error=f"{type(e).__name__}: {e}", exc_info=e)
+    if failed or other:
+        return _Failed("; ".join([str(e) for e in failed] + [f"{type(e).__name__}: {e}" for e in other]))
+    return _StartError("; ".join(str(e) for e in errors))
 
 
 def _main_link(args: argparse.Namespace) -> int:
@@ -107,13 +183,7 @@ def _main_link(args: argparse.Namespace) -> int:
         return 2
     logs.configure(args.log_format or cfg.logging.format, cfg.logging.level)
     logs.set_table_context(authority=cfg.authority)
-    try:
-        return asyncio.run(_run_link(cfg))
-    except KeyboardInterrupt:
-        return 0
-    except _StartError as e:
-        print(f"progressived: {e}", file=sys.stderr)
-        return 1
+    return run_daemon(lambda: _run_link(cfg))
 
 
 async def _run_link(cfg) -> int:
@@ -143,10 +213,10 @@ async def _run_link(cfg) -> int:
             interval = watchdog_interval()
             if interval:
                 tg.create_task(_watchdog(authority, notifier, interval), name="watchdog")
-    except* LedgerError as group:
-        raise _StartError("; ".join(str(e) for e in group.exceptions)) from None
     except* asyncio.CancelledError:
         pass
+    except* Exception as group:
+        raise _ending(group, log, (LedgerError,)) from None
     finally:
         notifier.stopping()
         server.shutdown()
@@ -166,13 +236,19 @@ def start_metrics(registry, host: str, port: int):
     return start_http_server(port, addr=host, registry=registry)
 
 
-async def _run(cfg, args: argparse.Namespace) -> int:
+# Something run beside the table daemon, in its task group (the demo's scripted dealer): given the daemon and the
+# daemon's own task (cancelling it is a clean stop).
+Companion = Callable[[Any, "asyncio.Task[None]"], Coroutine[Any, Any, None]]
+
+
+async def serve(cfg, *, socket: str, listen: tuple[str, int] | None, companion: Companion | None = None) -> int:
+    """The table daemon of `cfg` until SIGTERM or SIGINT (a clean stop: 0), its control socket at `socket`, its
+    metrics served at `listen` (None: not served). Raises _Ending for anything else."""
     import structlog
 
-    from ..app.control import ControlServer, socket_path
+    from ..app.control import ControlServer
     from ..app.dice_table import DiceTableDaemon
     from ..app.metrics import Metrics
-    from ..app.shell import DaemonFailed
     from ..app.table import TableDaemon
     from ..config.devices import build_drivers
     from ..errors import InputError
@@ -180,19 +256,13 @@ async def _run(cfg, args: argparse.Namespace) -> int:
 
     log = structlog.get_logger("progressived")
     main_task = asyncio.current_task()
+    assert main_task is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main_task.cancel)
 
     async with contextlib.AsyncExitStack() as stack:
-        rig = None
-        if args.config is None:
-            rig, cfg, sock = await _demo(stack, cfg, args)
-        else:
-            sock = socket_path(args.socket)
         metrics = Metrics(cfg.table)
-        listen = (args.metrics.rsplit(":", 1) if args.metrics else None) if args.config is None else \
-            (cfg.metrics.host, cfg.metrics.port)
         if listen:
             try:
                 server, _thread = metrics.serve(listen[0], int(listen[1]))
@@ -202,68 +272,17 @@ async def _run(cfg, args: argparse.Namespace) -> int:
             log.info("metrics", url=f"http://{listen[0]}:{server.server_port}/metrics")
         buses, devices = build_drivers(cfg)
         daemon_class = DiceTableDaemon if cfg.game.dice else TableDaemon
-        daemon = daemon_class(cfg, devices, buses=buses, metrics=metrics, control=lambda d: ControlServer(sock, d))
+        daemon = daemon_class(cfg, devices, buses=buses, metrics=metrics, control=lambda d: ControlServer(socket, d))
         try:
             async with asyncio.TaskGroup() as tg:
                 run = tg.create_task(daemon.run(), name="table")
-                if rig is not None and not args.no_dealer:
-                    tg.create_task(_dealer(rig, daemon, args.rounds, run), name="dealer")
-        except* DaemonFailed as group:
-            raise _Failed("; ".join(str(e) for e in group.exceptions)) from None
-        except* (LedgerError, InputError, OSError) as group:
-            raise _StartError("; ".join(str(e) for e in group.exceptions)) from None
+                if companion is not None:
+                    tg.create_task(companion(daemon, run), name="companion")
         except* asyncio.CancelledError:
             pass
         except* Exception as group:  # a fault of the daemon itself: its reason in the log, then exit 70
-            for e in group.exceptions:
-                log.error("the controller failed", error=f"{type(e).__name__}: {e}", exc_info=e)
-            raise _Failed("; ".join(f"{type(e).__name__}: {e}" for e in group.exceptions)) from None
+            raise _ending(group, log, (LedgerError, InputError, OSError)) from None
     return 0
-
-
-async def _demo(stack: contextlib.AsyncExitStack, cfg, args: argparse.Namespace):
-    import structlog
-
-    from hil.attach import attach
-    from hil.control import ControlServer as RigControl
-    from hil.rig import Rig
-
-    d = Path(args.demo_dir).resolve()
-    d.mkdir(parents=True, exist_ok=True, mode=0o750)
-    rig = await stack.enter_async_context(Rig.from_file(DEMO_RIG))
-    rig_sock = d / "rig.sock"
-    await stack.enter_async_context(RigControl(rig, rig_sock))
-    sock = Path(args.socket) if args.socket else d / "control.sock"
-    cfg = replace(attach(cfg, rig.connections()), state_dir=d / "state",
-                  supervisors=(*cfg.supervisors, _demo_supervisor()))
-    structlog.get_logger("progressived").info(
-        "demo table on the simulated rig", journal=str(cfg.state_dir),
-        status=f"progressivectl status --socket {sock}", rig=f"progressive-hil --control {rig_sock} lights",
-        supervisor=f"{DEMO_SUPERVISOR[0]} (secret: {DEMO_SUPERVISOR[1]})")
-    return rig, cfg, str(sock)
-
-
-DEMO_SUPERVISOR = ("demo-floor", "demo-secret")  # name and secret, for trying approvals on the demo table only
-
-
-def _demo_supervisor():
-    from ..config.credentials import PBKDF2, hash_credential, parse_credential
-    from ..config.model import Supervisor
-
-    name, secret = DEMO_SUPERVISOR
-    return Supervisor(name, parse_credential(hash_credential(secret, PBKDF2)))
-
-
-async def _dealer(rig, daemon, rounds: int | None, run: asyncio.Task) -> None:
-    from hil.dealer import play
-
-    async with asyncio.timeout(60):
-        await daemon.ready.wait()
-        while not all(i.up for i in daemon._info.values()):
-            await asyncio.sleep(0.05)
-    await play(rig, daemon, rounds=rounds, seats=daemon.cfg.seats)
-    if rounds is not None:
-        run.cancel()  # the demo asked for so many rounds: a clean stop
 
 
 if __name__ == "__main__":

@@ -11,8 +11,7 @@ and a hint, carried by the same ConfigError. The format is in docs/configuration
 
 from __future__ import annotations
 
-import re
-import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from os import PathLike
@@ -21,12 +20,15 @@ from typing import Any
 
 from . import schema
 from .fields import did_you_mean, show, unknown_key
-from .load import _METER_ID, _TABLE_ID, _Checker, _toml_problem
-from .model import LoggingConfig, MetricsConfig, MqttConfig, StandaloneMeter
+from ..link.approval import decode_key
+from .files import show_path
+from .load import _METER_ID, _TABLE_ID, _Checker, in_file_order, read_toml, readable_by_others
+from .model import AnchorConfig, LoggingConfig, MetricsConfig, MqttConfig, StandaloneMeter
 from .problems import ConfigError, Problem, join
 
 AUTHORITY_TOP_KEYS = (
-    "authority", "description", "state_dir", "tables", "heartbeat", "meters", "metrics", "logging", "mqtt",
+    "authority", "description", "state_dir", "tables", "heartbeat", "approvers_file", "meters", "metrics",
+    "logging", "mqtt", "anchor",
 )
 AUTHORITY_REQUIRED_HINTS = {
     "authority": 'authority = "link-1": the link authority\'s id, as its heartbeats name it',
@@ -34,9 +36,15 @@ AUTHORITY_REQUIRED_HINTS = {
     "tables": 'tables = ["CS-07", "FP-01"]: the ids of the tables allowed to use the link',
     "meters": "[meters.NAME] with reset, rate and wager_sizes for each linked meter the authority owns",
     "mqtt": '[mqtt] with host = "...": the MQTT broker through which the tables reach the authority',
+    "approvers_file": 'approvers_file = "approvers.toml": the supervisors whose approval of a payment from a '
+                      "linked meter the authority verifies, each with the key `progressivectl approval-key NAME` "
+                      "prints (docs/security.md)",
 }
+APPROVERS = "the approval keys of the supervisors"
+MAX_APPROVERS = 1_000
 DEFAULT_HEARTBEAT = 1.0  # seconds
 HEARTBEAT_MIN, HEARTBEAT_MAX = Decimal("0.1"), Decimal(60)
+MAX_TABLES = 10_000  # tables allowed to use one link (docs/link-at-scale.md: thousands at most)
 
 _ID_HINT = "1 to 32 letters, digits, '.', '_' or '-', starting with a letter or digit"
 _METER_KEYS = tuple(schema.StandaloneMeterModel.model_fields)
@@ -59,6 +67,11 @@ class AuthorityConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     description: str = ""
+    warnings: tuple[Problem, ...] = ()  # as a table's (none is found in an authority's file yet)
+    # Who may approve a payment from a linked meter: supervisor's name -> approval key (controller.link.approval).
+    # Empty: no payment is approved (every one is refused).
+    approvers: Mapping[str, bytes] = field(default_factory=dict)
+    anchor: AnchorConfig = field(default_factory=AnchorConfig)
 
     def summary(self) -> dict[str, Any]:
         """What the configuration sets up, for people and scripts (``check-config``)."""
@@ -102,43 +115,26 @@ def check_authority_config(path: str | PathLike[str]) -> list[Problem]:
 def is_authority_config(path: str | PathLike[str]) -> bool:
     """Whether `path` reads as a link authority's file (a top-level `authority` key and no `table`) rather
     than a table's. False when it cannot be read or parsed: the table's checks then say why."""
-    try:
-        doc = tomllib.loads(Path(path).read_bytes().decode("utf-8"), parse_float=Decimal)
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError):
-        return False
-    return "authority" in doc and "table" not in doc
+    doc = read_toml(path, "")[0]  # bounded, never blocking: a FIFO or /dev/zero is refused, not read
+    return doc is not None and "authority" in doc and "table" not in doc
 
 
 def _run(path: str | PathLike[str]) -> tuple[AuthorityConfig | None, list[Problem]]:
     p = Path(path)
-    try:
-        data = p.read_bytes()
-    except OSError as e:
-        return None, [Problem("", f"cannot read the configuration: {e.strerror or e}",
-                              "give the path of the link authority's TOML configuration file")]
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        return None, [Problem("", f"is not UTF-8 text (byte {e.start})", "save the file as UTF-8")]
-    try:
-        doc = tomllib.loads(text, parse_float=Decimal)  # money is never read from a binary float
-    except tomllib.TOMLDecodeError as e:
-        return None, [_toml_problem(text, e)]
-    except (ValueError, RecursionError) as e:
-        return None, [Problem("", f"malformed TOML: {type(e).__name__}")]
+    doc, problem, _ = read_toml(p, "the link authority's TOML configuration file")
+    if doc is None:
+        return None, [problem or Problem("", "could not be read")]
     checker = _AuthorityChecker(p.resolve().parent)
     cfg = checker.run(doc, p)
-    order = {k: i for i, k in enumerate(doc)}  # in the order of the file's sections
-    found = sorted(checker.problems.items,
-                   key=lambda pr: order.get(re.split(r"[.\[]", pr.path, maxsplit=1)[0], len(order)))
-    return cfg, found
+    return cfg, in_file_order(doc, checker.problems.items)  # in the order of the file's sections
 
 
 class _AuthorityChecker(_Checker):
     """The table's checker, with the authority's file as its whole: its meters are checked by the table's
     `_meter`, its [mqtt], [metrics] and [logging] by the table's own checks."""
 
-    def run(self, doc: dict[str, Any], source: Path) -> AuthorityConfig | None:  # type: ignore[override]
+    def run(self, doc: dict[str, Any], source: Path,  # type: ignore[override]
+            source_stat: object = None) -> AuthorityConfig | None:
         for key in doc:
             if key not in AUTHORITY_TOP_KEYS:
                 self.add(join("", key), "unknown key", did_you_mean(key, AUTHORITY_TOP_KEYS))
@@ -161,6 +157,8 @@ class _AuthorityChecker(_Checker):
         self._logging(doc.get("logging"))
         if "mqtt" in doc:
             self._authority_mqtt(doc["mqtt"], authority, tables)
+        approvers = self._approvers(doc["approvers_file"]) if "approvers_file" in doc else {}
+        self._anchor(doc.get("anchor"), state_dir)
 
         if self.problems or authority is None or state_dir is None or self.mqtt is None:
             return None
@@ -175,6 +173,8 @@ class _AuthorityChecker(_Checker):
             metrics=self.metrics,
             logging=self.logging,
             description=description,
+            approvers=approvers,
+            anchor=self.anchor,
         )
 
     # --- top-level values --------------------------------------------------------------------------
@@ -198,6 +198,10 @@ class _AuthorityChecker(_Checker):
             return ()
         if not value:
             self.add("tables", "no table is allowed to use the link", AUTHORITY_REQUIRED_HINTS["tables"])
+            return ()
+        if len(value) > MAX_TABLES:
+            self.add("tables", f"{len(value):,} tables, more than the {MAX_TABLES:,} one link authority may serve",
+                     "split the tables between link authorities")
             return ()
         seen: dict[str, str] = {}
         for i, t in enumerate(value):
@@ -227,6 +231,55 @@ class _AuthorityChecker(_Checker):
             self.add("heartbeat", f"must be from {HEARTBEAT_MIN} to {HEARTBEAT_MAX} seconds, not {value}", hint)
             return DEFAULT_HEARTBEAT
         return float(value)
+
+    def _approvers(self, ref: object) -> dict[str, bytes]:
+        """approvers_file: [[approvers]] entries (name, approval_key), in a file only the daemon's user reads
+        (whoever reads an approval key can approve payments in that supervisor's name)."""
+        at = "approvers_file"
+        if not isinstance(ref, str) or not ref.strip():
+            self.add(at, f"must be the path of a file, not {show(ref)}", AUTHORITY_REQUIRED_HINTS[at])
+            return {}
+        got = self.sub_toml(ref, at, "the approvers file")
+        if got is None:
+            return {}
+        path, read, sub_doc = got
+        if (exposed := readable_by_others(path, read.stat, APPROVERS)) is not None:
+            self.add(at, *exposed)  # keys in clear: refused, as a password file
+            return {}
+        found: dict[str, bytes] = {}
+        inner: list[tuple[str, str, str]] = []
+        for key in sub_doc:
+            if key != "approvers":
+                inner.append((key, "unknown key", "an approvers file holds [[approvers]] entries only"))
+        raw = sub_doc.get("approvers")
+        example = 'the lines `progressivectl approval-key NAME` prints: [[approvers]] name = "..." approval_key = "..."'
+        if not isinstance(raw, list) or not raw or not all(isinstance(x, dict) for x in raw):
+            inner.append(("approvers", "must list at least one approver ([[approvers]] entries)", example))
+            raw = []
+        elif len(raw) > MAX_APPROVERS:
+            inner.append(("approvers", f"{len(raw):,} approvers, more than the {MAX_APPROVERS:,} allowed", ""))
+            raw = []
+        for i, entry in enumerate(raw):
+            where = join("approvers", i)
+            for k in entry:
+                if k not in ("name", "approval_key"):
+                    inner.append((join(where, k), "unknown key", example))
+            name = entry.get("name")
+            if not isinstance(name, str) or not name.strip() or not name.isprintable() or name != name.strip() \
+                    or len(name) > 64:
+                inner.append((join(where, "name"), f"must be a supervisor's name as the tables list it, not "
+                              f"{show(name) if not isinstance(name, str) else repr(name[:64])}", example))
+                continue
+            if name in found:
+                inner.append((join(where, "name"), f"{name!r} is listed twice", "list each approver once"))
+                continue
+            try:  # the message never repeats the key
+                found[name] = decode_key(entry.get("approval_key"))
+            except ValueError as e:
+                inner.append((join(where, "approval_key"), str(e), example))
+        for path_in, message, hint in inner:
+            self.add(at, f"{show_path(ref)}: {path_in}: {message}", hint)
+        return found if not inner else {}
 
     # --- meters ------------------------------------------------------------------------------------
 

@@ -170,6 +170,11 @@ def unknown_key(path: str, key: str, allowed: Iterable[str]) -> Problem:
     return Problem(path, "unknown key", did_you_mean(key, allowed))
 
 
+def _limit(value: object) -> object:
+    """A limit as it was written: 60, not the 60.0 of a float field."""
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
 def _loc(loc: Iterable[str | int]) -> list[str | int]:
     out: list[str | int] = []
     for part in loc:
@@ -226,13 +231,13 @@ def problems_from(
             elif isinstance(value, Decimal) and kind.startswith("int"):
                 hint = "write a whole number, without a decimal point"
         elif kind == "greater_than_equal":
-            message = f"must be at least {ctx.get('ge')}, not {value}"
+            message = f"must be at least {_limit(ctx.get('ge'))}, not {value}"
         elif kind == "greater_than":
-            message = f"must be more than {ctx.get('gt')}, not {value}"
+            message = f"must be more than {_limit(ctx.get('gt'))}, not {value}"
         elif kind == "less_than_equal":
-            message = f"must be at most {ctx.get('le')}, not {value}"
+            message = f"must be at most {_limit(ctx.get('le'))}, not {value}"
         elif kind == "less_than":
-            message = f"must be less than {ctx.get('lt')}, not {value}"
+            message = f"must be less than {_limit(ctx.get('lt'))}, not {value}"
         elif kind == "string_too_short":
             message = "must not be empty"
         elif kind == "string_too_long":

@@ -12,7 +12,9 @@ register-map loader. The format and every check are documented in docs/configura
 from __future__ import annotations
 
 import difflib
+import errno
 import ipaddress
+import os
 import re
 import stat
 import tomllib
@@ -35,8 +37,19 @@ from ..paytables.model import Paytable
 from . import schema
 from .credentials import CredentialError, parse_credential
 from .fields import decimals_to_float, did_you_mean, problems_from, show, unknown_key
+from .files import (
+    MAX_CONFIG_BYTES,
+    MAX_SECRET_BYTES,
+    FileRefused,
+    kind_of,
+    limit_text,
+    probe,
+    read_file,
+    show_path,
+)
 from .model import (
     MAX_STUB_COUNT_EVERY,
+    AnchorConfig,
     BusConfig,
     CardsConfig,
     DeviceConfig,
@@ -54,8 +67,13 @@ from .problems import ConfigError, Problem, Problems, join
 
 TOP_KEYS = (
     "table", "game", "seats", "description", "state_dir", "allow_example_paytables",
-    "wagers", "meters", "cards", "buses", "devices", "supervisors", "metrics", "logging", "mqtt",
+    "wagers", "meters", "cards", "buses", "devices", "supervisors", "supervisors_file", "metrics", "logging",
+    "mqtt", "anchor",
 )
+HASHES = ("the supervisors' credential hashes",
+          "whoever reads a hash can guess at the secret offline, where no lock-out stops them")
+DAEMON_USER = "progressive"  # the user the daemon runs as (systemd/progressived.service)
+MAX_PATH_CHARS = 1024  # a path in the configuration: longer is a mistake (the system's own limit is 4096)
 REQUIRED_HINTS = {
     "table": 'table = "CS-07": the table\'s id on the casino floor',
     "game": "game = \"caribbean-stud\"; games: " + ", ".join(GAMES),
@@ -119,10 +137,11 @@ _NEUTRAL: dict[str, Any] = {  # a valid stand-in for a field found wrong, so the
 
 
 def load_config(path: str | PathLike[str]) -> TableConfig:
-    """The configuration in `path`, checked whole. Raises ConfigError carrying every problem."""
-    cfg, problems = _run(path)
+    """The configuration in `path`, checked whole. Raises ConfigError carrying every problem. Warnings
+    (what works but should not stay so) are the result's `warnings`, or the error's."""
+    cfg, problems, warnings = _run(path)
     if problems or cfg is None:
-        raise ConfigError(str(path), problems or [Problem("", "could not be read")])
+        raise ConfigError(str(path), problems or [Problem("", "could not be read")], warnings)
     return cfg
 
 
@@ -131,30 +150,41 @@ def check_config(path: str | PathLike[str]) -> list[Problem]:
     return _run(path)[1]
 
 
-def _run(path: str | PathLike[str]) -> tuple[TableConfig | None, list[Problem]]:
-    p = Path(path)
+def read_toml(path: str | PathLike[str],
+              what: str) -> tuple[dict[str, Any] | None, Problem | None, os.stat_result | None]:
+    """A configuration file's TOML document and its status, or the one problem that stops its reading
+    (`what` names the file in the hint). Bounded and never blocking (files.read_file)."""
     try:
-        data = p.read_bytes()
-    except OSError as e:
-        return None, [Problem("", f"cannot read the configuration: {e.strerror or e}",
-                              "give the path of the table's TOML configuration file")]
+        read = read_file(path)
+    except FileRefused as e:
+        return None, Problem("", f"cannot read the configuration: {e.reason}", f"give the path of {what}"), None
     try:
-        text = data.decode("utf-8")
+        text = read.data.decode("utf-8")
     except UnicodeDecodeError as e:
-        return None, [Problem("", f"is not UTF-8 text (byte {e.start})", "save the file as UTF-8")]
+        return None, Problem("", f"is not UTF-8 text (byte {e.start})", "save the file as UTF-8"), read.stat
     try:
         # parse_float=Decimal: no binary float is ever made from the file (money fields refuse floats).
-        doc = tomllib.loads(text, parse_float=Decimal)
+        return tomllib.loads(text, parse_float=Decimal), None, read.stat
     except tomllib.TOMLDecodeError as e:
-        return None, [_toml_problem(text, e)]
+        return None, _toml_problem(text, e), read.stat
     except (ValueError, RecursionError) as e:
-        return None, [Problem("", f"malformed TOML: {type(e).__name__}")]
-    checker = _Checker(p.resolve().parent)
-    cfg = checker.run(doc, p)
-    # In the order of the file's sections (the checks run in the order their dependencies need).
+        return None, Problem("", f"malformed TOML: {type(e).__name__}"), read.stat
+
+
+def in_file_order(doc: Mapping[str, Any], problems: list[Problem]) -> list[Problem]:
+    """`problems` in the order of the file's sections (the checks run in the order their dependencies need)."""
     order = {k: i for i, k in enumerate(doc)}
-    found = sorted(checker.problems.items, key=lambda pr: order.get(re.split(r"[.\[]", pr.path, maxsplit=1)[0], len(order)))
-    return cfg, found
+    return sorted(problems, key=lambda pr: order.get(re.split(r"[.\[]", pr.path, maxsplit=1)[0], len(order)))
+
+
+def _run(path: str | PathLike[str]) -> tuple[TableConfig | None, list[Problem], list[Problem]]:
+    p = Path(path)
+    doc, problem, st = read_toml(p, "the table's TOML configuration file")
+    if doc is None or st is None:
+        return None, [problem or Problem("", "could not be read")], []
+    checker = _Checker(p.resolve().parent)
+    cfg = checker.run(doc, p, st)
+    return cfg, in_file_order(doc, checker.problems.items), in_file_order(doc, checker.warnings.items)
 
 
 def _toml_problem(text: str, e: tomllib.TOMLDecodeError) -> Problem:
@@ -173,6 +203,7 @@ class _Checker:
     def __init__(self, base: Path) -> None:
         self.base = base
         self.problems = Problems()
+        self.warnings = Problems()  # what works, but should not stay so (a file of credentials others read)
         self.game: Game | None = None
         self.seats: int | None = None
         self.meters: dict[str, MeterConfig | None] = {}
@@ -186,6 +217,7 @@ class _Checker:
         self.metrics = MetricsConfig()
         self.logging = LoggingConfig()
         self.mqtt: MqttConfig | None = None
+        self.anchor = AnchorConfig()
         self._maps: dict[Path, Any] = {}
         # Each device's kind, seats and roles as soon as they are known, even if the rest of it is wrong,
         # so that one bad unit id does not hide a seat without a device.
@@ -235,6 +267,17 @@ class _Checker:
         p = Path(text)
         return p if p.is_absolute() else (self.base / p)
 
+    def usable_path(self, text: str, at: str) -> Path | None:
+        """`path(text)`, or None after a problem at `at` for a path no file can have."""
+        if len(text) > MAX_PATH_CHARS:
+            self.add(at, f"the path is {len(text):,} characters long, more than the {MAX_PATH_CHARS:,} a path in the "
+                     "configuration may have", "give the file's real path")
+            return None
+        if "\0" in text:
+            self.add(at, "the path contains a NUL character", "give the file's real path")
+            return None
+        return self.path(text)
+
     def name(self, name: str, path: str, what: str) -> bool:
         if _NAME.fullmatch(name) and len(name) <= 48:
             return True
@@ -242,9 +285,113 @@ class _Checker:
                  "use lower-case letters and digits, words joined by - or _, at most 48 characters")
         return False
 
+    def sub_toml(self, ref: str, at: str, what: str) -> tuple[Path, Any, Any] | None:
+        """(path, FileRead, TOML document) of a file the configuration names at `at` and that only the daemon's
+        user reads (`what`: "the supervisors file"); None after a problem at `at`."""
+        path = self.usable_path(ref, at)
+        if path is None:
+            return None
+        try:
+            read = read_file(path)
+        except FileRefused as e:
+            if e.errno in (errno.EACCES, errno.EPERM):
+                self.add(at, f"{show_path(ref)}: cannot read it (permission denied): only the daemon's user "
+                         f"({DAEMON_USER}) or root can read {what}",
+                         f"check the configuration as root or as that user: sudo -u {DAEMON_USER} progressivectl "
+                         "check-config FILE")
+            else:
+                self.add(at, f"{show_path(ref)}: cannot read it: {e.reason}",
+                         "the path is absolute or relative to this configuration file")
+            return None
+        try:
+            sub_doc: Any = tomllib.loads(read.text(ref), parse_float=Decimal)
+        except FileRefused as e:
+            self.add(at, f"{show_path(ref)}: {e.reason}", "save the file as UTF-8")
+            return None
+        except tomllib.TOMLDecodeError as e:
+            p = _toml_problem(read.data.decode("utf-8"), e)
+            self.add(at, f"{show_path(ref)}: {p.path}: {p.message}", p.hint)
+            return None
+        except (ValueError, RecursionError) as e:
+            self.add(at, f"{show_path(ref)}: malformed TOML: {type(e).__name__}")
+            return None
+        return path, read, sub_doc
+
+    def secret_file(self, text: object, at: str, holds: str, *, limit: int = MAX_SECRET_BYTES,
+                    minimum: int = 0) -> Path | None:
+        """The path of a file holding a secret in clear (`holds`: "the journal key"): a regular file of at most
+        `limit` bytes (and at least `minimum`) that only its owner may read; None after a problem at `at`."""
+        if not isinstance(text, str) or not text.strip():
+            self.add(at, f"must be the path of a file, not {show(text)}")
+            return None
+        p = self.usable_path(text, at)
+        if p is None:
+            return None
+        st = probe(p)
+        where = "the path is absolute or relative to this configuration file"
+        if st is None or isinstance(st, FileRefused):
+            self.add(at, f"{show_path(text)}: no such file" if st is None else f"{show_path(text)}: {st.reason}", where)
+            return None
+        if (kind := kind_of(st.st_mode)) is not None:
+            self.add(at, f"{show_path(text)}: it is {kind}, not a regular file", where)
+            return None
+        if st.st_size > limit:
+            self.add(at, f"{show_path(text)}: it is {st.st_size:,} bytes, more than the {limit_text(limit)} such a "
+                     "file may have", where)
+            return None
+        if st.st_size < minimum:
+            self.add(at, f"{show_path(text)}: it is {st.st_size:,} bytes; {holds} has at least {minimum}")
+            return None
+        if (exposed := readable_by_others(p, st, holds)) is not None:
+            self.add(at, *exposed)  # a secret in clear, unlike a hash: refused, not only warned about
+            return None
+        return p
+
+    def _anchor(self, raw: object, state_dir: Path | None) -> None:
+        """[anchor]: where the journal's head is anchored (controller.app.anchoring), with which key, and the
+        remote syslog it is also sent to."""
+        if raw is None:
+            return
+        body = self.table(raw, "anchor", '[anchor] key_file = "journal.key"')
+        m = None if body is None else self.validate(schema.AnchorModel, body, "anchor")
+        if m is None:
+            return
+        file = key_file = None
+        syslog = None
+        ok = True
+        if m.file is not None:
+            file = self.usable_path(m.file, "anchor.file")
+            ok = file is not None
+            if file is not None and state_dir is not None and _inside(file, state_dir):
+                ok = False
+                self.add("anchor.file", f"{show_path(m.file)} is inside state_dir: a copy of the state directory "
+                         "put back would bring back its old anchor with it",
+                         "leave it out (the default is beside state_dir, in STATE_DIR-anchor/), or give a path "
+                         "outside state_dir")
+            elif file is not None and isinstance(st := probe(file), os.stat_result) \
+                    and (kind := kind_of(st.st_mode)) is not None:
+                ok = False
+                self.add("anchor.file", f"{show_path(m.file)}: it is {kind}, not a regular file",
+                         "the anchor is a small file the daemon writes")
+        if m.key_file is not None:
+            key_file = self.secret_file(m.key_file, "anchor.key_file", "the journal key", minimum=32)
+            ok = ok and key_file is not None
+            if key_file is not None and state_dir is not None and _inside(key_file, state_dir):
+                ok = False
+                self.add("anchor.key_file", f"{show_path(m.key_file)} is inside state_dir: whoever copies the "
+                         "state directory would have the key", "keep the key in /etc/progressive, mode 0400")
+        if m.syslog is not None:
+            syslog = _host_port(m.syslog)
+            if syslog is None or not _valid_host(syslog[0]):
+                ok = False
+                self.add("anchor.syslog", f"{m.syslog!r} is not host:port",
+                         'syslog = "logs.casino.example:514" (RFC 5424 over UDP)')
+        if ok:
+            self.anchor = AnchorConfig(file, key_file, syslog)
+
     # --- the whole file ----------------------------------------------------------------------------
 
-    def run(self, doc: dict[str, Any], source: Path) -> TableConfig | None:
+    def run(self, doc: dict[str, Any], source: Path, source_stat: os.stat_result | None = None) -> TableConfig | None:
         for key in doc:
             if key not in TOP_KEYS:
                 self.add(join("", key), "unknown key", did_you_mean(key, TOP_KEYS))
@@ -271,10 +418,11 @@ class _Checker:
             for name, raw in devices.items():
                 self._device(name, raw)
             self._devices_together()
-        self._supervisors(doc.get("supervisors"))
+        self._supervisor_source(doc, source, source_stat)
         self._metrics(doc.get("metrics"))
         self._logging(doc.get("logging"))
         self._mqtt(doc.get("mqtt"), table)
+        self._anchor(doc.get("anchor"), state_dir)
 
         if self.problems or self.game is None or self.seats is None or table is None or state_dir is None:
             return None
@@ -293,8 +441,10 @@ class _Checker:
             metrics=self.metrics,
             logging=self.logging,
             mqtt=self.mqtt,
+            anchor=self.anchor,
             description=description,
             allow_example_paytables=allow_examples,
+            warnings=tuple(self.warnings.items),
         )
 
     # --- top-level values --------------------------------------------------------------------------
@@ -331,6 +481,10 @@ class _Checker:
             self.add("seats", f"must be at least 1, not {value}", "seats = 7")
             return
         g = self.game
+        if g is None and value > schema.MAX_TABLE_SEATS:  # with the game known, its own maximum is checked
+            self.add("seats", f"must be at most {schema.MAX_TABLE_SEATS} (the most any game has), not {value}",
+                     "seats = 7")
+            return
         if g is not None and value > g.max_seats:
             source = SEAT_LIMIT_SOURCE.get(g.id, f"§ {g.chapter}.2(a)")
             place = "wager positions" if g.dice else "betting positions"
@@ -360,8 +514,15 @@ class _Checker:
             self.add("state_dir", f"must be the path of a directory, not {show(value)}",
                      REQUIRED_HINTS["state_dir"])
             return None
-        p = self.path(value)
-        if p.exists() and not p.is_dir():
+        p = self.usable_path(value, "state_dir")
+        if p is None:
+            return None
+        st = probe(p)
+        if isinstance(st, FileRefused):
+            self.add("state_dir", f"{show_path(value)}: {st.reason}",
+                     "give the directory the daemon keeps its journal in")
+            return None
+        if st is not None and not stat.S_ISDIR(st.st_mode):
             self.add("state_dir", f"{value} exists and is not a directory",
                      "give the directory the daemon keeps its journal in")
             return None
@@ -504,7 +665,9 @@ class _Checker:
 
     def _paytable(self, ref: str, at: str) -> Paytable | None:
         if "/" in ref or "\\" in ref or ref.endswith(".toml"):
-            p = self.path(ref)
+            p = self.usable_path(ref, at)
+            if p is None:
+                return None
             try:
                 return load_paytable(p)
             except InputError as e:
@@ -721,8 +884,8 @@ class _Checker:
             ok = False
             self.add(join(at, "unit"), f"{unit} is not a Modbus {transport.upper()} unit id ({lo}-{hi})",
                      "the unit id set on the device (its Modbus address)")
-        map_path = self.path(fields.register_map)
-        rmap = self._register_map(map_path, fields.register_map, join(at, "register_map"))
+        map_path = self.usable_path(fields.register_map, join(at, "register_map"))
+        rmap = None if map_path is None else self._register_map(map_path, fields.register_map, join(at, "register_map"))
         if rmap is not None:
             map_kind = getattr(rmap.kind, "value", rmap.kind)
             if map_kind != kind:
@@ -746,7 +909,7 @@ class _Checker:
                                  f"seats = {want}")
         else:
             ok = False  # the map's problems are reported once, at the first device that names it
-        if not ok:
+        if not ok or map_path is None:
             return None
         return DeviceConfig(name, kind, transport, seats, roles, common.reads_cards, common.description,
                             bus=fields.bus, unit=unit, register_map_path=map_path.resolve(), register_map=rmap,
@@ -768,8 +931,9 @@ class _Checker:
         if path in self._maps:
             return self._maps[path]
         self._maps[path] = None
-        if not path.is_file():
-            self.add(at, f"{ref}: no such file",
+        st = probe(path)
+        if st is None or isinstance(st, FileRefused):
+            self.add(at, f"{ref}: no such file" if st is None else f"{show_path(ref)}: {st.reason}",
                      "the path is relative to this configuration file; register maps are kept in config/devices/")
             return None
         from drivers.modbus import RegisterMapError, load_register_map
@@ -940,6 +1104,49 @@ class _Checker:
 
     # --- people, metrics, logging, link ---------------------------------------------------------
 
+    def _supervisor_source(self, doc: Mapping[str, Any], source: Path, source_stat: os.stat_result | None) -> None:
+        """The supervisors: [[supervisors]] in this file, or the file `supervisors_file` names (kept from the
+        socket's group: this file is theirs to read, the credential hashes are not)."""
+        if "supervisors_file" not in doc:
+            raw = doc.get("supervisors")
+            self._supervisors(raw)
+            if isinstance(raw, list) and raw and source_stat is not None:
+                where = source.resolve()
+                if (exposed := readable_by_others(where, source_stat, *HASHES)) is not None:
+                    message, hint = exposed
+                    self.warnings.add("supervisors", message, f"{hint}; or move the [[supervisors]] entries to a "
+                                      "supervisors_file that only the daemon's user can read (docs/operations.md)")
+            return
+        ref = doc["supervisors_file"]
+        at = "supervisors_file"
+        if "supervisors" in doc:
+            self.add(at, "and [[supervisors]] in this file both list supervisors: one or the other",
+                     "keep the supervisors in the supervisors file only (readable by the daemon's user only), and "
+                     "remove the [[supervisors]] entries from this file")
+            return
+        if not isinstance(ref, str) or not ref.strip():
+            self.add(at, f"must be the path of a file, not {show(ref)}",
+                     'supervisors_file = "supervisors.toml": [[supervisors]] entries, in a file only the daemon reads')
+            return
+        got = self.sub_toml(ref, at, "the supervisors file")
+        if got is None:
+            return
+        path, read, sub_doc = got
+        # The file's problems at supervisors_file, the path inside it in the message (as a register map's).
+        outer, self.problems = self.problems, Problems()
+        try:
+            for key in sub_doc:
+                if key != "supervisors":
+                    self.add(key, "unknown key", "a supervisors file holds [[supervisors]] entries only")
+            self._supervisors(sub_doc.get("supervisors"))
+        finally:
+            inner, self.problems = self.problems, outer
+        for p in inner.items:
+            self.add(at, f"{show_path(ref)}: {p.path}: {p.message}", p.hint)
+        listed = sub_doc.get("supervisors")
+        if isinstance(listed, list) and listed and (exposed := readable_by_others(path, read.stat, *HASHES)):
+            self.warnings.add(at, *exposed)
+
     def _supervisors(self, raw: object) -> None:
         if raw is None:
             if self.meter_linked:
@@ -1043,18 +1250,32 @@ class _Checker:
             if text is None:
                 files[k] = None
                 continue
-            p = self.path(text)
-            files[k] = p
-            if not p.is_file():
+            at = join("mqtt", k)
+            p = files[k] = self.usable_path(text, at)
+            if p is None:
                 ok = False
-                self.add(join("mqtt", k), f"{text}: no such file",
-                         "the path is absolute or relative to this configuration file")
-            elif k in ("key_file", "password_file"):
-                mode = p.stat().st_mode
-                if mode & (stat.S_IRWXG | stat.S_IRWXO):
-                    ok = False
-                    self.add(join("mqtt", k), f"{text} can be read by other users (mode {stat.filemode(mode)})",
-                             f"chmod 600 {text}, owned by the user the daemon runs as")
+                continue
+            st = probe(p)
+            where = "the path is absolute or relative to this configuration file"
+            if st is None or isinstance(st, FileRefused):
+                ok = False
+                self.add(at, f"{text}: no such file" if st is None else f"{text}: {st.reason}", where)
+                continue
+            if (kind := kind_of(st.st_mode)) is not None:
+                ok = False
+                self.add(at, f"{text}: it is {kind}, not a regular file", where)
+                continue
+            limit = MAX_SECRET_BYTES if k == "password_file" else MAX_CONFIG_BYTES
+            if st.st_size > limit:
+                ok = False
+                self.add(at, f"{text}: it is {st.st_size:,} bytes, more than the {limit_text(limit)} such a file may "
+                         "have", where)
+                continue
+            if k in ("key_file", "password_file"):
+                what = "the client certificate's private key" if k == "key_file" else "the MQTT password"
+                if (exposed := readable_by_others(p, st, what)) is not None:
+                    ok = False  # a secret in clear, unlike a hash: refused, not only warned about
+                    self.add(at, *exposed)
         client_id = m.client_id or table or ""
         if m.client_id is not None and not _CLIENT_ID.fullmatch(m.client_id):
             ok = False
@@ -1072,6 +1293,28 @@ class _Checker:
             cert_file=files["cert_file"], key_file=files["key_file"], username=m.username,
             password_file=files["password_file"],
         )
+
+
+def readable_by_others(path: Path, st: os.stat_result, holds: str, why: str = "") -> tuple[str, str] | None:
+    """(message, hint) when the file at `path`, which holds `holds`, has any permission for its group or
+    others; None when only its owner has (mode 0600 or 0400)."""
+    mode = stat.S_IMODE(st.st_mode)
+    if not mode & (stat.S_IRWXG | stat.S_IRWXO):
+        return None
+    readers = [who for bit, who in ((stat.S_IRGRP, "its group"), (stat.S_IROTH, "others")) if mode & bit]
+    writers = [who for bit, who in ((stat.S_IWGRP, "its group"), (stat.S_IWOTH, "others")) if mode & bit]
+    how = [f"can be {verb} by {' and '.join(whom)}" for verb, whom in (("read", readers), ("changed", writers)) if whom]
+    name = show_path(path)
+    return (f"{name} holds {holds} and {' and '.join(how) or 'has permissions for its group or others'} "
+            f"(mode {mode:04o})" + (f": {why}" if why else ""), f"chmod 0600 {name}; chown {DAEMON_USER} {name}")
+
+
+def _inside(path: Path, directory: Path) -> bool:
+    """Whether `path` is `directory` or under it (symbolic links resolved where they exist)."""
+    try:
+        return path.resolve().is_relative_to(directory.resolve())
+    except (OSError, RuntimeError):
+        return path.is_relative_to(directory)
 
 
 def _seats_text(seats: list[int]) -> str:

@@ -16,6 +16,7 @@ from ..games import Game, Wager
 from ..meter.params import MeterParams
 from ..paytables.model import Paytable
 from .credentials import Credential
+from .problems import Problem
 
 if TYPE_CHECKING:  # the drivers are imported when a configuration is checked, not by this module
     from drivers.line import LineSettings
@@ -135,6 +136,20 @@ class MetricsConfig:
 
 
 @dataclass(frozen=True)
+class AnchorConfig:
+    """[anchor]: where the journal's head is anchored (controller.app.anchoring). `file` None: beside the state
+    directory (STATE_DIR-anchor/anchor); `key_file` None: the anchor is not keyed; `syslog` None: not sent to
+    a remote syslog."""
+
+    file: Path | None = None
+    key_file: Path | None = None
+    syslog: tuple[str, int] | None = None
+
+    def file_for(self, state_dir: Path) -> Path:
+        return self.file if self.file is not None else state_dir.parent / f"{state_dir.name}-anchor" / "anchor"
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     format: Literal["json", "console"] = "json"
     level: Literal["debug", "info", "warning", "error"] = "info"
@@ -172,8 +187,10 @@ class TableConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     mqtt: MqttConfig | None = None
+    anchor: AnchorConfig = field(default_factory=AnchorConfig)
     description: str = ""
     allow_example_paytables: bool = False
+    warnings: tuple[Problem, ...] = ()  # what works but should not stay so (check-config prints, the daemon logs)
 
     def devices_of(self, kind: str) -> list[DeviceConfig]:
         return [d for d in self.devices.values() if d.kind == kind]

@@ -22,9 +22,9 @@ class Problem:
     message: str
     hint: str = ""
 
-    def line(self, source: str = "") -> str:
-        """One line: ``FILE: path: message (hint: ...)``."""
-        parts = [p for p in (source, self.path) if p]
+    def line(self, source: str = "", *, warning: bool = False) -> str:
+        """One line: ``FILE: path: message (hint: ...)``; a warning ``FILE: warning: path: message (hint: ...)``."""
+        parts = [p for p in (source, "warning" if warning else "", self.path) if p]
         text = ": ".join([*parts, self.message])
         return f"{text} (hint: {self.hint})" if self.hint else text
 
@@ -37,15 +37,17 @@ class Problem:
 
 class ConfigError(InputError):
     """A configuration that cannot be used. ``problems`` holds every problem found, in the order of the
-    file's sections; ``source`` names the file. ``str(e)`` is one line per problem."""
+    file's sections; ``source`` names the file; ``warnings`` what was found that works but should not stay
+    so. ``str(e)`` is one line per problem."""
 
-    def __init__(self, source: str, problems: Sequence[Problem]) -> None:
+    def __init__(self, source: str, problems: Sequence[Problem], warnings: Sequence[Problem] = ()) -> None:
         if not problems:
             raise ValueError("a ConfigError needs at least one problem")
         first = problems[0]
         super().__init__(f"{source}: {first.path}" if first.path else source, first.message)
         self.source = source
         self.problems = list(problems)
+        self.warnings = list(warnings)
         Exception.__init__(self, "\n".join(p.line(source) for p in self.problems))
 
     def at(self, prefix: str) -> ConfigError:

@@ -17,15 +17,48 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, create_model
 
 from ..meter.params import DEFAULT_HISTORY
+from ..money import format_dollars_human
+from ..paytables.load import MAX_WAGER_CENTS  # one limit of a wager: a paytable's Envy Bonus rows, a meter's sizes
 from .fields import Money, Rate, Seconds, custom, show
 from .model import MQTT_PROTOCOLS, MqttProtocol
+
+# The limits of the numbers of a configuration: beyond them a value is a typo or an attack (a history of
+# 10**23 hits, a wager of a million dollars), refused with the limit named.
+MAX_TABLE_SEATS = 16  # the most any game has (Hot Roller Craps: 16 wager positions, § 623c.1(a)(2)(i))
+MAX_METER_CENTS = 100_000_000_00  # $100,000,000.00: a reset or a ceiling
+MAX_WAGER_SIZES = 32  # accepted wager amounts of one meter
+MAX_HISTORY_SIZE = 10_000  # hits kept in a meter's history
+MAX_STUB_COUNT_ROUNDS = 1_000  # rounds between stub counts, with a counting shuffler
+# A line-protocol device's settings (drivers.line.LineSettings checks their consistency, not their size).
+LINE_LIMITS: dict[str, dict[str, Any]] = {
+    "baud": {"ge": 300, "le": 1_000_000},
+    "retries": {"ge": 0, "le": 10},
+    "ack_timeout": {"le": 60},
+    "heartbeat_interval": {"le": 60},
+    "heartbeat_timeout": {"le": 300},
+    "backoff_initial": {"le": 60},
+    "backoff_cap": {"le": 300},
+    "max_frame": {"le": 128},  # the line protocol's longest frame (drivers/line/frame.py MAX_FRAME)
+    "open_timeout": {"le": 60},
+}
 
 
 class Section(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
 
 
-Seat = Annotated[int, Field(ge=1)]
+def _at_most(limit: int, what: str) -> Any:
+    def check(cents: int) -> int:
+        if cents > limit:
+            raise custom(f"{format_dollars_human(cents)} is more than {format_dollars_human(limit)}, the most "
+                         f"{what}", f"at most {format_dollars_human(limit)}")
+        return cents
+    return AfterValidator(check)
+
+
+Seat = Annotated[int, Field(ge=1, le=MAX_TABLE_SEATS)]
+MeterAmount = Annotated[Money, _at_most(MAX_METER_CENTS, "a meter's reset or ceiling may be")]
+WagerSize = Annotated[Money, _at_most(MAX_WAGER_CENTS, "an accepted wager may be")]
 
 
 class WagerModel(Section):
@@ -34,12 +67,12 @@ class WagerModel(Section):
 
 
 class StandaloneMeterModel(Section):
-    reset: Money
+    reset: MeterAmount
     rate: Rate
-    wager_sizes: list[Money] = Field(min_length=1)
+    wager_sizes: list[WagerSize] = Field(min_length=1, max_length=MAX_WAGER_SIZES)
     reserve_rate: Rate = Fraction(0)
-    ceiling: Money | None = None
-    history_size: int = DEFAULT_HISTORY
+    ceiling: MeterAmount | None = None
+    history_size: int = Field(DEFAULT_HISTORY, le=MAX_HISTORY_SIZE)
     description: str = ""
 
 
@@ -55,7 +88,7 @@ def _link_id(value: str) -> str:
 
 class LinkedMeterModel(Section):
     linked: Annotated[str, AfterValidator(_link_id)]
-    wager_sizes: list[Money] = []
+    wager_sizes: list[WagerSize] = Field([], max_length=MAX_WAGER_SIZES)
     description: str = ""
 
 
@@ -65,7 +98,7 @@ STANDALONE_ONLY = ("reset", "rate", "reserve_rate", "ceiling", "history_size")
 class CardsModel(Section):
     source: Literal["shoe", "dealer"]
     shuffler: Literal["counting", "non-counting", "none"]
-    stub_count_every: int | None = Field(None, ge=1)
+    stub_count_every: int | None = Field(None, ge=1, le=MAX_STUB_COUNT_ROUNDS)
     two_decks: bool = False
 
 
@@ -102,7 +135,8 @@ def line_fields() -> type[BaseModel]:
         if annotation is float:
             annotation = Seconds
         default = ... if f.default is dataclasses.MISSING else f.default
-        fields[f.name] = (annotation, default)
+        limits = LINE_LIMITS.get(f.name)
+        fields[f.name] = (annotation, Field(default, **limits) if limits else default)
     return create_model(  # type: ignore[call-overload, no-any-return]
         "LineFields", __config__=ConfigDict(extra="forbid", strict=True, frozen=True), **fields
     )
@@ -115,6 +149,12 @@ class SupervisorModel(Section):
 
 class MetricsModel(Section):
     listen: str = "127.0.0.1:9464"
+
+
+class AnchorModel(Section):
+    file: str | None = Field(None, min_length=1)
+    key_file: str | None = Field(None, min_length=1)
+    syslog: str | None = Field(None, min_length=1, max_length=300)
 
 
 class LoggingModel(Section):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import os
 import platform
@@ -15,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from . import chain, journal
 from .chain import GENESIS, GENESIS_PREV, INTERNAL_KEY_PREFIX, SELF_CHECK
-from .errors import LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
+from .errors import FatalStorageError, LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
 from .reducer import Reducer
 from .verify import Bad, derive_state, run_integrity_check, verify_chain_fast
 from .writer import Op, Receipt, Writer, exit_process
@@ -89,7 +90,7 @@ class Ledger(Generic[S]):
         path = Path(state_dir)
         if path.exists() and not path.is_dir():
             raise LedgerError(f"{path} is not a directory")
-        path.mkdir(parents=True, exist_ok=True, mode=0o750)
+        path.mkdir(parents=True, exist_ok=True, mode=0o700)  # the daemon's user only
         lock_fd = _lock(path / journal.LOCK_NAME)
         try:
             db = path / journal.DB_NAME
@@ -116,8 +117,10 @@ class Ledger(Generic[S]):
             except BaseException:
                 conn.close()
                 raise
-        except BaseException:
+        except BaseException as e:
             os.close(lock_fd)
+            if (storage := _storage_failure(e, path / journal.DB_NAME)) is not None:
+                raise storage from e  # a full disk is not a damaged journal
             raise
         startup = Startup(created=created, seconds=time.perf_counter() - t0, entries=head.seq,
                           segments=head.segments, tail=head.tail, replayed_from=replayed_from,
@@ -181,6 +184,30 @@ class Ledger(Generic[S]):
                 self.close(checkpoint=False)
             except Exception:  # noqa: BLE001
                 pass
+
+
+# SQLite's errors for a write that found no room or failed on the device (a full disk: SQLITE_FULL, or
+# SQLITE_IOERR_SHMSIZE when not even the shared-memory index can grow); reading errors are not among them.
+_STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _storage_failure(e: BaseException, db: Path) -> FatalStorageError | None:
+    """What start-up raised, as the storage error it is (looking at what it was raised from), or None."""
+    seen = 0
+    cause: BaseException | None = e
+    while cause is not None and seen < 4:
+        seen += 1
+        if isinstance(cause, sqlite3.Error):
+            name = getattr(cause, "sqlite_errorname", "")
+            if name == "SQLITE_FULL" or (name.startswith("SQLITE_IOERR") and "READ" not in name):
+                return FatalStorageError(f"{db}: the journal cannot be written at start-up: {cause} ({name})")
+        elif isinstance(cause, OSError) and cause.errno in _STORAGE_ERRNOS:
+            return FatalStorageError(f"{db}: the journal cannot be written at start-up: "
+                                     f"{cause.strerror or cause}")
+        elif not isinstance(cause, (LedgerError, OSError)):
+            return None
+        cause = cause.__cause__ or cause.__context__
+    return None
 
 
 def _running_loop() -> Any:

@@ -13,19 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from ..app.anchoring import AnchorMetrics, Anchoring
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
 from ..ledger.chain import format_time, utc_now
-from ..meter_ledger import LINK_REFUSED, MetersReducer, configure_meter
+from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, MetersReducer, configure_meter
 from ..money import format_cents, parse_cents
-from . import schema
+from . import approval, schema
 from ..ledger.reader import Found, JournalReader
 from .journal_keys import last_link_seqs
 from .mqtt import LinkDown, MqttLink, MqttSettings
@@ -55,6 +57,13 @@ class AuthorityMetrics:
                                         buckets=_SECONDS, registry=r)
         self.connected = Gauge("progressive_link_broker_connected", "1 while connected to the broker",
                                registry=r)
+        self.hits = Counter("progressive_link_hits_total", "Percentage-of-meter awards locked, by table", ["table"],
+                            registry=r)
+        self.anomalies = Counter("progressive_link_anomalies_total",
+                                 "What a table asked that an honest table does not: a payment without a verified "
+                                 "approval, an award on a round it did not book, hits far beyond the odds",
+                                 ["table", "anomaly"], registry=r)
+        self.anchors = AnchorMetrics(r)
         for reason in DROPPED:
             self.dropped.labels(reason)
 
@@ -72,6 +81,11 @@ class LinkAuthority:
         self.ledger: Ledger | None = None
         self.keys: JournalReader | None = None
         self.next_seq: dict[str, int] = {}
+        self.anchors: dict[str, schema.JournalAnchor] = {}  # table -> the last anchor of its journal it sent
+        # Who approves payments from the linked meters (name -> approval key): none listed, none is paid.
+        self.approvers: Mapping[str, bytes] = cfg.approvers
+        self.anchoring: Anchoring | None = None
+        self._odds = _HitRate()
         self.mqtt: MqttLink | None = None
         self.ready = asyncio.Event()
         self._queues: dict[str, asyncio.Queue] = {}
@@ -80,6 +94,8 @@ class LinkAuthority:
         self._wins: list[schema.Win] = []
         self._ledger_options = ledger_options or {}
         self._tg: asyncio.TaskGroup | None = None
+        self._logged: dict[str, tuple[float, int]] = {}  # _log_limited: key -> (logged at, not logged since)
+        self._anchored_at: dict[str, float] = {}  # table -> when its last anchor was journaled (monotonic)
 
     # --- start-up ------------------------------------------------------------------------------------
 
@@ -100,6 +116,10 @@ class LinkAuthority:
                     log.warning("linked meter parameters changed by the configuration", meter=m.id)
             self.keys = JournalReader(led.db_path)
             self.next_seq = {t: n + 1 for t, n in last_link_seqs(self.keys).items()}
+            for _key, found in self.keys.entries(ANCHOR_PREFIX):
+                a = _journaled_anchor(found.body)
+                if a.table not in self.anchors or a.seq > self.anchors[a.table].seq:
+                    self.anchors[a.table] = a
         except BaseException:
             led.close()
             raise
@@ -108,6 +128,18 @@ class LinkAuthority:
     async def run(self) -> None:
         await asyncio.to_thread(self._open)
         assert self.ledger is not None
+        a = self.cfg.anchor
+        self.anchoring = Anchoring(self.ledger, a.file_for(self.cfg.state_dir), a.key_file, table=self.cfg.authority,
+                                   metrics=self.metrics.anchors, syslog=a.syslog)
+        try:
+            await asyncio.to_thread(self.anchoring.check)  # a journal rolled back or rewritten: refused here
+            await self.anchoring.anchor("start")
+        except BaseException:
+            self.ledger.close()
+            self.ledger = None
+            if self.keys is not None:
+                self.keys.close()
+            raise
         for mid in self.ledger.state:
             self._dirty.add(mid)
             self.metrics.meter_cents.labels(mid).set(self.ledger.state[mid].current_cents)
@@ -118,6 +150,7 @@ class LinkAuthority:
                 tg.create_task(self.mqtt.run(self._on_message, self._on_connect), name="mqtt")
                 tg.create_task(self._publish_meters(), name="meters")
                 tg.create_task(self._heartbeat(), name="heartbeat")
+                tg.create_task(self.anchoring.run(), name="anchor")
                 self.ready.set()
                 log.info("link authority ready", authority=self.cfg.authority, meters=sorted(self.ledger.state),
                          tables=list(self.cfg.tables))
@@ -127,6 +160,13 @@ class LinkAuthority:
                 self.keys.close()
             if led is not None:  # not in a thread: a second cancellation must not leave it half closed
                 led.close()
+                if led.failed is None:
+                    try:
+                        self.anchoring.anchor_now("close")  # the final head, checkpoint included
+                    except OSError as e:
+                        log.error("journal anchor not written at close", error=e.strerror or str(e))
+            self.anchoring.close()
+
 
     async def _on_connect(self) -> None:
         self.metrics.connected.set(1)
@@ -150,7 +190,7 @@ class LinkAuthority:
         except InputError as e:
             self._drop("bad_schema", table=table, error=str(e))
             return
-        if not isinstance(msg, schema.Op | schema.Hello):
+        if not isinstance(msg, schema.Op | schema.Hello | schema.JournalAnchor):
             self._drop("bad_schema", table=table, error=f"{type(msg).__name__} is not a table's message")
             return
         if msg.table != table:
@@ -168,30 +208,50 @@ class LinkAuthority:
 
     def _drop(self, reason: str, **detail: Any) -> None:
         self.metrics.dropped.labels(reason).inc()
-        log.warning("link message dropped", reason=reason, **detail)
+        self._log_limited(f"drop:{reason}:{detail.get('table', detail.get('topic'))}", "link message dropped",
+                          level="warning", reason=reason, **detail)
+
+    def _log_limited(self, key: str, event: str, *, level: str = "error", **detail: Any) -> None:
+        """Log `event` at most once per LOG_EVERY_S for `key` (a kind of message and its table), with how many were
+        not logged since; what a message said is cut to LOG_TEXT characters. A table's credentials must not be a
+        way to fill the log (the metrics count every one)."""
+        now = time.monotonic()
+        last, held = self._logged.get(key, (-LOG_EVERY_S, 0))
+        if now - last < LOG_EVERY_S:
+            self._logged[key] = (last, held + 1)
+            return
+        self._logged[key] = (now, 0)
+        cut = {k: (v[:LOG_TEXT] + "...") if isinstance(v, str) and len(v) > LOG_TEXT else v for k, v in detail.items()}
+        getattr(log, level)(event, **cut, **({"not_logged_since": held} if held else {}))
 
     async def _table_worker(self, table: str, q: asyncio.Queue) -> None:
         """One table's operations, strictly one after another in the table's order."""
         while True:
             msg = await q.get()
-            if isinstance(msg, schema.Hello):
-                expected = self.next_seq.get(table, 1)
-                if msg.next_seq < expected:  # the table lost journal entries the authority has applied
-                    log.error("table is behind the authority: its link journal lost entries", table=table,
-                              table_next=msg.next_seq, authority_next=expected)
-                await self._reply(table, schema.Expect(expected, schema.TABLE_OPS))
-                continue
             try:
-                await self._apply(msg)
-            except Exception:  # noqa: BLE001 - one bad operation must not stop the link; the table resends it
-                log.exception("table operation not applied", table=table, seq=msg.seq)
+                if isinstance(msg, schema.Hello):
+                    expected = self.next_seq.get(table, 1)
+                    if msg.next_seq < expected:  # the table lost journal entries the authority has applied
+                        self.metrics.anomalies.labels(table, "table behind").inc()
+                        log.error("table is behind the authority: its link journal lost entries", table=table,
+                                  table_next=msg.next_seq, authority_next=expected)
+                    await self._reply(table, schema.Expect(expected, schema.ANNOUNCED, self.anchors.get(table),
+                                                           frozenset(self.approvers)))
+                elif isinstance(msg, schema.JournalAnchor):
+                    await self._keep_anchor(msg)
+                else:
+                    await self._apply(msg)
+            except Exception:  # noqa: BLE001 - one bad message must not stop the link; a table resends its operations
+                self.metrics.anomalies.labels(table, "message not applied").inc()
+                log.exception("table message not applied", table=table, seq=getattr(msg, "seq", None))
 
     async def _apply(self, op: schema.Op) -> None:
         assert self.ledger is not None and self.keys is not None
         expected = self.next_seq.get(op.table, 1)
         if op.seq > expected:
             self.metrics.dropped.labels("ahead").inc()
-            await self._reply(op.table, schema.Expect(expected, schema.TABLE_OPS))
+            await self._reply(op.table, schema.Expect(expected, schema.ANNOUNCED, self.anchors.get(op.table),
+                                                     frozenset(self.approvers)))
             return
         if op.seq < expected:
             done = await self.keys.alookup(op.key)
@@ -206,19 +266,29 @@ class LinkAuthority:
         t0 = time.perf_counter()
         answer: Any
         try:
-            problem = _foreign(op) or _not_a_later_share(op, self.ledger.state)
+            meters = self.ledger.state
+            problem = _foreign(op, meters) or _not_a_later_share(op, meters) or self._unapproved(op)
             if problem is not None:
                 raise InputError(*problem)
+            if op.approval is not None:
+                body["approval"] = op.approval  # journaled with the payment, for the audit
             receipt = await self.ledger.submit_async(op.kind, body, op.key)
         except KeyConflict:  # the key is new when op.seq is the next expected: a journal out of step
             self._drop("stale", table=op.table, seq=op.seq)
             return
         except InputError as e:  # a rules error is final: journal it so the sequence moves on once
+            # an honest table never sends an award the authority refuses, nor another table's round or claim
+            if (op.kind in AWARD_KINDS and e.field != "approval") or e.field in ("body.table", "body.round_id",
+                                                                                  "body.claim"):
+                self.metrics.anomalies.labels(op.table, "award refused").inc()
+                self._log_limited(f"award-refused:{op.table}", "an award refused: the table asked for what its "
+                                  "rounds do not hold", table=op.table, seq=op.seq, kind=op.kind, error=str(e))
             refused = {"table": op.table, "seq": op.seq, "field": e.field, "message": e.problem}
             receipt = await self.ledger.submit_async(LINK_REFUSED, refused, op.key)
             answer = schema.Refused(op.seq, e.field, e.problem)
             self.metrics.applied.labels(op.table, "refused").inc()
-            log.warning("table operation refused", table=op.table, seq=op.seq, kind=op.kind, error=str(e))
+            self._log_limited(f"refused:{op.table}", "table operation refused", level="warning", table=op.table,
+                              seq=op.seq, kind=op.kind, error=str(e))
         else:
             answer = schema.Ack(op.seq, receipt.seq, receipt.result)
             self.metrics.applied.labels(op.table, "applied").inc()
@@ -226,9 +296,55 @@ class LinkAuthority:
             self._dirty_event.set()
             if op.kind in WIN_KINDS:
                 self._wins.append(_win(op, receipt.seq, receipt.result, seat, shares))
+            if op.kind in approval.APPROVED_KINDS and self._tg is not None:
+                self._tg.create_task(self.anchoring.anchor_or_alert("payment"), name="anchor:payment")
+            self._odds.saw(op, self.metrics, log)
         self.metrics.commit_latency.observe(time.perf_counter() - t0)
         self.next_seq[op.table] = op.seq + 1
         await self._reply(op.table, answer)
+
+    def _unapproved(self, op: schema.Op) -> tuple[str, str] | None:
+        """A payment without an approval this authority can verify (controller.link.approval), or None."""
+        body = op.body
+        if op.kind == "pay-locked-award":  # the approval names the lock by its number: the lock held now
+            meter = self.ledger.state.get(op.meter) if self.ledger else None
+            claim = op.body.get("claim")
+            lock = meter.locked.get(claim) if meter is not None and isinstance(claim, str) else None
+            if lock is None:
+                return None  # nothing to pay: the meter refuses it, naming why
+            body = {**op.body, "lock": lock.number}
+        problem = approval.check(self.approvers, op.kind, op.table, op.meter, body, op.approval)
+        if problem is None:
+            return None
+        self.metrics.anomalies.labels(op.table, "unapproved payment").inc()
+        self._log_limited(f"unapproved:{op.table}", "a payment without a verified approval refused", table=op.table,
+                          seq=op.seq, kind=op.kind, error=problem)
+        return "approval", problem
+
+    async def _keep_anchor(self, a: schema.JournalAnchor) -> None:
+        """A table's journal head, kept off its box (docs/security.md): journaled once, the highest remembered and
+        sent back at each connection. An anchor going back is an anomaly and is not kept: an older anchor file put
+        back with an older journal cannot replace the newer one here. (One planted far ahead without the journal
+        key is reported by a keyed table at each connection: controller.app.anchoring.)"""
+        assert self.ledger is not None
+        kept = self.anchors.get(a.table)
+        if kept is not None and a.seq <= kept.seq:
+            if a.seq < kept.seq:
+                self.metrics.anomalies.labels(a.table, "anchor went back").inc()
+                self._log_limited("anchor-back:" + a.table, "a table's anchor went back: not kept (its journal "
+                                  "rolled back, or the anchor planted)", table=a.table, seq=a.seq, kept=kept.seq)
+            return
+        now = time.monotonic()
+        if now - self._anchored_at.get(a.table, -ANCHOR_EVERY_S) < ANCHOR_EVERY_S:
+            self._drop("anchor_too_often", table=a.table)
+            return
+        self._anchored_at[a.table] = now
+        body = {"table": a.table, "seq": a.seq, "hash": a.hash, "at": a.at, **({"mac": a.mac} if a.mac else {})}
+        try:
+            await self.ledger.submit_async(TABLE_ANCHOR, body, f"{ANCHOR_PREFIX}{a.table}:{a.seq}")
+        except KeyConflict:
+            return  # this entry anchored before (with another time): the first stays
+        self.anchors[a.table] = a
 
     def _hit_of(self, op: schema.Op) -> tuple[int, int]:
         """(seat, shares) of a hit: in a lock's body, or in the lock that a payment or release settles."""
@@ -295,13 +411,62 @@ class LinkAuthority:
             await asyncio.sleep(self.cfg.heartbeat)
 
 
-def _foreign(op: schema.Op) -> tuple[str, str] | None:
-    """A table may only move its own rounds: the round ids it books are its own (``<table>-r<n>``)."""
+LOG_EVERY_S = 10.0  # a kind of refusal or drop of one table is logged at most this often (all are counted)
+LOG_TEXT = 200  # characters of a table's own text (an error message quoting it) in a log line
+ANCHOR_EVERY_S = 1.0  # a table's anchors journaled at most this often (a table anchors every minute, and at events)
+ANCHOR_PREFIX = "anchor:"  # the authority journals table T's anchor of entry N under "anchor:T:N"
+AWARD_KINDS = frozenset({"pay-fixed-award", "lock-percent-award", "pay-locked-award", "pay-percent-award"})
+HIT_WINDOW = 10_000  # wagers
+HIT_LIMIT = 3  # percentage-of-meter hits of one table within its last HIT_WINDOW wagers before an alert
+
+
+class _HitRate:
+    """Hits far beyond the odds, per table: a percentage of the meter (a royal flush, a straight flush) comes
+    about 0.15 times in 10,000 wagers at the games of a Five Card Hand Bonus or a Progressive Payout Wager; more
+    than HIT_LIMIT locks within a table's last HIT_WINDOW wagers (a chance of about 1 in 50,000) is an alert.
+    Counted since the authority's start."""
+
+    def __init__(self) -> None:
+        self._wagers: dict[str, int] = {}
+        self._locks: dict[str, list[int]] = {}
+
+    def saw(self, op: schema.Op, metrics: Any, logger: Any) -> None:
+        if op.kind == "book-contributions":
+            wagers = op.body.get("wagers")
+            self._wagers[op.table] = self._wagers.get(op.table, 0) + (len(wagers) if isinstance(wagers, list) else 0)
+        elif op.kind == "lock-percent-award":
+            now = self._wagers.get(op.table, 0)
+            locks = [w for w in self._locks.get(op.table, []) if now - w < HIT_WINDOW] + [now]
+            self._locks[op.table] = locks
+            metrics.hits.labels(op.table).inc()
+            if len(locks) > HIT_LIMIT:
+                metrics.anomalies.labels(op.table, "hits beyond the odds").inc()
+                logger.error("hits far beyond the odds", table=op.table, locks=len(locks), within_wagers=HIT_WINDOW,
+                             limit=HIT_LIMIT)
+
+
+def _journaled_anchor(body: dict[str, Any]) -> schema.JournalAnchor:
+    return schema.JournalAnchor(body["table"], body["seq"], body["hash"], body["at"], body.get("mac"))
+
+
+def _foreign(op: schema.Op, meters: Any) -> tuple[str, str] | None:
+    """A table may only move its own rounds and its own claims: the round ids it books are its own
+    (``<table>-r<n>``), a claim it locks is of that round (``<round>-c<k>...``), and a lock it pays or releases is
+    one it took (claim ids are no secret: every table hears them on the win topic)."""
     if "table" in op.body and op.body["table"] != op.table:
         return "body.table", f"is {op.body['table']!r}: table {op.table} may only send its own operations"
     rid = op.body.get("round_id")
     if isinstance(rid, str) and not rid.startswith(f"{op.table}-r"):
         return "body.round_id", f"{rid!r} is not a round of table {op.table}"
+    claim = op.body.get("claim")
+    if op.kind == "lock-percent-award" and isinstance(claim, str) and isinstance(rid, str) \
+            and not claim.startswith(f"{rid}-c"):
+        return "body.claim", f"{claim!r} is not a claim of round {rid}"
+    if op.kind in ("pay-locked-award", "release-locked-award") and isinstance(claim, str):
+        meter = meters.get(op.meter)
+        lock = meter.locked.get(claim) if meter is not None else None
+        if lock is not None and lock.table != op.table:
+            return "body.claim", f"{claim!r} is a lock of table {lock.table}, not of table {op.table}"
     return None
 
 

@@ -62,6 +62,11 @@ class TableLink:
         self._ledger_options = ledger_options or {}
         self._tg: asyncio.TaskGroup | None = None  # run's: the first publish of each operation runs in it
         self.authority_kinds: frozenset[str] = schema.BASE_OPS  # what the authority said it takes (expect)
+        self.anchor: schema.JournalAnchor | None = None  # the last anchor of the table's own journal, to send
+        self.on_anchor: Callable[[schema.JournalAnchor], None] = lambda anchor: None  # the authority's, at expect
+        # Whose approvals of payments the authority verifies, as it last said (None: not heard yet, or an older
+        # authority that verifies none).
+        self.approvers: frozenset[str] | None = None
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -109,13 +114,13 @@ class TableLink:
 
     # --- sending -------------------------------------------------------------------------------------
 
-    async def send(self, op: Any, meter: str, key: str) -> int:
+    async def send(self, op: Any, meter: str, key: str, approval: dict[str, str] | None = None) -> int:
         """Journal meter operation `op` on the table's linked meter `meter` and send it. Returns its sequence
         number once it is durable in the outbox; `answer(seq)` waits for the authority's outcome. A retry
         with the same key returns the same sequence number."""
         assert self.ledger is not None
         try:
-            receipt = await self.ledger.submit_async(LINK_SEND, send_body(meter, self.linked[meter], op), key)
+            receipt = await self.ledger.submit_async(LINK_SEND, send_body(meter, self.linked[meter], op, approval), key)
             seq = int(receipt.result["seq"])
         except KeyConflict:
             seq = await asyncio.to_thread(self._first_journaled, key)
@@ -180,7 +185,8 @@ class TableLink:
         return found.body["result"]
 
     async def _publish_op(self, sent: Any) -> bool:
-        op = schema.Op(self.table, sent.seq, sent.kind, sent.linked, dict(sent.body))
+        op = schema.Op(self.table, sent.seq, sent.kind, sent.linked, dict(sent.body),
+                       None if sent.approval is None else dict(sent.approval))
         ok = await self._publish(self.topics.up(self.table), op)
         if ok:
             self._last_sent[sent.seq] = self.clock()
@@ -220,6 +226,23 @@ class TableLink:
             if self.outbox.pending:
                 await self._resend(due_only=True)
 
+    def send_anchor(self, anchor: schema.JournalAnchor) -> None:
+        """Keep the head of the table's own journal off the box, at the authority (if it takes anchors: an older
+        one would drop the message): sent now if connected, and again at each connection."""
+        self.anchor = anchor
+        tg = self._tg
+        if tg is None:
+            return
+        coro = self._send_anchor()
+        try:
+            tg.create_task(coro, name=f"link-anchor:{anchor.seq}")
+        except RuntimeError:
+            coro.close()
+
+    async def _send_anchor(self) -> None:
+        if self.anchor is not None and self.accepts("anchor"):
+            await self._publish(self.topics.up(self.table), self.anchor)
+
     async def _on_connect(self) -> None:
         await self._publish(self.topics.up(self.table), schema.Hello(self.table, self.outbox.next_seq))
 
@@ -236,6 +259,14 @@ class TableLink:
             if msg.state == "offline":
                 self.last_heard = None
                 self._set_alive(False)
+            elif msg.state == "online" and self._tg is not None:
+                # The authority (re)started, perhaps with another version or other approvers: hello again, so that
+                # its `expect` says what it takes now.
+                coro = self._on_connect()
+                try:
+                    self._tg.create_task(coro, name="link-hello")
+                except RuntimeError:
+                    coro.close()
             return
         self._heard()
         match msg:
@@ -278,7 +309,11 @@ class TableLink:
             msg = await self._down.get()
             if isinstance(msg, schema.Expect):
                 self.authority_kinds = msg.kinds if msg.kinds is not None else schema.BASE_OPS
+                self.approvers = msg.approvers
+                if msg.anchor is not None:
+                    self.on_anchor(msg.anchor)
                 await self._resend()
+                await self._send_anchor()
                 continue
             if msg.seq not in self.outbox.pending:
                 continue  # answered before (a repeat)

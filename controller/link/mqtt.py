@@ -172,10 +172,14 @@ class MqttSettings:
 def read_password(path: Path) -> str:
     """The password kept in `path`, without the newline that ends the file. The message of an error names
     the file, never its content."""
+    from ..config.files import MAX_SECRET_BYTES, FileRefused, read_file
+
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as e:
-        raise MqttSettingsError(f"mqtt password_file: cannot read {path}: {e.strerror or e}") from None
+        data = read_file(path, limit=MAX_SECRET_BYTES).data  # one line: never a FIFO, never /dev/zero
+    except FileRefused as e:
+        raise MqttSettingsError(f"mqtt password_file: cannot read {path}: {e.reason}") from None
+    try:
+        text = data.decode("utf-8")
     except UnicodeDecodeError:
         raise MqttSettingsError(f"mqtt password_file: {path} is not UTF-8 text") from None
     if text.endswith("\r\n"):

@@ -35,10 +35,13 @@ class Sent:
     meter: str  # the table's meter id
     linked: str  # the authority's meter id
     body: Mapping[str, Any]
+    approval: Mapping[str, str] | None = None  # a payment's supervisor approval (controller.link.approval)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"seq": self.seq, "kind": self.kind, "meter": self.meter, "linked": self.linked,
-                "body": dict(self.body)}
+        d = {"seq": self.seq, "kind": self.kind, "meter": self.meter, "linked": self.linked, "body": dict(self.body)}
+        if self.approval is not None:  # only when there is one: older snapshots keep their exact form
+            d["approval"] = dict(self.approval)
+        return d
 
 
 @dataclass(frozen=True)
@@ -98,7 +101,8 @@ class OutboxReducer:
                 "locks": {c: list(v) for c, v in sorted(state.locks.items())}}
 
     def restore(self, data: dict[str, Any]) -> Outbox:
-        pending = {p["seq"]: Sent(p["seq"], p["kind"], p["meter"], p["linked"], MappingProxyType(p["body"]))
+        pending = {p["seq"]: Sent(p["seq"], p["kind"], p["meter"], p["linked"], MappingProxyType(p["body"]),
+                                  MappingProxyType(p["approval"]) if "approval" in p else None)
                    for p in data["pending"]}
         rounds = {m: MappingProxyType({r: (tuple((w[0], w[1]) for w in b["wagers"]), tuple(b["on_dealer"]),
                                            tuple(b.get("round_meters", ())))  # none: one meter, or an older snapshot
@@ -118,7 +122,7 @@ def _booking_dict(booking: OpenBooking) -> dict[str, Any]:
     return d
 
 
-def send_body(meter: str, linked: str, op: Any) -> dict[str, Any]:
+def send_body(meter: str, linked: str, op: Any, approval: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ``link-send`` body of meter operation `op` (controller.meter.ops) on a linked meter. A booking of a
     round of several meters names them beside the operation too (``round_meters``): the outbox keeps them
     with the open round (a booking journaled before it did names them in the operation only, and is kept
@@ -128,6 +132,8 @@ def send_body(meter: str, linked: str, op: Any) -> dict[str, Any]:
     body = {"meter": meter, "linked": linked, "kind": op.kind, "body": fields}
     if op.kind == "book-contributions" and op.round_meters:
         body["round_meters"] = list(op.round_meters)
+    if approval is not None:
+        body["approval"] = dict(approval)
     return body
 
 
@@ -141,6 +147,10 @@ def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
     if not isinstance(fields, dict):
         raise InputError("body", "must be an object")
     op = op_from_dict({"kind": kind, **fields}, "body")  # well formed, or nothing is journaled
+    approval = body.get("approval")
+    if approval is not None and not (isinstance(approval, dict) and set(approval) == {"by", "mac"}
+                                     and all(isinstance(v, str) for v in approval.values())):
+        raise InputError("approval", "must be {by, mac}")
     seq = state.next_seq
     rounds = dict(state.open_rounds)
     open_ = dict(rounds.get(meter, {}))
@@ -160,7 +170,8 @@ def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
     elif kind in ("pay-locked-award", "release-locked-award"):
         locks = MappingProxyType({c: v for c, v in locks.items() if c != op.claim})
     rounds[meter] = MappingProxyType(open_)
-    pending = {**state.pending, seq: Sent(seq, kind, meter, linked, MappingProxyType(fields))}
+    pending = {**state.pending, seq: Sent(seq, kind, meter, linked, MappingProxyType(fields),
+                                          None if approval is None else MappingProxyType(approval))}
     new = replace(state, next_seq=seq + 1, pending=MappingProxyType(pending), last_round=last, locks=locks,
                   open_rounds=MappingProxyType({m: r for m, r in rounds.items() if r}))
     return new, {"seq": seq}

@@ -19,6 +19,7 @@ LINK_KEY_PREFIX = "link:"  # the authority journals table T's operation N under 
 VERSION = 1
 DEFAULT_PREFIX = "progressive/v1"
 MAX_PAYLOAD = 65_536  # bytes; a contribution batch of a 7-seat table is about 400
+MAX_COUNT = 2**63  # sequence numbers, entries and counts: below it (a journal's integers are 64-bit)
 
 # The meter operations a table may ask of the authority (controller.meter.ops kinds). Parameters and
 # adjustments of a linked meter are the authority's own business, never a table's. A percentage of a linked
@@ -33,6 +34,9 @@ BASE_OPS = frozenset({
 # checks that it is one).
 ADDED_OPS = frozenset({"pay-percent-award"})
 TABLE_OPS = BASE_OPS | ADDED_OPS
+# Messages added to version 1 since, announced the same way: `anchor`, a table's journal head (docs/security.md).
+ADDED_MESSAGES = frozenset({"anchor"})
+ANNOUNCED = TABLE_OPS | ADDED_MESSAGES  # what an authority of this version lists in its `expect`
 
 
 class SchemaError(InputError):
@@ -95,6 +99,7 @@ class Op:
     kind: str
     meter: str  # the authority's meter id
     body: dict[str, Any]  # the operation's fields (controller.meter.ops to_dict, without "kind")
+    approval: dict[str, Any] | None = None  # a payment's supervisor approval (controller.link.approval)
 
     @property
     def key(self) -> str:
@@ -130,11 +135,28 @@ class Refused:
 
 @dataclass(frozen=True)
 class Expect:
-    """Authority -> table: the next sequence number the authority will apply for this table, and the operation
-    kinds it takes (None from an authority that predates the field: BASE_OPS)."""
+    """Authority -> table: the next sequence number the authority will apply for this table, the operation kinds
+    and messages it takes (None from an authority that predates the field: BASE_OPS), and the last anchor of the
+    table's own journal it was sent (`JournalAnchor`, or None)."""
 
     next_seq: int
     kinds: frozenset[str] | None = None
+    anchor: JournalAnchor | None = None
+    # The names of the supervisors whose approvals of payments the authority verifies (None: an authority that
+    # predates approvals): a table refuses an approval by anyone else before it moves any state.
+    approvers: frozenset[str] | None = None
+
+
+@dataclass(frozen=True)
+class JournalAnchor:
+    """Table -> authority: the head of the table's own journal (controller.ledger.anchor), kept off the table's box;
+    the authority sends the last one back in its `expect`, for the table to check its journal against."""
+
+    table: str
+    seq: int
+    hash: str
+    at: str
+    mac: str | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +207,8 @@ def encode(msg: Any) -> bytes:
         case Op():
             d = {"type": "op", "table": msg.table, "seq": msg.seq, "kind": msg.kind, "meter": msg.meter,
                  "body": msg.body}
+            if msg.approval is not None:
+                d["approval"] = msg.approval
         case Hello():
             d = {"type": "hello", "table": msg.table, "next_seq": msg.next_seq}
         case Ack():
@@ -195,6 +219,12 @@ def encode(msg: Any) -> bytes:
             d = {"type": "expect", "next_seq": msg.next_seq}
             if msg.kinds is not None:
                 d["kinds"] = sorted(msg.kinds)
+            if msg.anchor is not None:
+                d["anchor"] = _anchor_dict(msg.anchor)
+            if msg.approvers is not None:
+                d["approvers"] = sorted(msg.approvers)
+        case JournalAnchor():
+            d = {"type": "anchor", **_anchor_dict(msg)}
         case MeterValue():
             d = {"type": "meter", "meter": msg.meter, "amount": format_cents(msg.cents), "entry": msg.entry,
                  "at": msg.at, "reset": format_cents(msg.reset_cents), "locked": [{"claim": c, "amount": format_cents(a)} for c, a in msg.locked]}
@@ -230,7 +260,8 @@ def decode(topic: str, payload: bytes) -> Any:
             if kind not in TABLE_OPS:
                 raise _bad(topic, "kind", f"{kind!r} is not an operation a table may send; "
                                   f"one of {', '.join(sorted(TABLE_OPS))}")
-            return Op(r.name("table"), r.count("seq", 1), kind, r.name("meter"), r.obj("body"))
+            return Op(r.name("table"), r.count("seq", 1), kind, r.name("meter"), r.obj("body"),
+                      r.obj("approval") if "approval" in d else None)
         case "hello":
             return Hello(r.name("table"), r.count("next_seq", 1))
         case "ack":
@@ -244,7 +275,16 @@ def decode(topic: str, payload: bytes) -> Any:
                 if not all(isinstance(k, str) for k in listed):
                     raise _bad(topic, "kinds", "must be a list of operation kinds")
                 kinds = frozenset(listed)
-            return Expect(r.count("next_seq", 1), kinds)
+            anchor = _anchor(topic, r.obj("anchor"), "anchor.") if "anchor" in d else None
+            approvers = None
+            if "approvers" in d:
+                names = r.list("approvers")
+                if not all(isinstance(n, str) and 0 < len(n) <= 64 for n in names):
+                    raise _bad(topic, "approvers", "must be a list of supervisors' names")
+                approvers = frozenset(names)
+            return Expect(r.count("next_seq", 1), kinds, anchor, approvers)
+        case "anchor":
+            return _anchor(topic, d, "")
         case "meter":
             locked = tuple((r.sub("locked", i).text("claim"), r.sub("locked", i).money("amount"))
                            for i in range(len(r.list("locked"))))
@@ -267,6 +307,21 @@ def decode(topic: str, payload: bytes) -> Any:
             return Status(r.name("authority"), state)
         case other:
             raise _bad(topic, "type", f"unknown message type {other!r}")
+
+
+def _anchor_dict(a: JournalAnchor) -> dict[str, Any]:
+    return {"table": a.table, "seq": a.seq, "hash": a.hash, "at": a.at, **({"mac": a.mac} if a.mac else {})}
+
+
+def _anchor(topic: str, d: dict[str, Any], at: str) -> JournalAnchor:
+    r = _Reader(topic, d, at)
+    digest = r.text("hash")
+    if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+        raise _bad(topic, at + "hash", "must be 64 hex digits")
+    mac = d.get("mac")
+    if mac is not None and not (isinstance(mac, str) and len(mac) == 64 and all(c in "0123456789abcdef" for c in mac)):
+        raise _bad(topic, at + "mac", "must be 64 hex digits")
+    return JournalAnchor(r.name("table"), r.count("seq", 1), digest, r.text("at")[:40], mac)
 
 
 def _money(topic: str, name: str, value: object) -> int:
@@ -302,8 +357,10 @@ class _Reader:
 
     def count(self, name: str, minimum: int) -> int:
         v = self._get(name)
-        if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-            raise _bad(self.topic, self.at + name, f"must be a whole number >= {minimum}, not {v!r}")
+        if isinstance(v, bool) or not isinstance(v, int) or not minimum <= v < MAX_COUNT:
+            shown = v if not isinstance(v, int) or abs(v) < 10**20 else f"a number of {len(str(v))} digits"
+            raise _bad(self.topic, self.at + name, f"must be a whole number from {minimum} to {MAX_COUNT - 1}, "
+                                                   f"not {shown!r}")
         return v
 
     def obj(self, name: str) -> dict[str, Any]:

@@ -28,7 +28,7 @@ _COUNTS = ("wagers_count", "voided_rounds", "hit_count")
 _OTHER = ("params", "hits", "history", "open_rounds", "recent_rounds", "params_set_by", "params_set_at")
 # Written only when not empty: a snapshot without them (every snapshot before locked awards) loads with none,
 # and the state digest a checkpoint of an older journal records is still the one replay gives.
-_LOCKS = ("locked", "settled_claims", "released_to_overflow")
+_LOCKS = ("locked", "settled_claims", "released_to_overflow", "locks_taken")
 
 
 def _key(name: str) -> str:
@@ -52,6 +52,8 @@ def state_to_dict(s: MeterState) -> dict[str, Any]:
         d["settled_claims"] = list(s.settled_claims)
     if s.released_to_overflow:
         d["released_to_overflow"] = format_units(s.released_to_overflow)
+    if s.locks_taken:
+        d["locks_taken"] = s.locks_taken
     return d
 
 
@@ -105,6 +107,7 @@ def state_from_dict(d: object, field_prefix: str = "") -> MeterState:
         for i, c in enumerate(_check.array(m.get("settled_claims", []), j(at, "settled_claims")))
     )
     kw["released_to_overflow"] = parse_units(m.get("released_to_overflow", "0"), j(at, "released_to_overflow"))
+    kw["locks_taken"] = _check.integer(m.get("locks_taken", 0), j(at, "locks_taken"), minimum=0)
     state = with_maps(MeterState(params=kw.pop("params"), current=kw.pop("current"), seed=kw.pop("seed")), **kw)
     try:
         check_invariant(state)
@@ -251,6 +254,7 @@ def _locked_to_dict(a: LockedAward) -> dict[str, Any]:
         "from_overflow": format_units(a.from_overflow),
         "seeded": format_units(a.seeded),
         "at": _check.format_moment(a.at),
+        **({"number": a.number} if a.number else {}),  # written when numbered: older snapshots load as they were
     }
 
 
@@ -260,7 +264,7 @@ def _locked_from_dict(d: object, at: str) -> LockedAward:
         "round_id", "table", "seat", "hand", "award", "percent", "shares", "amount", "meter_before",
         "meter_after", "from_reserve", "from_overflow", "seeded", "at",
     )
-    m = _check.obj(d, at, keys)
+    m = _check.obj(d, at, keys, ("number",))
     return LockedAward(
         round_id=_check.identifier(m["round_id"], j(at, "round_id")),
         table=_check.identifier(m["table"], j(at, "table")),
@@ -276,4 +280,5 @@ def _locked_from_dict(d: object, at: str) -> LockedAward:
         from_overflow=parse_units(m["from_overflow"], j(at, "from_overflow")),
         seeded=parse_units(m["seeded"], j(at, "seeded")),
         at=_check.parse_moment(m["at"], j(at, "at")),
+        number=_check.integer(m.get("number", 0), j(at, "number"), minimum=0),
     )

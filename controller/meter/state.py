@@ -131,6 +131,10 @@ class LockedAward:
     from_overflow: int  # units the reset (and the carry) took from the overflow
     seeded: int  # units of operator money the reset put on the meter
     at: datetime
+    # The lock's number on its meter, 1, 2, ... never given twice (MeterState.locks_taken): a supervisor's approval
+    # of the payment names it (controller.link.approval), so it pays this lock and no later one under the same
+    # claim id. 0: a lock journaled before locks were numbered.
+    number: int = 0
 
     @property
     def taken_cents(self) -> int:
@@ -184,6 +188,7 @@ class MeterState:
     locked: Mapping[str, LockedAward] = field(default_factory=_frozen)  # claim id -> award awaiting a decision
     settled_claims: tuple[str, ...] = ()  # the last RECENT_CLAIMS paid or released claim ids
     released_to_overflow: int = 0  # units of released locks the ceiling sent to the overflow
+    locks_taken: int = 0  # locks ever taken on this meter: the number of the last (LockedAward.number)
 
     __hash__ = None  # type: ignore[assignment]  # holds mappings
 
@@ -276,7 +281,7 @@ def invariant_failures(s: MeterState) -> list[str]:
         "seed", "contributions", "reserve", "reserve_in", "reserve_to_meter", "overflow", "overflow_in",
         "overflow_to_meter", "meter_awards", "meter_paid_cents", "owed_cents", "wagers_count", "wagers_cents",
         "voided_rounds", "voided_wagers_cents", "hit_count", "paid_by_table_cents", "paid_by_attendant_cents",
-        "released_to_overflow",
+        "released_to_overflow", "locks_taken",
     ):
         if getattr(s, name) < 0:
             bad.append(f"{name} is negative: {getattr(s, name)}")
@@ -324,6 +329,8 @@ def invariant_failures(s: MeterState) -> list[str]:
             bad.append(f"locked claim {claim}: round {a.round_id} at table {a.table} seat {a.seat} is not open")
         if min(a.amount_cents, a.from_reserve, a.from_overflow, a.seeded) < 0:
             bad.append(f"locked claim {claim}: a negative amount")
+        if a.number > s.locks_taken or (a.number == 0 and s.locks_taken):
+            bad.append(f"locked claim {claim}: number {a.number}, but {s.locks_taken} locks were taken")
     if len(s.settled_claims) > RECENT_CLAIMS or (s.locked and not s.locked.keys().isdisjoint(s.settled_claims)):
         bad.append("settled_claims is too long or holds a pending claim")
     return bad

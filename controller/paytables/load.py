@@ -6,7 +6,9 @@ Every error is an InputError whose field names the file and the TOML path at fau
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
@@ -16,7 +18,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from ..awards import Award, Fixed, PercentOfMeter, parse_award
+from ..awards import Award, Fixed, ForOne, PercentOfMeter, ToOne, parse_award
 from ..cards import RANKS
 from ..errors import InputError
 from ..games import GAMES, HandKind
@@ -32,6 +34,11 @@ _PAY_KEYS = ("hand", "award", "min_rank")
 _ENVY_KEYS = ("qualifying", "source", "by_wager")
 _BONUS_KEYS = ("magic-card", "lucky-bonus")
 _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+# The largest awards a paytable may pay (the regulations' tables pay at most 25,000 for 1 and $5,000 fixed)
+# and the largest wager (also a meter's, controller.config.schema): beyond them a value is a typo.
+MAX_ODDS = 1_000_000
+MAX_FIXED_AWARD_CENTS = 1_000_000_00
+MAX_WAGER_CENTS = 10_000_00  # $10,000.00
 _LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
@@ -86,7 +93,13 @@ class _File:
         return value
 
     def award(self, value: object, path: str) -> Award:
-        return parse_award(value, f"{self.name}: {path}")
+        award = parse_award(value, f"{self.name}: {path}")
+        if isinstance(award, (ForOne, ToOne)) and award.multiple > MAX_ODDS:
+            raise self.error(path, f"{value!r}: odds above {MAX_ODDS:,} for 1, the most a paytable may pay")
+        if isinstance(award, Fixed) and award.cents > MAX_FIXED_AWARD_CENTS:
+            raise self.error(path, f"{value!r}: more than {format_dollars_human(MAX_FIXED_AWARD_CENTS)}, the most a "
+                             "fixed award may be")
+        return award
 
 
 def _join(path: str, key: str) -> str:
@@ -106,12 +119,15 @@ def _short(value: object) -> str:
 
 def load_paytable(path: str | PathLike[str]) -> Paytable:
     """A paytable from a TOML file. Its id must equal the file name without ``.toml``."""
+    # Imported here: controller.config imports this package (a cycle at import time otherwise).
+    from ..config.files import FileRefused, read_file, show_path
+
     p = Path(path)
-    name = str(path)
+    name = show_path(path)
     try:
-        data = p.read_bytes()
-    except OSError as e:
-        raise InputError(name, f"cannot read the paytable file: {e.strerror or e}") from None
+        data = read_file(p).data  # a regular file of at most 1 MiB: never /dev/zero, never a FIFO
+    except FileRefused as e:
+        raise InputError(name, f"cannot read the paytable file: {e.reason}") from None
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -380,6 +396,8 @@ def _wager_size(f: _File, value: object, path: str) -> int:
     cents = parse_cents(value.strip().removeprefix("$").replace(",", ""), f"{f.name}: {path}")
     if cents <= 0:
         raise f.error(path, f"{value!r}: a wager must be more than $0")
+    if cents > MAX_WAGER_CENTS:
+        raise f.error(path, f"{value!r}: more than {format_dollars_human(MAX_WAGER_CENTS)}, the most a wager may be")
     return cents
 
 
@@ -407,9 +425,14 @@ def builtin_paytables() -> dict[str, Paytable]:
 
 
 def _toml_files(folder: str | PathLike[str]) -> list[Path]:
+    from ..config.files import FileRefused, probe, show_path
+
     d = Path(folder)
-    if not d.is_dir():
-        raise InputError(str(folder), "is not a directory of paytable files")
+    st = probe(d)  # never an OSError for a path too long or a loop of links
+    if isinstance(st, FileRefused):
+        raise InputError(show_path(folder), f"is not a directory of paytable files: {st.reason}")
+    if st is None or not stat.S_ISDIR(st.st_mode):
+        raise InputError(show_path(folder), "is not a directory of paytable files")
     return sorted(p for p in d.glob("*.toml") if p.is_file())
 
 
@@ -432,6 +455,8 @@ def all_paytables(extra_dirs: Iterable[str | PathLike[str]] = ()) -> dict[str, P
 
 def find_paytable(id_or_path: str | PathLike[str], extra_dirs: Iterable[str | PathLike[str]] = ()) -> Paytable:
     """A paytable by id (built in, or ``<id>.toml`` in one of `extra_dirs`) or by file path."""
+    from ..config.files import probe
+
     text = str(id_or_path)
     if not isinstance(id_or_path, str) or text.endswith(".toml") or "/" in text or "\\" in text:
         return load_paytable(id_or_path)
@@ -443,7 +468,7 @@ def find_paytable(id_or_path: str | PathLike[str], extra_dirs: Iterable[str | Pa
     for folder in dirs:
         _toml_files(folder)  # a missing directory is an error, not an empty one
         path = Path(folder) / f"{text}.toml"
-        if path.is_file():
+        if isinstance(probe(path), os.stat_result):  # there (a path too long is not)
             found.append((str(path), load_paytable(path)))
     if not found:
         known = sorted(builtin)

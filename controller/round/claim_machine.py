@@ -50,11 +50,13 @@ class NewClaim:
 
 @dataclass(frozen=True)
 class Locked:
-    """The link authority locked payout `index` of the claim for `amount_cents` (each share, when shared)."""
+    """The link authority locked payout `index` of the claim for `amount_cents` (each share, when shared), as its
+    lock `number` on the meter (0: an authority that does not number its locks)."""
 
     claim_id: str
     index: int
     amount_cents: int
+    number: int = 0
 
 
 @dataclass(frozen=True)
@@ -66,10 +68,12 @@ class LockRefused:
 
 @dataclass(frozen=True)
 class Approve:
-    """A supervisor approved the claim."""
+    """A supervisor approved the claim; `approvals`: the signed approvals of its payouts that a link authority
+    verifies, (payout, by, mac) each (none for a table's own meter)."""
 
     claim_id: str
     by: str
+    approvals: tuple[tuple[int, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,15 @@ class Paid:
 
     claim_id: str
     index: int
+
+
+@dataclass(frozen=True)
+class PayRefused:
+    """The link authority refused payout `index` (its approval did not verify): nothing of the claim is paid."""
+
+    claim_id: str
+    index: int
+    problem: str
 
 
 @dataclass(frozen=True)
@@ -94,7 +107,7 @@ class VoidClaims:
     reason: str
 
 
-Input = NewClaim | Locked | LockRefused | Approve | Paid | Reject | VoidClaims
+Input = NewClaim | Locked | LockRefused | Approve | Paid | PayRefused | Reject | VoidClaims
 
 
 # --- effects -----------------------------------------------------------------------------------
@@ -182,6 +195,8 @@ def step(rc: RoundClaims, e: Input) -> ClaimStep:
             return _approve(rc, e)
         case Paid():
             return _paid(rc, e)
+        case PayRefused():
+            return _pay_refused(rc, e)
         case Reject():
             return _reject(rc, e)
         case VoidClaims():
@@ -245,7 +260,8 @@ def _locked(rc: RoundClaims, e: Locked) -> ClaimStep:
     payouts = tuple(replace(p, amount=e.amount_cents) if i == e.index or (shared and _share_group(p) == group
                                                                          and i not in c.locks) else p
                     for i, p in enumerate(c.payouts))
-    c = replace(c, payouts=payouts, locked=(*c.locked, e.index))
+    numbers = (*c.lock_numbers, (e.index, e.number)) if e.number else c.lock_numbers
+    c = replace(c, payouts=payouts, locked=(*c.locked, e.index), lock_numbers=numbers)
     if set(c.locked) < set(c.locks):
         return ClaimStep(rc.with_claim(c))
     c = replace(c, status="pending")  # a percentage of the meter always waits for a supervisor
@@ -266,7 +282,7 @@ def _approve(rc: RoundClaims, e: Approve) -> ClaimStep:
     c = rc.get(e.claim_id)
     if c.status != "pending":
         raise RulesError("claim_id", f"{c.id} {status_text(c)}")
-    c = replace(c, status="paying", by=e.by)
+    c = replace(c, status="paying", by=e.by, approvals=e.approvals)
     return _with(rc, c, [Record(c, "approved"), *(Pay(c.id, i) for i in c.unpaid)])
 
 
@@ -283,6 +299,20 @@ def _paid(rc: RoundClaims, e: Paid) -> ClaimStep:
         return ClaimStep(rc.with_claim(c))
     c = replace(c, status="paid")
     return _with(rc, c, [Record(c, "paid"), Won(c.id)])
+
+
+def _pay_refused(rc: RoundClaims, e: PayRefused) -> ClaimStep:
+    """A payment the link authority refused (final): with nothing of the claim paid, the claim ends refused and its
+    locks go back to the meter (the hand may be claimed again, and approved by a supervisor the authority verifies);
+    with a share already paid it stays being paid, for the log and a person to settle."""
+    c = rc.get(e.claim_id)
+    if c.status != "paying" or e.index in c.paid:
+        return ClaimStep(rc)
+    if c.paid:
+        return ClaimStep(rc, (Note("payout-refused", {"claim": c.id, "payout": e.index, "error": e.problem}),))
+    c = replace(c, status="refused", reason=f"the link authority refused payout {e.index}: {e.problem}")
+    releases = [Release(c.id, i, "controller", "its payment was refused") for i in c.locks]
+    return _with(rc, c, [Record(c, "refused"), *releases, Note("claim-refused", {"claim": c.id, "error": c.reason})])
 
 
 def _reject(rc: RoundClaims, e: Reject) -> ClaimStep:
@@ -359,5 +389,5 @@ def _lights(before: RoundClaims, after: RoundClaims) -> tuple[Effect, ...]:
 
 
 __all__ = ["EVENTS", "Approve", "ClaimStep", "Effect", "Input", "Lock", "LockRefused", "Locked", "NewClaim", "Note",
-           "Paid", "Pay", "Record", "Reject", "Release", "VoidClaims", "WinLight", "Won", "lock_indices", "restore",
+           "Paid", "Pay", "PayRefused", "Record", "Reject", "Release", "VoidClaims", "WinLight", "Won", "lock_indices", "restore",
            "settle_refusal", "step", "void_refusal"]

@@ -97,6 +97,13 @@ class Claim:
     locks: tuple[int, ...] = ()  # payouts locked at the link authority (a linked meter's percentage awards)
     locked: tuple[int, ...] = ()  # of those, the ones the authority has locked (their amounts are its)
     paid: tuple[int, ...] = ()  # payouts journaled as paid
+    # The supervisor's approvals of the payouts a linked meter's authority verifies: (payout, by, mac), made at
+    # the approval (controller.link.approval) and journaled with it, so that a payment finished after a restart
+    # carries them too.
+    approvals: tuple[tuple[int, str, str], ...] = ()
+    # The number the authority gave each lock (payout, number): the approval of its payment names it, so that it
+    # pays that lock only (controller.link.approval).
+    lock_numbers: tuple[tuple[int, int], ...] = ()
 
     @property
     def on_dealer(self) -> bool:
@@ -452,6 +459,8 @@ def claim_to_json(c: Claim) -> dict[str, Any]:
         "payouts": [_payout_to_json(p) for p in c.payouts],
         "status": c.status, "by": c.by, "reason": c.reason, "turn": c.turn, "claimed_by": c.claimed_by,
         "locks": list(c.locks), "locked": list(c.locked), "paid": list(c.paid),
+        **({"approvals": [list(a) for a in c.approvals]} if c.approvals else {}),
+        **({"lock_numbers": [list(n) for n in c.lock_numbers]} if c.lock_numbers else {}),
     }
 
 
@@ -483,10 +492,23 @@ def claim_from_json(d: object, field_prefix: str = "claim") -> Claim:
         if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(payouts) for i in values):
             raise InputError(f"{field_prefix}.{name}", f"must be payout indices 0..{len(payouts) - 1}")
         indices[name] = tuple(values)
+    approvals = []
+    for i, a in enumerate(m.get("approvals", [])):
+        if not (isinstance(a, list) and len(a) == 3 and isinstance(a[0], int) and 0 <= a[0] < len(payouts)
+                and all(isinstance(x, str) for x in a[1:])):
+            raise InputError(f"{field_prefix}.approvals[{i}]", "must be [payout, by, mac]")
+        approvals.append((a[0], a[1], a[2]))
+    numbers = []
+    for i, n in enumerate(m.get("lock_numbers", [])):
+        if not (isinstance(n, list) and len(n) == 2 and all(type(x) is int for x in n) and 0 <= n[0] < len(payouts)
+                and 0 < n[1] < 2**63):
+            raise InputError(f"{field_prefix}.lock_numbers[{i}]", "must be [payout, number]")
+        numbers.append((n[0], n[1]))
     return Claim(f.text("id"), f.text("round_id"), f.integer("seat"), f.text("spot"), f.text("meter"),
                  parse_cents(f.text("wager"), f"{field_prefix}.wager"),
                  tuple(parse_cards(f.array("cards"), f"{field_prefix}.cards")), payouts, status,  # type: ignore[arg-type]
-                 f.text("by"), f.text("reason"), f.integer("turn"), f.text("claimed_by"), **indices)
+                 f.text("by"), f.text("reason"), f.integer("turn"), f.text("claimed_by"), **indices,
+                 approvals=tuple(approvals), lock_numbers=tuple(numbers))
 
 
 def _payout_from_json(d: object, prefix: str) -> Payout:

@@ -20,7 +20,7 @@ from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
 from controller.errors import InputError
 from drivers.events import SignMessage
@@ -31,6 +31,9 @@ from .codec import DataType, WordOrder
 MAX_ADDRESS = 0xFFFF
 MAX_LOCAL_SEATS = 64
 MAX_ASCII_REGISTERS = 32
+MAX_POINTS = 1024  # inputs, and outputs, of one map (a seven-seat module has a few dozen)
+MAX_SLOT = 64  # meter slots of a sign
+MAX_SCALE = Fraction(1_000_000)  # cents per count (reading) or counts per cent (writing), either way
 
 
 class Table(str, Enum):
@@ -128,8 +131,8 @@ class _MapModel(BaseModel):
 
     kind: Kind
     description: StrictStr = ""
-    inputs: list[_PointModel] = []
-    outputs: list[_PointModel] = []
+    inputs: list[_PointModel] = Field([], max_length=MAX_POINTS)
+    outputs: list[_PointModel] = Field([], max_length=MAX_POINTS)
     message_codes: dict[str, StrictInt] | None = None
 
 
@@ -228,15 +231,20 @@ class RegisterMap:
 
 def load_register_map(path: str | Path) -> RegisterMap:
     """Read and check a register map file. Raises RegisterMapError naming the file and TOML path."""
-    source = str(path)
+    from controller.config.files import FileRefused, read_text, show_path
+
+    source = show_path(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RegisterMapError(source, [("", f"cannot read: {exc.strerror or exc}")]) from None
+        text = read_text(path)  # a regular file of at most 1 MiB: never a device, never a FIFO
+    except FileRefused as exc:
+        reason = exc.reason if exc.reason.startswith("is not UTF-8") else f"cannot read: {exc.reason}"
+        raise RegisterMapError(source, [("", reason)]) from None
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise RegisterMapError(source, [("", f"not valid TOML: {exc}")]) from None
+    except (ValueError, RecursionError) as exc:  # an integer of too many digits, absurd nesting
+        raise RegisterMapError(source, [("", f"not valid TOML: {type(exc).__name__}")]) from None
     return parse_register_map(data, source)
 
 
@@ -317,6 +325,8 @@ class _Checker:
                 self.err(f"{path}.{name}", f"not used by {pm.role}")
         if pm.seat is not None and not 1 <= pm.seat <= MAX_LOCAL_SEATS:
             self.err(f"{path}.seat", f"must be 1..{MAX_LOCAL_SEATS} (seats are numbered from 1 on each device)")
+        if pm.slot is not None and not 1 <= pm.slot <= MAX_SLOT:
+            self.err(f"{path}.slot", f"must be 1..{MAX_SLOT} (a sign's slots are numbered from 1)")
         if pm.spot is not None and not _SPOT.match(pm.spot):
             self.err(f"{path}.spot", "must be 1-32 characters of a-z, 0-9, _ and -, starting with a letter or digit")
         if pm.slot is not None and not 1 <= pm.slot <= 32:
@@ -386,6 +396,8 @@ class _Checker:
             return Fraction(1)
         if scale <= 0:
             self.err(f"{path}.scale", "must be positive (cents per count)")
+        elif not 1 / MAX_SCALE <= scale <= MAX_SCALE:
+            self.err(f"{path}.scale", f"{pm.scale} is out of range: from 1/{MAX_SCALE} to {MAX_SCALE}")
         elif direction == "inputs" and not codec.scale_reads_exactly(scale):
             self.err(f"{path}.scale", f"{pm.scale} loses cents: an amount read from the device needs a whole "
                      "number of cents per count (1 = cents, 100 = dollars)")

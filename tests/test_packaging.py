@@ -1,0 +1,128 @@
+"""Releases: the wheel and the Debian package that `scripts/release` builds, installed as a box would have them.
+
+The package is unpacked into a scratch root (`dpkg-deb -x`) and run from there, from another directory, with an
+empty environment: `progressivectl check-config` on a shipped example, the demo (two rounds), `audit verify` on
+the demo's journal, and the maintainer script that makes the account and the state directories, in the scratch
+root. Building takes half a minute (a venv with every dependency): it runs with PROGRESSIVE_PACKAGE=1, as
+`.ci/run` does; the check of pyproject's package list runs always."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tomllib
+from pathlib import Path
+
+import pytest
+
+import controller
+
+ROOT = Path(__file__).resolve().parent.parent
+BUILD = os.environ.get("PROGRESSIVE_PACKAGE", "") not in ("", "0")
+
+
+def test_every_package_and_data_directory_is_in_pyproject() -> None:
+    """pyproject lists its packages (config/ is installed as progressive_examples): a new package or data directory
+    missing from the list would be missing from every release."""
+    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    tree: set[str] = set()
+    for top in ("controller", "drivers", "hil"):
+        for d in [ROOT / top, *(p for p in (ROOT / top).rglob("*") if p.is_dir())]:
+            if d.name != "__pycache__" and any(f.is_file() and f.suffix in (".py", ".toml") for f in d.iterdir()):
+                tree.add(".".join(d.relative_to(ROOT).parts))
+    tree.add("progressive_examples")
+    tree |= {f"progressive_examples.{d.name}" for d in (ROOT / "config").iterdir()
+             if d.is_dir() and d.name != "__pycache__"}
+    assert listed == tree, f"missing: {sorted(tree - listed)}; not in the tree: {sorted(listed - tree)}"
+
+
+needs_build = pytest.mark.skipif(not BUILD, reason="builds a release: PROGRESSIVE_PACKAGE=1 (.ci/run sets it)")
+
+
+@pytest.fixture(scope="module")
+def release(tmp_path_factory) -> tuple[Path, Path]:
+    if shutil.which("dpkg-deb") is None:
+        pytest.fail("dpkg-deb is needed to build the Debian package (.ci/run installs dpkg)")
+    out = tmp_path_factory.mktemp("dist")
+    r = subprocess.run([ROOT / "scripts" / "release", out], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-4000:]
+    wheel, deb = (Path(line) for line in r.stdout.split())
+    assert wheel.is_file() and deb.is_file()
+    return wheel, deb
+
+
+def _run(*argv: object, cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(cwd), "LANG": "C.UTF-8"}  # nothing of the checkout, no venv
+    return subprocess.run([str(a) for a in argv], capture_output=True, text=True, cwd=cwd, env=env, timeout=timeout)
+
+
+@needs_build
+def test_the_debian_package_describes_itself(release) -> None:
+    _, deb = release
+    fields = dict(line.split(": ", 1) for line in subprocess.run(
+        ["dpkg-deb", "-f", deb], capture_output=True, text=True, check=True).stdout.splitlines() if ": " in line)
+    assert fields["Package"] == "table-progressive" and fields["Version"] == f"{controller.__version__}-1"
+    assert fields["Depends"].startswith("python3.") and "systemd" in fields["Depends"]
+    listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True).stdout
+    for path in ("./usr/lib/systemd/system/progressived.service", "./usr/lib/systemd/system/progressived-link.service",
+                 "./usr/lib/sysusers.d/progressive.conf", "./usr/lib/tmpfiles.d/progressive.conf",
+                 "./usr/share/doc/table-progressive/operations.md", "./opt/progressive/pyvenv.cfg"):
+        assert f" {path}\n" in listing, path
+    for cmd in ("progressived", "progressivectl", "progressive-demo", "progressive-hil"):
+        assert f"./usr/bin/{cmd} -> /opt/progressive/bin/{cmd}" in listing, cmd
+    assert "/etc/" not in listing  # the operator's files are the operator's: the package ships none
+
+
+@needs_build
+def test_the_installed_files_check_a_configuration_and_run_the_demo(release, tmp_path) -> None:
+    _, deb = release
+    root = tmp_path / "root"
+    subprocess.run(["dpkg-deb", "-x", deb, root], check=True, timeout=120)
+    venv = root / "opt" / "progressive"
+    python = venv / "bin" / "python"
+    # nothing in the package names the directory it was built in
+    stale = subprocess.run(["grep", "-rlI", "/tmp/", venv / "bin", venv / "pyvenv.cfg"], capture_output=True, text=True)
+    assert stale.stdout == "", stale.stdout
+    assert next((venv / "bin").glob("progressived")).read_text().startswith("#!/opt/progressive/bin/python\n")
+
+    where = _run(python, "-c", "import controller, hil, progressive_examples; "
+                 "print(controller.__file__); print(progressive_examples.DIR)", cwd=tmp_path)
+    assert where.returncode == 0, where.stderr
+    assert all(line.startswith(str(venv)) for line in where.stdout.split()), where.stdout
+
+    example = next(venv.glob("lib/python3.*/site-packages/progressive_examples/tables/caribbean-stud.toml"))
+    checked = _run(python, venv / "bin" / "progressivectl", "check-config", example, cwd=tmp_path)
+    assert checked.returncode == 0 and checked.stdout.startswith(f"{example}: sound\n"), checked.stdout + checked.stderr
+
+    demo = _run(python, venv / "bin" / "progressive-demo", "--rounds", "2", "--demo-dir", tmp_path / "demo",
+                "--log-format", "json", cwd=tmp_path, timeout=180)
+    assert demo.returncode == 0, demo.stderr[-3000:] + demo.stdout[-3000:]
+    played = [e for e in map(json.loads, filter(None, demo.stdout.splitlines())) if e.get("event") == "round played"]
+    assert [e["round"] for e in played] == ["CS-07-r1", "CS-07-r2"]
+    audit = _run(python, venv / "bin" / "progressivectl", "audit", "verify", "--state", tmp_path / "demo" / "state",
+                 cwd=tmp_path)
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+@needs_build
+def test_the_maintainer_script_makes_the_account_and_the_state_directories(release, tmp_path) -> None:
+    _, deb = release
+    root = tmp_path / "root"
+    subprocess.run(["dpkg-deb", "-x", deb, root], check=True, timeout=120)
+    subprocess.run(["dpkg-deb", "-e", deb, root / "DEBIAN"], check=True, timeout=60)
+    for script in ("postinst", "prerm", "postrm"):
+        assert subprocess.run(["sh", "-n", root / "DEBIAN" / script]).returncode == 0, script
+    if os.geteuid() != 0:
+        pytest.skip("systemd-sysusers --root needs root to write the scratch root's account files")
+    (root / "etc").mkdir()
+    r = subprocess.run(["sh", root / "DEBIAN" / "postinst", "configure"], capture_output=True, text=True,
+                       env={**os.environ, "DPKG_ROOT": str(root)}, timeout=60)
+    assert r.returncode == 0, r.stderr
+    passwd = (root / "etc" / "passwd").read_text()
+    assert passwd.startswith("progressive:") and ":/var/lib/progressive:" in passwd
+    assert "progressive" in next(line for line in (root / "etc" / "group").read_text().splitlines()
+                                 if line.startswith("dialout:"))
+    for d in ("progressive", "progressive-anchor"):
+        assert oct((root / "var" / "lib" / d).stat().st_mode & 0o777) == "0o700", d
