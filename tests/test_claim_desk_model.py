@@ -139,7 +139,7 @@ class Harness:
         d = self.daemon
         for _ in range(2000):
             await asyncio.sleep(0)
-            busy = d.state.phase in (rm.Phase.LOCKING, rm.Phase.VOID) or d.desk._running or d._writes and any(
+            busy = d.state.phase in (rm.Phase.LOCKING, rm.Phase.VOID) or d.desk._running or d.desk.waiting_on_link or d._writes and any(
                 not t.done() for t in d._writes.values())
             if d.link is not None and d.link.outbox.pending:
                 busy = True

@@ -101,6 +101,7 @@ class ClaimDesk:
         self._verifying = False  # a claim is between its first check and its verdict (awaits in between)
         self._locks: dict[str, asyncio.Lock] = {}
         self._paying: set[tuple[str, int]] = set()  # linked payments sent whose answer is awaited
+        self._awaiting = 0  # answers of the link authority awaited in the background (locks and payments)
         self._running = 0
         self._idle = asyncio.Condition()
         self._changed = asyncio.Event()  # set and replaced at every step of the machine
@@ -436,9 +437,21 @@ class ClaimDesk:
         self._background(self._await_lock(cid, i), f"lock:{cid}:{i}")
         return []
 
+    @property
+    def waiting_on_link(self) -> bool:
+        """An answer of the link authority awaited in the background (a lock's, a payment's), or being acted on."""
+        return self._awaiting > 0
+
     async def _await_lock(self, cid: str, i: int) -> None:
         """The authority's answer to a lock, as long as the claim waits for it (the lock applies once, whatever
         the retries: it is asked for under its key)."""
+        self._awaiting += 1
+        try:
+            await self._answer_of_lock(cid, i)
+        finally:
+            self._awaiting -= 1
+
+    async def _answer_of_lock(self, cid: str, i: int) -> None:
         rid = cid.rsplit("-c", 1)[0]
         warned = False
         while True:
@@ -510,13 +523,17 @@ class ClaimDesk:
     async def _await_payment(self, cid: str, i: int, op: Any, signed: dict[str, str] | None) -> None:
         """The authority's answer to a payment from a linked meter, as long as the claim is being paid (asked
         under the payment's key: it applies once, whatever the retries); then the claim's next payouts."""
+        self._awaiting += 1
         try:
-            await self._answer_of_payment(cid, i, op, signed)
+            try:
+                await self._answer_of_payment(cid, i, op, signed)
+            finally:
+                self._paying.discard((cid, i))
+            c = self._get(cid)
+            if c is not None and c.status == "paying" and c.unpaid:
+                await self._run([cm.Pay(cid, j) for j in c.unpaid])  # each sent when its turn has come (_pay)
         finally:
-            self._paying.discard((cid, i))
-        c = self._get(cid)
-        if c is not None and c.status == "paying" and c.unpaid:
-            await self._run([cm.Pay(cid, j) for j in c.unpaid])  # each sent when its turn has come (_pay)
+            self._awaiting -= 1
 
     async def _answer_of_payment(self, cid: str, i: int, op: Any, signed: dict[str, str] | None) -> None:
         rid = cid.rsplit("-c", 1)[0]
