@@ -146,6 +146,10 @@ def _request(args: argparse.Namespace) -> tuple[str, dict[str, Any]]:
     if c == "dispense":
         return "dispense", {"count": args.count, **dev}
     if c == "deal":
+        from controller.cards import parse_card
+
+        for i, card in enumerate(args.cards):  # bad input is refused here, before anything is sent (exit 2)
+            parse_card(card, f"cards[{i}]")
         return "deal", {"cards": args.cards, **dev}
     if c == "roll":
         return "roll", {"die1": args.die1, "die2": args.die2, **dev}
@@ -272,15 +276,30 @@ def _print_connections(conns: Any) -> None:
 def _print_status(st: dict[str, Any]) -> None:
     print(f"table {st['table']} ({st['seats']} seats) from {st['source']}")
     _print_connections(st["devices"])
-    faults = [f"{d['name']}: " + ", ".join(k for k in ("unplugged", "muted") if d.get(k))
-              + (f" exception {d['exception']}" if d.get("exception") else "")
-              for d in st["devices"] if d.get("unplugged") or d.get("muted") or d.get("exception")]
+    faults = []
+    for d in [*st["devices"], *st["buses"]]:
+        now = [k for k in ("unplugged", "muted") if d.get(k)]
+        if d.get("exception"):
+            now.append(f"exception {d['exception']}")
+        now += [f"{f['pending']} {kind} pending" for kind, f in d.get("faults", {}).items() if f.get("pending")]
+        if now:
+            faults.append(f"{d['name']}: " + ", ".join(now))
     print("faults in force: " + ("; ".join(faults) if faults else "none"))
+    injected = []
+    for d in [*st["devices"], *st["buses"]]:
+        kinds = [f"{kind} {f['set']}" + (" bytes" if kind == "garbage" else "")
+                 + (f" ({f['applied']} applied)" if "applied" in f else "") for kind, f in d.get("faults", {}).items()]
+        if kinds:
+            injected.append(f"{d['name']}: " + ", ".join(kinds))
+    print("faults set: " + ("; ".join(injected) if injected else "none"))
     for w in [*st["buses"], *st["lines"]]:
         if "frames" in w:
             fr = w["frames"]
             print(f"wire {w['name']}: {fr['to_device']} frames to device, {fr['to_driver']} to driver, "
-                  f"{w['dropped']} dropped, {w['corrupted']} corrupted")
+                  f"{w['dropped']} dropped, {w['corrupted']} corrupted, {w['delayed']} delayed, "
+                  f"{w['garbage_bytes']} bytes of garbage")
+        elif "dropped" in w:
+            print(f"link {w['name']}: {w['dropped']} replies dropped, {w['delayed']} delayed")
 
 
 def _client(args: argparse.Namespace) -> int:

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from controller.errors import InputError
+
 if TYPE_CHECKING:  # the client half must not pay for importing the rig: the command line starts often
     from .rig import Rig
 
@@ -465,13 +467,16 @@ def _decode(line: bytes) -> Any:
 
 def request(path: str | os.PathLike[str], op: str, *, timeout: float = CLIENT_TIMEOUT_S, **params: Any) -> Any:
     """One request, blocking (the command line). Returns ``result``; raises ControlError on ``ok: false``."""
+    line = _encode(op, params)
+    if len(line) > MAX_LINE:  # the rig would refuse it: refused here, before anything is sent
+        raise InputError("request", f"{len(line)} bytes; a request is at most {MAX_LINE} bytes")
     with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
         s.settimeout(timeout)
         try:
             s.connect(os.fspath(path))
         except (FileNotFoundError, ConnectionRefusedError) as e:
             raise ControlUnavailable(f"no rig is listening on {os.fspath(path)} ({e.strerror})") from None
-        s.sendall(_encode(op, params))
+        s.sendall(line)
         buf = bytearray()
         try:
             while not buf.endswith(b"\n"):

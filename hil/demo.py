@@ -37,6 +37,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(prog="progressive-demo",
                                 description="The table daemon on a simulated Caribbean Stud table (no hardware)")
     p.add_argument("--version", action="version", version=f"progressive-demo {__version__}")
+    p.add_argument("--table", type=Path, help="a table's configuration cabled as the rig (default: the shipped "
+                                              "example, tables/caribbean-stud.toml)")
+    p.add_argument("--rig", type=Path, help="the rig's table (default: the shipped hil/caribbean-stud-7.toml)")
     p.add_argument("--demo-dir", default=str(DEMO_DIR), help="where the journal and both sockets live")
     p.add_argument("--socket", help="the daemon's control socket (default: control.sock in --demo-dir)")
     p.add_argument("--rounds", type=int, help="stop after the scripted dealer played this many rounds")
@@ -58,12 +61,23 @@ def main(argv: list[str] | None = None) -> int:
     from controller.app import logs
 
     table, rig_file = demo_files()
+    table, rig_file = args.table or table, args.rig or rig_file
+    if not rig_file.is_file():
+        print(f"progressive-demo: --rig: {rig_file}: no such file", file=sys.stderr)
+        return 2
     cfg = progressived.load_table(table)
     if cfg is None:
         return 2
     logs.configure(args.log_format, cfg.logging.level)
     logs.set_table_context(table=cfg.table)
-    return progressived.run_daemon(lambda: _demo(cfg, rig_file, args))
+    from .attach import AttachError
+    from .rig import RigConfigError
+
+    try:
+        return progressived.run_daemon(lambda: _demo(cfg, rig_file, args))
+    except (AttachError, RigConfigError) as e:  # the table is not cabled as the rig, or no rig file
+        print(f"progressive-demo: {'--table' if isinstance(e, AttachError) else '--rig'}: {e}", file=sys.stderr)
+        return 2
 
 
 async def _demo(cfg, rig_file: Path, args: argparse.Namespace) -> int:

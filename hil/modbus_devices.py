@@ -381,6 +381,8 @@ class TcpFaultProxy:
         self._handlers: set[asyncio.Task] = set()  # one per client connection (asyncio's, for _accept)
         self._writers: set[asyncio.StreamWriter] = set()
         self.connections = 0
+        self.dropped = 0  # replies dropped, as asked (drop_next)
+        self.delayed = 0  # replies delayed, as asked (delay_next)
 
     async def start(self) -> None:
         self._server = await asyncio.start_server(self._accept, self.host, self.port)
@@ -409,6 +411,10 @@ class TcpFaultProxy:
 
     def delay_next(self, seconds: float, n: int = 1) -> None:
         self._delays.extend([seconds] * n)
+
+    def pending(self) -> dict[str, int]:
+        """Faults set and not yet applied to a reply, by kind."""
+        return {"drop": self._drop, "delay": len(self._delays)}
 
     def cut(self) -> None:
         """Pull the cable: close every connection and refuse new ones until ``restore``."""
@@ -464,8 +470,10 @@ class TcpFaultProxy:
             while data := await reader.read(4096):
                 if replies and self._drop:
                     self._drop -= 1
+                    self.dropped += 1
                     continue
                 if replies and self._delays:
+                    self.delayed += 1
                     await asyncio.sleep(self._delays.pop(0))
                 writer.write(data)
                 await writer.drain()

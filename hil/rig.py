@@ -381,15 +381,24 @@ class _UnitFaults:
         self._drop: dict[tuple[int, Direction], int] = {}
         self.corrupted = 0
         self.dropped = 0
+        self.applied: dict[tuple[int, str], int] = {}  # (unit, "corrupt"|"drop") -> frames it hit
 
     def add(self, what: Literal["corrupt", "drop"], unit: int, n: int, direction: Direction) -> None:
         table = self._corrupt if what == "corrupt" else self._drop
         with self._lock:
             table[(unit, direction)] = table.get((unit, direction), 0) + n
 
-    def pending(self) -> dict[str, int]:
+    def pending(self, unit: int | None = None) -> dict[str, int]:
+        """Frames still to corrupt and to drop: on the bus, or of one unit."""
         with self._lock:
-            return {"corrupt": sum(self._corrupt.values()), "drop": sum(self._drop.values())}
+            return {what: sum(v for (u, _), v in table.items() if unit is None or u == unit)
+                    for what, table in (("corrupt", self._corrupt), ("drop", self._drop))}
+
+    def counts(self, unit: int) -> dict[str, tuple[int, int]]:
+        """(frames hit, frames still to hit) of one unit's faults, by kind, read at one moment."""
+        with self._lock:
+            return {what: (self.applied.get((unit, what), 0), sum(v for (u, _), v in table.items() if u == unit))
+                    for what, table in (("corrupt", self._corrupt), ("drop", self._drop))}
 
     def hook(self, direction: Direction) -> Callable[[bytes], bytes | None]:
         def apply(frame: bytes) -> bytes | None:
@@ -400,10 +409,12 @@ class _UnitFaults:
                 if self._drop.get(key):
                     self._drop[key] -= 1
                     self.dropped += 1
+                    self.applied[(key[0], "drop")] = self.applied.get((key[0], "drop"), 0) + 1
                     return None
                 if self._corrupt.get(key):
                     self._corrupt[key] -= 1
                     self.corrupted += 1
+                    self.applied[(key[0], "corrupt")] = self.applied.get((key[0], "corrupt"), 0) + 1
                     return frame[:-1] + bytes([frame[-1] ^ 0x01])  # the CRC's last byte: the frame is bad
             return frame
 
@@ -555,6 +566,17 @@ class _TcpBus:
     def delay_next(self, seconds: float, n: int) -> None:
         self._proxy.delay_next(seconds, n)
 
+    @property
+    def dropped(self) -> int:
+        return int(self._proxy.dropped)
+
+    @property
+    def delayed(self) -> int:
+        return int(self._proxy.delayed)
+
+    def pending(self) -> dict[str, int]:
+        return dict(self._proxy.pending())
+
 
 class Rig:
     """A whole simulated table. ``async with Rig(config) as rig:`` starts it, leaving stops it.
@@ -575,7 +597,13 @@ class Rig:
         self._nodes: dict[str, _Node] = {}
         self._by_seat: dict[int, _Node] = {}
         self._stack: contextlib.AsyncExitStack | None = None
+        # Every fault set, by where it applies (a device, or a bus or line when it hits whatever crosses it) and
+        # kind: frames for corrupt/drop/delay, bytes for garbage, times for the others. A lab's evidence.
+        self._injected: dict[tuple[str, str], int] = {}
         self.log = log.bind(table=config.table)
+
+    def _injected_add(self, where: str, kind: str, n: int = 1) -> None:
+        self._injected[(where, kind)] = self._injected.get((where, kind), 0) + n
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> Rig:
@@ -913,6 +941,7 @@ class Rig:
         if bus is not None:
             bus.unplugged = True
         cut = [n.name for n in bus.nodes] if bus is not None else [name]
+        self._injected_add(bus.name if bus is not None else name, "unplug")
         self.log.info("unplugged", target=name, devices=cut)
         return cut
 
@@ -955,6 +984,8 @@ class Rig:
             wire.corrupt_next(n, d)
         else:
             wire.drop_next(n, d)
+        where = name if node is not None and node.transport in ("rtu", "line") else (bus.name if bus else name)
+        self._injected_add(where, what, n)
         self.log.info("fault set", fault=what, target=name, n=n, direction=d.value)
 
     def delay(self, name: str, seconds: float, n: int = 1, direction: Direction | str = Direction.TO_DRIVER) -> None:
@@ -964,7 +995,7 @@ class Rig:
         if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 < seconds <= 60:
             raise RigError(f"seconds {seconds!r}: must be more than 0 and at most 60")
         d = _direction(direction)
-        _, bus, wire = self._target(name)
+        node, bus, wire = self._target(name)
         if wire is not None:
             wire.delay_next(float(seconds), n, d)
         else:
@@ -972,25 +1003,29 @@ class Rig:
             if d is not Direction.TO_DRIVER:
                 raise RigError(f"{name!r} is on Modbus TCP: only replies (to_driver) can be delayed")
             bus.proxy.delay_next(float(seconds), n)
+        self._injected_add(bus.name if bus is not None else name, "delay", n)  # a bus's next frames, whoever's
         self.log.info("fault set", fault="delay", target=name, seconds=seconds, n=n, direction=d.value)
 
     async def garbage(self, name: str, data: bytes) -> None:
         """Bytes that are no valid frame, sent towards the driver as if from the device."""
         if not data:
             raise RigError("garbage: give at least one byte")
-        node, _, wire = self._target(name)
+        node, bus, wire = self._target(name)
         if node is not None and node.transport == "line":
             await _call(self._has(node, "send_garbage"), bytes(data))
         elif wire is not None:
             wire.inject(bytes(data), Direction.TO_DRIVER)
         else:
             raise RigError(f"{name!r} is on Modbus TCP: there is no serial line to put garbage on")
+        self._injected_add(name if node is not None and node.transport == "line" else (bus.name if bus else name),
+                           "garbage", len(data))
         self.log.info("fault set", fault="garbage", target=name, bytes=len(data))
 
     def reboot(self, name: str) -> None:
         """The device restarts: it forgets its lights and counters and comes back as if powered on."""
         node = self.node(name)
         self._has(node, "reboot")()
+        self._injected_add(name, "reboot")
         self.log.info("rebooted", device=name)
 
     def exception(self, name: str, code: int | None) -> None:
@@ -1003,6 +1038,8 @@ class Rig:
             raise RigError(f"{name!r} speaks the line protocol, which has no Modbus exceptions")
         self._has(node, "set_exception")(code)
         node.exception = code
+        if code is not None:
+            self._injected_add(name, "exception")
         self.log.info("fault set", fault="exception", device=name, code=code)
 
     def mute(self, name: str, on: bool) -> None:
@@ -1010,9 +1047,40 @@ class Rig:
         node = self.node(name)
         self._has(node, "mute")(bool(on))
         node.muted = bool(on)
+        if on:
+            self._injected_add(name, "mute")
         self.log.info("fault set", fault="mute", device=name, on=bool(on))
 
     # --- status -------------------------------------------------------------------------------------
+
+    def _applied_pending(self, node: _Node | None, bus: _Bus | None = None) -> dict[str, tuple[int, int]]:
+        """(frames applied, frames pending) of the frame faults set where `node` (or `bus`) takes them."""
+        if node is not None and node.transport == "rtu" and node.bus is not None and node.bus.unit_faults:
+            assert node.unit is not None
+            return node.bus.unit_faults.counts(node.unit)
+        if node is not None and node.transport == "line" and node.wire is not None:
+            s, pending = node.wire.stats, node.wire.pending()
+            return {"corrupt": (s.corrupted, pending["corrupt"]), "drop": (s.dropped, pending["drop"]),
+                    "delay": (s.delayed, pending["delay"])}
+        if bus is not None and bus.wire is not None:  # what was set on the bus itself: the wire's own faults
+            s, pending = bus.wire.stats, bus.wire.pending()
+            return {"corrupt": (s.corrupted, pending["corrupt"]), "drop": (s.dropped, pending["drop"]),
+                    "delay": (s.delayed, pending["delay"])}
+        if bus is not None:
+            pending = bus.proxy.pending()
+            return {"drop": (bus.proxy.dropped, pending["drop"]), "delay": (bus.proxy.delayed, pending["delay"])}
+        return {}
+
+    def _faults_of(self, where: str, counts: dict[str, tuple[int, int]]) -> dict[str, dict[str, int]]:
+        """Every kind of fault set at `where`: how many were set, and of frame faults how many hit a frame and how
+        many wait for the next frames."""
+        out: dict[str, dict[str, int]] = {}
+        for (w, kind), n in sorted(self._injected.items()):
+            if w == where:
+                out[kind] = {"set": n}
+                if kind in counts:
+                    out[kind].update(applied=counts[kind][0], pending=counts[kind][1])
+        return out
 
     def status(self) -> dict[str, Any]:
         self._need_running()
@@ -1021,7 +1089,8 @@ class Rig:
         for n in self._nodes.values():
             d = conns[n.name].as_dict()
             d.update(muted=n.muted, exception=n.exception,
-                     unplugged=bool((n.wire is not None and n.wire.unplugged) or (n.bus and n.bus.unplugged)))
+                     unplugged=bool((n.wire is not None and n.wire.unplugged) or (n.bus and n.bus.unplugged)),
+                     faults=self._faults_of(n.name, self._applied_pending(n)))
             devices.append(d)
         buses = []
         for b in self._buses.values():
@@ -1029,10 +1098,16 @@ class Rig:
                                      "devices": [n.name for n in b.nodes], "unplugged": b.unplugged}
             if b.wire is not None:
                 entry.update(port=b.wire.driver_port, baud=b.baud, paced=b.wire.paced, **_wire_stats(b.wire))
-                if b.unit_faults is not None:
-                    entry["unit_faults_pending"] = b.unit_faults.pending()
+                if b.unit_faults is not None:  # the units' own faults cross this wire too
+                    entry["dropped"] += b.unit_faults.dropped
+                    entry["corrupted"] += b.unit_faults.corrupted
+                    for k, v in b.unit_faults.pending().items():
+                        entry["pending"][k] += v
             else:
-                entry.update(host=b.host, tcp_port=b.tcp_port, server_port=int(b.sim.tcp_port))
+                entry.update(host=b.host, tcp_port=b.tcp_port, server_port=int(b.sim.tcp_port),
+                             dropped=b.proxy.dropped, delayed=b.proxy.delayed,
+                             pending={"corrupt": 0, **b.proxy.pending()})
+            entry["faults"] = self._faults_of(b.name, self._applied_pending(None, b))
             buses.append(entry)
         lines = [{"name": n.name, "port": n.wire.driver_port, "baud": n.baud, "unplugged": n.wire.unplugged,
                   **_wire_stats(n.wire)}
@@ -1043,7 +1118,8 @@ class Rig:
 
 def _wire_stats(wire: SerialWire) -> dict[str, Any]:
     s = wire.stats
-    return {"frames": {d.value: s.frames[d] for d in Direction}, "dropped": s.dropped, "corrupted": s.corrupted}
+    return {"frames": {d.value: s.frames[d] for d in Direction}, "dropped": s.dropped, "corrupted": s.corrupted,
+            "delayed": s.delayed, "garbage_bytes": s.garbage_bytes, "pending": wire.pending()}
 
 
 def _count(n: object) -> None:

@@ -66,6 +66,8 @@ class WireStats:
     bytes: dict[Direction, int] = field(default_factory=lambda: {d: 0 for d in Direction})
     dropped: int = 0
     corrupted: int = 0
+    delayed: int = 0
+    garbage_bytes: int = 0
 
 
 def _open_pty() -> tuple[int, int, str]:
@@ -156,9 +158,17 @@ class SerialWire:
         with self._lock:
             self._faults.delay[direction].extend([seconds] * n)
 
+    def pending(self) -> dict[str, int]:
+        """Frame faults set and not yet applied (the next frames on this wire will take them), by kind."""
+        with self._lock:
+            f = self._faults
+            return {"corrupt": sum(f.corrupt.values()), "drop": sum(f.drop.values()),
+                    "delay": sum(len(v) for v in f.delay.values())}
+
     def inject(self, data: bytes, direction: Direction = Direction.TO_DRIVER) -> None:
         """Put bytes on the line as if from the other end (noise, a babbling device)."""
         with self._lock:
+            self.stats.garbage_bytes += len(data)
             self._schedule(time.monotonic(), direction, bytes(data))
         self._wake()
 
@@ -239,7 +249,10 @@ class SerialWire:
                     taken = self._take(direction, data)
                     if taken is None:
                         continue
-                    extra = self._faults.delay[direction].pop(0) if self._faults.delay[direction] else 0.0
+                    extra = 0.0
+                    if self._faults.delay[direction]:
+                        extra = self._faults.delay[direction].pop(0)
+                        self.stats.delayed += 1
                     self._schedule(now + extra, direction, taken)
             self._deliver_due(targets)
 

@@ -272,8 +272,11 @@ async def test_requests_on_the_control_socket_are_answered_while_refusals_come_a
                 await c.call(op, **args)
             assert refused.value.kind in ("rules", "input") and refused.value.field, (op, refused.value)
         assert (await c.call("status"))["round"]["phase"] == "dealing"
-        with pytest.raises(ControlError, match="seat: 9 is not a seat of table CS-07"):
+        with pytest.raises(ControlError, match=r"^seat: 9 is not a seat of table CS-07 \(1\.\.7\)$") as bad:
             await c.call("claim", seat=9, cards=FOUR_ACES)
+        assert bad.value.kind == "input"  # malformed input, as docs/cli.md says, not a rules refusal
+        with pytest.raises(ControlError, match=r"^round_id: round CS-07-r9 is not the current round CS-07-r1$"):
+            await c.call("settle", round_id="CS-07-r9")
 
 
 

@@ -71,3 +71,31 @@ def test_the_demos_bad_arguments_are_refused_with_status_2():
     for args, field in ((["--rounds", "0"], "--rounds"), (["--metrics", "nowhere"], "--metrics")):
         r = subprocess.run([BIN / "progressive-demo", *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2 and field in r.stderr.splitlines()[-1], r.stderr
+
+
+def test_the_exact_example_leaves_parts_of_a_cent_on_the_meter(tmp_path):
+    """The shipped table whose rates leave a part of a cent with every $1 wager (config/tables/caribbean-stud-
+    exact.toml), on the demo's rig: the meter holds them exactly, the sign shows the amount floored to the cent."""
+    import progressive_examples
+
+    table = progressive_examples.path("tables", "caribbean-stud-exact.toml")
+    demo = tmp_path / "demo"
+    r = subprocess.run([BIN / "progressive-demo", "--table", str(table), "--demo-dir", str(demo), "--rounds", "1",
+                        "--log-format", "json"], capture_output=True, text=True, timeout=150)
+    assert r.returncode == 0, r.stderr[-3000:]
+    played = [json.loads(line) for line in r.stdout.splitlines() if '"round played"' in line]
+    wagers = len(played[0]["players"])
+    meters = subprocess.run([BIN / "progressivectl", "meters", "--state", str(demo / "state"), "--json"],
+                            capture_output=True, text=True, timeout=120)
+    main = {m["meter"]: m for m in json.loads(meters.stdout)}["main"]
+    units = wagers * 1234  # 12.34 cents of each $1 wager, in hundredths of a cent
+    assert main["current"] == f"{10000 + units // 10000}.{units % 10000:04d}"  # e.g. 10000.3702 after three
+    assert main["shown"] == f"{10000 + units // 10000}.{units % 10000 // 100:02d}"  # the sign: floored to the cent
+    assert main["reserve"] == f"0.{wagers * 111:04d}"
+
+
+def test_a_table_not_cabled_as_the_rig_is_refused_in_one_line(tmp_path):
+    bad = tmp_path / "rig.toml"
+    r = subprocess.run([BIN / "progressive-demo", "--rig", str(bad), "--demo-dir", str(tmp_path / "d")],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and r.stderr == f"progressive-demo: --rig: {bad}: no such file\n"

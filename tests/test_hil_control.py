@@ -223,7 +223,11 @@ def test_cli_client_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str])
             code, out, _ = await cli_run("status", "--json")
             assert code == 0 and json.loads(out)["result"]["table"] == "T1"
             code, out, _ = await cli_run("status")
-            assert "table T1 (4 seats)" in out and "seats-2-3" in out and "faults in force: dice: muted" in out
+            assert "table T1 (4 seats)" in out and "seats-2-3" in out
+            # a fault set and not yet applied is in force: the next frames will take it
+            assert "faults in force: seat-1: 2 corrupt pending; dice: muted\n" in out, out
+            assert "faults set: seat-1: corrupt 2 (0 applied); sign: exception 1; shoe: garbage 2 bytes; dice: mute 1\n" \
+                in out, out
 
             # refused by the rig: status 1, the reason on stderr
             code, out, err = await cli_run("place", "9", "progressive")
@@ -235,10 +239,12 @@ def test_cli_client_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str])
             for bad in (["place", "3", "progressive", "--amount", "5.001"],
                         ["place", "3", "progressive", "--amount", "1e3"],
                         ["fault", "seat-1", "delay", "soon"], ["fault", "shoe", "garbage", "xyz"],
-                        ["place", "three", "progressive"]):
+                        ["place", "three", "progressive"], ["deal", "AS", "ZZ"],
+                        ["fault", "shoe", "garbage", "ab" * 40_000]):  # a request longer than the rig takes
                 code, out, err = await cli_run(*bad)
-                assert code == 2 and err.startswith("progressive-hil: "), (bad, err)
+                assert code == 2 and err.startswith("progressive-hil: ") and len(err.splitlines()) == 1, (bad, err)
             assert len(rig.simulator("seats-2-3").calls) == calls
+            assert rig.simulator("shoe").calls[-1] == ("send_garbage", b"\xff\x00")  # nothing more was sent
         finally:
             await server.close()
             await rig.stop()

@@ -122,6 +122,13 @@ class FakeTcpProxy:
     def delay_next(self, seconds: float, n: int = 1) -> None:
         self.faults.append(("delay", seconds, n))
 
+    # what the rig's status reads of a proxy (hil.modbus_devices.TcpFaultProxy): none applied, all pending
+    dropped = delayed = 0
+
+    def pending(self) -> dict[str, int]:
+        return {"drop": sum(f[1] for f in self.faults if f[0] == "drop"),
+                "delay": sum(f[2] for f in self.faults if f[0] == "delay")}
+
 
 class FakeLineDevice:
     instances: list[FakeLineDevice] = []
@@ -554,7 +561,7 @@ def test_rtu_faults_hit_only_the_named_unit(tmp_path: Path) -> None:
                 assert _read_frame(drv) == b"\x01\x01"
                 st = rig.status()
                 bus = next(b for b in st["buses"] if b["name"] == "bus-a")
-                assert bus["unit_faults_pending"] == {"corrupt": 0, "drop": 0}
+                assert bus["pending"] == {"corrupt": 0, "drop": 0, "delay": 0}  # every unit fault applied
                 assert bus["frames"][Direction.TO_DRIVER.value] == 5
             finally:
                 os.close(drv)

@@ -198,6 +198,7 @@ def test_caribbean_stud_7_faults_hit_the_named_device_only() -> None:
             await until(lambda: d.devices["seat-6"].health.errors["timeout"] >= 1)
             assert d.devices["seat-6"].health.up
 
+
             # an exception code takes that unit down, and only that unit
             rig.exception("seat-5", 4)
             assert (await d.expect(DeviceDown)).device == "seat-5"
@@ -231,6 +232,20 @@ def test_caribbean_stud_7_faults_hit_the_named_device_only() -> None:
             while not d.queue.empty():
                 after.append(d.queue.get_nowait())
             assert not any(isinstance(e, LockoutPressed) for e in after)  # a reboot is no press
+            # the rig's transcript counts every fault it set and applied, per device and on the wire (a lab's
+            # evidence); one set and not yet applied is in force
+            rig.corrupt("seat-3", 1)
+            await until(lambda: d.devices["seat-3"].health.errors["crc"] >= 2)
+            rig.drop("seat-7", 150, "to_device")  # more than a few polls take: many still pending
+            st = rig.status()
+            dev = {x["name"]: x for x in st["devices"]}
+            bus = next(b for b in st["buses"] if b["name"] == "table-bus")
+            assert dev["seat-3"]["faults"]["corrupt"] == {"set": 2, "applied": 2, "pending": 0}
+            assert dev["seat-6"]["faults"]["drop"] == {"set": 1, "applied": 1, "pending": 0}
+            seven = dev["seat-7"]["faults"]["drop"]
+            assert seven["set"] == 150 and seven["applied"] + seven["pending"] == 150 and seven["pending"] > 0
+            assert bus["corrupted"] == 2 and bus["dropped"] >= 1 + seven["applied"]  # the wire goes on meanwhile
+            assert bus["pending"]["drop"] <= seven["pending"] and dev["seat-4"]["faults"] == {}
 
     run(main())
 

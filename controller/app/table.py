@@ -636,7 +636,8 @@ class TableDaemon(TableShell):
         assert self.state is not None and self.desk is not None
         rid = self._round_id()
         if round_id != rid:
-            raise RulesError("round_id", f"{round_id!r} is not the current round {rid!r}")
+            shown = round_id if isinstance(round_id, str) else repr(round_id)
+            raise RulesError("round_id", f"round {shown} is not the current round {rid}")
         why = self.desk.refusal_to_settle()
         if why is not None:
             raise RulesError("round_id", why)

@@ -248,6 +248,8 @@ def claim_spot(rules: TableRules, accepted: Mapping[tuple[int, str], int], seat:
         raise InputError("seat", f"must be a seat number or \"dealer\", not {seat!r}")
     if seat == DEALER_POSITION:
         raise InputError("seat", "write \"dealer\" for the dealer's hand; seats are numbered from 1")
+    if not 1 <= seat <= rules.seats:  # malformed, not a rules refusal: no such seat at this table
+        raise InputError("seat", f"{seat} is not a seat of table {rules.table} (1..{rules.seats})")
     if spot is None:
         if not own_spots:
             raise RulesError("spot", f"table {rules.table} has no wager on the player's own hand")

@@ -185,7 +185,7 @@ def _booked(rules: TableRules, state: TableState, e: Booked) -> Step:
 def _current(rules: TableRules, state: TableState, rid: str, phase: Phase, what: str) -> str:
     current = round_id(rules.table, state.round_no)
     if rid != current:
-        raise RulesError("round_id", f"{what}: {rid!r} is not the current round {current!r}")
+        raise RulesError("round_id", f"round {rid} is not the current round {current}: it cannot be {what}")
     if state.phase is not phase:
         raise RulesError("round_id", f"{what}: round {current} is {state.phase.value}, not {phase.value}")
     return current
