@@ -1,5 +1,6 @@
-"""`progressivectl` talking to a running daemon: the installed command, as a subprocess, against a control
-server running in a thread of the test with a handler of canned answers."""
+"""`progressivectl` talking to a running daemon, against a control server running in a thread of the test with a
+handler of canned answers: most through `ctl.main(argv)` in this process, the contract tests (marked
+`process=True`, and the terminal prompt) through the installed command as a child process."""
 
 from __future__ import annotations
 
@@ -172,11 +173,50 @@ def live(daemon) -> Daemon:
     return daemon
 
 
-def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+@pytest.fixture(autouse=True, scope="module")
+def _server_logs_elsewhere():
+    """The control server runs in a thread of this process and logs with structlog to standard output, which the
+    in-process runs below capture as the command's own: its lines go nowhere while this module runs."""
+    import structlog
+
+    saved = structlog.get_config()
+    structlog.configure(logger_factory=structlog.ReturnLoggerFactory())
+    yield
+    structlog.configure(**saved)
+
+
+def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None,
+        process: bool = False) -> subprocess.CompletedProcess[str]:
+    """`progressivectl ARGS`: in this process (`ctl.main(argv)`, standard streams and environment swapped), or,
+    with `process`, the installed command as a child process: the contract tests (exit status, streams, a real
+    executable) keep a few of those; the rest run in-process, where starting Python 50 times would cost most of
+    this file's time."""
     environ = {k: v for k, v in os.environ.items() if k != "PROGRESSIVE_SOCKET"}
     environ.update(env or {})
-    return subprocess.run([str(CTL), *args], input=stdin if stdin is not None else "", capture_output=True,
-                          text=True, timeout=60, env=environ)
+    if process:
+        return subprocess.run([str(CTL), *args], input=stdin if stdin is not None else "", capture_output=True,
+                              text=True, timeout=60, env=environ)
+    import contextlib
+    import io
+
+    from controller.cli import ctl as ctl_module
+
+    out, err = io.StringIO(), io.StringIO()
+    saved_env, saved_in = dict(os.environ), sys.stdin
+    os.environ.clear()
+    os.environ.update(environ)
+    sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")  # with a .buffer, as a pipe
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = ctl_module.main(list(args))
+            except SystemExit as e:  # argparse's own refusals and --help
+                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
+    finally:
+        sys.stdin = saved_in
+        os.environ.clear()
+        os.environ.update(saved_env)
+    return subprocess.CompletedProcess([str(CTL), *args], code, out.getvalue(), err.getvalue())
 
 
 def ctl(d: Daemon, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -210,7 +250,7 @@ def secret_file(tmp_path) -> Path:
 
 
 def test_status_for_people(live):
-    assert ok(ctl(live, "status")) == (
+    assert ok(ctl(live, "status", process=True)) == (
         "table CS-07: caribbean-stud, up 1d 02:03:04 (progressived 0.1.0)\n"
         "round CS-07-r12: betting\n"
         "wagering: DISABLED: device (seat-3); stub (start-up)\n"
@@ -375,7 +415,8 @@ def test_claim_prints_the_draws_of_the_round(live, draws, line):
 
 
 def test_secret_from_standard_input(live):
-    ok(ctl(live, "void", "--reason", "shoe jam", "--supervisor", "ann", stdin="from-stdin pw\r\nsecond line\n"))
+    ok(ctl(live, "void", "--reason", "shoe jam", "--supervisor", "ann", stdin="from-stdin pw\r\nsecond line\n",
+           process=True))
     assert live.handler.calls == [("void", {"supervisor": "ann", "secret": "from-stdin pw", "reason": "shoe jam"})]
 
 
@@ -507,7 +548,7 @@ def test_bad_arguments_are_refused_without_asking(live, argv, field):
 
 
 def test_missing_required_options(live):
-    line = one_line_error(ctl(live, "void", "--supervisor", "ann"), 2)
+    line = one_line_error(ctl(live, "void", "--supervisor", "ann", process=True), 2)
     assert "--reason" in line
 
 
@@ -516,7 +557,8 @@ def test_missing_required_options(live):
 
 def test_daemon_not_running(tmp_path):
     path = tmp_path / "none.sock"
-    for proc in (run("status", "--socket", str(path)), run("status", env={"PROGRESSIVE_SOCKET": str(path)}),
+    for proc in (run("status", "--socket", str(path), process=True),
+                 run("status", env={"PROGRESSIVE_SOCKET": str(path)}),
                  run("meters", "--socket", str(path)), run("settle-round", "CS-07-r1", "--socket", str(path))):
         line = one_line_error(proc, 1)
         assert str(path) in line and "the daemon is not running, or the socket path is wrong" in line

@@ -201,7 +201,9 @@ async def test_a_table_hears_only_its_own_down_topic(broker):
         await a.publish(down("CS-08"), b"marker")
         await seven.has((down("CS-07"), b"for CS-07 only"))
         await eight.has((down("CS-08"), b"marker"))
-    assert eight.items == [(down("CS-08"), b"marker")]
+    # Mosquitto may deliver the marker once per matching subscription (three overlap here): what matters is that
+    # nothing but the marker came (CS-07's messages, published before it, would have come first)
+    assert set(eight.items) == {(down("CS-08"), b"marker")}, eight.items
     assert seven.items == [(down("CS-07"), b"for CS-07 only")]
 
 

@@ -32,6 +32,10 @@ def _fresh_checkout(dest: Path) -> Path:
     return dest
 
 
+# One worker runs them all (./test: --dist loadgroup), so the fresh checkout and its venv are made once.
+pytestmark = pytest.mark.xdist_group("fresh-checkout")
+
+
 @pytest.fixture(scope="module")
 def checkout(tmp_path_factory) -> Path:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
