@@ -53,13 +53,14 @@ def approvers_file(directory: Path) -> Path:
     return p
 
 
-def signed(op: Any, table: str, linked: str = METER, supervisor: str | None = None, lock: int = 0) -> dict[str, str]:
+def signed(op: Any, table: str, linked: str = METER, supervisor: str | None = None,
+           locked: dict | None = None) -> dict[str, str]:
     """The approval of payment `op` by its `approved_by` (or `supervisor`'s key), as a table signs it; a payment of a
-    locked award names the `lock` by the number the authority gave it."""
+    locked award names the lock by the number and nonce the authority gave it (`locked`: the lock's result)."""
     body = op.to_dict()
     body.pop("kind")
     if op.kind == "pay-locked-award":
-        body["lock"] = lock
+        body["lock"], body["nonce"] = (locked or {}).get("lock", 0), (locked or {}).get("nonce", "")
     return approval.sign(approval_keys()[supervisor or body["approved_by"]], op.kind, table, linked, body)
 
 

@@ -117,7 +117,7 @@ async def test_a_tables_mqtt_credentials_alone_cannot_pay_a_linked_jackpot(tmp_p
                 ("an approver's name, signed with a guessed key", as_floor,
                  approval.sign(os.urandom(32), as_floor.kind, TABLE, METER, _body(as_floor)), "does not verify"),
                 ("a true approval of this payment, made for another table", as_floor,
-                 signed(as_floor, "fcp-02", lock=locked.result["lock"]), "does not verify"),
+                 signed(as_floor, "fcp-02", locked=locked.result), "does not verify"),
             ]
             answers = [(what, why, await t.send(op, a)) for what, op, a, why in tries]
         for what, why, answer in answers:
@@ -149,7 +149,7 @@ async def test_an_approval_seen_on_the_wire_pays_only_the_payment_it_approves(tm
             await t.send(book(2))
             locked = await t.send(lock(1, f"{TABLE}-r1-c1:0"))
             first = ops.PayLockedAward(f"{TABLE}-r1-c1:0", "floor-1", AT)
-            seen = signed(first, TABLE, lock=locked.result["lock"])  # made at the table with floor-1's secret
+            seen = signed(first, TABLE, locked=locked.result)  # made at the table with floor-1's secret
             assert isinstance(await t.send(first, seen), schema.Ack)
             await t.send(lock(2, f"{TABLE}-r2-c1:0"))
             moved = await t.send(ops.PayLockedAward(f"{TABLE}-r2-c1:0", "floor-1", AT), seen)
@@ -182,7 +182,7 @@ async def test_an_approval_replayed_for_the_same_claim_id_locked_again_pays_noth
             claim = f"{TABLE}-r1-c1:0"
             locked = await t.send(lock(1, claim))
             first = ops.PayLockedAward(claim, "floor-1", AT)
-            seen = signed(first, TABLE, lock=locked.result["lock"])
+            seen = signed(first, TABLE, locked=locked.result)
             assert isinstance(await t.send(first, seen), schema.Ack)
             for i in range(2, 6):  # locks given back need no approval: the claim id leaves the meter's memory
                 await t.send(lock(1, f"{TABLE}-r1-c{i}:0"))
@@ -195,6 +195,40 @@ async def test_an_approval_replayed_for_the_same_claim_id_locked_again_pays_noth
         assert "does not verify" in replayed.message
         m = rig.meter()
         assert len(m.history) == 1 and list(m.locked) == [claim]  # paid once; the new lock stays unpaid
+    finally:
+        await rig.close()
+
+
+async def test_an_approval_replayed_at_an_authority_whose_journal_was_wiped_pays_nothing(tmp_path, broker):
+    """The authority's journal wiped (or put back from a copy): its meter numbers its locks from 1 again, so the
+    number alone would let an old approval pay the same claim id locked again. The lock's nonce, the authority's
+    random value, is new: the approval does not verify."""
+    import shutil
+
+    from controller.config.model import AnchorConfig
+
+    rig = LinkRig(tmp_path, broker, (TABLE,))
+    try:
+        await rig.start_authority()
+        claim = f"{TABLE}-r1-c1:0"
+        async with RawTable(broker) as t:
+            await t.send(book(1))
+            locked = await t.send(lock(1, claim))
+            first = ops.PayLockedAward(claim, "floor-1", AT)
+            seen = signed(first, TABLE, locked=locked.result)
+            assert isinstance(await t.send(first, seen), schema.Ack)
+        await rig.stop_authority()
+        state = rig.cfg.state_dir
+        shutil.rmtree(state)
+        shutil.rmtree(AnchorConfig().file_for(state).parent, ignore_errors=True)
+        await rig.start_authority()
+        async with RawTable(broker) as t:
+            await t.send(book(1))
+            again = await t.send(lock(1, claim))
+            assert isinstance(again, schema.Ack) and again.result["lock"] == locked.result["lock"] == 1
+            replayed = await t.send(first, seen)
+        assert isinstance(replayed, schema.Refused) and "does not verify" in replayed.message, replayed
+        assert not rig.meter().history and list(rig.meter().locked) == [claim]
     finally:
         await rig.close()
 
@@ -249,8 +283,43 @@ async def test_a_table_cannot_pay_release_or_lock_another_tables_claims(tmp_path
                                                        Fraction(100), AT, f"{TABLE}-r1-c2:0"))
             assert isinstance(stolen, schema.Refused) and "is not a claim of round fcp-02-r1" in stolen.message
             pay = ops.PayLockedAward(claim, "floor-1", AT)
-            assert isinstance(await a.send(pay, signed(pay, TABLE, lock=locked.result["lock"])), schema.Ack)
+            assert isinstance(await a.send(pay, signed(pay, TABLE, locked=locked.result)), schema.Ack)
         assert anomalies(rig, "award refused", "fcp-02") == 2 and anomalies(rig, "award refused") == 0
+    finally:
+        await rig.close()
+
+
+async def test_an_operation_number_taken_by_another_operation_refuses_the_tables_own(tmp_path, broker):
+    """Someone with the table's credentials sends an operation under the table's next number before the table does
+    (the broker pushes one of the two clients off for a moment). Before: the table's own, sent under the same
+    number, was answered with the other's result, and the table took it for its own (a jackpot shown paid that was
+    never paid). Now the table's is refused, naming the number, and it is an alert; the same operation sent again is
+    answered as before."""
+    rig = LinkRig(tmp_path, broker, (TABLE,))
+    try:
+        await rig.start_authority()
+        async with RawTable(broker) as t:
+            assert isinstance(await t.send(book(1)), schema.Ack)
+            t.seq -= 1
+            t.inbox.clear()  # the first answer to that number is in the inbox
+            again = await t.send(book(1))  # the same operation, resent under its number: its answer
+            assert isinstance(again, schema.Ack)
+            t.seq -= 1
+            t.inbox.clear()  # the first answer to that number is in the inbox
+            taken = await t.send(book(2))  # another operation under the number already used
+            assert isinstance(taken, schema.Refused) and taken.field == "seq", taken
+            assert "is another operation in the authority's journal" in taken.message
+            assert "r2" not in rig.meter().open_rounds  # not applied
+            refused = await t.send(lock(9, f"{TABLE}-r9-c1:0"))  # a refusal, journaled with what it refused
+            assert isinstance(refused, schema.Refused)
+            t.seq -= 1
+            t.inbox.clear()  # the first answer to that number is in the inbox
+            assert isinstance(await t.send(lock(9, f"{TABLE}-r9-c1:0")), schema.Refused)  # the same: same answer
+            t.seq -= 1
+            t.inbox.clear()  # the first answer to that number is in the inbox
+            other = await t.send(book(3))
+            assert isinstance(other, schema.Refused) and other.field == "seq"
+        assert anomalies(rig, "sequence taken") == 2
     finally:
         await rig.close()
 
@@ -339,3 +408,19 @@ def test_the_approvers_file_is_required_and_must_exist(tmp_path):
     with pytest.raises(ConfigError):
         load_authority_config(missing)
 
+
+
+def test_a_table_whose_name_begins_another_tables_cannot_move_its_rounds():
+    """Round ids are `<table>-r<n>` exactly: table `cs` cannot void, close, book or lock on `cs-rail`'s rounds
+    (before, a mere prefix passed), nor lock a claim id that is not its round's."""
+    from controller.link.authority import _foreign
+
+    def op(kind: str, **body) -> schema.Op:
+        return schema.Op("cs", 1, kind, METER, body)
+
+    for kind in ("void-round", "close-round", "book-contributions"):
+        assert _foreign(op(kind, round_id="cs-rail-r3"), {}) == ("body.round_id", "'cs-rail-r3' is not a round of table cs")
+        assert _foreign(op(kind, round_id="cs-r3"), {}) is None
+    assert _foreign(op("lock-percent-award", round_id="cs-r3", claim="cs-r3-c1:0"), {}) is None
+    for claim in ("cs-r3-c1", "cs-r31-c1:0", "cs-r3-c1:0-x"):
+        assert _foreign(op("lock-percent-award", round_id="cs-r3", claim=claim), {})[0] == "body.claim", claim

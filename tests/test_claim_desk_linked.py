@@ -328,6 +328,42 @@ async def test_a_refused_jackpot_pays_none_of_its_envy_bonuses_and_the_hand_clai
         await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
 
 
+async def test_a_later_share_refused_after_the_first_was_paid_is_not_sent_again_and_again(tmp_path, broker,
+                                                                                           monkeypatch):
+    """A dealer's-hand award shared by two seats: the first share paid, the second refused by the authority (its
+    approvers changed in between). The claim stays being paid (one share is), the refusal is logged once, and the
+    refused payment is not sent again (before, about 400 times a second, and again after each restart)."""
+    from structlog.testing import capture_logs
+
+    from controller.link import approval
+
+    real = approval.check
+
+    def check(keys, kind, *rest):
+        if kind == "pay-percent-award":
+            return "the approval by 'floor-1' does not verify (the approvers changed)"
+        return real(keys, kind, *rest)
+
+    monkeypatch.setattr(approval, "check", check)
+    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)  # approve answers `paying` after this long
+    async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
+        await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER)])
+        got = await daemon.call("claim", {"seat": "dealer", "cards": STRAIGHT_FLUSH})
+        with capture_logs() as logs:
+            done = await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+            assert done["status"] == "paying", done
+            await until(lambda: any(e["event"] == "the link authority refused a payment" for e in logs), "refused")
+            await answered(daemon)
+            await asyncio.sleep(0.5)  # a window in which a loop would have sent it again many times
+        refusals = [e for e in logs if e["event"] == "the link authority refused a payment"]
+        assert len(refusals) == 1 and refusals[0]["paid_before"] == [0], refusals
+        c = daemon.desk.state.get(got["claim_id"])
+        assert c.status == "paying" and c.paid == (0,)
+        assert len(link.meter().history) == 1  # the first share, once
+        with pytest.raises(RulesError, match="is being paid"):
+            await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+
+
 async def test_an_approval_the_authority_cannot_verify_is_never_shown_paid(tmp_path, broker):
     """floor-1 listed at the authority with the key of an old secret (changed at the tables, not at the authority):
     the authority refuses the payment; the table does not show it paid. The claim ends refused, its lock goes back

@@ -178,7 +178,7 @@ def test_every_example_is_sound(path):
     assert check_config(path) == []
     cfg = load_config(path)
     assert isinstance(cfg, TableConfig)
-    assert cfg.game.id == path.stem
+    assert path.stem == cfg.game.id or path.stem.startswith(cfg.game.id + "-")  # the game, or the game and a variant
     assert 1 <= cfg.seats <= cfg.game.max_seats
     assert cfg.wagers and cfg.devices
 

@@ -233,8 +233,8 @@ async def test_two_tables_hit_the_top_award_in_the_same_second(tmp_path, broker)
         # Both approved: both paid, in the order the authority recorded the locks.
         pay1, pay2 = ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT), ops.PayLockedAward("fcp-02-r1-c1:0", "floor-2", AT)
         assert sorted((r1["lock"], r2["lock"])) == [1, 2]  # each lock's number on the meter, never given twice
-        await l1.send(pay1, "fchb", "cs-01-r1-c1:pay:0", signed(pay1, "cs-01", lock=r1["lock"]))
-        await l2.send(pay2, "fchb", "fcp-02-r1-c1:pay:0", signed(pay2, "fcp-02", lock=r2["lock"]))
+        await l1.send(pay1, "fchb", "cs-01-r1-c1:pay:0", signed(pay1, "cs-01", locked=r1))
+        await l2.send(pay2, "fchb", "fcp-02-r1-c1:pay:0", signed(pay2, "fcp-02", locked=r2))
         await rig.all_answered()
         m = rig.meter()
         assert not m.locked and len(m.history) == 2
@@ -296,7 +296,7 @@ async def test_a_shared_award_is_locked_once_and_its_later_shares_paid_by_pay_pe
         per_share = parse_cents(locked["amount"], "amount")
         assert per_share == before // UNITS_PER_CENT // 2
         pay = ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT)
-        await link.send(pay, "fchb", "cs-01-r1:dealer:pay:0", signed(pay, "cs-01", lock=locked["lock"]))
+        await link.send(pay, "fchb", "cs-01-r1:dealer:pay:0", signed(pay, "cs-01", locked=locked))
         await link.send(share(2), "fchb", "cs-01-r1:dealer:pay:1", signed(share(2), "cs-01"))
         await link.send(ops.CloseRound("cs-01-r1", AT), "fchb", "cs-01-r1:close:fchb")
         await rig.all_answered()

@@ -749,6 +749,9 @@ async def _reconcile(authority: AuthorityProcess, ts: dict[str, Table], claims: 
             applied = ops[name][seq]
             # a payment's signed approval is journaled with it, for the audit
             expected = {"meter": METER, **sent["body"]} | ({"approval": sent["approval"]} if "approval" in sent else {})
+            if sent["kind"] == "lock-percent-award":  # the authority gives each lock a nonce of its own
+                assert len(applied.body.get("nonce", "")) == 32, applied.body
+                expected["nonce"] = applied.body["nonce"]
             assert applied.kind == sent["kind"] and applied.body == expected, \
                 f"{name} operation {seq}: sent {sent}, the authority applied {applied.kind} {applied.body}"
             assert acks[seq]["entry"] == applied.seq and acks[seq]["result"] == applied.result, \

@@ -42,9 +42,10 @@ from controller.meter_ledger import MetersReducer, define_meter_body, op_body
 LATER = AT + timedelta(minutes=3)
 
 
-def lock(rid="r1", seat=3, percent=100, claim="c1", shares=1, hand="royal-flush", table="t1", at=AT):
+def lock(rid="r1", seat=3, percent=100, claim="c1", shares=1, hand="royal-flush", table="t1", at=AT, nonce=""):
     return LockPercentAward(
-        rid, table, seat, hand, f"{format_fraction(Fraction(percent))}% of meter", Fraction(percent), at, claim, shares
+        rid, table, seat, hand, f"{format_fraction(Fraction(percent))}% of meter", Fraction(percent), at, claim, shares,
+        nonce,
     )
 
 
@@ -139,20 +140,29 @@ def test_settled_claims_are_remembered_up_to_a_bound():
 
 
 def test_every_lock_has_a_number_its_meter_never_gives_again():
-    """A lock's number names it for the approval of its payment (controller.link.approval): the same claim id locked
-    again once the meter has forgotten it gets a new number, so an approval of the first cannot pay the second."""
+    """A lock's number (and the authority's nonce) names it for the approval of its payment
+    (controller.link.approval): the same claim id locked again once the meter has forgotten it gets a new number, so
+    an approval of the first cannot pay the second. A lock journaled before numbers (no nonce) replays as it was:
+    number 0, and a result without them."""
+    def nonce(i: int) -> str:
+        return f"{i:032x}"
+
     s = run(initial_state(params()), book("r1", ((3, 500),)))[0]
-    s, effect = apply(s, lock("r1", 3, Fraction(1, 100), "c0"))
-    assert s.locked["c0"].number == effect.lock == 1 == s.locks_taken and effect.to_dict()["lock"] == 1
+    s, effect = apply(s, lock("r1", 3, Fraction(1, 100), "c0", nonce=nonce(0)))
+    assert s.locked["c0"].number == effect.lock == 1 == s.locks_taken and s.locked["c0"].nonce == nonce(0)
+    assert effect.to_dict()["lock"] == 1 and effect.to_dict()["nonce"] == nonce(0)
     s = run(s, release("c0"))[0]
     for i in range(1, RECENT_CLAIMS + 1):
-        s = run(s, lock("r1", 3, Fraction(1, 100), f"c{i}"), release(f"c{i}"))[0]
+        s = run(s, lock("r1", 3, Fraction(1, 100), f"c{i}", nonce=nonce(i)), release(f"c{i}"))[0]
     assert "c0" not in s.settled_claims
-    s, effect = apply(s, lock("r1", 3, Fraction(1, 100), "c0"))  # the same claim id, forgotten: a new lock
+    s, effect = apply(s, lock("r1", 3, Fraction(1, 100), "c0", nonce=nonce(99999)))  # the claim id, forgotten
     assert s.locked["c0"].number == effect.lock == RECENT_CLAIMS + 2 == s.locks_taken
     assert state_from_dict(json.loads(json.dumps(state_to_dict(s)))) == s
     assert not invariant_holds(with_maps(s, locks_taken=1))  # a lock numbered beyond the count: not this meter's
     assert "lock" not in apply(s, pay("c0"))[1].to_dict()  # only a lock's answer carries it
+    old, effect = apply(run(initial_state(params()), book("r1", ((3, 500),)))[0], lock("r1", 3, 10, "c1"))
+    assert old.locked["c1"].number == 0 and old.locks_taken == 0 and "lock" not in effect.to_dict()
+    assert "locks_taken" not in state_to_dict(old) and "number" not in state_to_dict(old)["locked"]["c1"]
 
 
 def test_two_locks_in_one_round_take_in_turn():

@@ -101,6 +101,7 @@ class ClaimDesk:
         self._verifying = False  # a claim is between its first check and its verdict (awaits in between)
         self._locks: dict[str, asyncio.Lock] = {}
         self._paying: set[tuple[str, int]] = set()  # linked payments sent whose answer is awaited
+        self._refused: set[tuple[str, int]] = set()  # linked payments the authority refused: not sent again here
         self._awaiting = 0  # answers of the link authority awaited in the background (locks and payments)
         self._running = 0
         self._idle = asyncio.Condition()
@@ -460,7 +461,7 @@ class ClaimDesk:
                 return
             port = self.meters.port(c.meter)
             try:
-                amount, number = await port.lock(lock_op(c, i, self.cfg.table, utc_now()), c.meter,
+                amount, number, nonce = await port.lock(lock_op(c, i, self.cfg.table, utc_now()), c.meter,
                                                  f"{cid}:lock:{i}", LINK_ANSWER_S)
             except TimeoutError:
                 if not warned:
@@ -473,7 +474,7 @@ class ClaimDesk:
             else:
                 log.info("award locked at the link authority", claim=cid, payout=i, amount=format_cents(amount),
                          lock=number)
-                event = cm.Locked(cid, i, amount, number)
+                event = cm.Locked(cid, i, amount, number, nonce)
             if self.state.round_id != rid or self._get(cid) is None:
                 return
             await self._run(self._step(event))
@@ -498,8 +499,8 @@ class ClaimDesk:
         if port.linked and op.kind in approval.APPROVED_KINDS:
             # Paid when the authority says so (it verifies the approval): awaited in the background, the claim
             # being paid meanwhile, as a lock is.
-            if (cid, i) in self._paying:
-                return []  # sent, and its answer awaited already
+            if (cid, i) in self._paying or (cid, i) in self._refused:
+                return []  # sent, and its answer awaited already; or refused, which is final for its key
             await port.submit(op, c.meter, self._payout_key(c, i), signed)  # durable in the outbox, sent
             self._paying.add((cid, i))
             self._background(self._await_payment(cid, i, op, signed), f"pay:{cid}:{i}")
@@ -530,7 +531,7 @@ class ClaimDesk:
             finally:
                 self._paying.discard((cid, i))
             c = self._get(cid)
-            if c is not None and c.status == "paying" and c.unpaid:
+            if c is not None and c.status == "paying" and c.unpaid and (cid, i) not in self._refused:
                 await self._run([cm.Pay(cid, j) for j in c.unpaid])  # each sent when its turn has come (_pay)
         finally:
             self._awaiting -= 1
@@ -552,8 +553,9 @@ class ClaimDesk:
                     warned = True
                 continue
             except LinkRefused as err:
-                log.error("the link authority refused a payment: nothing of the claim is paid", claim=cid, payout=i,
-                          field=err.field, error=err.problem)
+                self._refused.add((cid, i))
+                log.error("the link authority refused a payment", claim=cid, payout=i, field=err.field,
+                          error=err.problem, paid_before=list(c.paid))
                 event: cm.Input = cm.PayRefused(cid, i, err.problem)
             else:
                 self._count_payout(c, i, result)

@@ -39,7 +39,7 @@ class MeterPort(Protocol):
     async def submit(self, op: Any, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
         ...
 
-    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int]: ...
+    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int, str]: ...
 
     async def release(self, op: Any, meter: str, key: str, held: bool = False) -> bool: ...
 
@@ -76,7 +76,7 @@ class LocalMeters:
         receipt = await self.ledger.submit_async(op.kind, op_body(meter, op), key)  # no authority to approve to
         return dict(receipt.result)
 
-    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int]:
+    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int, str]:
         raise RulesError("meter", f"meter {meter} is the table's own: its awards are not locked")
 
     async def release(self, op: Any, meter: str, key: str, held: bool = False) -> bool:
@@ -137,8 +137,9 @@ class LinkedMeters:
             if op.kind in approval.APPROVED_KINDS:
                 body = op.to_dict()
                 body.pop("kind")
-                if op.kind == "pay-locked-award":  # the one lock it pays, by the number the authority gave it
-                    body["lock"] = dict(claim.lock_numbers).get(i, 0)
+                if op.kind == "pay-locked-award":  # the one lock it pays: its number and nonce at the authority
+                    body["lock"], body["nonce"] = next(((n, nonce) for j, n, nonce in claim.lock_numbers if j == i),
+                                                       (0, ""))
                 signed = approval.sign(approver_key, op.kind, table, self.link.linked[claim.meter], body)
                 out.append((i, signed["by"], signed["mac"]))
         return tuple(out)
@@ -150,16 +151,16 @@ class LinkedMeters:
         seq = await self.link.send(op, meter, key, approval)
         return await self.link.answer(seq, timeout)
 
-    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int]:
-        """The amount of the lock sent under `key` and the lock's number on the meter (0 from an authority that does
-        not number locks); sent now if it was not (the same key applies once); asked again after a TimeoutError,
-        it waits for the same lock's answer."""
+    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int, str]:
+        """The amount of the lock sent under `key`, and the lock's number on the meter and nonce (0 and "" from an
+        authority that does not number locks); sent now if it was not (the same key applies once); asked again
+        after a TimeoutError, it waits for the same lock's answer."""
         seq = await self.link.send(op, meter, key)
         result = await self.link.answer(seq, timeout)
-        number = result.get("lock", 0)
-        if type(number) is not int or not 0 <= number < 2**63:
-            raise ValueError(f"lock: {number!r} is not a lock's number")
-        return parse_cents(result["amount"], "amount"), number
+        number, nonce = result.get("lock", 0), result.get("nonce", "")
+        if type(number) is not int or not 0 <= number < 2**63 or not isinstance(nonce, str) or len(nonce) > 64:
+            raise ValueError(f"lock: {number!r}, {nonce!r} is not a lock's number and nonce")
+        return parse_cents(result["amount"], "amount"), number, nonce
 
     def pays_later_shares(self) -> bool:
         """Whether the authority takes a later share of a shared award (pay-percent-award): it says so."""

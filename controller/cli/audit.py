@@ -25,7 +25,11 @@ def _audit(state_dir: Path):  # noqa: ANN202 - a controller.ledger.Report
 
     if not state_dir.exists():
         raise InputError("--state", f"{state_dir} does not exist")
-    return verify_state_dir(state_dir, _reducer_for(state_dir))
+    try:
+        return verify_state_dir(state_dir, _reducer_for(state_dir))
+    except PermissionError:
+        raise InputError("--state", f"{state_dir}: permission denied: the journal is the daemon's user's only "
+                                    "(run this as root, or as that user)") from None
 
 
 def _reducer_for(state_dir: Path) -> Any:
@@ -126,7 +130,10 @@ def cmd_anchor(state_dir: Path, anchor_file: Path, key_file: Path | None, expect
             print(f"progressivectl: --expect-head: {problem}; no anchor written", file=sys.stderr)
             return EXIT_DAMAGED
     anchor = Anchor.of(Head(report.head_seq, report.head_hash), key)
-    write_anchor(anchor_file, anchor)
+    try:
+        write_anchor(anchor_file, anchor)
+    except OSError as e:
+        raise InputError("--anchor", f"{anchor_file}: cannot write it: {e.strerror or e}") from None
     print(f"{anchor_file}: anchored entry {anchor.seq} {anchor.hash}" + (" (keyed)" if key else ""))
     return 0
 

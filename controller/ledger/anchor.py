@@ -16,6 +16,7 @@ cannot be forged by someone who cannot read the key, and an anchor off the box c
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import json
 import os
@@ -77,11 +78,16 @@ def write_anchor(path: Path, anchor: Anchor) -> None:
     tmp = path.with_name(path.name + ".new")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
-        os.write(fd, (json.dumps(anchor.to_json(), sort_keys=True) + "\n").encode())
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
+        try:
+            os.write(fd, (json.dumps(anchor.to_json(), sort_keys=True) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # no half-written anchor left beside the file
+        raise
     journal.fsync_path(path.parent)
 
 

@@ -10,8 +10,9 @@ the supervisor types the secret, and never kept there; the authority holds the k
 
 What it stops: whoever holds a table's MQTT password, or runs the broker, cannot make an approval (no secret,
 no key), cannot reuse one, and cannot change what it pays. A payment of a locked award names the lock by its
-number on the meter, which the meter never gives twice (controller.meter: LockedAward.number), so an approval
-replayed for a lock taken again under the same claim id does not verify; a later share names its round, seat,
+number on the meter, which the meter never gives twice (controller.meter: LockedAward.number), and by the random
+nonce the authority gave it, so an approval replayed for a lock taken again under the same claim id does not
+verify, even on an authority whose journal was wiped or put back from a copy (its numbers start again); a later share names its round, seat,
 hand and award, and exists only after the first share of that award was paid with an approval of its own, and
 a seat's share is paid once. What it does not: someone in control of a table box while a supervisor types a secret there can capture it
 (docs/security.md).
@@ -31,7 +32,8 @@ KDF_N, KDF_R, KDF_P = 2**14, 8, 1
 KEY_BYTES = 32
 APPROVED_KINDS = frozenset({"pay-locked-award", "pay-percent-award"})
 _WHAT = {  # the fields of each payment an approval is bound to (with the table and the linked meter)
-    "pay-locked-award": ("claim", "lock", "approved_by"),  # lock: the number the meter gave the lock
+    # lock, nonce: the number the meter gave the lock and the random value the authority gave it
+    "pay-locked-award": ("claim", "lock", "nonce", "approved_by"),
     "pay-percent-award": ("round_id", "seat", "hand", "award", "percent", "shares", "approved_by"),
 }
 

@@ -12,6 +12,10 @@ schema, or whose payload names another table than the topic are dropped and coun
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
+import re
+import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -211,16 +215,23 @@ class LinkAuthority:
         self._log_limited(f"drop:{reason}:{detail.get('table', detail.get('topic'))}", "link message dropped",
                           level="warning", reason=reason, **detail)
 
-    def _log_limited(self, key: str, event: str, *, level: str = "error", **detail: Any) -> None:
-        """Log `event` at most once per LOG_EVERY_S for `key` (a kind of message and its table), with how many were
-        not logged since; what a message said is cut to LOG_TEXT characters. A table's credentials must not be a
-        way to fill the log (the metrics count every one)."""
+    def _may_log(self, key: str) -> tuple[bool, int]:
+        """Whether a line for `key` may be logged now (one per LOG_EVERY_S), and how many were not since."""
         now = time.monotonic()
         last, held = self._logged.get(key, (-LOG_EVERY_S, 0))
         if now - last < LOG_EVERY_S:
             self._logged[key] = (last, held + 1)
-            return
+            return False, held + 1
         self._logged[key] = (now, 0)
+        return True, held
+
+    def _log_limited(self, key: str, event: str, *, level: str = "error", **detail: Any) -> None:
+        """Log `event` at most once per LOG_EVERY_S for `key` (a kind of message and its table), with how many were
+        not logged since; what a message said is cut to LOG_TEXT characters. A table's credentials must not be a
+        way to fill the log (the metrics count every one)."""
+        logged, held = self._may_log(key)
+        if not logged:
+            return
         cut = {k: (v[:LOG_TEXT] + "...") if isinstance(v, str) and len(v) > LOG_TEXT else v for k, v in detail.items()}
         getattr(log, level)(event, **cut, **({"not_logged_since": held} if held else {}))
 
@@ -233,8 +244,9 @@ class LinkAuthority:
                     expected = self.next_seq.get(table, 1)
                     if msg.next_seq < expected:  # the table lost journal entries the authority has applied
                         self.metrics.anomalies.labels(table, "table behind").inc()
-                        log.error("table is behind the authority: its link journal lost entries", table=table,
-                                  table_next=msg.next_seq, authority_next=expected)
+                        self._log_limited(f"behind:{table}", "table is behind the authority: its link journal lost "
+                                          "entries (or someone with its credentials says so)", table=table,
+                                          table_next=msg.next_seq, authority_next=expected)
                     await self._reply(table, schema.Expect(expected, schema.ANNOUNCED, self.anchors.get(table),
                                                            frozenset(self.approvers)))
                 elif isinstance(msg, schema.JournalAnchor):
@@ -243,7 +255,10 @@ class LinkAuthority:
                     await self._apply(msg)
             except Exception:  # noqa: BLE001 - one bad message must not stop the link; a table resends its operations
                 self.metrics.anomalies.labels(table, "message not applied").inc()
-                log.exception("table message not applied", table=table, seq=getattr(msg, "seq", None))
+                logged, held = self._may_log(f"not-applied:{table}")
+                if logged:
+                    log.exception("table message not applied", table=table, seq=getattr(msg, "seq", None),
+                                  **({"not_logged_since": held} if held else {}))
 
     async def _apply(self, op: schema.Op) -> None:
         assert self.ledger is not None and self.keys is not None
@@ -258,10 +273,24 @@ class LinkAuthority:
             if done is None:  # cannot happen with an intact journal: keys are applied in order
                 self._drop("stale", table=op.table, seq=op.seq)
                 return
+            if not _same_operation(op, done):
+                # The number was used by another operation: someone with the table's credentials sent it first.
+                # The table's own is not applied; it is told so, and it is an alert.
+                self.metrics.anomalies.labels(op.table, "sequence taken").inc()
+                self._log_limited(f"seq-taken:{op.table}", "a table's operation number was used by another "
+                                  "operation: the table's is refused", table=op.table, seq=op.seq, kind=op.kind,
+                                  journaled=done.kind)
+                await self._reply(op.table, schema.Refused(
+                    op.seq, "seq", f"operation {op.seq} of table {op.table} is another operation in the authority's "
+                                   f"journal ({done.kind}): not applied (someone else sent it with this table's "
+                                   "credentials)"))
+                return
             self.metrics.applied.labels(op.table, "repeat").inc()
             await self._reply(op.table, _answer(op.seq, done))
             return
         body = {"meter": op.meter, **op.body}
+        if op.kind == "lock-percent-award":  # the lock's nonce is the authority's, never a table's
+            body["nonce"] = secrets.token_hex(16)
         seat, shares = self._hit_of(op)
         t0 = time.perf_counter()
         answer: Any
@@ -283,7 +312,8 @@ class LinkAuthority:
                 self.metrics.anomalies.labels(op.table, "award refused").inc()
                 self._log_limited(f"award-refused:{op.table}", "an award refused: the table asked for what its "
                                   "rounds do not hold", table=op.table, seq=op.seq, kind=op.kind, error=str(e))
-            refused = {"table": op.table, "seq": op.seq, "field": e.field, "message": e.problem}
+            refused = {"table": op.table, "seq": op.seq, "field": e.field, "message": e.problem,
+                       "operation": _digest(op)}
             receipt = await self.ledger.submit_async(LINK_REFUSED, refused, op.key)
             answer = schema.Refused(op.seq, e.field, e.problem)
             self.metrics.applied.labels(op.table, "refused").inc()
@@ -312,7 +342,7 @@ class LinkAuthority:
             lock = meter.locked.get(claim) if meter is not None and isinstance(claim, str) else None
             if lock is None:
                 return None  # nothing to pay: the meter refuses it, naming why
-            body = {**op.body, "lock": lock.number}
+            body = {**op.body, "lock": lock.number, "nonce": lock.nonce}
         problem = approval.check(self.approvers, op.kind, op.table, op.meter, body, op.approval)
         if problem is None:
             return None
@@ -456,11 +486,11 @@ def _foreign(op: schema.Op, meters: Any) -> tuple[str, str] | None:
     if "table" in op.body and op.body["table"] != op.table:
         return "body.table", f"is {op.body['table']!r}: table {op.table} may only send its own operations"
     rid = op.body.get("round_id")
-    if isinstance(rid, str) and not rid.startswith(f"{op.table}-r"):
-        return "body.round_id", f"{rid!r} is not a round of table {op.table}"
+    if isinstance(rid, str) and not re.fullmatch(re.escape(op.table) + r"-r[0-9]+", rid):  # not a mere prefix:
+        return "body.round_id", f"{rid!r} is not a round of table {op.table}"  # table "cs" is not "cs-rail"'s
     claim = op.body.get("claim")
     if op.kind == "lock-percent-award" and isinstance(claim, str) and isinstance(rid, str) \
-            and not claim.startswith(f"{rid}-c"):
+            and not re.fullmatch(re.escape(rid) + r"-c[0-9]+:[0-9]+", claim):
         return "body.claim", f"{claim!r} is not a claim of round {rid}"
     if op.kind in ("pay-locked-award", "release-locked-award") and isinstance(claim, str):
         meter = meters.get(op.meter)
@@ -489,6 +519,25 @@ def _not_a_later_share(op: schema.Op, meters: Any) -> tuple[str, str] | None:
     return "kind", ("a table takes a percentage of a linked meter by locking it (lock-percent-award, then "
                     "pay-locked-award); pay-percent-award pays only a later share of a shared award whose first "
                     "share was paid, to a seat that wagered on the dealer's hand")
+
+
+def _digest(op: schema.Op) -> str:
+    """What a table's operation was (kind, meter and body), for a refusal journaled without them."""
+    text = json.dumps([op.kind, op.meter, op.body], sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _same_operation(op: schema.Op, done: Found) -> bool:
+    """Whether the journal's entry under the operation's key is this operation (a table resending it), and not
+    another one sent first under the same number."""
+    if done.kind == LINK_REFUSED:
+        digest = done.body.get("operation") if isinstance(done.body, dict) else None
+        return digest is None or digest == _digest(op)  # refusals journaled before the digest: taken as the same
+    if done.kind != op.kind or not isinstance(done.body, dict):
+        return False
+    added = ("approval", "nonce")  # what the authority journals beside the table's body
+    return {k: v for k, v in done.body.items() if k not in added} == \
+        {k: v for k, v in {"meter": op.meter, **op.body}.items() if k not in added}
 
 
 def _answer(seq: int, done: Found) -> Any:

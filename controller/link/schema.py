@@ -249,6 +249,8 @@ def decode(topic: str, payload: bytes) -> Any:
         d = json.loads(payload)
     except (UnicodeDecodeError, ValueError) as e:
         raise _bad(topic, "payload", f"not JSON: {e}") from None
+    except RecursionError:  # [[[[...]]]] deeper than the parser goes: malformed, like any other
+        raise _bad(topic, "payload", "nested too deep") from None
     if not isinstance(d, dict):
         raise _bad(topic, "payload", "must be a JSON object")
     if d.get("v") != VERSION:

@@ -63,6 +63,7 @@ class Effect:
     claim: str = ""  # a locked award's claim id (lock, pay-locked, release)
     amount_cents: int = 0  # that claim's amount for its seat: locked, paid or released
     lock: int = 0  # a lock's number (LockedAward.number), in the answer to the lock
+    nonce: str = ""  # and its nonce
 
     def to_dict(self) -> dict[str, Any]:
         u = format_units
@@ -87,8 +88,9 @@ class Effect:
         if self.claim:  # only the lock operations: the results of the others stay as journaled
             d["claim"] = self.claim
             d["amount"] = format_cents(self.amount_cents)
-        if self.lock:
+        if self.lock:  # only a numbered lock's: the results of the locks journaled before stay as they were
             d["lock"] = self.lock
+            d["nonce"] = self.nonce
         return d
 
 
@@ -346,13 +348,16 @@ def _lock_percent(s: MeterState, op: LockPercentAward) -> tuple[MeterState, Effe
     t = _take(s, b, op)
     locked = LockedAward(
         op.round_id, op.table, op.seat, op.hand, op.award, op.percent, op.shares, t.per_share, s.current, t.after,
-        t.from_reserve, t.from_overflow, t.seeded, op.at, s.locks_taken + 1,
+        t.from_reserve, t.from_overflow, t.seeded, op.at,
+        # numbered when the authority gave it a nonce; a lock journaled before numbers replays as it was
+        s.locks_taken + 1 if op.nonce else 0, op.nonce,
     )
-    new = with_maps(_taken(s, t), locked={**s.locked, op.claim: locked}, locks_taken=locked.number)
+    new = with_maps(_taken(s, t), locked={**s.locked, op.claim: locked},
+                    locks_taken=locked.number or s.locks_taken)
     return new, Effect(
         op.kind, s.current, t.after, op.round_id, taken_cents=t.taken_cents, reset=t.reset,
         from_reserve=t.from_reserve, from_overflow=t.from_overflow, seeded=t.seeded, claim=op.claim,
-        amount_cents=t.per_share, lock=locked.number,
+        amount_cents=t.per_share, lock=locked.number, nonce=locked.nonce,
     )
 
 

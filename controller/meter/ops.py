@@ -200,13 +200,14 @@ def _percent_award_dict(op: Any, last: str) -> dict[str, Any]:
     }
 
 
-def _percent_award_from_dict(cls: type, d: object, field_prefix: str, last: str) -> Any:
+def _percent_award_from_dict(cls: type, d: object, field_prefix: str, last: str, extra: tuple[str, ...] = ()) -> Any:
     keys = ("round_id", "table", "seat", "hand", "award", "percent", "at", last)
-    m = _fields(d, field_prefix, cls.kind, keys, ("shares",))  # type: ignore[attr-defined]
+    m = _fields(d, field_prefix, cls.kind, keys, ("shares", *extra))  # type: ignore[attr-defined]
     kw = {k: m[k] for k in keys}
     kw["percent"] = _check.parse_fraction(m["percent"], _check.join(field_prefix, "percent"))
     kw["at"] = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
     kw["shares"] = m.get("shares", 1)
+    kw.update({k: m[k] for k in extra if k in m})
     return _build(cls, kw, field_prefix)
 
 
@@ -435,18 +436,24 @@ class LockPercentAward:
     at: datetime
     claim: str  # unique per meter: the id the supervisor approves or rejects
     shares: int = 1
+    # A random value the link authority gives the lock (never the table): with the lock's number, what an approval
+    # of its payment names, so that no approval pays a lock other than its own, even on a journal wiped or put
+    # back (controller.link.approval). Empty in the journals of before.
+    nonce: str = ""
 
     def __post_init__(self) -> None:
         _check_percent_award(self)
         _check.identifier(self.claim, "claim")
         _check.integer(self.shares, "shares", minimum=1)
+        if self.nonce and not (len(self.nonce) == 32 and all(c in "0123456789abcdef" for c in self.nonce)):
+            raise InputError("nonce", "must be 32 hex digits")
 
     def to_dict(self) -> dict[str, Any]:
-        return _percent_award_dict(self, "claim")
+        return {**_percent_award_dict(self, "claim"), **({"nonce": self.nonce} if self.nonce else {})}
 
     @classmethod
     def from_dict(cls, d: object, field_prefix: str = "") -> LockPercentAward:
-        return _percent_award_from_dict(cls, d, field_prefix, "claim")
+        return _percent_award_from_dict(cls, d, field_prefix, "claim", ("nonce",))
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,7 @@ class LockedAward:
     # of the payment names it (controller.link.approval), so it pays this lock and no later one under the same
     # claim id. 0: a lock journaled before locks were numbered.
     number: int = 0
+    nonce: str = ""  # the link authority's random value for this lock (LockPercentAward.nonce); "" before
 
     @property
     def taken_cents(self) -> int:
@@ -329,7 +330,7 @@ def invariant_failures(s: MeterState) -> list[str]:
             bad.append(f"locked claim {claim}: round {a.round_id} at table {a.table} seat {a.seat} is not open")
         if min(a.amount_cents, a.from_reserve, a.from_overflow, a.seeded) < 0:
             bad.append(f"locked claim {claim}: a negative amount")
-        if a.number > s.locks_taken or (a.number == 0 and s.locks_taken):
+        if a.number > s.locks_taken or (a.number == 0) != (a.nonce == ""):
             bad.append(f"locked claim {claim}: number {a.number}, but {s.locks_taken} locks were taken")
     if len(s.settled_claims) > RECENT_CLAIMS or (s.locked and not s.locked.keys().isdisjoint(s.settled_claims)):
         bad.append("settled_claims is too long or holds a pending claim")

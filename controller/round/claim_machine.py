@@ -57,6 +57,7 @@ class Locked:
     index: int
     amount_cents: int
     number: int = 0
+    nonce: str = ""
 
 
 @dataclass(frozen=True)
@@ -260,7 +261,7 @@ def _locked(rc: RoundClaims, e: Locked) -> ClaimStep:
     payouts = tuple(replace(p, amount=e.amount_cents) if i == e.index or (shared and _share_group(p) == group
                                                                          and i not in c.locks) else p
                     for i, p in enumerate(c.payouts))
-    numbers = (*c.lock_numbers, (e.index, e.number)) if e.number else c.lock_numbers
+    numbers = (*c.lock_numbers, (e.index, e.number, e.nonce)) if e.number else c.lock_numbers
     c = replace(c, payouts=payouts, locked=(*c.locked, e.index), lock_numbers=numbers)
     if set(c.locked) < set(c.locks):
         return ClaimStep(rc.with_claim(c))

@@ -101,9 +101,9 @@ class Claim:
     # the approval (controller.link.approval) and journaled with it, so that a payment finished after a restart
     # carries them too.
     approvals: tuple[tuple[int, str, str], ...] = ()
-    # The number the authority gave each lock (payout, number): the approval of its payment names it, so that it
-    # pays that lock only (controller.link.approval).
-    lock_numbers: tuple[tuple[int, int], ...] = ()
+    # The number and nonce the authority gave each lock (payout, number, nonce): the approval of its payment names
+    # them, so that it pays that lock only (controller.link.approval).
+    lock_numbers: tuple[tuple[int, int, str], ...] = ()
 
     @property
     def on_dealer(self) -> bool:
@@ -502,10 +502,10 @@ def claim_from_json(d: object, field_prefix: str = "claim") -> Claim:
         approvals.append((a[0], a[1], a[2]))
     numbers = []
     for i, n in enumerate(m.get("lock_numbers", [])):
-        if not (isinstance(n, list) and len(n) == 2 and all(type(x) is int for x in n) and 0 <= n[0] < len(payouts)
-                and 0 < n[1] < 2**63):
-            raise InputError(f"{field_prefix}.lock_numbers[{i}]", "must be [payout, number]")
-        numbers.append((n[0], n[1]))
+        if not (isinstance(n, list) and len(n) == 3 and all(type(x) is int for x in n[:2])
+                and 0 <= n[0] < len(payouts) and 0 < n[1] < 2**63 and isinstance(n[2], str) and len(n[2]) <= 64):
+            raise InputError(f"{field_prefix}.lock_numbers[{i}]", "must be [payout, number, nonce]")
+        numbers.append((n[0], n[1], n[2]))
     return Claim(f.text("id"), f.text("round_id"), f.integer("seat"), f.text("spot"), f.text("meter"),
                  parse_cents(f.text("wager"), f"{field_prefix}.wager"),
                  tuple(parse_cards(f.array("cards"), f"{field_prefix}.cards")), payouts, status,  # type: ignore[arg-type]
