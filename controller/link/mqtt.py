@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import asyncio
 import socket
-import contextlib
 import inspect
 import logging
 import ssl
@@ -57,6 +56,8 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 
 from drivers.health import Backoff
+
+from . import aiomqtt_internals as internals
 
 log = structlog.get_logger("controller.link.mqtt")
 
@@ -195,10 +196,10 @@ def read_password(path: Path) -> str:
 
 # --- aiomqtt's own state ---------------------------------------------------------------------------------
 # aiomqtt (2.x) does not give the reason code of a publish's acknowledgement, its waits can lose a
-# cancellation (below), and its connect runs in a thread that cancellation does not stop. The few places
-# where this module looks inside an aiomqtt.Client are here, each optional: without them, publishes go
-# through aiomqtt (in a task of their own), refusals are not reported, and the paho-mqtt connect timeout
-# is its default (5 s).
+# cancellation (below), and its connect runs in a thread that cancellation does not stop. Every reach into
+# its private state is in controller.link.aiomqtt_internals (tested against the installed versions), each
+# optional: without them, publishes go through aiomqtt (in a task of their own), refusals are not reported,
+# and the paho-mqtt connect timeout is its default (5 s).
 #
 # Cancellation: aiomqtt waits for an acknowledgement (SUBACK, PUBACK, a QoS 0 message written, the end of
 # a DISCONNECT) with asyncio.wait_for, which in Python 3.11 loses a cancellation that arrives in the loop
@@ -216,24 +217,11 @@ class PacketTooLarge(OSError):
 
 
 def _paho(client: aiomqtt.Client) -> paho.Client | None:
-    inner = getattr(client, "_client", None)
-    return inner if isinstance(inner, paho.Client) else None
+    return internals.paho_of(client)
 
 
 def _limit_packets(inner: paho.Client, limit: int = MAX_PACKET) -> None:
-    """Make paho-mqtt drop the connection when a packet it reads announces more than `limit` bytes, before
-    it reads them: it reads a packet's body with one receive of all that is left of it, so the check is on
-    the size asked for (its socket read raising OSError is a lost connection to it)."""
-    receive = inner._sock_recv  # noqa: SLF001
-
-    def bounded(bufsize: int) -> bytes:
-        packet = getattr(inner, "_in_packet", None)
-        if bufsize > limit or (isinstance(packet, dict) and packet.get("remaining_length", 0) > limit):
-            raise PacketTooLarge(f"the broker sends a packet of {max(bufsize, packet.get('remaining_length', 0))} "
-                                 f"bytes, more than {limit}")
-        return receive(bufsize)
-
-    inner._sock_recv = bounded  # type: ignore[method-assign]  # noqa: SLF001
+    internals.limit_packets(inner, limit, PacketTooLarge)
 
 
 class _NoAck(Exception):
@@ -630,7 +618,7 @@ class MqttLink:
                 await self._reap(client)
             if again is not None and not isinstance(e, asyncio.CancelledError):
                 raise again from e
-            if isinstance(e, aiomqtt.MqttError) and str(e) == "Operation timed out":
+            if internals.timed_out(e):
                 if not closed:
                     raise LinkDown(f"no CONNACK from the broker within {self.settings.connect_timeout:g} s") from e
                 hint = "" if self.settings.tls else " (tls is false: is it a TLS port?)"
@@ -650,11 +638,10 @@ class MqttLink:
     async def _reap(self, client: aiomqtt.Client) -> None:
         """Close what aiomqtt may have left open: the socket and its housekeeping task."""
         inner = _paho(client)
-        if inner is not None and inner.socket() is not None:
-            with contextlib.suppress(Exception):
-                inner._sock_close()  # noqa: SLF001
-        misc = getattr(client, "_misc_task", None)
-        if isinstance(misc, asyncio.Task) and not misc.done():
+        if inner is not None:
+            internals.close_socket(inner)
+        misc = internals.misc_task(client)
+        if misc is not None and not misc.done():
             misc.cancel()
             await asyncio.wait({misc}, timeout=1.0)
 
@@ -718,7 +705,7 @@ def _describe(e: BaseException) -> str:
 
 
 def _no_ack(e: aiomqtt.MqttError, wait: float) -> str:
-    return f"no acknowledgement within {wait:g} s" if str(e) == "Operation timed out" else _describe(e)
+    return f"no acknowledgement within {wait:g} s" if internals.timed_out(e) else _describe(e)
 
 
 def _no_delay(inner: Any) -> None:
