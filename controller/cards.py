@@ -52,7 +52,7 @@ def parse_card(text: object, field: str = "card") -> int:
         s = "T" + s[2]
     if len(s) != 2:
         raise CardError(field, f"unknown card {text!r}: write rank then suit, e.g. \"AS\", \"TD\", \"10H\"")
-    r, u = s
+    r, u = s[0], s[1]
     if r not in RANKS:
         raise CardError(field, f"unknown card {text!r}: rank {r!r} is not one of 2-9 T J Q K A (10 accepted)")
     if u not in SUITS:

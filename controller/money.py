@@ -51,7 +51,8 @@ def _parse_decimal_text(text: object, field: str, places: int) -> int:
     if len(whole) > 15:
         raise InputError(field, f"{text!r} is too large")
     frac = frac.rstrip("0").ljust(places, "0")
-    return int(whole) * 10**places + int(frac or "0")
+    scale: int = 10**places
+    return int(whole) * scale + int(frac or "0")
 
 
 def parse_cents(text: object, field: str) -> int:

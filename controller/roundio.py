@@ -14,6 +14,7 @@ from typing import Any
 
 from .cards import card_str, parse_card, parse_cards
 from .errors import InputError
+from .games import Game, Wager
 from .games import game as find_game
 from .games import wager as find_wager
 from .money import format_cents, format_units, parse_cents, parse_units
@@ -50,7 +51,7 @@ def _list(value: Any, where: str) -> list[Any]:
     return value
 
 
-def _int(value: Any, where: str) -> int:
+def _int(value: object, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise InputError(where, f"must be a whole number, not {value!r}")
     return value
@@ -86,7 +87,7 @@ def settle_json(doc: Any, lookup: PaytableLookup) -> dict[str, Any]:
     return settlement_to_json(rnd, settle(rnd))
 
 
-def round_from_json(doc: Mapping[str, Any], g, w, pt: Paytable) -> Round:  # noqa: ANN001 - Game, Wager
+def round_from_json(doc: Mapping[str, Any], g: Game, w: Wager, pt: Paytable) -> Round:
     meter_doc = _object(doc.get("meter", {}), "meter")
     _unknown(meter_doc, METER_KEYS, "meter")
     if pt.pays_percent_of_meter and "amount" not in meter_doc:

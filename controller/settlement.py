@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .awards import ForOne, PercentOfMeter
+from .awards import Award, ForOne, PercentOfMeter
 from .errors import InputError, RulesError
 from .games import CardRule, FoldEffect, Game, HandKind, Wager
 from .cards import card_str
@@ -287,7 +287,7 @@ def _magic_and_lucky(rnd: Round, seat: int, wager: int, hand: Hand, hand_of: str
     if pt.magic_card is not None and rnd.magic_card is not None and rnd.magic_card in hand.cards:
         out.append(Payout(
             seat, wager, "magic-card", hand_of, hand.label, (rnd.magic_card,), pt.magic_card.describe(),
-            pt.magic_card.received_cents(wager), "table", False,
+            _received(pt.magic_card, wager), "table", False,
         ))
     lucky_here = (hand_of == "player" and rnd.lucky_seat == seat) or (
         hand_of == "dealer" and rnd.lucky_seat == DEALER_POSITION
@@ -295,9 +295,17 @@ def _magic_and_lucky(rnd: Round, seat: int, wager: int, hand: Hand, hand_of: str
     if pt.lucky_bonus is not None and lucky_here:
         out.append(Payout(
             seat, wager, "lucky-bonus", hand_of, "", (), pt.lucky_bonus.describe(),
-            pt.lucky_bonus.received_cents(wager), "table", False,
+            _received(pt.lucky_bonus, wager), "table", False,
         ))
     return out
+
+
+def _received(award: Award, wager: int) -> int:
+    """What a wager receives of an award the table pays (Magic Card, Lucky Bonus, Bad Beat: never a percentage of
+    the meter, which a paytable's check refuses there)."""
+    if isinstance(award, PercentOfMeter):
+        raise TypeError(f"{award.describe()} is a percentage of the meter: not an award the table pays")
+    return award.received_cents(wager)
 
 
 def _bad_beat(rnd: Round, s: Seat, own: Hand | None, dealer: Hand | None) -> Payout | None:
@@ -314,7 +322,7 @@ def _bad_beat(rnd: Round, s: Seat, own: Hand | None, dealer: Hand | None) -> Pay
         return None
     return Payout(
         s.seat, s.wager, "paytable", "player" if winner_is_dealer else "dealer", losing.label, losing.cards,
-        pay.award.describe(), pay.award.received_cents(s.wager), "table", False,
+        pay.award.describe(), _received(pay.award, s.wager), "table", False,
     )
 
 

@@ -19,15 +19,23 @@ LOSE = "lose"
 PayAward = ToOne | ForOne
 
 
-class PayLike(Protocol):
-    hand: object
-    award: Award
+class PayLike(Protocol):  # read-only members: a frozen Pay is one
+    @property
+    def hand(self) -> object: ...
+
+    @property
+    def award(self) -> Award: ...
 
 
-class PaytableLike(Protocol):
-    id: str
-    kind: object
-    pays: Iterable[PayLike]
+class PaytableLike(Protocol):  # read-only members: a frozen Paytable is one
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def kind(self) -> object: ...
+
+    @property
+    def pays(self) -> Iterable[PayLike]: ...
 
 
 def kind_value(kind: object) -> str:

@@ -214,13 +214,13 @@ class PropsAndHops:
         for w in self.wagers:
             outcome = BETS[w.bet].outcome(r, self.layout)
             settled.append(resolution(w.seat, w.bet, w.wager_cents, outcome, w.roll, w.tag))
-        still_open = []
+        still_open: list[SixEightShakeWager] = []
         for s in self.shakes:
-            after, outcome = s.step(r)
-            if outcome is None:
+            after, decided = s.step(r)
+            if decided is None:
                 still_open.append(after)
             else:
-                settled.append(resolution(s.seat, SIX_EIGHT_SHAKE, s.wager_cents, outcome, s.placed_before_roll, s.tag))
+                settled.append(resolution(s.seat, SIX_EIGHT_SHAKE, s.wager_cents, decided, s.placed_before_roll, s.tag))
         losers = sorted((x for x in settled if x.award is None), key=_order)
         winners = sorted((x for x in settled if x.award is not None), key=_order)
         state = replace(self, rolls=self.rolls + 1, wagers=(), shakes=tuple(still_open))

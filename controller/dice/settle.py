@@ -13,6 +13,7 @@ Output: every wager's fate in the order settled, roll by roll, then what is stil
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any, cast
 from dataclasses import dataclass
 
 from ..errors import InputError, RulesError
@@ -91,7 +92,7 @@ def _rolls(rolls: object) -> tuple[Roll, ...]:
 
 
 def settle_dice(
-    game_id: str, paytable: PaytableLike, positions: list[dict], rolls: list, layout: HopLayout | None = None
+    game_id: str, paytable: PaytableLike, positions: list[dict[str, Any]], rolls: list[Any], layout: HopLayout | None = None
 ) -> DiceSettlement:
     """Play `rolls` against the wagers in `positions`; pure. Every error names its field."""
     g = find_game(game_id)
@@ -102,7 +103,7 @@ def settle_dice(
     raise InputError("game", f"{g.title} is not a dice game; dice games: {HOT_ROLLER_GAME}, {PROPS_AND_HOPS_GAME}")
 
 
-def _hot_roller(paytable: PaytableLike, positions: list[dict], rolls: tuple[Roll, ...]) -> DiceSettlement:
+def _hot_roller(paytable: PaytableLike, positions: list[dict[str, Any]], rolls: tuple[Roll, ...]) -> DiceSettlement:
     machine = HotRoller.new(paytable)
     entries = _entries(positions, ("position", "wager", "roll", "bet"), ("position", "wager"))
     before: dict[int, list[tuple[int, int, int]]] = {}
@@ -137,7 +138,7 @@ def _award(r: PropsResolution) -> DiceAward:
 
 
 def _props_and_hops(
-    paytable: PaytableLike, positions: list[dict], rolls: tuple[Roll, ...], layout: HopLayout | None
+    paytable: PaytableLike, positions: list[dict[str, Any]], rolls: tuple[Roll, ...], layout: HopLayout | None
 ) -> DiceSettlement:
     machine = PropsAndHops.new(paytable, layout)
     entries = _entries(positions, ("seat", "bet", "wager", "roll", "removed_before_roll"), ("seat", "bet", "wager"))
@@ -176,7 +177,7 @@ def _props_and_hops(
 
     for k in range(len(rolls) + 1):
         for i in removed.get(k, ()):
-            if entries[i].get("roll", 0) < k:  # taken down before roll k: first, so the seat is free again
+            if cast(int, entries[i].get("roll", 0)) < k:  # (checked above) taken down before roll k: first, so the seat is free again
                 take_down(i)
         for i in placed.get(k, ()):
             p = entries[i]

@@ -23,6 +23,9 @@ class _Labelled(IntEnum):
         raise KeyError(text)
 
 
+HandCategory = _Labelled  # the type every hand category enum (Poker5, Three, Four) is
+
+
 class Poker5(_Labelled):
     """Five-card Poker hands, 667a.6(b) and 639a.6(b) (ace low only in A-2-3-4-5)."""
 

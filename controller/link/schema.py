@@ -340,7 +340,7 @@ class _Reader:
     def __init__(self, topic: str, d: dict[str, Any], at: str = "") -> None:
         self.topic, self.d, self.at = topic, d, at
 
-    def _get(self, name: str) -> Any:
+    def _get(self, name: str) -> object:
         if name not in self.d:
             raise _bad(self.topic, self.at + name, "is missing")
         return self.d[name]

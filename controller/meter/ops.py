@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 from ..awards import PercentOfMeter, parse_award
 from ..cards import card_str, parse_card
@@ -26,7 +26,10 @@ PAID_BY = ("attendant", "table")  # 605a.7(a): a meter of each
 _DICT_NAMES = {"cents": "amount", "units": "amount"}
 
 
-def _build(cls: type, kwargs: dict[str, Any], prefix: str) -> Any:
+_T = TypeVar("_T")
+
+
+def _build(cls: type[_T], kwargs: dict[str, Any], prefix: str) -> _T:
     try:
         return cls(**kwargs)
     except InputError as e:
@@ -200,7 +203,8 @@ def _percent_award_dict(op: Any, last: str) -> dict[str, Any]:
     }
 
 
-def _percent_award_from_dict(cls: type, d: object, field_prefix: str, last: str, extra: tuple[str, ...] = ()) -> Any:
+def _percent_award_from_dict(cls: type[_T], d: object, field_prefix: str, last: str,
+                             extra: tuple[str, ...] = ()) -> _T:
     keys = ("round_id", "table", "seat", "hand", "award", "percent", "at", last)
     m = _fields(d, field_prefix, cls.kind, keys, ("shares", *extra))  # type: ignore[attr-defined]
     kw = {k: m[k] for k in keys}
@@ -527,7 +531,7 @@ Op = (
     | LockPercentAward | PayLockedAward | ReleaseLockedAward
 )
 
-OPS: Mapping[str, type] = {
+OPS: Mapping[str, type[Op]] = {
     cls.kind: cls
     for cls in (
         BookContributions, VoidRound, PayPercentAward, PayFixedAward, TopUp, Adjust, ChangeParams, CloseRound,

@@ -129,7 +129,8 @@ def _card_rows(w: Wager, paytable: Paytable) -> tuple[list[_Row], int, str]:
         total, method = bad_beat.total, bad_beat.method
     else:
         counts = hand_counts(w.hand, w.rule, three_card_ace_low=w.three_card_ace_low)
-        by_hand, total, method = counts.by_hand, counts.total, counts.method
+        by_hand = {key: n for key, n in counts.by_hand.items()}  # keys of (category, rank): a rank is never None
+        total, method = counts.total, counts.method
     per_row = [0] * len(paytable.pays)
     paid = 0
     for (category, first_rank), n in by_hand.items():

@@ -278,7 +278,7 @@ def _hand(f: _File, value: object, kind: HandKind, path: str) -> str:
                 return value
         else:
             try:
-                return category_from_label(enum, value).label  # type: ignore[arg-type]
+                return category_from_label(enum, value).label
             except KeyError:
                 pass
     raise f.error(path, f"unknown hand {_short(value)} for kind {kind.value}; one of {', '.join(allowed)}")
@@ -321,8 +321,8 @@ def _pays(f: _File, doc: Mapping[str, object], kind: HandKind) -> tuple[Pay, ...
         if enum is not None and out:
             prev = out[-1]
             # § 639a.12(d)(1) and every printed table list hands from the highest down.
-            here = (enum.from_label(hand), min_rank or 0)  # type: ignore[attr-defined]
-            before = (enum.from_label(prev.hand), prev.min_rank or 0)  # type: ignore[attr-defined]
+            here = (enum.from_label(hand), min_rank or 0)
+            before = (enum.from_label(prev.hand), prev.min_rank or 0)
             if here > before:
                 raise f.error(
                     f"{where}.hand",
@@ -345,7 +345,7 @@ def _envy(f: _File, envy: dict[str, Any], kind: HandKind, default_source: str) -
     if "qualifying" not in envy:
         raise f.error("envy.qualifying", "is required (the lowest Envy Bonus Qualifying Hand)")
     qualifying = _hand(f, envy["qualifying"], kind, "envy.qualifying")
-    lowest = enum.from_label(qualifying)  # type: ignore[attr-defined]
+    lowest = enum.from_label(qualifying)
     qualifying_hands = [c.label for c in sorted(enum, reverse=True) if c >= lowest]
     source = f.text(envy, "source", "envy", default=default_source) or default_source
     rows = f.array(envy, "by_wager", "envy")
@@ -368,7 +368,7 @@ def _envy(f: _File, envy: dict[str, Any], kind: HandKind, default_source: str) -
             if key == "wager":
                 continue
             hand = _hand(f, key, kind, f"{where}.{key}")
-            if enum.from_label(hand) < lowest:  # type: ignore[attr-defined]
+            if enum.from_label(hand) < lowest:
                 raise f.error(
                     f"{where}.{key}",
                     f"{hand!r} ranks below the qualifying hand {qualifying!r}; it cannot earn an Envy Bonus",

@@ -14,7 +14,7 @@ from types import MappingProxyType
 
 from ..awards import Award, Fixed, PercentOfMeter
 from ..games import HandKind
-from ..hands.categories import Four, Poker5, Three
+from ..hands.categories import Four, HandCategory, Poker5, Three
 
 # `wager = "*"`: every wager of the listed games whose hands are of the paytable's kind. Dice
 # games state one payout schedule for all their wagers (§ 668a.4), whatever ids they get.
@@ -55,12 +55,12 @@ DICE_KEYS: Mapping[HandKind, tuple[str, ...]] = MappingProxyType(
     }
 )
 
-_HAND_TYPES: Mapping[HandKind, type[IntEnum]] = MappingProxyType(
+_HAND_TYPES: Mapping[HandKind, type[HandCategory]] = MappingProxyType(
     {HandKind.POKER5: Poker5, HandKind.THREE: Three, HandKind.FOUR: Four}
 )
 
 
-def hand_type(kind: HandKind) -> type[IntEnum] | None:
+def hand_type(kind: HandKind) -> type[HandCategory] | None:
     """The category enum of a card kind (Poker5, Three, Four); None for the dice kinds."""
     return _HAND_TYPES.get(kind)
 
@@ -70,7 +70,7 @@ def hand_keys(kind: HandKind) -> tuple[str, ...]:
     enum = _HAND_TYPES.get(kind)
     if enum is None:
         return DICE_KEYS[kind]
-    return tuple(c.label for c in sorted(enum, reverse=True))  # type: ignore[attr-defined]
+    return tuple(c.label for c in sorted(enum, reverse=True))
 
 
 @dataclass(frozen=True)
@@ -167,7 +167,7 @@ class Paytable:
         enum = _HAND_TYPES.get(self.kind)
         if enum is None or not isinstance(category, enum):
             raise TypeError(f"{self.id} pays {self.kind.value} hands, not {category!r}")
-        for p in self._rows.get(category.label, ()):  # type: ignore[attr-defined]
+        for p in self._rows.get(category.label, ()):
             if p.min_rank is None:
                 return p
             if first_rank is None:
@@ -188,7 +188,7 @@ class Paytable:
         enum = _HAND_TYPES.get(self.kind)
         if enum is None:
             raise TypeError(f"{self.id} pays dice outcomes, not hand categories")
-        return enum.from_label(pay.hand)  # type: ignore[attr-defined, no-any-return]
+        return enum.from_label(pay.hand)
 
     def lowest_paying(self) -> Pay:
         """The row of the lowest hand paid (a card paytable's last row once loaded)."""

@@ -173,7 +173,7 @@ def check_paytable_for(
     enum = hand_type(paytable.kind)
     if minimum is not None and enum is not None:
         lowest = paytable.lowest_paying()
-        floor = (enum.from_label(minimum.hand), minimum.min_rank or 0)  # type: ignore[attr-defined]
+        floor = (enum.from_label(minimum.hand), minimum.min_rank or 0)
         if (paytable.category(lowest), lowest.min_rank or 0) < floor:
             shown = lowest.hand if lowest.min_rank is None else f"{lowest.hand} (rank {lowest.min_rank}+)"
             want = minimum.hand if minimum.min_rank is None else f"{minimum.hand} of rank {minimum.min_rank}+"

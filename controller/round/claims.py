@@ -537,7 +537,7 @@ class _Fields:
     m: Mapping[str, Any]
     prefix: str
 
-    def _get(self, name: str) -> Any:
+    def _get(self, name: str) -> object:
         if name not in self.m:
             raise InputError(f"{self.prefix}.{name}", "is missing")
         return self.m[name]

@@ -22,8 +22,10 @@ its effects (lights, bookings, notes for the log and the metrics); it never touc
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from types import MappingProxyType
+from typing import Any, TypeVar
 
 from ..errors import InputError, RulesError
 from .model import (
@@ -61,6 +63,9 @@ from .model import (
     Voided,
     round_id,
 )
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 
 def start(rules: TableRules, round_no: int = 1) -> Step:
@@ -169,7 +174,7 @@ def _lockout(rules: TableRules, state: TableState, e: LockoutPressed) -> Step:
     return Step(state, tuple(effects))
 
 
-def _counts(rules: TableRules, state: TableState) -> MappingProxyType:
+def _counts(rules: TableRules, state: TableState) -> MappingProxyType[str, int]:
     counts = {spot: 0 for spot in rules.spots}
     for _seat, spot in state.accepted:
         counts[spot] += 1
@@ -344,13 +349,13 @@ def _block_cleared(rules: TableRules, state: TableState, e: BlockCleared) -> Ste
 # --- helpers -----------------------------------------------------------------------------------
 
 
-def _put(m, key, value):
+def _put(m: Mapping[K, V], key: K, value: V) -> MappingProxyType[K, V]:
     d = dict(m)
     d[key] = value
     return MappingProxyType(d)
 
 
-def _drop(m, key):
+def _drop(m: Mapping[K, V], key: K) -> Mapping[K, V]:
     if key not in m:
         return m
     d = dict(m)
@@ -358,7 +363,8 @@ def _drop(m, key):
     return MappingProxyType(d)
 
 
-_HANDLERS = {
+# Each handler takes its own input type; the table is keyed by that type, so the call is sound.
+_HANDLERS: dict[type, Callable[[TableRules, TableState, Any], Step]] = {
     ChipSensed: _chip_sensed,
     ChipRemoved: _chip_removed,
     LockoutPressed: _lockout,
