@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..app.control import DEFAULT_SOCKET as _DEFAULT_SOCKET  # defined once (control.py imports the stdlib only)
+from ..app.control import SOCKET_ENV as _SOCKET_ENV
 from ..errors import InputError
 from ..money import format_cents
 
@@ -112,10 +114,6 @@ def _parser() -> argparse.ArgumentParser:
 
 # --- talking to the running daemon (docs/operations.md) -------------------------------------------
 
-# The same default as controller.app.control.DEFAULT_SOCKET, spelled out so that the offline commands do not
-# import the client (asyncio) just to print their help.
-_DEFAULT_SOCKET = "/run/progressive/control.sock"
-_SOCKET_ENV = "PROGRESSIVE_SOCKET"
 EXIT_UNAVAILABLE = 1
 
 # Arguments of a request the daemon may name in a refusal, and the option the user typed them with.

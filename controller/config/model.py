@@ -31,7 +31,7 @@ CARD_COUNTER_ROLES: tuple[str, ...] = ("shuffler", "shoe")
 CardSource = Literal["shoe", "dealer"]
 ShufflerKind = Literal["counting", "non-counting", "none"]
 MqttProtocol = Literal["5", "3.1.1"]
-MQTT_PROTOCOLS: tuple[str, ...] = ("5", "3.1.1")  # as controller.link.mqtt.PROTOCOLS, what the link speaks
+MQTT_PROTOCOLS: tuple[str, ...] = ("5", "3.1.1")  # what the link speaks (controller.link.mqtt.PROTOCOLS)
 MAX_STUB_COUNT_EVERY = 5  # § 667a.8(f), § 643a.8(f): at least once every 5 rounds of play
 
 

@@ -57,6 +57,8 @@ from paho.mqtt.properties import Properties
 
 from drivers.health import Backoff
 
+from ..config.model import MQTT_PROTOCOLS
+
 from . import aiomqtt_internals as internals
 
 log = structlog.get_logger("controller.link.mqtt")
@@ -75,7 +77,7 @@ _client_log = logging.getLogger("controller.link.mqtt.client")
 _client_log.addFilter(_AtDebug())
 
 Protocol = Literal["5", "3.1.1"]
-PROTOCOLS: tuple[str, ...] = ("5", "3.1.1")
+PROTOCOLS: tuple[str, ...] = MQTT_PROTOCOLS  # defined once, with the configuration that names them
 
 OnMessage = Callable[[str, bytes], None]
 OnConnect = Callable[[], Awaitable[None] | None]

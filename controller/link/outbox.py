@@ -16,11 +16,12 @@ from typing import Any
 
 from ..errors import InputError, RulesError
 from ..meter import op_from_dict
+from ..meter_ledger import LINK_REFUSED
 from .schema import TABLE_OPS
 
 LINK_SEND = "link-send"
 LINK_ACK = "link-ack"
-LINK_REFUSED = "link-refused"
+# LINK_REFUSED (meter_ledger): the same kind of entry at a table and at the authority, defined once
 
 # A round booked on a linked meter: its (seat, cents) pairs, the positions of those on the dealer's hand, and
 # every meter the round books when more than one (the booking's round_meters; () for a round of one meter, and
