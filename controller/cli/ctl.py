@@ -411,23 +411,11 @@ def _print_authority_summary(name: str, summary: dict[str, Any]) -> None:
     print(f"broker: {broker}")
 
 
-def _read_secret() -> str:
-    import getpass
-
-    if sys.stdin.isatty():
-        secret = getpass.getpass("Secret: ")
-        if getpass.getpass("Again: ") != secret:
-            raise InputError("secret", "the two entries differ")
-        return secret
-    line = sys.stdin.readline()
-    return line[:-1].removesuffix("\r") if line.endswith("\n") else line
-
-
 def _cmd_hash_credential(args: argparse.Namespace) -> int:
     from ..config import CredentialError, hash_credential
 
     try:
-        print(hash_credential(_read_secret(), args.scheme))
+        print(hash_credential(read_secret("Secret: ", confirm=True), args.scheme))
     except CredentialError as e:
         raise InputError("secret", str(e)) from None
     return 0
@@ -440,9 +428,7 @@ def _cmd_approval_key(args: argparse.Namespace) -> int:
     if not name.strip() or not name.isprintable() or name != name.strip() or len(name) > 64:
         raise InputError("name", "must be the supervisor's name as the tables list it: printable, at most 64 "
                                  "characters, without leading or trailing blanks")
-    secret = _read_secret()
-    if not secret:
-        raise InputError("secret", "is empty")
+    secret = read_secret(f"Secret of supervisor {name}: ", confirm=True)
     key = encode_key(approval_key(name, secret))
     print(f"[[approvers]]\nname = {json.dumps(name)}\napproval_key = \"{key}\"")
     return 0
@@ -652,23 +638,25 @@ def _read_line(data: bytes, field: str) -> str:
     return secret
 
 
-def _secret(args: argparse.Namespace) -> str:
-    """A supervisor's secret: never from the command line (other users see it in the process list)."""
+def read_secret(prompt: str, *, confirm: bool = False, secret_file: str | None = None) -> str:
+    """The one way a secret is read, never from the command line (other users see it in the process list): from
+    `secret_file` (its owner's only), else the first line of standard input when it is not a terminal, else asked
+    on the terminal (twice with `confirm`, for a secret being set). Empty is refused."""
     import os
     import stat
 
-    if args.secret_file is not None:
+    if secret_file is not None:
         name = "--secret-file"
         try:
-            fd = os.open(args.secret_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            fd = os.open(secret_file, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
         except OSError as e:
-            raise InputError(name, f"{args.secret_file}: cannot read: {e.strerror or e}") from None
+            raise InputError(name, f"{secret_file}: cannot read: {e.strerror or e}") from None
         with os.fdopen(fd, "rb") as f:
             st = os.fstat(f.fileno())
             if stat.S_ISDIR(st.st_mode):
-                raise InputError(name, f"{args.secret_file} is a directory")
+                raise InputError(name, f"{secret_file} is a directory")
             if st.st_mode & 0o077:
-                raise InputError(name, f"{args.secret_file} may be read by other users (mode "
+                raise InputError(name, f"{secret_file} may be read by other users (mode "
                                        f"{stat.S_IMODE(st.st_mode):04o}): make it its owner's only (chmod 600)")
             return _read_line(f.read(4096), name)
     if sys.stdin is not None and not sys.stdin.isatty():
@@ -680,12 +668,19 @@ def _secret(args: argparse.Namespace) -> str:
     import getpass
 
     try:
-        secret = getpass.getpass(f"Secret of supervisor {args.supervisor}: ")
+        secret = getpass.getpass(prompt)
+        if secret and confirm and getpass.getpass("Again: ") != secret:
+            raise InputError("secret", "the two entries differ")
     except EOFError:
         secret = ""
     if not secret:
         raise InputError("secret", "none given")
     return secret
+
+
+def _secret(args: argparse.Namespace) -> str:
+    """A supervisor's secret for a request to the daemon."""
+    return read_secret(f"Secret of supervisor {args.supervisor}: ", secret_file=args.secret_file)
 
 
 def _supervised(args: argparse.Namespace, op: str, **call_args: Any) -> int:
