@@ -12,6 +12,7 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
+from ctlrun import run_ctl
 
 from controller.ledger import Ledger
 from controller.meter import BookContributions, CloseRound, PayFixedAward, PayPercentAward, params_from_dict
@@ -21,8 +22,8 @@ CTL = Path(sys.executable).parent / "progressivectl"
 AT = datetime(2026, 11, 29, 20, 0, tzinfo=timezone.utc)
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CTL), *args], capture_output=True, text=True, timeout=120)
+def run(*args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
+    return run_ctl(*args, process=process)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def state_dir(tmp_path_factory) -> Path:
 
 
 def test_verify_sound_state_dir(state_dir):
-    proc = run("audit", "verify", "--state", str(state_dir))
+    proc = run("audit", "verify", "--state", str(state_dir), process=True)  # the installed command
     assert proc.returncode == 0, proc.stderr
     assert "ok" in proc.stdout
     as_json = json.loads(run("audit", "verify", "--state", str(state_dir), "--json").stdout)

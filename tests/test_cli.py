@@ -11,6 +11,8 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from ctlrun import run_ctl
+
 from controller.cli import ctl
 
 CTL = Path(sys.executable).parent / "progressivectl"
@@ -30,8 +32,8 @@ ROUND = {
 }
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CTL), *args], input=stdin, capture_output=True, text=True, timeout=120)
+def run(*args: str, stdin: str | None = None, process: bool = False) -> subprocess.CompletedProcess[str]:
+    return run_ctl(*args, stdin=stdin, process=process)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess[str], field: str) -> None:
@@ -44,7 +46,7 @@ def assert_one_line_error(proc: subprocess.CompletedProcess[str], field: str) ->
 
 
 def test_settle_from_stdin():
-    proc = run("settle", "-", stdin=json.dumps(ROUND))
+    proc = run("settle", "-", stdin=json.dumps(ROUND), process=True)  # the contract: the installed command
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     awards = [(a["seat"], a["kind"], a["hand"], a["amount"], a["paid_by"]) for a in out["awards"]]

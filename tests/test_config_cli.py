@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ctlrun import run_ctl
 from test_config import CREDENTIAL, TABLES, base, write
 
 from controller.cli import ctl
@@ -15,8 +16,8 @@ from controller.config import check_config, parse_credential, verify_credential
 CTL = Path(sys.executable).parent / "progressivectl"
 
 
-def run(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(CTL), *args], input=stdin, capture_output=True, text=True, timeout=120, check=False)
+def run(*args: str, stdin: str | None = None, process: bool = False) -> subprocess.CompletedProcess[str]:
+    return run_ctl(*args, stdin=stdin, process=process)
 
 
 def broken(tmp_path: Path) -> Path:
@@ -90,7 +91,7 @@ def test_installed_command_exit_statuses(tmp_path):
     ok = run("check-config", str(TABLES / "hot-roller-craps.toml"))
     assert ok.returncode == 0, ok.stderr
     assert "Hot Roller Craps (hot-roller-craps), 4 wager positions" in ok.stdout
-    bad = run("check-config", str(broken(tmp_path)))
+    bad = run("check-config", str(broken(tmp_path)), process=True)  # the contract: the installed command
     assert bad.returncode == 2 and bad.stdout == ""
     assert len(bad.stderr.splitlines()) == 3 and "Traceback" not in bad.stderr
 

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ctlrun import run_ctl
 
 from controller.app.control import ControlServer, NotAvailable, UnknownOp
 from controller.app.views import hit_json, meter_json
@@ -187,36 +188,7 @@ def _server_logs_elsewhere():
 
 def run(*args: str, stdin: str | None = None, env: dict[str, str] | None = None,
         process: bool = False) -> subprocess.CompletedProcess[str]:
-    """`progressivectl ARGS`: in this process (`ctl.main(argv)`, standard streams and environment swapped), or,
-    with `process`, the installed command as a child process: the contract tests (exit status, streams, a real
-    executable) keep a few of those; the rest run in-process, where starting Python 50 times would cost most of
-    this file's time."""
-    environ = {k: v for k, v in os.environ.items() if k != "PROGRESSIVE_SOCKET"}
-    environ.update(env or {})
-    if process:
-        return subprocess.run([str(CTL), *args], input=stdin if stdin is not None else "", capture_output=True,
-                              text=True, timeout=60, env=environ)
-    import contextlib
-    import io
-
-    from controller.cli import ctl as ctl_module
-
-    out, err = io.StringIO(), io.StringIO()
-    saved_env, saved_in = dict(os.environ), sys.stdin
-    os.environ.clear()
-    os.environ.update(environ)
-    sys.stdin = io.TextIOWrapper(io.BytesIO((stdin or "").encode()), encoding="utf-8")  # with a .buffer, as a pipe
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = ctl_module.main(list(args))
-            except SystemExit as e:  # argparse's own refusals and --help
-                code = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
-    finally:
-        sys.stdin = saved_in
-        os.environ.clear()
-        os.environ.update(saved_env)
-    return subprocess.CompletedProcess([str(CTL), *args], code, out.getvalue(), err.getvalue())
+    return run_ctl(*args, stdin=stdin, env=env, process=process)
 
 
 def ctl(d: Daemon, *args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
