@@ -388,11 +388,10 @@ class _UnitFaults:
         with self._lock:
             table[(unit, direction)] = table.get((unit, direction), 0) + n
 
-    def pending(self, unit: int | None = None) -> dict[str, int]:
-        """Frames still to corrupt and to drop: on the bus, or of one unit."""
+    def pending(self) -> dict[str, int]:
+        """Frames still to corrupt and to drop, on the bus (of one unit: counts)."""
         with self._lock:
-            return {what: sum(v for (u, _), v in table.items() if unit is None or u == unit)
-                    for what, table in (("corrupt", self._corrupt), ("drop", self._drop))}
+            return {"corrupt": sum(self._corrupt.values()), "drop": sum(self._drop.values())}
 
     def counts(self, unit: int) -> dict[str, tuple[int, int]]:
         """(frames hit, frames still to hit) of one unit's faults, by kind, read at one moment."""

@@ -20,9 +20,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 
@@ -61,6 +61,7 @@ from .sign import Sign
 
 log = structlog.get_logger("table")
 
+T = TypeVar("T")
 LINK_ANSWER_S = 5.0  # how long a claim's answer waits for the link authority to lock its award (the command
 # line waits 10 s for an answer; the authority answers in milliseconds when it is up)
 
@@ -452,33 +453,46 @@ class ClaimDesk:
         finally:
             self._awaiting -= 1
 
-    async def _answer_of_lock(self, cid: str, i: int) -> None:
+    async def _ask_link(self, cid: str, i: int, status: str, what: str,
+                        ask: Callable[[Claim], Awaitable[T]]) -> tuple[Claim, T] | None:
+        """Ask the link authority for its answer to payout `i`'s lock or payment (`ask`, under the operation's key:
+        it applies once, whatever the retries) until it answers, as long as the claim is `status` in its round and
+        payout `i` not settled: the claim and the answer, or None once the claim has moved on. A refusal raises
+        LinkRefused."""
         rid = cid.rsplit("-c", 1)[0]
         warned = False
         while True:
             c = self._get(cid) if self.state.round_id == rid else None
-            if c is None or c.status != "locking" or i in c.locked:
-                return
-            port = self.meters.port(c.meter)
+            if c is None or c.status != status or i in (c.locked if status == "locking" else c.paid):
+                return None
             try:
-                amount, number, nonce = await port.lock(lock_op(c, i, self.cfg.table, utc_now()), c.meter,
-                                                 f"{cid}:lock:{i}", LINK_ANSWER_S)
+                return c, await ask(c)
             except TimeoutError:
                 if not warned:
-                    log.warning("the link authority has not answered a lock yet: it waits in the outbox", claim=cid,
+                    log.warning(f"the link authority has not answered {what} yet: it waits in the outbox", claim=cid,
                                 payout=i, seconds=LINK_ANSWER_S)
                     warned = True
-                continue
-            except LinkRefused as err:
-                event: cm.Input = cm.LockRefused(cid, i, err.problem)
-            else:
-                log.info("award locked at the link authority", claim=cid, payout=i, amount=format_cents(amount),
-                         lock=number)
-                event = cm.Locked(cid, i, amount, number, nonce)
-            if self.state.round_id != rid or self._get(cid) is None:
+
+    async def _answer_of_lock(self, cid: str, i: int) -> None:
+        def ask(c: Claim) -> Awaitable[tuple[int, int, str]]:
+            return self.meters.port(c.meter).lock(lock_op(c, i, self.cfg.table, utc_now()), c.meter,
+                                                  f"{cid}:lock:{i}", LINK_ANSWER_S)
+
+        event: cm.Input
+        try:
+            got = await self._ask_link(cid, i, "locking", "a lock", ask)
+        except LinkRefused as err:
+            event = cm.LockRefused(cid, i, err.problem)
+        else:
+            if got is None:
                 return
-            await self._run(self._step(event))
+            amount, number, nonce = got[1]
+            log.info("award locked at the link authority", claim=cid, payout=i, amount=format_cents(amount),
+                     lock=number)
+            event = cm.Locked(cid, i, amount, number, nonce)
+        if self._get(cid) is None:  # the round ended meanwhile
             return
+        await self._run(self._step(event))
 
     async def _pay(self, cid: str, i: int) -> list[cm.Effect]:
         c = self.state.get(cid)
@@ -537,38 +551,34 @@ class ClaimDesk:
             self._awaiting -= 1
 
     async def _answer_of_payment(self, cid: str, i: int, op: Any, signed: dict[str, str] | None) -> None:
-        rid = cid.rsplit("-c", 1)[0]
-        warned = False
-        while True:
-            c = self._get(cid) if self.state.round_id == rid else None
-            if c is None or c.status != "paying" or i in c.paid:
+        linked = self.meters.linked
+        assert linked is not None
+
+        def ask(c: Claim) -> Awaitable[dict[str, Any]]:
+            return linked.pay(op, c.meter, self._payout_key(c, i), signed, LINK_ANSWER_S)
+
+        event: cm.Input
+        try:
+            got = await self._ask_link(cid, i, "paying", "a payment", ask)
+        except LinkRefused as err:
+            self._refused.add((cid, i))
+            c = self._get(cid)
+            log.error("the link authority refused a payment", claim=cid, payout=i, field=err.field,
+                      error=err.problem, paid_before=list(c.paid) if c is not None else [])
+            event = cm.PayRefused(cid, i, err.problem)
+        else:
+            if got is None:
                 return
-            assert self.meters.linked is not None
-            try:
-                result = await self.meters.linked.pay(op, c.meter, self._payout_key(c, i), signed, LINK_ANSWER_S)
-            except TimeoutError:
-                if not warned:
-                    log.warning("the link authority has not answered a payment yet: it waits in the outbox",
-                                claim=cid, payout=i, seconds=LINK_ANSWER_S)
-                    warned = True
-                continue
-            except LinkRefused as err:
-                self._refused.add((cid, i))
-                log.error("the link authority refused a payment", claim=cid, payout=i, field=err.field,
-                          error=err.problem, paid_before=list(c.paid))
-                event: cm.Input = cm.PayRefused(cid, i, err.problem)
-            else:
-                self._count_payout(c, i, result)
-                event = cm.Paid(cid, i)
-            now = self._get(cid) if self.state.round_id == rid else None
-            if now is None or now.status != "paying":
-                log.error("a payment's answer came for a claim no longer being paid", claim=cid, payout=i,
-                          answer=type(event).__name__, status=None if now is None else now.status)
-                return
-            async with self._lock_of(cid):  # stepped between the claim's other effects, never during one
-                effects = self._step(event)
-            await self._run(effects)
+            self._count_payout(got[0], i, got[1])
+            event = cm.Paid(cid, i)
+        now = self._get(cid)
+        if now is None or now.status != "paying":
+            log.error("a payment's answer came for a claim no longer being paid", claim=cid, payout=i,
+                      answer=type(event).__name__, status=None if now is None else now.status)
             return
+        async with self._lock_of(cid):  # stepped between the claim's other effects, never during one
+            effects = self._step(event)
+        await self._run(effects)
 
     def _payout_key(self, c: Claim, i: int) -> str:
         """The key of payout `i` of the claim: the hand's (payout_key), or, for a hand claimed again after a claim of

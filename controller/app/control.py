@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import InputError, RulesError
+from .logs import LogBudget
 
 DEFAULT_SOCKET = "/run/progressive/control.sock"
 SOCKET_ENV = "PROGRESSIVE_SOCKET"
@@ -289,34 +290,6 @@ class _Pace:
             await asyncio.sleep(-tokens / self.rate)
 
 
-class _LogBudget:
-    """At most LOG_BURST log lines per user in LOG_WINDOW seconds; what is not logged is counted, and the count
-    goes with the next line logged (or the connection's last one): a client cannot flood the log."""
-
-    def __init__(self, clock: Any = time.monotonic) -> None:
-        self._clock = clock
-        self._spent: dict[int | None, tuple[float, int, int]] = {}  # uid -> (window start, logged, not logged)
-
-    def take(self, uid: int | None) -> int | None:
-        """None: do not log this one; else how many before it were not logged (and are now told)."""
-        now = self._clock()
-        start, logged, skipped = self._spent.get(uid, (now, 0, 0))
-        if now - start >= LOG_WINDOW:
-            start, logged = now, 0
-        if logged >= LOG_BURST:
-            self._spent[uid] = (start, logged, skipped + 1)
-            return None
-        self._spent[uid] = (start, logged + 1, 0)
-        return skipped
-
-    def owed(self, uid: int | None) -> int:
-        """Lines not logged yet and not told (cleared)."""
-        start, logged, skipped = self._spent.get(uid, (0.0, 0, 0))
-        if skipped:
-            self._spent[uid] = (start, logged, 0)
-        return skipped
-
-
 class ControlServer:
     """The control socket of a running daemon. One task per connection; requests on a connection are
     answered in order. ``stop()`` lets requests being carried out finish (up to `grace` seconds)."""
@@ -342,7 +315,7 @@ class ControlServer:
         self.max_clients = max_clients
         self.max_per_uid = max_per_uid
         self._log = structlog.get_logger("control")
-        self._budget = _LogBudget()
+        self._budget = LogBudget(LOG_BURST, LOG_WINDOW)
         self._pace = _Pace(REQUESTS_PER_S, REQUEST_BURST)
         self._server: asyncio.AbstractServer | None = None
         self._conns: dict[asyncio.Task[Any], _Conn] = {}

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
+from collections.abc import Callable, Hashable
 from typing import IO, Literal
 
 import structlog
@@ -70,3 +72,32 @@ def bind(**context: object) -> None:
 
 def unbind(*keys: str) -> None:
     structlog.contextvars.unbind_contextvars(*keys)
+
+
+class LogBudget:
+    """At most `burst` log lines per key (a user, a table and kind of message) in `window` seconds; what is not
+    logged is counted, and the count goes with the next line logged: nobody on the other end of a socket or a topic
+    can flood the log (the metrics count every one)."""
+
+    def __init__(self, burst: int, window: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.burst, self.window, self._clock = burst, window, clock
+        self._spent: dict[Hashable, tuple[float, int, int]] = {}  # key -> (window start, logged, not logged)
+
+    def take(self, key: Hashable) -> int | None:
+        """None: do not log this one; else how many before it were not logged (and are now told)."""
+        now = self._clock()
+        start, logged, skipped = self._spent.get(key, (now, 0, 0))
+        if now - start >= self.window:
+            start, logged = now, 0
+        if logged >= self.burst:
+            self._spent[key] = (start, logged, skipped + 1)
+            return None
+        self._spent[key] = (start, logged + 1, 0)
+        return skipped
+
+    def owed(self, key: Hashable) -> int:
+        """Lines not logged yet and not told (cleared)."""
+        start, logged, skipped = self._spent.get(key, (0.0, 0, 0))
+        if skipped:
+            self._spent[key] = (start, logged, 0)
+        return skipped

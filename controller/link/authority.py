@@ -25,6 +25,7 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from ..app.anchoring import AnchorMetrics, Anchoring
+from ..app.logs import LogBudget
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
@@ -98,7 +99,7 @@ class LinkAuthority:
         self._wins: list[schema.Win] = []
         self._ledger_options = ledger_options or {}
         self._tg: asyncio.TaskGroup | None = None
-        self._logged: dict[str, tuple[float, int]] = {}  # _log_limited: key -> (logged at, not logged since)
+        self._budget = LogBudget(1, LOG_EVERY_S)  # _log_limited: one line per kind and table in LOG_EVERY_S
         self._anchored_at: dict[str, float] = {}  # table -> when its last anchor was journaled (monotonic)
 
     # --- start-up ------------------------------------------------------------------------------------
@@ -215,25 +216,15 @@ class LinkAuthority:
         self._log_limited(f"drop:{reason}:{detail.get('table', detail.get('topic'))}", "link message dropped",
                           level="warning", reason=reason, **detail)
 
-    def _may_log(self, key: str) -> tuple[bool, int]:
-        """Whether a line for `key` may be logged now (one per LOG_EVERY_S), and how many were not since."""
-        now = time.monotonic()
-        last, held = self._logged.get(key, (-LOG_EVERY_S, 0))
-        if now - last < LOG_EVERY_S:
-            self._logged[key] = (last, held + 1)
-            return False, held + 1
-        self._logged[key] = (now, 0)
-        return True, held
-
     def _log_limited(self, key: str, event: str, *, level: str = "error", **detail: Any) -> None:
         """Log `event` at most once per LOG_EVERY_S for `key` (a kind of message and its table), with how many were
         not logged since; what a message said is cut to LOG_TEXT characters. A table's credentials must not be a
         way to fill the log (the metrics count every one)."""
-        logged, held = self._may_log(key)
-        if not logged:
+        held = self._budget.take(key)
+        if held is None:
             return
         cut = {k: (v[:LOG_TEXT] + "...") if isinstance(v, str) and len(v) > LOG_TEXT else v for k, v in detail.items()}
-        getattr(log, level)(event, **cut, **({"not_logged_since": held} if held else {}))
+        getattr(log, level)(event, **cut, **({"not_logged_before": held} if held else {}))
 
     async def _table_worker(self, table: str, q: asyncio.Queue) -> None:
         """One table's operations, strictly one after another in the table's order."""
@@ -255,10 +246,10 @@ class LinkAuthority:
                     await self._apply(msg)
             except Exception:  # noqa: BLE001 - one bad message must not stop the link; a table resends its operations
                 self.metrics.anomalies.labels(table, "message not applied").inc()
-                logged, held = self._may_log(f"not-applied:{table}")
-                if logged:
+                held = self._budget.take(f"not-applied:{table}")
+                if held is not None:
                     log.exception("table message not applied", table=table, seq=getattr(msg, "seq", None),
-                                  **({"not_logged_since": held} if held else {}))
+                                  **({"not_logged_before": held} if held else {}))
 
     async def _apply(self, op: schema.Op) -> None:
         assert self.ledger is not None and self.keys is not None
