@@ -15,7 +15,8 @@ from .errors import CardError
 
 RANKS = "23456789TJQKA"
 SUITS = "SHDC"
-DECK: tuple[int, ...] = tuple(range(52))
+DECK_SIZE = 52  # one deck (§ 667a.3(a), § 667a.5(b))
+DECK: tuple[int, ...] = tuple(range(DECK_SIZE))
 
 # Rank values as the regulations order them (667a.6(a), 639a.6): 2 lowest, ace highest.
 TWO, THREE, FOUR, FIVE, SIX, SEVEN, EIGHT, NINE, TEN, JACK, QUEEN, KING, ACE = range(2, 15)

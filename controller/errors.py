@@ -30,3 +30,8 @@ class CardError(InputError):
 
 class RulesError(InputError):
     """Input that is well formed but that the rules of the game forbid."""
+
+
+class InvariantViolation(AssertionError):
+    """Books that do not balance (a meter's, checked after every operation and at every start): a defect, never
+    bad input. The ledger refuses an operation after which its reducer's invariant fails with this, unjournaled."""

@@ -19,7 +19,7 @@ from .games import game as find_game
 from .games import wager as find_wager
 from .money import format_cents, format_units, parse_cents, parse_units
 from .paytables import Paytable, check_paytable_for
-from .settlement import DEALER_POSITION, Round, Seat, Settlement, settle
+from .settlement import DEALER, DEALER_POSITION, Round, Seat, Settlement, settle
 
 ROUND_KEYS = {
     "game", "wager", "paytable", "meter", "seats", "community", "dealer", "magic_card", "lucky_seat",
@@ -134,7 +134,7 @@ def round_from_json(doc: Mapping[str, Any], g: Game, w: Wager, pt: Paytable) -> 
     lucky = doc.get("lucky_seat")
     if lucky is None:
         lucky_seat = None
-    elif lucky == "dealer":
+    elif lucky == DEALER:
         lucky_seat = DEALER_POSITION
     else:
         lucky_seat = _int(lucky, "lucky_seat")

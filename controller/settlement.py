@@ -37,7 +37,7 @@ The rules followed, by section:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
@@ -53,7 +53,28 @@ from .money import UNITS_PER_CENT, format_dollars_human
 from .paytables import Paytable
 from .paytables.model import ANY_WAGER
 
-DEALER_POSITION = 0  # the Lucky Bonus may select the dealer's position (§ 639a.1 "Lucky Bonus" (ii))
+# The dealer's hand is position 0 wherever a seat number is held (the Lucky Bonus may select the dealer's position:
+# § 639a.1 "Lucky Bonus" (ii)) and "dealer" wherever it is written: the control socket's `seat`, a payout's
+# `hand_of`, a journal key, a spot of a wager on it ("<wager>-dealer").
+DEALER_POSITION = 0
+DEALER = "dealer"
+_OWN_HAND, _DEALERS_HAND = 0, 1
+
+
+def position_name(position: int) -> int | str:
+    """A position as it is written: its seat number, or "dealer"."""
+    return DEALER if position == DEALER_POSITION else position
+
+
+def settlement_order(turn: int, on_dealer: bool) -> tuple[int, int]:
+    """A hand's place in the round's settlement (ascending): seat N's turn first, then N-1, ... (from the dealer's
+    right, § 639a.11(c)); within a seat's turn its own hand before the dealer's hand, which is settled at the turn
+    of the first seat that wagered on it (§ 639a.12(e)(2))."""
+    return (-turn, _DEALERS_HAND if on_dealer else _OWN_HAND)
+
+
+def in_settlement_order(seats: Iterable[Seat]) -> list[Seat]:
+    return sorted(seats, key=lambda s: settlement_order(s.seat, False))
 
 _CATEGORY_KINDS = {HandKind.POKER5: Poker5, HandKind.THREE: Three, HandKind.FOUR: Four}
 _FIRST_RANK = {HandKind.POKER5: poker5.first_rank, HandKind.THREE: three.first_rank, HandKind.FOUR: four.first_rank}
@@ -93,7 +114,7 @@ class Payout:
     seat: int
     wager: int  # cents of the wager this pays
     kind: str  # "paytable", "envy", "magic-card", "lucky-bonus"
-    hand_of: str  # "player", "dealer", or "seat N" (the envy holder)
+    hand_of: str  # "player", DEALER, or "seat N" (the envy holder)
     hand: str  # label of the hand paid on ("" for Lucky Bonus)
     cards: tuple[int, ...]
     award: str  # as the paytable states it
@@ -129,7 +150,7 @@ def settle(rnd: Round) -> Settlement:
     payouts: list[Payout] = []
     forfeited: list[int] = []
     w = rnd.wager
-    order = sorted(rnd.seats, key=lambda s: s.seat, reverse=True)
+    order = in_settlement_order(rnd.seats)
     hands = {s.seat: _player_hand(rnd, s) for s in order}
     dealer_hand = _dealer_hand(rnd)
     dealer_share: tuple[int, Payout] | None = None  # (cents per share, template) locked at first turn
@@ -165,7 +186,7 @@ def settle(rnd: Round) -> Settlement:
             if p:
                 payouts.append(p)
                 if w.magic_and_lucky:
-                    payouts.extend(_magic_and_lucky(rnd, s.seat, on_dealer, dealer_hand, "dealer"))
+                    payouts.extend(_magic_and_lucky(rnd, s.seat, on_dealer, dealer_hand, DEALER))
 
     return Settlement(
         payouts=tuple(payouts),
@@ -233,20 +254,20 @@ def _dealer_payout(
     award = pay.award
     if not isinstance(award, PercentOfMeter):
         return Payout(
-            seat, wager, "paytable", "dealer", hand.label, hand.cards, award.describe(),
+            seat, wager, "paytable", DEALER, hand.label, hand.cards, award.describe(),
             award.received_cents(wager), "table", _requires_validation(rnd.wager, award),
         ), locked
     if locked is None:
         sharers = sum(1 for seat_no, v in rnd.dealer_wagers.items() if v and not _folds_away(rnd, seat_no))
         cents, before, after = state.take(award.percent, sharers)
         template = Payout(
-            seat, wager, "paytable", "dealer", hand.label, hand.cards, award.describe(), cents, "attendant",
+            seat, wager, "paytable", DEALER, hand.label, hand.cards, award.describe(), cents, "attendant",
             True, before, after, sharers,
         )
         return template, (cents, template)
     cents, template = locked
     return Payout(
-        seat, wager, "paytable", "dealer", hand.label, hand.cards, award.describe(), cents, "attendant",
+        seat, wager, "paytable", DEALER, hand.label, hand.cards, award.describe(), cents, "attendant",
         True, template.meter_before, template.meter_after, template.shared_by,
     ), locked
 
@@ -258,7 +279,7 @@ def _envy(rnd: Round, receiver: Seat, hands: Mapping[int, Hand | None]) -> list[
     qualifying = kind.from_label(envy.qualifying)
     table = envy.by_wager.get(receiver.wager)
     out: list[Payout] = []
-    for other in sorted(rnd.seats, key=lambda s: s.seat, reverse=True):
+    for other in in_settlement_order(rnd.seats):
         if other.seat == receiver.seat or other.folded:
             continue  # never for one's own hand; a folded hand was collected (§ 639a.11(c))
         hand = hands[other.seat]
@@ -290,7 +311,7 @@ def _magic_and_lucky(rnd: Round, seat: int, wager: int, hand: Hand, hand_of: str
             _received(pt.magic_card, wager), "table", False,
         ))
     lucky_here = (hand_of == "player" and rnd.lucky_seat == seat) or (
-        hand_of == "dealer" and rnd.lucky_seat == DEALER_POSITION
+        hand_of == DEALER and rnd.lucky_seat == DEALER_POSITION
     )
     if pt.lucky_bonus is not None and lucky_here:
         out.append(Payout(
@@ -321,7 +342,7 @@ def _bad_beat(rnd: Round, s: Seat, own: Hand | None, dealer: Hand | None) -> Pay
     if pay is None:
         return None
     return Payout(
-        s.seat, s.wager, "paytable", "player" if winner_is_dealer else "dealer", losing.label, losing.cards,
+        s.seat, s.wager, "paytable", "player" if winner_is_dealer else DEALER, losing.label, losing.cards,
         pay.award.describe(), _received(pay.award, s.wager), "table", False,
     )
 
@@ -453,4 +474,4 @@ def _check_duplicates(rnd: Round) -> None:
             where[c] = here
 
 
-__all__ = ["DEALER_POSITION", "Payout", "Round", "Seat", "Settlement", "settle"]
+__all__ = ["DEALER", "DEALER_POSITION", "Payout", "Round", "Seat", "Settlement", "in_settlement_order", "position_name", "settle", "settlement_order"]

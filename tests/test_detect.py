@@ -10,14 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from controller.round.claims import DEALER, RoundClaims, verify, verify_dealer
-from controller.round.detect import BURN, COMMUNITY, DEALER_CARD, SpotWager, assign, detect, procedure
+from controller.round.claims import RoundClaims, verify, verify_dealer
+from controller.round.detect import BURN, COMMUNITY, SpotWager, assign, detect, procedure
 from controller.app.setup import table_rules
 from controller.cards import parse_card, parse_cards
 from controller.config import load_config
 from controller.errors import CardError, InputError, RulesError
 from controller.games import GAMES
 from controller.money import UNITS_PER_CENT
+from controller.settlement import DEALER, DEALER_POSITION
 
 ROOT = Path(__file__).resolve().parent.parent
 BONUS, ON_DEALER = "five-card-hand-bonus", "five-card-hand-bonus-dealer"
@@ -54,7 +55,7 @@ def test_caribbean_stud_deals_one_card_at_a_time_seat_1_first_and_the_dealer_las
     assert deal.seats == (2, 5) and deal.complete and deal.length == 15
     assert deal.hands == {2: (0, 3, 6, 9, 12), 5: (1, 4, 7, 10, 13)}
     assert deal.dealer == (2, 5, 8, 11, 14) and deal.community == () and deal.burned == ()
-    assert deal.places[:3] == (2, 5, DEALER_CARD)
+    assert deal.places[:3] == (2, 5, DEALER)
     assert "§ 639a.8" in procedure(CS).source
 
 
@@ -176,7 +177,7 @@ def test_several_hits_come_in_settlement_order():
         (6, "progressive", "straight-flush", "10% of meter"),
         (6, BONUS, "straight-flush", "10% of meter"),
         (4, BONUS, "full-house", "100 for 1"),
-        (DEALER, ON_DEALER, "flush", "50 for 1"),
+        (DEALER_POSITION, ON_DEALER, "flush", "50 for 1"),
         (2, "progressive", "three-of-a-kind", "9 for 1"),
     ]
     assert got.hits[3].turn == 4 and got.hits[3].cards == cards(dealer)

@@ -21,7 +21,7 @@ from controller.meter import (
     BookContributions,
     ChangeParams,
     CloseRound,
-    InvariantError,
+    InvariantViolation,
     LockPercentAward,
     MeterParams,
     PayFixedAward,
@@ -503,7 +503,7 @@ def test_apply_refuses_to_return_books_that_do_not_balance(monkeypatch):
         return replace(s, current=s.current + op.cents * U), None  # forgets to book the seed
 
     monkeypatch.setitem(engine._HANDLERS, TopUp, broken)
-    with pytest.raises(InvariantError, match="current"):
+    with pytest.raises(InvariantViolation, match="current"):
         apply(initial_state(params()), TopUp(100, AT, "ops", "promo"))
 
 
@@ -531,7 +531,7 @@ def test_invariant_catches_books_that_do_not_balance(change):
     assert invariant_holds(s)
     bad = replace(s, **change)
     assert not invariant_holds(bad)
-    with pytest.raises(InvariantError):
+    with pytest.raises(InvariantViolation):
         check_invariant(bad)
 
 
@@ -543,7 +543,7 @@ def test_meter_above_its_ceiling_breaks_the_invariant():
 
 def test_invariant_message_gives_the_numbers():
     bad = replace(initial_state(params()), current=10_000 * D + 1)
-    with pytest.raises(InvariantError, match=r"current 10000\.000001 != seed 10000\.00"):
+    with pytest.raises(InvariantViolation, match=r"current 10000\.000001 != seed 10000\.00"):
         check_invariant(bad)
 
 

@@ -96,17 +96,17 @@ def _two_meter_state():
 def test_check_still_checks_a_state_that_apply_did_not_make():
     from types import MappingProxyType
 
-    from controller.meter.state import InvariantError, with_maps
+    from controller.meter.state import InvariantViolation, with_maps
 
     r, st = _two_meter_state()
     r.check(st)  # every meter state came out of apply
     broken = with_maps(st["fchb"], current=st["fchb"].current + 1)  # one unit more than the books explain
-    with pytest.raises(InvariantError, match="meter fchb"):
+    with pytest.raises(InvariantViolation, match="meter fchb"):
         r.check(MappingProxyType({**st, "fchb": broken}))
     stray = with_maps(st["other"], recent_rounds=("t1-r2",))  # an open round of `fchb`? no: of `other`, none
     r.check(MappingProxyType({**st, "other": stray}))
     looped = with_maps(st["fchb"], recent_rounds=(*st["fchb"].recent_rounds, "t1-r2"))  # open and closed at once
-    with pytest.raises(InvariantError, match="recent_rounds"):
+    with pytest.raises(InvariantViolation, match="recent_rounds"):
         r.check(MappingProxyType({**st, "fchb": looped}))
 
 

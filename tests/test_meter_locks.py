@@ -20,7 +20,7 @@ from controller.meter import (
     BookContributions,
     ChangeParams,
     CloseRound,
-    InvariantError,
+    InvariantViolation,
     LockPercentAward,
     PayLockedAward,
     PayPercentAward,
@@ -421,7 +421,7 @@ def test_the_invariant_counts_locked_awards():
         with_maps(s, settled_claims=("c1",)),
     ):
         assert not invariant_holds(broken)
-    with pytest.raises(InvariantError, match="locked"):
+    with pytest.raises(InvariantViolation, match="locked"):
         check_invariant(with_maps(s, locked={}))
 
 

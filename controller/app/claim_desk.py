@@ -33,12 +33,11 @@ from ..ledger.chain import utc_now
 from ..ledger.errors import KeyConflict
 from ..ledger.reader import JournalReader
 from ..link import approval
-from ..link.client import Refused as LinkRefused
+from ..link.client import LinkRefused
 from ..meter_ledger import CLAIM, claim_body
 from ..money import format_cents, parse_cents
 from ..round import claim_machine as cm
 from ..round.claims import (
-    DEALER,
     Claim,
     Draws,
     RoundClaims,
@@ -54,7 +53,7 @@ from ..round.claims import (
     verify_dealer,
 )
 from ..round.model import TableRules
-from ..settlement import DEALER_POSITION
+from ..settlement import DEALER, DEALER_POSITION
 from .meter_port import Meters, booking_key
 from .metrics import Metrics
 from .sign import Sign

@@ -10,7 +10,7 @@ award, shared ones included, is paid the same way on both.
   KeyConflict (the key was used for another operation: journaled before). Linked: durable in the outbox on
   return (applied at the authority later, exactly once; a retry under the key is the same operation);
 - `lock(op, meter, key, timeout)`: a linked meter's percentage award locked at the authority: its amount in
-  cents, or Refused, or TimeoutError (it stays in the outbox: ask again with the same key later);
+  cents, or LinkRefused, or TimeoutError (it stays in the outbox: ask again with the same key later);
 - `release(op, meter, key)`: give a lock back, if it is held (a lock never sent, or paid or released already, is
   left alone);
 - `journaled(meter, key)`, `booking(meter, round_id)`: reads of the journal that keeps the meter, in a thread.
@@ -146,7 +146,7 @@ class LinkedMeters:
 
     async def pay(self, op: Any, meter: str, key: str, approval: dict[str, str] | None, timeout: float) -> dict[str, Any]:
         """The authority's result of the payment sent under `key` (sent now if it was not: the same key applies
-        once); raises client.Refused when the authority refused it (its approval did not verify), TimeoutError when
+        once); raises client.LinkRefused when the authority refused it (its approval did not verify), TimeoutError when
         it has not answered yet (asked again, it waits for the same payment's answer)."""
         seq = await self.link.send(op, meter, key, approval)
         return await self.link.answer(seq, timeout)

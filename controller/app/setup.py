@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from ..config.model import StandaloneMeter, TableConfig
 from ..round.model import SpotRule, TableRules
-
-DEALER_SPOT_SUFFIX = "-dealer"  # the spot of a wager on the dealer's hand: "<wager id>-dealer"
+from ..settlement import DEALER
 
 
 def table_rules(cfg: TableConfig) -> TableRules:
@@ -18,7 +17,7 @@ def table_rules(cfg: TableConfig) -> TableRules:
         sizes = cfg.meters[w.meter].wager_sizes
         spots[w.id] = SpotRule(w.id, w.id, w.meter, sizes)
         if w.wager.dealer_bets:
-            spot = w.id + DEALER_SPOT_SUFFIX
+            spot = f"{w.id}-{DEALER}"  # the spot of a wager on the dealer's hand
             spots[spot] = SpotRule(spot, w.id, w.meter, sizes, on_dealer=True)
     cards = cfg.cards
     counting = cards is None or cards.shuffler == "counting"

@@ -41,6 +41,7 @@ from ..round import claim_machine as cm
 from ..round import detect, machine
 from ..round import model as rm
 from ..round.resume import Kept, resume
+from ..settlement import position_name
 from . import linked, logs
 from .anchoring import Anchoring
 from .claim_desk import ClaimDesk, RoundView
@@ -700,7 +701,7 @@ class TableDaemon(TableShell):
         log.info("deal complete", round=rid, seats=list(found.deal.seats), cards=cards_str(self._cards),
                  hits=len(found.hits))
         for hit in found.hits:
-            log.info("hit detected", round=rid, seat=hit.seat, spot=hit.spot, cards=cards_str(hit.cards),
+            log.info("hit detected", round=rid, seat=position_name(hit.seat), spot=hit.spot, cards=cards_str(hit.cards),
                      hand=hit.hand, award=hit.award)
         if found.hits:
             self.spawn(self._claim_detected(rid, n, found.hits), f"detected:{rid}")

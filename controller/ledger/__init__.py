@@ -9,9 +9,9 @@
 See docs/meters.md, section "Ledger".
 """
 
+from ..errors import InvariantViolation
 from .errors import (
                      FatalStorageError,
-                     InvariantViolation,
                      KeyConflict,
                      LedgerBusy,
                      LedgerClosed,

@@ -35,9 +35,6 @@ class FatalStorageError(LedgerError):
     not be in the journal after a restart, whole or not at all. Retry it with the same key after the restart."""
 
 
-class InvariantViolation(LedgerError):
-    """The reducer's invariant check failed: on an operation (which is then refused and not journaled) or on
-    the state derived at start-up."""
 
 
 class KeyConflict(InputError):

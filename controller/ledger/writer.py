@@ -32,10 +32,10 @@ from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, InvariantViolation
 from . import chain, journal
 from .chain import CHECKPOINT, Entry
-from .errors import FatalStorageError, InvariantViolation, KeyConflict, LedgerClosed
+from .errors import FatalStorageError, KeyConflict, LedgerClosed
 from .reducer import Reducer
 from .verify import ChainHead, state_digest
 

@@ -35,13 +35,12 @@ from ..money import format_cents, parse_cents
 from . import approval, schema
 from ..ledger.reader import Found, JournalReader
 from .journal_keys import last_link_seqs
-from .mqtt import LinkDown, MqttLink, MqttSettings
+from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
 
 log = structlog.get_logger("controller.link.authority")
 
 METER_INTERVAL = 0.05  # seconds between two passes of meter values: a sign needs no more, every table gets each
 QUEUE_PER_TABLE = 256  # operations waiting per table; beyond it they are dropped and the table resends
-PUBLISH_TIMEOUT = 5.0
 WIN_KINDS = {"lock-percent-award": "locked", "pay-locked-award": "paid", "release-locked-award": "released"}
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic")

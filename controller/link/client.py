@@ -22,16 +22,15 @@ from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
 from . import schema
 from ..ledger.reader import Found, lookup
-from .mqtt import LinkDown, MqttLink, MqttSettings
+from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
 from .outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, Outbox, OutboxReducer, send_body
 
 log = structlog.get_logger("controller.link.client")
 
 RESEND_AFTER = 2.0  # seconds without an answer before the outbox is sent again
-PUBLISH_TIMEOUT = 5.0
 
 
-class Refused(InputError):
+class LinkRefused(InputError):
     """The authority's rules refused an operation (final)."""
 
 
@@ -160,7 +159,7 @@ class TableLink:
             coro.close()
 
     async def answer(self, seq: int, timeout: float) -> dict[str, Any]:
-        """The authority's result of operation `seq`; raises Refused, or TimeoutError (it stays in the outbox
+        """The authority's result of operation `seq`; raises LinkRefused, or TimeoutError (it stays in the outbox
         and is applied when the authority is reached: the caller may wait again)."""
         fut = self._answers.get(seq)
         if fut is None:
@@ -181,7 +180,7 @@ class TableLink:
     def _journaled_answer(self, seq: int) -> dict[str, Any]:
         found = self._journaled(f"answer:{seq}")
         if found.kind == LINK_REFUSED:
-            raise Refused(found.body["field"], found.body["message"])
+            raise LinkRefused(found.body["field"], found.body["message"])
         return found.body["result"]
 
     async def _publish_op(self, sent: Any) -> bool:
@@ -326,7 +325,7 @@ class TableLink:
                 await self.ledger.submit_async(LINK_REFUSED, {"seq": msg.seq, "field": msg.field,
                                                               "message": msg.message}, f"answer:{msg.seq}")
                 log.error("link authority refused an operation", seq=msg.seq, field=msg.field, error=msg.message)
-                outcome = Refused(msg.field, msg.message)
+                outcome = LinkRefused(msg.field, msg.message)
             fut = self._answers.pop(msg.seq, None)
             if fut is not None and not fut.done():
                 if isinstance(outcome, Exception):

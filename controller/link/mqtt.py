@@ -211,6 +211,7 @@ def read_password(path: Path) -> str:
 # of its own (`_Publisher`), the other calls run in tasks of their own (`_apart`).
 
 T = TypeVar("T")
+PUBLISH_TIMEOUT = 5.0  # seconds a publish waits for the broker's acknowledgement
 MAX_PACKET = 70_000  # bytes of an MQTT packet: a payload of schema.MAX_PAYLOAD (64 KiB) and its topic and headers
 
 

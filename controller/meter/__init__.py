@@ -8,6 +8,7 @@ journals them); `apply` is the one function that moves money, and every state it
 `check_invariant`. No I/O, no clock: times and credentials come in as arguments. See docs/meters.md.
 """
 
+from ..errors import InvariantViolation
 from .engine import Effect, apply
 from .ops import (
     OPS,
@@ -32,7 +33,6 @@ from .state import (
     RECENT_ROUNDS,
     Booking,
     Hit,
-    InvariantError,
     LockedAward,
     MeterState,
     SharedAward,
@@ -45,7 +45,7 @@ from .state import (
 
 __all__ = [
     "DEFAULT_HISTORY", "MIN_HISTORY", "OPS", "RECENT_CLAIMS", "RECENT_ROUNDS",
-    "Adjust", "BookContributions", "Booking", "ChangeParams", "CloseRound", "Effect", "Hit", "InvariantError",
+    "Adjust", "BookContributions", "Booking", "ChangeParams", "CloseRound", "Effect", "Hit", "InvariantViolation",
     "LockPercentAward", "LockedAward", "MeterParams", "MeterState", "Op", "PayFixedAward", "PayLockedAward",
     "PayPercentAward", "ReleaseLockedAward", "SharedAward", "TopUp", "VoidRound",
     "apply", "check_invariant", "hit_label", "initial_state", "invariant_failures", "invariant_holds",

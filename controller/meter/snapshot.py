@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InputError
+from ..errors import InputError, InvariantViolation
 from ..money import format_cents, format_units, parse_cents, parse_units
 from . import _check
 from .params import params_from_dict, params_to_dict
-from .state import Booking, Hit, InvariantError, LockedAward, MeterState, SharedAward, check_invariant, with_maps
+from .state import Booking, Hit, LockedAward, MeterState, SharedAward, check_invariant, with_maps
 
 _UNITS = (
     "current", "seed", "contributions", "reserve", "reserve_in", "reserve_to_meter", "overflow", "overflow_in",
@@ -111,7 +111,7 @@ def state_from_dict(d: object, field_prefix: str = "") -> MeterState:
     state = with_maps(MeterState(params=kw.pop("params"), current=kw.pop("current"), seed=kw.pop("seed")), **kw)
     try:
         check_invariant(state)
-    except InvariantError as e:
+    except InvariantViolation as e:
         raise InputError(at, f"the snapshot does not balance: {e}") from None
     return state
 

@@ -19,6 +19,7 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
+from ..errors import InvariantViolation
 from ..money import UNITS_PER_CENT, format_units
 from .params import MeterParams
 
@@ -246,10 +247,6 @@ assert not hasattr(MeterState, "__post_init__"), "with_maps() does not run __ini
 # --- the invariant ------------------------------------------------------------------------------
 
 
-class InvariantError(AssertionError):
-    """The meter's books do not balance: a defect, never bad input."""
-
-
 def invariant_failures(s: MeterState) -> list[str]:
     """Every way in which `s` breaks the meter's invariant, with the numbers (empty: it holds)."""
     u = format_units
@@ -342,7 +339,7 @@ def invariant_holds(state: MeterState) -> bool:
 
 
 def check_invariant(state: MeterState) -> None:
-    """Raise InvariantError, with the numbers, if the books of `state` do not balance."""
+    """Raise InvariantViolation, with the numbers, if the books of `state` do not balance."""
     bad = invariant_failures(state)
     if bad:
-        raise InvariantError(f"meter {state.params.meter_id}: " + "; ".join(bad))
+        raise InvariantViolation(f"meter {state.params.meter_id}: " + "; ".join(bad))

@@ -21,8 +21,8 @@ from functools import cache
 from itertools import combinations, combinations_with_replacement
 
 from ..hands.categories import Four, Poker5, Three
+from ..hands.rankcode import RANKS
 
-RANKS = range(2, 15)
 ACE = 14
 
 # Rank key of each card (card int 0..51).

@@ -15,6 +15,7 @@ from fractions import Fraction
 from math import ceil
 
 from ..awards import Award, PercentOfMeter
+from ..cards import DECK_SIZE
 from ..errors import InputError, RulesError
 from ..games import CardRule, Game, HandKind, Wager, game, wager
 from ..hands.categories import category_from_label
@@ -27,7 +28,6 @@ LOSING = "other"  # the hand label of the losing remainder: every outcome no row
 # Cards a Magic Card can match: the five of a five-card Poker hand (§ 639a.1 "Magic Card Bonus";
 # § 641a.1: the dealer's first five; § 643a.1: the player's three and the two community cards).
 MAGIC_CARD_MATCHES = 5
-DECK_SIZE = 52
 
 
 @dataclass(frozen=True)

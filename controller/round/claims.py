@@ -41,7 +41,7 @@ from ..games import Game, Wager
 from ..meter import ops as meter_ops
 from ..money import format_cents, format_units, parse_cents, parse_units
 from ..paytables import Paytable
-from ..settlement import DEALER_POSITION, Payout, Round, Seat, settle
+from ..settlement import DEALER, DEALER_POSITION, Payout, Round, Seat, position_name, settle, settlement_order
 from .model import TableRules
 
 # locking: a linked meter's percentage award is being locked at the link authority (its amount is the
@@ -52,8 +52,6 @@ STATUSES: tuple[str, ...] = ("locking", "pending", "paying", "paid", "rejected",
 OPEN: frozenset[str] = frozenset({"locking", "pending", "paying"})  # not decided, or not yet all paid
 ENDED_UNPAID: frozenset[str] = frozenset({"rejected", "voided", "refused"})  # nothing of it was paid
 
-DEALER = "dealer"  # the `seat` of a claim for the dealer's hand
-_OWN, _ON_DEALER = 0, 1  # within a seat's turn the player's own hand is settled before the dealer's hand
 
 
 @dataclass(frozen=True)
@@ -75,7 +73,7 @@ class Draws:
         return cls(None if magic is None else parse_card(magic, f"{field_prefix}.magic_card"), lucky)
 
     def to_json(self) -> dict[str, Any]:
-        lucky: int | str | None = DEALER if self.lucky_seat == DEALER_POSITION else self.lucky_seat
+        lucky = None if self.lucky_seat is None else position_name(self.lucky_seat)
         return {"magic_card": None if self.magic_card is None else card_str(self.magic_card), "lucky_seat": lucky}
 
 
@@ -116,7 +114,7 @@ class Claim:
     @property
     def order(self) -> tuple[int, int]:
         """Position in the settlement of the round: seat N first; within a seat, its own hand first."""
-        return (-(self.turn or self.seat), _ON_DEALER if self.on_dealer else _OWN)
+        return settlement_order(self.turn or self.seat, self.on_dealer)
 
     @property
     def amount_cents(self) -> int:
@@ -169,10 +167,10 @@ def hit_hand(p: Payout) -> str:
     """The hand a payout is recorded on in the meter's hit history: the hand's rank, marked when it is the
     dealer's; the Magic Card with the card; the Lucky Bonus (which pays on a position, not on a hand)."""
     if p.kind == "magic-card":
-        return f"magic card {card_str(p.cards[0])}" + (" (dealer's hand)" if p.hand_of == "dealer" else "")
+        return f"magic card {card_str(p.cards[0])}" + (" (dealer's hand)" if p.hand_of == DEALER else "")
     if p.kind == "lucky-bonus":
-        return "lucky bonus" + (" (dealer's position)" if p.hand_of == "dealer" else "")
-    if p.kind == "paytable" and p.hand_of == "dealer":
+        return "lucky bonus" + (" (dealer's position)" if p.hand_of == DEALER else "")
+    if p.kind == "paytable" and p.hand_of == DEALER:
         return f"{p.hand} (dealer's hand)"
     return p.hand
 
@@ -223,8 +221,7 @@ class RoundClaims:
 def payout_key(rid: str, seat: int, spot: str, i: int) -> str:
     """The journal key of payout `i` of a hand: by the hand, not the claim, so that a hand claimed again after a
     restart is never paid twice (§ 639a.11(c)(5))."""
-    who = "dealer" if seat == DEALER_POSITION else seat
-    return f"{rid}:{who}:{spot}:pay:{i}"
+    return f"{rid}:{position_name(seat)}:{spot}:pay:{i}"
 
 
 def claim_spot(rules: TableRules, accepted: Mapping[tuple[int, str], int], seat: object, spot: object) -> str:
@@ -277,7 +274,7 @@ def verify(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytable, met
     if wager_cents is None:
         raise RulesError("seat", f"seat {seat} has no accepted {wager.title} in round {rc.round_id} "
                                  "(the light was not on: § 639a.11(c)(5)(ii))")
-    _check_turn(rc, seat, spot, seat, _OWN)
+    _check_turn(rc, seat, spot, seat)
     hand = _cards(rc, game, cards, game.player_cards, seat)
     receivers = tuple(Seat(s, c, envy_only=True) for s, c in sorted((others or {}).items()) if s != seat)
     magic, lucky = _draws_for(wager, paytable, draws)
@@ -309,13 +306,13 @@ def verify_dealer(rc: RoundClaims, *, game: Game, wager: Wager, paytable: Paytab
         raise RulesError("seat", f"no seat has an accepted {wager.title} on the dealer's hand in round "
                                  f"{rc.round_id} (no light was on: § 639a.11(c)(5)(ii))")
     turn = max(wagers)
-    _check_turn(rc, DEALER_POSITION, spot, turn, _ON_DEALER)
+    _check_turn(rc, DEALER_POSITION, spot, turn)
     hand = _cards(rc, game, cards, game.dealer_cards, DEALER_POSITION)
     magic, lucky = _draws_for(wager, paytable, draws)
     rnd = Round(game=game, wager=wager, paytable=paytable, meter=meter_units, reset=reset_units,
                 seats=tuple(Seat(s) for s in sorted(wagers)), dealer=hand, dealer_wagers=dict(wagers),
                 magic_card=magic, lucky_seat=lucky)
-    payouts = tuple(p for p in _settle(rnd, "dealer.cards") if p.hand_of == "dealer")
+    payouts = tuple(p for p in _settle(rnd, "dealer.cards") if p.hand_of == DEALER)
     if not payouts:
         raise RulesError("cards", f"{cards_str(hand)} is not a winning hand for the {wager.title} on the dealer's hand")
     return Claim(f"{rc.round_id}-c{rc.next_number}", rc.round_id, DEALER_POSITION, spot, meter, 0, hand, payouts,
@@ -344,14 +341,14 @@ def _one_at_a_time(rc: RoundClaims) -> None:
         raise RulesError("claim", why)
 
 
-def _check_turn(rc: RoundClaims, seat: int, spot: str, turn: int, stage: int) -> None:
+def _check_turn(rc: RoundClaims, seat: int, spot: str, turn: int) -> None:
     """Refuse a hand claimed twice, and a claim that the rules settle before one already settled."""
     live = [c for c in rc.claims if c.lit]
     who = "the dealer's hand" if seat == DEALER_POSITION else f"seat {seat}"
     for c in live:
         if c.seat == seat and c.spot == spot:
             raise RulesError("seat", f"{who} was settled in round {rc.round_id} already ({c.id})")
-    mine = (-turn, stage)
+    mine = settlement_order(turn, seat == DEALER_POSITION)
     later = [c for c in live if c.order > mine]
     if later:
         last = max(later, key=lambda c: c.order)
@@ -561,6 +558,6 @@ class _Fields:
         return v
 
 
-__all__ = ["DEALER", "OPEN", "STATUSES", "Claim", "Draws", "RoundClaims", "claim_from_json", "claim_refusal", "claim_spot",
+__all__ = ["OPEN", "STATUSES", "Claim", "Draws", "RoundClaims", "claim_from_json", "claim_refusal", "claim_spot",
            "claim_to_json", "hit_hand", "lock_id", "status_text", "lock_op", "payout_key", "payout_op", "release_op", "verify",
            "verify_dealer"]

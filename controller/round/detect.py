@@ -38,15 +38,12 @@ from ..games import Game, Wager
 from ..meter_award import RESET_FLOOR_CENTS
 from ..money import UNITS_PER_CENT
 from ..paytables import Paytable
-from ..settlement import Round, Seat, settle
-from .claims import DEALER
+from ..settlement import DEALER, DEALER_POSITION, Round, Seat, position_name, settle, settlement_order
 
 PLAYERS = "players"  # one card to each seat dealt, seat 1 first, clockwise
-DEALER_CARD = "dealer"  # one card to the dealer's hand
+# DEALER ("dealer"): one card to the dealer's hand
 COMMUNITY = "community"  # one card to the community area
 BURN = "burn"  # one card drawn and discarded unseen
-
-_OWN, _ON_DEALER = 0, 1  # within a seat's turn its own hand is settled before the dealer's (claims.py)
 
 
 @dataclass(frozen=True)
@@ -61,7 +58,7 @@ class Procedure:
 
 PROCEDURES: dict[str, Procedure] = {p.game: p for p in (
     Procedure("caribbean-stud", "§ 639a.8 as decided in docs/rounds.md: our copy does not reprint it",
-              (PLAYERS, DEALER_CARD) * 5),
+              (PLAYERS, DEALER) * 5),
     Procedure("let-it-ride", "§ 643a.8(d)", (PLAYERS, COMMUNITY, PLAYERS, COMMUNITY, PLAYERS)),
     Procedure("flop-poker", "§ 667a.8(d), § 667a.11(c)", (PLAYERS,) * 3 + (BURN, COMMUNITY, COMMUNITY, COMMUNITY)),
 )}
@@ -82,7 +79,7 @@ class Deal:
 
     game: str
     seats: tuple[int, ...]  # the seats dealt, in dealing order
-    places: tuple[int | str, ...]  # where each card of the whole deal goes: a seat number, DEALER_CARD, ...
+    places: tuple[int | str, ...]  # where each card of the whole deal goes: a seat number, DEALER, ...
     cards: tuple[int, ...]
     hands: Mapping[int, tuple[int, ...]] = field(default_factory=dict)  # each seat's cards, in dealing order
     dealer: tuple[int, ...] = ()
@@ -102,7 +99,7 @@ class Deal:
 def _place(place: int | str) -> str:
     if isinstance(place, int):
         return f"seat {place}"
-    return {DEALER_CARD: "the dealer", COMMUNITY: "the community cards", BURN: "the burned card"}[place]
+    return {DEALER: "the dealer", COMMUNITY: "the community cards", BURN: "the burned card"}[place]
 
 
 def _card(value: object, where: str) -> int:
@@ -137,7 +134,7 @@ def assign(game: Game, seats: object, cards: Sequence[object]) -> Deal:
     for step in proc.steps:
         places.extend(dealt if step == PLAYERS else (step,))
     hands: dict[int, list[int]] = {s: [] for s in dealt}
-    other: dict[str, list[int]] = {DEALER_CARD: [], COMMUNITY: [], BURN: []}
+    other: dict[str, list[int]] = {DEALER: [], COMMUNITY: [], BURN: []}
     seen: dict[int, int] = {}
     out: list[int] = []
     for i, value in enumerate(cards):
@@ -160,14 +157,14 @@ def assign(game: Game, seats: object, cards: Sequence[object]) -> Deal:
         else:
             other[place].append(card)
     return Deal(game.id, dealt, tuple(places), tuple(out), {s: tuple(h) for s, h in hands.items()},
-                tuple(other[DEALER_CARD]), tuple(other[COMMUNITY]), tuple(other[BURN]))
+                tuple(other[DEALER]), tuple(other[COMMUNITY]), tuple(other[BURN]))
 
 
 def _uses(proc: Procedure, dealt: tuple[int, ...]) -> str:
     """What the whole deal uses, e.g. "15 cards: 5 to each of seats 3, 5; 5 to the dealer"."""
     seats = ", ".join(map(str, dealt))
     parts = [f"{proc.steps.count(PLAYERS)} to {'each of seats' if len(dealt) > 1 else 'seat'} {seats}"]
-    what = {DEALER_CARD: "to the dealer", COMMUNITY: "community", BURN: "burned"}
+    what = {DEALER: "to the dealer", COMMUNITY: "community", BURN: "burned"}
     for step in dict.fromkeys(s for s in proc.steps if s != PLAYERS):  # in the order they are first dealt
         parts.append(f"{proc.steps.count(step)} {what[step]}")
     total = proc.steps.count(PLAYERS) * len(dealt) + sum(1 for s in proc.steps if s != PLAYERS)
@@ -188,7 +185,7 @@ class SpotWager:
 class Hit:
     """A hand a wager of the round pays: the claim the dealer would make for it."""
 
-    seat: int | str  # a seat number, or DEALER ("dealer") for the dealer's hand
+    seat: int  # a seat number, or DEALER_POSITION for the dealer's hand
     spot: str
     cards: tuple[int, ...]  # the hand's own cards, as a claim gives them (the player's, or the dealer's)
     hand: str  # the hand paid, e.g. "royal-flush"
@@ -198,14 +195,14 @@ class Hit:
 
     @property
     def order(self) -> tuple[int, int]:
-        return (-self.turn, _ON_DEALER if self.seat == DEALER else _OWN)
+        return settlement_order(self.turn, self.seat == DEALER_POSITION)
 
     def claim(self) -> dict[str, object]:
         """The arguments of the dealer's claim for this hand (the control socket's `claim`)."""
-        return {"seat": self.seat, "spot": self.spot, "cards": [card_str(c) for c in self.cards]}
+        return {"seat": position_name(self.seat), "spot": self.spot, "cards": [card_str(c) for c in self.cards]}
 
     def describe(self) -> str:
-        who = "the dealer's hand" if self.seat == DEALER else f"seat {self.seat}"
+        who = "the dealer's hand" if self.seat == DEALER_POSITION else f"seat {self.seat}"
         return f"{who} {' '.join(card_str(c) for c in self.cards)}: {self.hand} on {self.spot} ({self.award})"
 
 
@@ -242,9 +239,9 @@ def detect(game: Game, spots: Sequence[SpotWager], accepted: Mapping[tuple[int, 
             rnd = Round(game=game, wager=sw.wager, paytable=sw.paytable, meter=nominal, reset=nominal,
                         seats=tuple(Seat(s) for s in sorted(wagers)), community=deal.community,
                         dealer=deal.dealer, dealer_wagers=wagers)
-            pays = [p for p in settle(rnd).payouts if p.kind == "paytable" and p.hand_of == "dealer"]
+            pays = [p for p in settle(rnd).payouts if p.kind == "paytable" and p.hand_of == DEALER]
             if pays:
-                hit = Hit(DEALER, sw.spot, deal.dealer, pays[0].hand, pays[0].award, max(wagers), rnd.community)
+                hit = Hit(DEALER_POSITION, sw.spot, deal.dealer, pays[0].hand, pays[0].award, max(wagers), rnd.community)
                 hits.append(((*hit.order, index), hit))
             continue
         for seat, cents in wagers.items():
@@ -257,5 +254,5 @@ def detect(game: Game, spots: Sequence[SpotWager], accepted: Mapping[tuple[int, 
     return Detection(deal, tuple(h for _, h in sorted(hits, key=lambda kh: kh[0])))
 
 
-__all__ = ["BURN", "COMMUNITY", "DEALER_CARD", "PLAYERS", "PROCEDURES", "Deal", "Detection", "Hit", "Procedure",
+__all__ = ["BURN", "COMMUNITY", "PLAYERS", "PROCEDURES", "Deal", "Detection", "Hit", "Procedure",
            "SpotWager", "assign", "detect", "procedure"]

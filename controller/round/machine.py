@@ -27,9 +27,9 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from ..cards import DECK_SIZE
 from ..errors import InputError, RulesError
 from .model import (
-    DECK_SIZE,
     Block,
     BlockCleared,
     BlockRaised,

@@ -11,7 +11,6 @@ from types import MappingProxyType
 from ..errors import InputError
 
 MAX_STUB_INTERVAL = 5  # § 667a.8(f), § 667a.9(f), § 667a.10(e): count the stub at least once every 5 rounds
-DECK_SIZE = 52  # § 667a.3(a), § 667a.5(b)
 
 
 @dataclass(frozen=True)
