@@ -48,6 +48,7 @@ from controller.config import load_config
 from controller.config.model import LinkedMeter, MqttConfig
 from controller.errors import InputError
 from controller.round import model as rm
+import soak
 from rigtable import drawing, with_supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -55,7 +56,8 @@ TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
 SUPERVISOR, SECRET = "floor-1", "s3cret-floor"
 FLOOR = {"supervisor": SUPERVISOR, "secret": SECRET}
 PROG, BONUS, ON_DEALER = "progressive", "five-card-hand-bonus", "five-card-hand-bonus-dealer"
-EXAMPLES = int(os.environ.get("PROGRESSIVE_MODEL_EXAMPLES", "12"))
+EXAMPLES = soak.cycles("PROGRESSIVE_MODEL_EXAMPLES", default=9, soak=200)
+pytestmark = soak.mark
 # Each example starts a daemon (and restarts it): shrinking a failure takes minutes, so only when asked for.
 PHASES = tuple(Phase) if os.environ.get("PROGRESSIVE_MODEL_SHRINK") else (Phase.explicit, Phase.reuse, Phase.generate)
 STEP_S = 20.0  # the longest any one step may take (a claim on a linked meter waits for the authority)

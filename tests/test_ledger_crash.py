@@ -8,7 +8,7 @@ random moments, then restarted, hundreds of times. After every cycle:
   from the journal's rows, the invariant holds, and the chain links;
 - periodically and at the end, the full offline audit passes.
 
-Soak (by hand): LEDGER_CRASH_CYCLES=5000 ./test tests/test_ledger_crash.py -q
+Soak: PROGRESSIVE_SOAK=1 ./test -m soak (5,000 cycles here), or LEDGER_CRASH_CYCLES=N ./test tests/test_ledger_crash.py -q
 Repeat a run: LEDGER_CRASH_SEED=<seed printed by a failing run>.
 """
 
@@ -24,6 +24,7 @@ import sys
 import threading
 from pathlib import Path
 
+import soak
 from crash_pipe import Moments, kill_cycle
 from ledger_child import Accounts
 
@@ -31,7 +32,8 @@ from controller.ledger import Ledger, journal, verify_state_dir
 from controller.ledger.chain import canonical
 
 CHILD = Path(__file__).resolve().parent / "ledger_child.py"
-CYCLES = int(os.environ.get("LEDGER_CRASH_CYCLES", "240"))
+CYCLES = soak.cycles("LEDGER_CRASH_CYCLES", default=120, soak=5000)
+pytestmark = soak.mark
 SEED = int(os.environ.get("LEDGER_CRASH_SEED", str(random.SystemRandom().randrange(2**32))))
 LANES = 2            # independent state directories run side by side (two cores)
 AUDIT_EVERY = 50     # full offline audit every this many cycles of a lane

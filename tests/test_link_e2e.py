@@ -54,6 +54,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import soak
 from broker import Broker, require_mosquitto
 from controller.app.control import ControlError, DaemonUnavailable
 from controller.ledger import journal, verify_state_dir
@@ -67,6 +68,8 @@ from hil.rig import Rig
 from linkrig import AuthorityProcess, approvers_file
 from rigtable import lit, message, until
 from tableproc import BIN, RIG, Tables
+
+pytestmark = soak.mark  # every fault once: no shorter run (-m "not soak" leaves it out)
 
 GAMES = {"cs-01": "caribbean-stud", "fcp-02": "four-card-poker", "lir-03": "let-it-ride"}
 AUTHORITY = "link-1"

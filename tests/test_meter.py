@@ -12,6 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import soak
+
 from controller.errors import InputError, RulesError
 from controller.meter import (
     MIN_HISTORY,
@@ -703,7 +705,9 @@ def draw_op(data, state, fresh):
         return e
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@soak.mark
+@settings(max_examples=soak.cycles("PROGRESSIVE_METER_EXAMPLES", default=150, soak=5000), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
 @given(st_params(), st.data())
 def test_random_operations_keep_the_books_balanced(p, data):
     state = initial_state(p)

@@ -11,7 +11,7 @@ SIGKILL at random moments, then restarted; it carries on from the state it finds
   current + reserve + overflow == seed + wagers x (rate + reserve rate) + adjustments - meter awards;
 - periodically and at the end, the full offline audit (`verify_state_dir`) passes.
 
-Soak (by hand): METER_CRASH_CYCLES=3000 ./test tests/test_meter_crash.py -q
+Soak: PROGRESSIVE_SOAK=1 ./test -m soak (3,000 cycles here), or METER_CRASH_CYCLES=N ./test tests/test_meter_crash.py -q
 Repeat a run: METER_CRASH_SEED=<seed printed by a failing run>.
 """
 
@@ -27,6 +27,7 @@ import sys
 import threading
 from pathlib import Path
 
+import soak
 from crash_pipe import Moments, kill_cycle
 
 from controller.ledger import Ledger, journal, verify_state_dir
@@ -35,7 +36,8 @@ from controller.meter import check_invariant
 from controller.meter_ledger import DEFINE_METER, MetersReducer
 
 CHILD = Path(__file__).resolve().parent / "meter_child.py"
-CYCLES = int(os.environ.get("METER_CRASH_CYCLES", "140"))
+CYCLES = soak.cycles("METER_CRASH_CYCLES", default=70, soak=3000)
+pytestmark = soak.mark
 SEED = int(os.environ.get("METER_CRASH_SEED", str(random.SystemRandom().randrange(2**32))))
 LANES = 2            # independent state directories run side by side
 AUDIT_EVERY = 20     # full offline audit every this many cycles of a lane

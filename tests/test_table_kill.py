@@ -36,7 +36,7 @@ and `progressivectl meters/history --state DIR --json` give the recomputed meter
 
 The last tests of this file reproduce faults the daemon had after a restart, fixed since.
 
-Longer (by hand): PROGRESSIVE_SOAK=1 ./test tests/test_table_kill.py  (or PROGRESSIVE_KILL_CYCLES=N);
+Longer: PROGRESSIVE_SOAK=1 ./test -m soak (or PROGRESSIVE_KILL_CYCLES=N ./test tests/test_table_kill.py);
 repeat a run with PROGRESSIVE_KILL_SEED=<the seed a failing run printed>.
 """
 
@@ -54,6 +54,7 @@ from typing import Any
 
 import pytest
 
+import soak
 from rigtable import lit, until, win
 from tableproc import RIG, Tables
 
@@ -65,11 +66,12 @@ from controller.meter_ledger import DEFINE_METER, MetersReducer
 from controller.money import UNITS_PER_CENT, format_cents, parse_cents
 from hil.rig import Rig
 
-SOAK = os.environ.get("PROGRESSIVE_SOAK", "") not in ("", "0")
-CYCLES = int(os.environ.get("PROGRESSIVE_KILL_CYCLES", "200" if SOAK else "8"))
+MOMENTS = ("betting", "lockout", "booked", "claim", "approve", "settle", "void", "settled")
+PAYS = ("pay-percent-award", "pay-fixed-award")
+CYCLES = soak.cycles("PROGRESSIVE_KILL_CYCLES", default=len(MOMENTS), soak=200)  # by default every moment once
 # The soak across the payout steps: every cycle kills an approval of a claim of several payouts (a royal flush and
 # its Envy Bonuses) at a random moment, often between two of its payouts.
-PAYOUT_CYCLES = int(os.environ.get("PROGRESSIVE_PAYOUT_KILL_CYCLES", "200" if SOAK else "4"))
+PAYOUT_CYCLES = soak.cycles("PROGRESSIVE_PAYOUT_KILL_CYCLES", default=3, soak=200)
 SEED = int(os.environ.get("PROGRESSIVE_KILL_SEED", str(random.SystemRandom().randrange(2**32))))
 DEADLINE = 15.0  # any one thing awaited (a light, a phase, a start)
 RUN_DEADLINE = 90.0 + 20.0 * max(CYCLES, PAYOUT_CYCLES)  # the whole run
@@ -84,8 +86,6 @@ HANDS = {
     "royal": ["AS", "KS", "QS", "JS", "TS"],  # 100% of the meter, and an Envy Bonus to each other wager
 }
 ENVY = {"royal"}  # Paytable D pays an Envy Bonus to every other progressive wager of the round (§ 639a.12(d)(6))
-MOMENTS = ("betting", "lockout", "booked", "claim", "approve", "settle", "void", "settled")
-PAYS = ("pay-percent-award", "pay-fixed-award")
 
 
 @pytest.fixture
@@ -620,12 +620,14 @@ async def _kill_cycles(tmp_path: Path, tables: Tables, *, cycles: int = CYCLES, 
 
 
 @pytest.mark.timeout(RUN_DEADLINE + 60)
+@soak.mark
 def test_sigkill_at_random_moments_loses_and_doubles_nothing(tmp_path, tables):
     print(f"PROGRESSIVE_KILL_SEED={SEED} PROGRESSIVE_KILL_CYCLES={CYCLES}")
     run(_kill_cycles(tmp_path, tables), RUN_DEADLINE)
 
 
 @pytest.mark.timeout(RUN_DEADLINE + 60)
+@soak.mark
 def test_sigkill_across_the_payout_steps_pays_every_payout_or_none(tmp_path, tables):
     """Each cycle kills the approval of a claim of several payouts at a random moment: before it was journaled
     (the claim waits again), or after (the restart pays it to the end): never some of its payouts only."""
