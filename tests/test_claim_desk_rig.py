@@ -65,7 +65,7 @@ async def test_a_void_refused_after_a_payout_is_an_answer_and_the_round_is_dealt
             assert asked["void_requested"] is True
             with pytest.raises(RulesError, match="can no longer be voided"):
                 await daemon.call("void", {"reason": "stub count", **FLOOR})
-        assert not events(logs, "round-voided") and not events(logs, "task failed")
+        assert not events(logs, "round voided") and not events(logs, "task failed")
         assert daemon.state.phase.value == "dealing" and daemon.round_info()["id"] == "CS-07-r1"
         status = await daemon.call("status", {})  # alive and answering
         assert status["round"] == {"id": "CS-07-r1", "phase": "dealing"}
@@ -284,21 +284,25 @@ async def test_requests_on_the_control_socket_are_answered_while_refusals_come_a
 
 
 @contextlib.contextmanager
-def slow_record(monkeypatch, event: str, seconds: float = 0.3):
-    """The claim's `event` record takes `seconds` to reach the journal; yields the moment it starts."""
+def held_record(monkeypatch, event: str):
+    """The claim's `event` record is held on its way to the journal until the block ends; yields the moment it
+    is held."""
     from controller.app import claim_desk
 
     real = claim_desk.ClaimDesk._record
-    started = asyncio.Event()
+    started, release = asyncio.Event(), asyncio.Event()
 
-    async def slow(self, c, what, key):
+    async def held(self, c, what, key):
         if what == event:
             started.set()
-            await asyncio.sleep(seconds)
+            await release.wait()
         return await real(self, c, what, key)
 
-    monkeypatch.setattr(claim_desk.ClaimDesk, "_record", slow)
-    yield started
+    monkeypatch.setattr(claim_desk.ClaimDesk, "_record", held)
+    try:
+        yield started
+    finally:
+        release.set()
 
 
 async def test_the_round_ends_only_after_a_claims_steps_and_each_request_gets_its_own_answer(tmp_path, monkeypatch):
@@ -306,18 +310,18 @@ async def test_the_round_ends_only_after_a_claims_steps_and_each_request_gets_it
     went through and the approval, rejection or claim answered 'no claim ...' or an internal error)."""
     async with table(tmp_path) as (daemon, rig):
         await lock_round(daemon, rig, [(6, "progressive"), (3, "progressive")])
-        with slow_record(monkeypatch, "claimed") as started:
+        with held_record(monkeypatch, "claimed") as started:
             claim = asyncio.create_task(daemon.call("claim", {"seat": 6, "cards": FOUR_ACES}))
             await started.wait()
             with pytest.raises(RulesError, match="being journaled: the round is voided after it"):
                 await daemon.call("void", {"reason": "misdeal", **FLOOR})
-            assert (await claim)["status"] == "pending"
-        with slow_record(monkeypatch, "paid") as started:
+        assert (await claim)["status"] == "pending"
+        with held_record(monkeypatch, "paid") as started:
             approve = asyncio.create_task(daemon.call("approve", {"claim_id": "CS-07-r1-c1", **FLOOR}))
             await started.wait()
             with pytest.raises(RulesError, match="being journaled: the round is settled after it"):
                 await daemon.call("settle", {"round_id": "CS-07-r1"})
-            assert "approved by floor-1 and paid" in (await approve)["message"]
+        assert "approved by floor-1 and paid" in (await approve)["message"]
         await until(lambda: message(rig) == "WIN", "the win shown")
         assert (await daemon.call("settle", {"round_id": "CS-07-r1"}))["message"].startswith("round CS-07-r1 settled")
 

@@ -234,7 +234,7 @@ async def test_anything_else_is_an_internal_error(sock_dir, exc, log):
         assert e.value.kind == "internal" and e.value.field is None
         assert type(exc).__name__ in e.value.message and "log" in e.value.message
         assert await ControlClient(path).call("status")  # still serving
-    (entry,) = [x for x in log_lines(log) if x["event"] == "control-internal-error"]
+    (entry,) = [x for x in log_lines(log) if x["event"] == "control internal error"]
     assert entry["level"] == "error" and entry["op"] == "void"
     assert type(exc).__name__ in entry["traceback"]
 
@@ -504,14 +504,14 @@ async def test_secrets_never_reach_the_log(sock_dir, log):
     text = log.getvalue()
     assert SECRET not in text
     entries = log_lines(log)
-    requests = [x for x in entries if x["event"] == "control-request"]
+    requests = [x for x in entries if x["event"] == "control request"]
     assert {x["op"] for x in requests} == {"deck_replaced", "void", "approve", "nope"}
     assert all(x["args"].get("secret", x["args"].get("nested", {}).get("secret")) == "<redacted>" for x in requests)
-    (internal,) = [x for x in entries if x["event"] == "control-internal-error"]
+    (internal,) = [x for x in entries if x["event"] == "control internal error"]
     assert "cannot verify <redacted>" in internal["traceback"] and "cannot verify <redacted>" in internal["error"]
     (auth,) = [x for x in entries if x["event"] == "control-refused" and x["kind"] == "auth"]
     assert auth["level"] == "warning" and auth["peer_uid"] == os.getuid()
-    assert len([x for x in entries if x["event"] == "control-bad-request"]) == 2
+    assert len([x for x in entries if x["event"] == "control bad request"]) == 2
 
 
 # --- the client ----------------------------------------------------------------------------------
@@ -658,7 +658,7 @@ async def test_redaction_is_by_key_in_any_case_and_never_mangles_a_message(sock_
         assert e.value.message == "unknown claim"  # not "unkn<redacted>wn claim"
     text = log.getvalue()
     assert SECRET not in text
-    (request,) = [x for x in log_lines(log) if x["event"] == "control-request" and x["op"] == "status"]
+    (request,) = [x for x in log_lines(log) if x["event"] == "control request" and x["op"] == "status"]
     assert request["args"] == {"Secret": "<redacted>", "nested": {"SECRET": "<redacted>"}}
 
 
@@ -672,11 +672,11 @@ async def test_refusals_flooding_the_log_are_counted_not_logged(sock_dir, log):
             assert (await raw.ask(b'{"op": "frobnicate", "id": %d}\n' % i))["ok"] is False  # every one answered
         await raw.close()
         async with asyncio.timeout(WAIT_S):  # the server sees the connection end, and tells the count
-            while not any(x["event"] == "control-refusals-not-logged" for x in log_lines(log)):
+            while not any(x["event"] == "control refusals not logged" for x in log_lines(log)):
                 await asyncio.sleep(0.01)
     entries = log_lines(log)
     refused = [x for x in entries if x["event"] == "control-refused"]
-    (told,) = [x for x in entries if x["event"] == "control-refusals-not-logged"]
+    (told,) = [x for x in entries if x["event"] == "control refusals not logged"]
     assert len(refused) == LOG_BURST and told["count"] == LOG_BURST * 4
 
 

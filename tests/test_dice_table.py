@@ -53,7 +53,7 @@ async def rolls(daemon, rig, *pairs):
 
 
 def not_recognized(logs):
-    return [e for e in logs if e.get("event") == "wager-not-recognized"]
+    return [e for e in logs if e.get("event") == "wager not recognized"]
 
 
 async def test_hot_roller_series_on_the_rig(tmp_path):
@@ -75,7 +75,7 @@ async def test_hot_roller_series_on_the_rig(tmp_path):
 
             # the dealer moves the wager to the boxperson's area (§ 623c.1(c)): not a withdrawal
             await rig.remove_chip(1, HR)
-            await until(lambda: any(e.get("event") == "chip-lifted-wager-stands" for e in logs), "lift logged")
+            await until(lambda: any(e.get("event") == "chip lifted wager stands" for e in logs), "lift logged")
             # a second chip at a position that has a wager is not recognized, and the wager's light stays on
             await rig.place_chip(1, HR, 1000)
             await until(lambda: len(not_recognized(logs)) == 1, "second wager at position 1 refused")

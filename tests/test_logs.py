@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import ast
 import io
 import json
 import logging
+import re
+from pathlib import Path
 
 import pytest
 import structlog
 
 from controller.app import logs
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture
@@ -29,11 +34,11 @@ def lines(buf):
 
 def test_json_lines_carry_the_context(out):
     logs.bind(table="t1", round="t1-r7")
-    structlog.get_logger("round").info("wager-accepted", seat=3, cents=100)
+    structlog.get_logger("round").info("wager accepted", seat=3, cents=100)
     logs.unbind("round")
     structlog.get_logger("round").warning("idle")
     first, second = lines(out)
-    assert first["event"] == "wager-accepted" and first["table"] == "t1" and first["round"] == "t1-r7"
+    assert first["event"] == "wager accepted" and first["table"] == "t1" and first["round"] == "t1-r7"
     assert first["seat"] == 3 and first["level"] == "info" and first["timestamp"].endswith("Z")
     assert "round" not in second and second["table"] == "t1"
 
@@ -72,3 +77,38 @@ def test_level_filters(out):
 def test_unknown_level_is_refused():
     with pytest.raises(ValueError, match="unknown level 'chatty'"):
         logs.configure("json", "chatty", io.StringIO())
+
+
+# --- event names ---------------------------------------------------------------------------------------------
+
+LEVELS = {"debug", "info", "warning", "error", "exception", "critical", "msg"}
+KEBAB = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)+")  # "wager-accepted": a second spelling beside "wager accepted"
+
+
+def event_names() -> list[tuple[str, int, str]]:
+    """Every literal event name in the tree: the first argument of a structlog call (log.info("...")) and of a
+    round or claim machine's Note("...")."""
+    found = []
+    for root in ("controller", "drivers", "hil"):
+        for path in sorted((ROOT / root).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if not isinstance(node, ast.Call) or not node.args:
+                    continue
+                f = node.func
+                is_log = isinstance(f, ast.Attribute) and f.attr in LEVELS and isinstance(f.value, ast.Name) \
+                    and f.value.id in ("log", "logger")
+                is_note = (isinstance(f, ast.Name) and f.id == "Note") or (isinstance(f, ast.Attribute) and f.attr == "Note")
+                arg = node.args[0]
+                if (is_log or is_note) and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+                    found.append((str(path.relative_to(ROOT)), node.lineno, arg.value))
+    return found
+
+
+def test_event_names_are_lower_case_phrases():
+    """One way to name a log event: a short lower-case phrase (the words the docs use), never a kebab-case
+    identifier beside it; what varies goes in the fields."""
+    names = event_names()
+    assert len(names) > 100  # the scan finds the tree's events
+    bad = [f"{path}:{line}: {name!r}" for path, line, name in names
+           if KEBAB.fullmatch(name) or not name[:1].islower()]
+    assert not bad, "\n".join(bad)

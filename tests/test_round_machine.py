@@ -86,9 +86,9 @@ def test_wager_after_lockout_is_not_recognized():
     s, _ = run(RULES, [ChipSensed(3, "progressive"), LockoutPressed()])
     s, eff = run(RULES, [ChipSensed(4, "progressive")], s)
     assert not [e for e in eff if isinstance(e, Light)]
-    assert notes(eff, "wager-not-recognized")[0].detail["reason"] == "after lock-out"
+    assert notes(eff, "wager not recognized")[0].detail["reason"] == "after lock-out"
     s, eff = run(RULES, [Booked("t1-r1"), ChipSensed(6, "progressive")], s)
-    assert len(notes(eff, "wager-not-recognized")) == 1
+    assert len(notes(eff, "wager not recognized")) == 1
     assert set(s.accepted) == {(3, "progressive")}
 
 
@@ -107,7 +107,7 @@ def test_removal_after_lockout_keeps_the_wager():
 
 def test_amounts_checked_against_the_spot():
     s, eff = run(RULES, [ChipSensed(1, "fchb", 250), ChipSensed(2, "fchb"), ChipSensed(3, "fchb", 100)])
-    reasons = [n.detail["reason"] for n in notes(eff, "wager-not-recognized")]
+    reasons = [n.detail["reason"] for n in notes(eff, "wager not recognized")]
     assert "250 cents is not an accepted wager (100, 500)" in reasons
     assert "the device cannot read the amount and the spot accepts several" in reasons
     assert dict(s.accepted) == {(3, "fchb"): 100}
@@ -135,7 +135,7 @@ def test_chip_left_on_the_sensor_is_not_counted_twice():
     s, _ = run(RULES, [ChipSensed(3, "progressive"), LockoutPressed(), Booked("t1-r1"), RoundSettled("t1-r1")])
     s, eff = run(RULES, [ChipSensed(3, "progressive")], s)  # the device repeats: the chip never left
     assert not s.accepted
-    assert "previous round" in notes(eff, "wager-not-recognized")[0].detail["reason"]
+    assert "previous round" in notes(eff, "wager not recognized")[0].detail["reason"]
     s, eff = run(RULES, [ChipRemoved(3, "progressive"), ChipSensed(3, "progressive")], s)
     assert dict(s.accepted) == {(3, "progressive"): 100}
 
@@ -160,9 +160,9 @@ def test_void_only_while_dealing():
 def test_wrong_shuffler_count_blocks_until_new_deck():
     """§ 667a.5(b): a count other than 52 removes the deck; no wagers until a new one is confirmed."""
     s, eff = run(RULES, [ShuffleCounted(51)])
-    assert notes(eff, "deck-count-wrong")
+    assert notes(eff, "deck count wrong")
     s, eff = run(RULES, [ChipSensed(1, "progressive")], s)
-    assert not s.accepted and "deck (shuffler)" in notes(eff, "wager-not-recognized")[0].detail["reason"]
+    assert not s.accepted and "deck (shuffler)" in notes(eff, "wager not recognized")[0].detail["reason"]
     s, _ = run(RULES, [ShuffleCounted(52)], s)  # a good count of the same deck does not undo the removal
     assert s.blocked
     with pytest.raises(RulesError):
@@ -176,7 +176,7 @@ def test_two_decks_must_alternate():
     s, eff = run(rules, [ShuffleCounted(52, "red"), ShuffleCounted(52, "blue"), ShuffleCounted(52, "red")])
     assert not s.blocked
     s, eff = run(rules, [ShuffleCounted(52, "red")], s)
-    assert s.blocked and notes(eff, "deck-not-alternated")
+    assert s.blocked and notes(eff, "deck not alternated")
     with pytest.raises(InputError, match="^deck:"):
         machine.step(rules, s, ShuffleCounted(52))
 
@@ -197,7 +197,7 @@ def test_stub_count_due_every_n_rounds_without_shuffler():
         s, eff = one_round(s)
         assert not s.blocked
     s, eff = one_round(s)
-    assert s.blocks.get(Block.STUB) and notes(eff, "stub-count-due")
+    assert s.blocks.get(Block.STUB) and notes(eff, "stub count due")
     s, _ = run(NO_SHUFFLER, [CardsDispensed(17), StubCounted(35)], s)
     assert not s.blocked
 
@@ -207,7 +207,7 @@ def test_wrong_stub_count_blocks_and_asks_a_supervisor_to_void_the_round():
     returns every wager) waits for a supervisor's VoidRound, and the round cannot be settled meanwhile."""
     s, _ = run(NO_SHUFFLER, [StubCounted(52, 0), ChipSensed(2, "progressive"), LockoutPressed(), Booked("t1-r1")])
     s, eff = run(NO_SHUFFLER, [StubCounted(30, 17)], s)
-    assert notes(eff, "stub-count-wrong") and notes(eff, "void-requested")
+    assert notes(eff, "stub count wrong") and notes(eff, "void requested")
     assert not [e for e in eff if isinstance(e, Reverse)]  # nothing returned on the dealer's word alone
     assert s.blocks.get(Block.DECK) and s.phase is Phase.DEALING and "30 + 17" in s.void_requested
     with pytest.raises(RulesError, match="to be voided"):
@@ -224,7 +224,7 @@ def test_a_supervisors_recount_withdraws_the_void_a_wrong_count_asked_for():
     s, eff = run(NO_SHUFFLER, [StubCounted(35, 17)], s)  # the dealer again: not enough to clear the deck
     assert s.void_requested is not None and s.blocks.get(Block.DECK)
     s, eff = run(NO_SHUFFLER, [StubCounted(35, 17, by="floor-1")], s)
-    assert notes(eff, "void-withdrawn") and s.void_requested is None and not s.blocks.get(Block.DECK)
+    assert notes(eff, "void withdrawn") and s.void_requested is None and not s.blocks.get(Block.DECK)
     s, eff = run(NO_SHUFFLER, [RoundSettled("t1-r1")], s)
     assert s.round_no == 2
 
@@ -233,7 +233,7 @@ def test_a_refused_reversal_deals_the_round_again():
     s, _ = run(RULES, [ChipSensed(2, "progressive"), LockoutPressed(), Booked("t1-r1"), VoidRound("misdeal")])
     assert s.phase is Phase.VOID
     s, eff = run(RULES, [VoidRefused("t1-r1", "an award has been paid in round t1-r1")], s)
-    assert s.phase is Phase.DEALING and notes(eff, "void-refused") and set(s.accepted) == {(2, "progressive")}
+    assert s.phase is Phase.DEALING and notes(eff, "void refused") and set(s.accepted) == {(2, "progressive")}
     with pytest.raises(RulesError):
         machine.step(RULES, s, VoidRefused("t1-r1", "again"))
 
@@ -242,9 +242,9 @@ def test_blocks_stop_new_wagers_and_keep_accepted_ones():
     s, _ = run(RULES, [ChipSensed(1, "progressive"), BlockRaised(Block.DEVICE, "seat-4"), ChipSensed(4, "progressive")])
     assert set(s.accepted) == {(1, "progressive")}
     s, eff = run(RULES, [BlockRaised(Block.LINK, "link"), BlockCleared(Block.DEVICE, "seat-4")], s)
-    assert not notes(eff, "wagering-enabled")  # the link is still down
+    assert not notes(eff, "wagering enabled")  # the link is still down
     s, eff = run(RULES, [BlockCleared(Block.LINK, "link"), ChipRemoved(4, "progressive"), ChipSensed(4, "progressive")], s)
-    assert notes(eff, "wagering-enabled")
+    assert notes(eff, "wagering enabled")
     assert set(s.accepted) == {(1, "progressive"), (4, "progressive")}
 
 

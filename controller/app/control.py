@@ -363,7 +363,7 @@ class ControlServer:
                     os.unlink(path)
             self._inode = None
             raise
-        self._log.info("control-listening", path=str(path), mode=f"{self.mode:04o}")
+        self._log.info("control listening", path=str(path), mode=f"{self.mode:04o}")
 
     def _remove_stale(self) -> None:
         """Remove the socket file of a daemon that died; refuse if one is listening on it."""
@@ -380,7 +380,7 @@ class ControlServer:
             probe.connect(path)
         except ConnectionRefusedError:
             os.unlink(path)
-            self._log.info("control-stale-socket-removed", path=path)
+            self._log.info("control stale socket removed", path=path)
             return
         except FileNotFoundError:
             return
@@ -412,7 +412,7 @@ class ControlServer:
             if pending:
                 await asyncio.wait(pending)
         await server.wait_closed()
-        self._log.info("control-stopped", path=str(self.path))
+        self._log.info("control stopped", path=str(self.path))
 
     def _unlink(self) -> None:
         """Remove the socket file if it is still ours (not one a later daemon bound)."""
@@ -423,7 +423,7 @@ class ControlServer:
         except FileNotFoundError:
             pass
         except OSError as e:
-            self._log.warning("control-socket-not-removed", path=str(self.path), error=e.strerror or str(e))
+            self._log.warning("control socket not removed", path=str(self.path), error=e.strerror or str(e))
         self._inode = None
 
     # -- connections --
@@ -441,7 +441,7 @@ class ControlServer:
             limit = (f"at most {self.max_clients}" if len(self._conns) >= self.max_clients
                      else f"at most {self.max_per_uid} for user {uid}")
             if self._budget.take(uid) is not None:
-                self._log.warning("control-too-many-connections", limit=limit, **peer)
+                self._log.warning("control too many connections", limit=limit, **peer)
             await self._send(writer, _error(None, "unavailable", f"too many connections ({limit}): try again", None))
             await self._close(writer)
             return
@@ -452,15 +452,15 @@ class ControlServer:
         except asyncio.CancelledError:
             pass  # stop(): the connection closes below
         except (ConnectionError, BrokenPipeError):
-            self._log.debug("control-client-gone", **peer)
+            self._log.debug("control client gone", **peer)
         except Exception as e:  # never let one connection take the server down
-            self._log.error("control-connection-failed", error=f"{type(e).__name__}: {e}", **peer)
+            self._log.error("control connection failed", error=f"{type(e).__name__}: {e}", **peer)
         finally:
             del self._conns[task]
             if not any(c.uid == uid for c in self._conns.values()):
                 owed = self._budget.owed(uid)
                 if owed:
-                    self._log.warning("control-refusals-not-logged", count=owed, **peer)
+                    self._log.warning("control refusals not logged", count=owed, **peer)
             await self._close(writer)
 
     async def _serve(self, conn: _Conn, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
@@ -471,12 +471,12 @@ class ControlServer:
             try:
                 line = await asyncio.wait_for(reader.readuntil(b"\n"), max(0.0, deadline - loop.time()))
             except TimeoutError:
-                self._log.info("control-idle-timeout", seconds=self.idle_timeout, **peer)
+                self._log.info("control idle timeout", seconds=self.idle_timeout, **peer)
                 await self._send(writer, _error(None, "input", f"no complete request line within "
                                                                f"{self.idle_timeout:g} s: closing", None))
                 return
             except asyncio.LimitOverrunError:
-                self._log.warning("control-line-too-long", limit=self.max_line, **peer)
+                self._log.warning("control line too long", limit=self.max_line, **peer)
                 await self._send(writer, _error(None, "input", f"request line longer than {self.max_line} bytes: "
                                                                f"closing", None))
                 await self._discard(reader, writer)
@@ -504,11 +504,11 @@ class ControlServer:
         except _BadRequest as e:
             skipped = self._budget.take(peer.get("peer_uid"))
             if skipped is not None:
-                self._log.info("control-bad-request", field=e.field, error=e.message, not_logged_before=skipped,
+                self._log.info("control bad request", field=e.field, error=e.message, not_logged_before=skipped,
                                **peer)
             return _error(e.rid, "input", e.message, e.field)
         secrets = _secrets_in(args)
-        self._log.debug("control-request", op=op, id=rid, args=redact(args), **peer)
+        self._log.debug("control request", op=op, id=rid, args=redact(args), **peer)
         token = PEER.set(peer)
         try:
             result = await self.handler.call(op, args)
@@ -552,7 +552,7 @@ class ControlServer:
     def _internal(self, rid: Any, op: str, e: BaseException, secrets: list[str], peer: dict[str, int],
                   what: str = "") -> dict[str, Any]:
         tb = _scrub("".join(traceback.format_exception(e)), secrets)
-        self._log.error("control-internal-error", op=op, id=rid, error=_scrub(f"{type(e).__name__}: {e}", secrets),
+        self._log.error("control internal error", op=op, id=rid, error=_scrub(f"{type(e).__name__}: {e}", secrets),
                         what=what or None, traceback=tb, **peer)
         return _error(rid, "internal", f"internal error in the daemon ({what or type(e).__name__}); its log has the "
                                        f"details", None)
@@ -563,7 +563,7 @@ class ControlServer:
             writer.write(response if isinstance(response, bytes) else _dump(response))
             await asyncio.wait_for(writer.drain(), self.idle_timeout)
         except TimeoutError:
-            self._log.info("control-client-not-reading", seconds=self.idle_timeout)
+            self._log.info("control client not reading", seconds=self.idle_timeout)
             return False
         except (ConnectionError, BrokenPipeError):
             return False

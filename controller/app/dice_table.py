@@ -298,7 +298,7 @@ class DiceTableDaemon(TableShell):
         self.accepted_light(seat, spot, True)
         self.metrics.wagers.labels(spot).inc()
         self.metrics.wagers_cents.labels(spot).inc(amount)
-        log.info("wager-accepted", **{self.game.who: seat}, spot=spot, amount=format_cents(amount),
+        log.info("wager accepted", **{self.game.who: seat}, spot=spot, amount=format_cents(amount),
                  series=self.series_id)
 
     def _refuse(self, key: SpotKey, label: str, detail: str, rule: str | None = None) -> None:
@@ -307,7 +307,7 @@ class DiceTableDaemon(TableShell):
         self._not_recognized += 1
         self.metrics.not_recognized.labels(label).inc()
         extra = {"rule": rule} if rule else {}
-        log.warning("wager-not-recognized", **{self.game.who: seat}, spot=spot, reason=label, detail=detail,
+        log.warning("wager not recognized", **{self.game.who: seat}, spot=spot, reason=label, detail=detail,
                     series=self.series_id, **extra)
 
     def _chip_removed(self, device: str, seat: int, spot: str) -> None:
@@ -320,7 +320,7 @@ class DiceTableDaemon(TableShell):
             settled = self.game.lift(seat, spot, self.series_id)
         except RulesError as err:
             # § 623c.1(c): the dealer moves the wager to the boxperson's area; it stands until the 7
-            log.info("chip-lifted-wager-stands", **{self.game.who: seat}, spot=spot, rule=self.game.rule,
+            log.info("chip lifted wager stands", **{self.game.who: seat}, spot=spot, rule=self.game.rule,
                      detail=err.problem, series=self.series_id)
             return
         if settled is not None:
@@ -344,7 +344,7 @@ class DiceTableDaemon(TableShell):
         if isinstance(self.game, _HotRollerGame) and r.total != 7:
             shown = self.game.json()
             detail = {"markers": shown["markers"], "numbers_complete": shown["numbers_complete"]}
-        log.info("dice-rolled", dice=str(r), total=r.total, roll=self._series_rolls, series=self.series_id, **detail)
+        log.info("dice rolled", dice=str(r), total=r.total, roll=self._series_rolls, series=self.series_id, **detail)
         for s in settled:
             self._settle(s)
         if r.total == 7:
@@ -375,7 +375,7 @@ class DiceTableDaemon(TableShell):
         self._series_rolls = 0
         self._not_recognized = 0
         logs.set_table_context(table=self.cfg.table, round=self.series_id)
-        log.info("series-ended", series=ended, next=self.series_id)
+        log.info("series ended", series=ended, next=self.series_id)
 
     def device_changed(self, name: str, up: bool) -> None:
         was = self.blocked
@@ -384,7 +384,7 @@ class DiceTableDaemon(TableShell):
         else:
             self._down[name] = self._info[name].last_error or "down"
         if self.blocked != was:
-            log.warning("wagering-disabled" if self.blocked else "wagering-enabled", device=name,
+            log.warning("wagering disabled" if self.blocked else "wagering enabled", device=name,
                         reason=self._info[name].last_error if not up else "")
         self._set_metrics()
         self._show_state()
@@ -446,7 +446,7 @@ class DiceTableDaemon(TableShell):
             self._closed_by.add(who)
         else:
             self._closed_by.clear()
-        log.warning("table-closed" if closed else "table-opened", by=who)
+        log.warning("table closed" if closed else "table-opened", by=who)
         self._set_metrics()
         self._show_state()
 

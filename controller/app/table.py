@@ -267,7 +267,7 @@ class TableDaemon(TableShell):
                 elif e.present_at_contact and self.state is not None and (seat, spot) not in self.state.accepted:
                     # on the spot before the controller could see it (a restart, a device back): it may be a
                     # chip of the last round; a wager is placed while betting is open and seen (§ 639a.2(c))
-                    self._note("wager-not-recognized", {"reason": "present-at-contact: lift it and place it again",
+                    self._note("wager not recognized", {"reason": "present-at-contact: lift it and place it again",
                                                         "seat": seat, "spot": spot})
                 else:
                     self.apply(rm.ChipSensed(seat, spot, amount))
@@ -419,15 +419,15 @@ class TableDaemon(TableShell):
                 self._note(what, dict(detail))
 
     def _note(self, what: str, detail: dict[str, Any]) -> None:
-        if what == "wager-accepted":
+        if what == "wager accepted":
             self.metrics.wagers.labels(detail["spot"]).inc()
             self.metrics.wagers_cents.labels(detail["spot"]).inc(detail["cents"])
-        elif what == "wager-not-recognized":
+        elif what == "wager not recognized":
             self._not_recognized += 1
             self.metrics.not_recognized.labels(detail["reason"].split(":")[0]).inc()
-        level = "warning" if what in ("wager-not-recognized", "deck-count-wrong", "stub-count-wrong",
-                                      "deck-not-alternated", "round-voided", "wagering-disabled", "void-requested",
-                                      "void-refused", "round-resumed", "void-request-overruled") else "info"
+        level = "warning" if what in ("wager not recognized", "deck count wrong", "stub count wrong",
+                                      "deck not alternated", "round voided", "wagering disabled", "void requested",
+                                      "void refused", "round resumed", "void request overruled") else "info"
         getattr(log, level)(what, **detail)
 
     async def _durable(self, rid: str) -> None:

@@ -23,13 +23,14 @@ request) and changes nothing.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
 from ..awards import PercentOfMeter, parse_award
 from ..errors import RulesError
 from ..settlement import Payout
 from .claims import OPEN, Claim, RoundClaims, claim_refusal, status_text
+from .model import Note
 
 EVENTS = ("claimed", "locked", "approved", "paid", "rejected", "voided", "refused")
 
@@ -166,12 +167,6 @@ class Won:
     claim_id: str
 
 
-@dataclass(frozen=True)
-class Note:
-    what: str
-    detail: Mapping[str, object]
-
-
 Effect = Record | Lock | Pay | Release | WinLight | Won | Note
 
 
@@ -276,7 +271,7 @@ def _lock_refused(rc: RoundClaims, e: LockRefused) -> ClaimStep:
     c = replace(c, status="refused", reason=f"the link authority refused the lock of payout {e.index}: {e.problem}")
     releases = [Release(c.id, i, "controller", "another lock of the claim was refused") for i in c.locks
                 if i != e.index]
-    return _with(rc, c, [Record(c, "refused"), *releases, Note("claim-refused", {"claim": c.id, "error": c.reason})])
+    return _with(rc, c, [Record(c, "refused"), *releases, Note("claim refused", {"claim": c.id, "error": c.reason})])
 
 
 def _approve(rc: RoundClaims, e: Approve) -> ClaimStep:
@@ -310,10 +305,10 @@ def _pay_refused(rc: RoundClaims, e: PayRefused) -> ClaimStep:
     if c.status != "paying" or e.index in c.paid:
         return ClaimStep(rc)
     if c.paid:
-        return ClaimStep(rc, (Note("payout-refused", {"claim": c.id, "payout": e.index, "error": e.problem}),))
+        return ClaimStep(rc, (Note("payout refused", {"claim": c.id, "payout": e.index, "error": e.problem}),))
     c = replace(c, status="refused", reason=f"the link authority refused payout {e.index}: {e.problem}")
     releases = [Release(c.id, i, "controller", "its payment was refused") for i in c.locks]
-    return _with(rc, c, [Record(c, "refused"), *releases, Note("claim-refused", {"claim": c.id, "error": c.reason})])
+    return _with(rc, c, [Record(c, "refused"), *releases, Note("claim refused", {"claim": c.id, "error": c.reason})])
 
 
 def _reject(rc: RoundClaims, e: Reject) -> ClaimStep:

@@ -75,7 +75,7 @@ def start(rules: TableRules, round_no: int = 1) -> Step:
     effects: list[Effect] = [Lamp(False)]
     if not rules.counting_shuffler:
         state = raise_block(state, Block.STUB, "start-up")
-        effects.append(Note("stub-count-due", {"rounds": None}))
+        effects.append(Note("stub count due", {"rounds": None}))
     effects.append(Opened(round_id(rules.table, round_no)))
     return Step(state, tuple(effects))
 
@@ -109,12 +109,12 @@ def _chip_sensed(rules: TableRules, state: TableState, e: ChipSensed) -> Step:
         return Step(state)  # the device repeating itself
     why = _not_recognized_because(rules, state, key, e.amount_cents)
     if why is not None:
-        return Step(state, (Note("wager-not-recognized", {"seat": e.seat, "spot": e.spot, "reason": why,
+        return Step(state, (Note("wager not recognized", {"seat": e.seat, "spot": e.spot, "reason": why,
                                                            "round": round_id(rules.table, state.round_no)}),))
     cents = e.amount_cents if e.amount_cents is not None else rules.spots[e.spot].sizes[0]
     state = replace(state, accepted=_put(state.accepted, key, cents))
     return Step(state, (Light(e.seat, e.spot, True),
-                        Note("wager-accepted", {"seat": e.seat, "spot": e.spot, "cents": cents,
+                        Note("wager accepted", {"seat": e.seat, "spot": e.spot, "cents": cents,
                                                 "round": round_id(rules.table, state.round_no)})))
 
 
@@ -140,7 +140,7 @@ def _chip_removed(rules: TableRules, state: TableState, e: ChipRemoved) -> Step:
     if state.phase is Phase.BETTING and key in state.accepted:
         state = replace(state, accepted=_drop(state.accepted, key))
         return Step(state, (Light(e.seat, e.spot, False),
-                            Note("wager-withdrawn", {"seat": e.seat, "spot": e.spot,
+                            Note("wager withdrawn", {"seat": e.seat, "spot": e.spot,
                                                      "round": round_id(rules.table, state.round_no)})))
     return Step(state)  # after lock-out the dealer collects the chips (§ 639a.8(b))
 
@@ -204,7 +204,7 @@ def _void(rules: TableRules, state: TableState, e: VoidRound) -> Step:
     if state.phase is not Phase.DEALING:
         raise RulesError("void", f"round {rid} is {state.phase.value}: only a round being dealt can be voided")
     meters = tuple(sorted({rules.spots[spot].meter for _seat, spot in state.accepted}))
-    note = Note("round-voided", {"round": rid, "reason": e.reason, "wagers": len(state.accepted)})
+    note = Note("round voided", {"round": rid, "reason": e.reason, "wagers": len(state.accepted)})
     if not meters:
         nxt = _next_round(rules, state)
         return Step(nxt.state, (note, *nxt.effects))
@@ -219,7 +219,7 @@ def _voided(rules: TableRules, state: TableState, e: Voided) -> Step:
 def _void_refused(rules: TableRules, state: TableState, e: VoidRefused) -> Step:
     """The reversal of the void was refused (the meter says an award was paid): the round is dealt again."""
     rid = _current(rules, state, e.round_id, Phase.VOID, "void refused")
-    return Step(replace(state, phase=Phase.DEALING), (Note("void-refused", {"round": rid, "error": e.reason}),))
+    return Step(replace(state, phase=Phase.DEALING), (Note("void refused", {"round": rid, "error": e.reason}),))
 
 
 def _settled(rules: TableRules, state: TableState, e: RoundSettled) -> Step:
@@ -229,7 +229,7 @@ def _settled(rules: TableRules, state: TableState, e: RoundSettled) -> Step:
         if e.by is None:
             raise RulesError("round_id", f"round {rid} is to be voided: {state.void_requested}; a supervisor confirms "
                                          "the void (or, where an award of it was paid, settles it)")
-        notes = (Note("void-request-overruled", {"round": rid, "by": e.by, "reason": state.void_requested}),)
+        notes = (Note("void request overruled", {"round": rid, "by": e.by, "reason": state.void_requested}),)
     nxt = _next_round(rules, state)
     return Step(nxt.state, (*notes, Close(rid), *nxt.effects))
 
@@ -242,7 +242,7 @@ def _next_round(rules: TableRules, state: TableState) -> Step:
                      blocks=state.blocks, deck=deck)
     if not rules.counting_shuffler and deck.rounds_since_count >= rules.stub_count_every:
         new = raise_block(new, Block.STUB, "dealer")
-        effects.append(Note("stub-count-due", {"rounds": deck.rounds_since_count}))
+        effects.append(Note("stub count due", {"rounds": deck.rounds_since_count}))
     effects.append(Opened(round_id(rules.table, new.round_no)))
     return Step(new, tuple(effects))
 
@@ -255,15 +255,15 @@ def _shuffle_counted(rules: TableRules, state: TableState, e: ShuffleCounted) ->
         raise InputError("count", f"must be a whole number of cards, not {e.count!r}")
     if e.count != DECK_SIZE:
         return Step(raise_block(state, Block.DECK, "shuffler"),
-                    (Note("deck-count-wrong", {"count": e.count, "deck": e.deck}),))
+                    (Note("deck count wrong", {"count": e.count, "deck": e.deck}),))
     if rules.two_decks:
         if e.deck is None:
             raise InputError("deck", "two decks are alternated: the shuffler must say which deck it counted")
         if e.deck == state.deck.last_deck:
             return Step(raise_block(state, Block.DECK, "alternation"),
-                        (Note("deck-not-alternated", {"deck": e.deck}),))
+                        (Note("deck not alternated", {"deck": e.deck}),))
     deck = replace(state.deck, rounds_since_count=0, last_deck=e.deck)
-    return Step(replace(state, deck=deck), (Note("deck-counted", {"count": e.count, "deck": e.deck}),))
+    return Step(replace(state, deck=deck), (Note("deck counted", {"count": e.count, "deck": e.deck}),))
 
 
 def _stub_counted(rules: TableRules, state: TableState, e: StubCounted) -> Step:
@@ -275,12 +275,12 @@ def _stub_counted(rules: TableRules, state: TableState, e: StubCounted) -> Step:
             raise InputError(name, f"must be a whole number of cards, not {v!r}")
     if e.stub + dealt == DECK_SIZE:
         state = _clear(state, Block.STUB, None)
-        effects: list[Effect] = [Note("stub-counted", {"stub": e.stub, "dealt": dealt, "by": e.by})]
+        effects: list[Effect] = [Note("stub counted", {"stub": e.stub, "dealt": dealt, "by": e.by})]
         if e.by is not None and Block.DECK in state.blocks and "stub" in state.blocks[Block.DECK]:
             # a supervisor's recount finds the deck whole: the dealer's count was wrong, not the deck
             state = _clear(state, Block.DECK, "stub")
             if state.void_requested is not None:
-                effects.append(Note("void-withdrawn", {"round": round_id(rules.table, state.round_no),
+                effects.append(Note("void withdrawn", {"round": round_id(rules.table, state.round_no),
                                                        "by": e.by, "reason": state.void_requested}))
                 state = replace(state, void_requested=None)
         deck = replace(state.deck, rounds_since_count=0)
@@ -288,11 +288,11 @@ def _stub_counted(rules: TableRules, state: TableState, e: StubCounted) -> Step:
     # § 667a.8(h): wrong count: hands void, wagers returned, and (unless only misdealt) the deck removed. The
     # count blocks wagering at once; the void waits for a supervisor to confirm it (it returns every wager).
     state = raise_block(state, Block.DECK, "stub")
-    note = Note("stub-count-wrong", {"stub": e.stub, "dealt": dealt, "by": e.by})
+    note = Note("stub count wrong", {"stub": e.stub, "dealt": dealt, "by": e.by})
     if state.phase in (Phase.LOCKING, Phase.DEALING):  # the round's hands (to be dealt) are void
         why = f"stub count {e.stub} + {dealt} dealt is not {DECK_SIZE} (§ 667a.8(h))"
         state = replace(state, void_requested=why)
-        return Step(state, (note, Note("void-requested", {"round": round_id(rules.table, state.round_no),
+        return Step(state, (note, Note("void requested", {"round": round_id(rules.table, state.round_no),
                                                           "reason": why})))
     return Step(state, (note,))
 
@@ -306,7 +306,7 @@ def _cards_dispensed(rules: TableRules, state: TableState, e: CardsDispensed) ->
 def _deck_replaced(rules: TableRules, state: TableState, e: DeckReplaced) -> Step:
     state = _clear(_clear(state, Block.DECK, None), Block.STUB, None)
     state = replace(state, deck=DeckState())
-    return Step(state, (Note("deck-replaced", {"by": e.by}),))
+    return Step(state, (Note("deck replaced", {"by": e.by}),))
 
 
 # --- blocks ------------------------------------------------------------------------------------
@@ -333,7 +333,7 @@ def _clear(state: TableState, block: Block, source: str | None) -> TableState:
 def _block_raised(rules: TableRules, state: TableState, e: BlockRaised) -> Step:
     was = state.blocked
     state = raise_block(state, e.block, e.source)
-    effects = () if was else (Note("wagering-disabled", {"block": e.block.value, "source": e.source}),)
+    effects = () if was else (Note("wagering disabled", {"block": e.block.value, "source": e.source}),)
     return Step(state, effects)
 
 
@@ -342,7 +342,7 @@ def _block_cleared(rules: TableRules, state: TableState, e: BlockCleared) -> Ste
         raise RulesError("block", f"the {e.block.value} block is cleared by a count or a new deck, not directly")
     was = state.blocked
     state = _clear(state, e.block, e.source)
-    effects = (Note("wagering-enabled", {"block": e.block.value, "source": e.source}),) if was and not state.blocked else ()
+    effects = (Note("wagering enabled", {"block": e.block.value, "source": e.source}),) if was and not state.blocked else ()
     return Step(state, effects)
 
 

@@ -268,7 +268,9 @@ class Opened:
 
 @dataclass(frozen=True)
 class Note:
-    """Something for the log and the metrics: ``what`` is a stable name (e.g. "wager-not-recognized")."""
+    """Something for the log and the metrics (of the round machine and the claim machine): ``what`` is the log
+    event's name, a short lower-case phrase that stays the same (e.g. "wager not recognized"); what varies is in
+    ``detail``."""
 
     what: str
     detail: Mapping[str, object] = field(default_factory=dict)

@@ -67,10 +67,10 @@ def resume(rules: TableRules, meters: Mapping[str, MeterView], kept: Kept = Kept
     for source in sorted(kept.deck):
         st = raise_block(st, Block.DECK, source)
     if kept.deck:
-        effects.append(Note("deck-blocked", {"sources": sorted(kept.deck)}))
+        effects.append(Note("deck blocked", {"sources": sorted(kept.deck)}))
     if resumed.open_round is not None and kept.void_round == resumed.open_round:
         st = replace(st, void_requested=kept.void_reason)
-        effects.append(Note("void-requested", {"round": resumed.open_round, "reason": kept.void_reason}))
+        effects.append(Note("void requested", {"round": resumed.open_round, "reason": kept.void_reason}))
     return Resumed(Step(st, tuple(effects)), resumed.open_round)
 
 
@@ -102,8 +102,8 @@ def _resume(rules: TableRules, meters: Mapping[str, MeterView]) -> Resumed:
     effects: list[Effect] = [Lamp(True), *(Light(seat, spot, True) for seat, spot in sorted(accepted))]
     if not rules.counting_shuffler:
         st = raise_block(st, Block.STUB, "start-up")
-        effects.append(Note("stub-count-due", {"rounds": None}))
-    effects.append(Note("round-resumed", {"round": open_round, "wagers": len(accepted)}))
+        effects.append(Note("stub count due", {"rounds": None}))
+    effects.append(Note("round resumed", {"round": open_round, "wagers": len(accepted)}))
     return Resumed(Step(st, tuple(effects)), open_round)
 
 
