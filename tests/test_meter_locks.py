@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from test_meter import AT, D, TIMES, U, book, draw_op, params, pct, refused, run, st_params
 
 from controller.app.views import meter_json
-from controller.cli.audit import print_meters
+from controller.cli.common import show_meters
 from controller.errors import InputError, RulesError
 from controller.meter import (
     RECENT_CLAIMS,
@@ -447,7 +447,7 @@ def test_audit_shows_locked_awards(capsys):
         {"claim": "CS-07-r1-c1", "amount": "10100.00", "table": "t1", "seat": 5, "award": "royal-flush: 100% of meter"}
     ]
     assert meter_json(rich())["locked"] == []
-    print_meters([j])
+    show_meters([j])
     assert "locked CS-07-r1-c1: $10100.00 table t1 seat 5" in capsys.readouterr().out
 
 

@@ -1,4 +1,5 @@
-"""`progressivectl audit verify`, `meters` and `history`: read a state directory with no daemon running.
+"""`progressivectl audit verify` and `audit anchor`, and `meters` and `history` with `--state`: read a state
+directory with no daemon running.
 
 Everything here reads a copy of the journal read-only through the full audit (chain from the first
 entry, integrity, the invariant after every entry), so what it prints is what the journal proves.
@@ -7,17 +8,36 @@ Exit status: 0 sound; 1 the journal is damaged (the first bad entry is named); 2
 
 from __future__ import annotations
 
-import json
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..app.views import hit_json, meter_json
 from ..errors import InputError
-from ..meter import MeterState
+from .common import EXIT_DAMAGED, Parser, dump_json, no_such_meter, show_hits, show_meters
 
-EXIT_DAMAGED = 1
+if TYPE_CHECKING:
+    from ..meter import MeterState
+
+
+def add_parsers(sub: Any) -> None:
+    a = sub.add_parser("audit", help="audit a state directory")
+    asub = a.add_subparsers(dest="audit_command", required=True, parser_class=Parser)
+    v = asub.add_parser("verify", help="verify the journal's chain, integrity and invariant (exit 1 if damaged)")
+    v.add_argument("--state", required=True, type=Path, help="state directory (or a copy of it)")
+    v.add_argument("--json", action="store_true")
+    v.add_argument("--expect-head", metavar="SEQ:HASH",
+                   help="an anchor of the journal (from the log, the syslog or the link authority): the journal "
+                        "must hold it, else it was rolled back or rewritten (exit 1)")
+    v.set_defaults(handler=lambda args: cmd_verify(args.state, args.json, args.expect_head))
+    an = asub.add_parser("anchor", help="write the journal's anchor again, for its head as the audit finds it "
+                                        "(the daemon stopped; after a key is set or changed, or an anchor lost)")
+    an.add_argument("--state", required=True, type=Path, help="the table's state directory")
+    an.add_argument("--anchor", required=True, type=Path, help="the anchor file ([anchor] file)")
+    an.add_argument("--key-file", type=Path, help="the journal key ([anchor] key_file), if the table has one")
+    an.add_argument("--expect-head", metavar="SEQ:HASH",
+                    help="the last anchor sent off the box: the journal must hold it, else nothing is written")
+    an.set_defaults(handler=lambda args: cmd_anchor(args.state, args.anchor, args.key_file, args.expect_head))
 
 
 def _audit(state_dir: Path):  # noqa: ANN202 - a controller.ledger.Report
@@ -99,8 +119,7 @@ def cmd_verify(state_dir: Path, as_json: bool, expect_head: str | None = None) -
             "integrity": report.integrity,
             "self_checks": report.self_checks,
         }
-        json.dump(out, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        dump_json(out)
         return 0 if report.ok else EXIT_DAMAGED
     if not report.ok:
         return _damaged(report)
@@ -142,60 +161,26 @@ def _select(meters: Mapping[str, MeterState], meter_id: str | None) -> list[str]
     if meter_id is None:
         return sorted(meters)
     if meter_id not in meters:
-        raise InputError("--meter", f"unknown meter {meter_id!r}; defined: {', '.join(sorted(meters)) or 'none'}")
+        raise no_such_meter(meter_id, meters)
     return [meter_id]
 
 
 def cmd_meters(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
+    from ..app.views import meter_json
+
     report = _audit(state_dir)
     if not report.ok:
         return _damaged(report)
     _meters_journal(report, state_dir)
-    ids = _select(report.state, meter_id)
-    rows = [meter_json(report.state[m]) for m in ids]
-    if as_json:
-        json.dump(rows, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
-    print_meters(rows)
-    return 0
+    return show_meters([meter_json(report.state[m]) for m in _select(report.state, meter_id)], as_json)
 
 
-def print_meters(rows: list[dict[str, Any]]) -> None:
-    """Meters (as meter_json gives them) for people."""
-    for r in rows:
-        print(f"{r['meter']}: ${r['shown']} (reset ${r['reset']}, rate {r['rate']}, reserve rate {r['reserve_rate']}"
-              + (f", ceiling ${r['ceiling']})" if r["ceiling"] else ")"))
-        print(f"    qualifying wagers {r['qualifying_wagers']['count']} for ${r['qualifying_wagers']['amount']}; "
-              f"contributions ${r['contributions']}; seed ${r['seed']}; reserve ${r['reserve']}; "
-              f"overflow ${r['overflow']}; adjustments ${r['adjustments']}")
-        print(f"    paid by the table ${r['paid_by_table']}; by an attendant ${r['paid_by_attendant']}; "
-              f"cumulative ${r['cumulative_payouts']}")
-        for label, h in r["hits"].items():
-            print(f"    {label}: {h['count']} hits, ${h['amount']}")
-        for lk in r.get("locked", ()):
-            print(f"    locked {lk['claim']}: ${lk['amount']} table {lk['table']} seat {lk['seat']} {lk['award']}, "
-                  "awaiting approval")
+def cmd_history(state_dir: Path, as_json: bool, meter_id: str | None, limit: int | None = None) -> int:
+    from ..app.views import hit_json
 
-
-def cmd_history(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
     report = _audit(state_dir)
     if not report.ok:
         return _damaged(report)
     _meters_journal(report, state_dir)
     hits = [hit_json(m, h) for m in _select(report.state, meter_id) for h in report.state[m].history]
-    hits.sort(key=lambda h: (h["time"], h["meter"], h["number"]))
-    if as_json:
-        json.dump(hits, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-        return 0
-    print_hits(hits)
-    return 0
-
-
-def print_hits(hits: list[dict[str, Any]]) -> None:
-    """Hits (as hit_json gives them) for people, one a line."""
-    for h in hits:
-        print(f"{h['time']}  {h['meter']} #{h['number']}  table {h['table']} round {h['round']} seat {h['seat']}  "
-              f"{h['hand']} {h['award']}  ${h['amount']} ({h['paid_by']})  meter ${h['meter_before']} -> "
-              f"${h['meter_after']}  approved by {h['approved_by']}")
+    return show_hits(hits, as_json, limit)
