@@ -19,7 +19,8 @@ from .games import game as find_game
 from .games import wager as find_wager
 from .money import format_cents, format_units, parse_cents, parse_units
 from .paytables import Paytable, check_paytable_for
-from .settlement import DEALER, DEALER_POSITION, Round, Seat, Settlement, settle
+from .positions import DEALER, DEALER_POSITION
+from .settlement import Round, Seat, Settlement, settle
 
 ROUND_KEYS = {
     "game", "wager", "paytable", "meter", "seats", "community", "dealer", "magic_card", "lucky_seat",

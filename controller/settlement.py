@@ -52,18 +52,9 @@ from .meter_award import RESET_FLOOR_CENTS, take_percent
 from .money import UNITS_PER_CENT, format_dollars_human
 from .paytables import Paytable
 from .paytables.model import ANY_WAGER
+from .positions import DEALER, DEALER_POSITION
 
-# The dealer's hand is position 0 wherever a seat number is held (the Lucky Bonus may select the dealer's position:
-# § 639a.1 "Lucky Bonus" (ii)) and "dealer" wherever it is written: the control socket's `seat`, a payout's
-# `hand_of`, a journal key, a spot of a wager on it ("<wager>-dealer").
-DEALER_POSITION = 0
-DEALER = "dealer"
 _OWN_HAND, _DEALERS_HAND = 0, 1
-
-
-def position_name(position: int) -> int | str:
-    """A position as it is written: its seat number, or "dealer"."""
-    return DEALER if position == DEALER_POSITION else position
 
 
 def settlement_order(turn: int, on_dealer: bool) -> tuple[int, int]:
@@ -474,4 +465,4 @@ def _check_duplicates(rnd: Round) -> None:
             where[c] = here
 
 
-__all__ = ["DEALER", "DEALER_POSITION", "Payout", "Round", "Seat", "Settlement", "in_settlement_order", "position_name", "settle", "settlement_order"]
+__all__ = ["Payout", "Round", "Seat", "Settlement", "in_settlement_order", "settle", "settlement_order"]

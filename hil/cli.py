@@ -24,14 +24,13 @@ from typing import Any
 import structlog
 
 from controller.errors import InputError
+from controller.exits import EXIT_BAD_INPUT, EXIT_INTERNAL
 from controller.money import format_dollars_human, parse_cents
 
 from . import control
 
 EXIT_REFUSED = 1
-EXIT_BAD_INPUT = 2
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE
-EXIT_INTERNAL = 70  # EX_SOFTWARE
 
 
 class _Parser(argparse.ArgumentParser):

@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # The core, as docs/architecture.md lists it: modules and packages, relative to the repository.
 CORE = ("controller/cards.py", "controller/hands", "controller/games.py", "controller/awards.py", "controller/money.py",
-        "controller/errors.py", "controller/paytables", "controller/settlement.py", "controller/roundio.py",
+        "controller/errors.py", "controller/positions.py", "controller/exits.py", "controller/paytables", "controller/settlement.py", "controller/roundio.py",
         "controller/dice", "controller/odds", "controller/meter", "controller/meter_award.py",
         "controller/meter_ledger.py", "controller/round", "controller/link/schema.py", "controller/link/approval.py",
         "drivers/modbus/edges.py", "drivers/modbus/codec.py", "drivers/line/frame.py", "drivers/line/protocol.py")

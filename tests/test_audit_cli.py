@@ -125,3 +125,22 @@ def test_missing_state_dir_is_bad_input(tmp_path):
 def test_unknown_meter_is_bad_input(state_dir):
     proc = run("meters", "--state", str(state_dir), "--meter", "fchb-9")
     assert proc.returncode == 2 and "fchb-9" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [("meters",), ("history",), ("history", "--limit", "5")])
+def test_a_tables_link_journal_is_named_not_read_as_meters(tmp_path, args):
+    """A table's link journal holds operations sent to the link authority, not meters: one line says so (with
+    --limit too, which once ended in an internal error)."""
+    from controller.link.outbox import LINK_SEND, OutboxReducer, send_body
+
+    link = tmp_path / "link"
+    ledger = Ledger.open(link, OutboxReducer(), software_digest="sha256:test")
+    try:
+        ledger.submit(LINK_SEND, send_body("fchb", "fchb-link", BookContributions("cs-01-r1", "cs-01", ((1, 100),), AT)),
+                      key="send:1")
+    finally:
+        ledger.close()
+    r = run(*args, "--state", str(link))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.strip().endswith("the meters are the link authority's; give its state directory"), r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout

@@ -15,7 +15,7 @@ from controller.cards import parse_card
 from controller.config import load_config
 from controller.errors import CardError, InputError, RulesError
 from controller.money import UNITS_PER_CENT
-from controller.settlement import DEALER
+from controller.positions import DEALER
 
 ROOT = Path(__file__).resolve().parent.parent
 CARIBBEAN = load_config(ROOT / "config" / "tables" / "caribbean-stud.toml")

@@ -18,7 +18,7 @@ from controller.config import load_config
 from controller.errors import CardError, InputError, RulesError
 from controller.games import GAMES
 from controller.money import UNITS_PER_CENT
-from controller.settlement import DEALER, DEALER_POSITION
+from controller.positions import DEALER, DEALER_POSITION
 
 ROOT = Path(__file__).resolve().parent.parent
 BONUS, ON_DEALER = "five-card-hand-bonus", "five-card-hand-bonus-dealer"

@@ -53,7 +53,7 @@ from ..round.claims import (
     verify_dealer,
 )
 from ..round.model import TableRules
-from ..settlement import DEALER, DEALER_POSITION
+from ..positions import DEALER, DEALER_POSITION
 from .meter_port import Meters, booking_key
 from .metrics import Metrics
 from .sign import Sign

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from ..config.model import StandaloneMeter, TableConfig
 from ..round.model import SpotRule, TableRules
-from ..settlement import DEALER
+from ..positions import DEALER
 
 
 def table_rules(cfg: TableConfig) -> TableRules:

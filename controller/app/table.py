@@ -41,7 +41,7 @@ from ..round import claim_machine as cm
 from ..round import detect, machine
 from ..round import model as rm
 from ..round.resume import Kept, resume
-from ..settlement import position_name
+from ..positions import position_name
 from . import linked, logs
 from .anchoring import Anchoring
 from .claim_desk import ClaimDesk, RoundView

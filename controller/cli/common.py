@@ -14,8 +14,6 @@ from ..errors import InputError
 
 EXIT_UNAVAILABLE = 1  # no daemon answered, or it failed
 EXIT_DAMAGED = 1  # a damaged journal
-EXIT_BAD_INPUT = 2
-EXIT_INTERNAL = 70  # EX_SOFTWARE
 
 
 class Parser(argparse.ArgumentParser):

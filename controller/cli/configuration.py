@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
-from .common import EXIT_BAD_INPUT, dump_json, read_secret
+from ..exits import EXIT_BAD_INPUT
+from .common import dump_json, read_secret
 
 
 def add_parsers(sub: Any) -> None:

@@ -13,7 +13,8 @@ import sys
 from .. import __version__
 from ..errors import InputError
 from . import audit, client, configuration, offline
-from .common import EXIT_BAD_INPUT, EXIT_INTERNAL, Exit, Parser
+from ..exits import EXIT_BAD_INPUT, EXIT_INTERNAL
+from .common import Exit, Parser
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import __version__
+from ..exits import EXIT_INTERNAL, EXIT_STORAGE
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -89,8 +90,6 @@ def run_daemon(start: Callable[[], Coroutine[Any, Any, int]]) -> int:
         return e.status
 
 
-EXIT_SOFTWARE = 70  # EX_SOFTWARE: a task of the daemon failed (its traceback is in the log)
-EXIT_STORAGE = 74  # EX_IOERR: as controller.ledger.EXIT_STORAGE (not imported: the ledger loads with the daemon)
 # An OSError met at start-up that says the disk has no room (full, over quota, a file too large). Not EIO: a
 # serial port unplugged says EIO too; the ledger makes a failing disk's EIO its own FatalStorageError.
 _STORAGE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
@@ -107,7 +106,7 @@ class _StartError(_Ending):
 
 
 class _Failed(_Ending):
-    status = EXIT_SOFTWARE
+    status = EXIT_INTERNAL
 
 
 class _StorageError(_Ending):

@@ -33,6 +33,7 @@ from concurrent.futures import Future, InvalidStateError
 from typing import Any
 
 from ..errors import InputError, InvariantViolation
+from ..exits import EXIT_STORAGE
 from . import chain, journal
 from .chain import CHECKPOINT, Entry
 from .errors import FatalStorageError, KeyConflict, LedgerClosed
@@ -41,7 +42,6 @@ from .verify import ChainHead, state_digest
 
 log = logging.getLogger("controller.ledger")
 
-EXIT_STORAGE = 74  # EX_IOERR
 
 
 _UNSET = object()

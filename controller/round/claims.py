@@ -41,7 +41,8 @@ from ..games import Game, Wager
 from ..meter import ops as meter_ops
 from ..money import format_cents, format_units, parse_cents, parse_units
 from ..paytables import Paytable
-from ..settlement import DEALER, DEALER_POSITION, Payout, Round, Seat, position_name, settle, settlement_order
+from ..positions import DEALER, DEALER_POSITION, position_name
+from ..settlement import Payout, Round, Seat, settle, settlement_order
 from .model import TableRules
 
 # locking: a linked meter's percentage award is being locked at the link authority (its amount is the

@@ -38,7 +38,8 @@ from ..games import Game, Wager
 from ..meter_award import RESET_FLOOR_CENTS
 from ..money import UNITS_PER_CENT
 from ..paytables import Paytable
-from ..settlement import DEALER, DEALER_POSITION, Round, Seat, position_name, settle, settlement_order
+from ..positions import DEALER, DEALER_POSITION, position_name
+from ..settlement import Round, Seat, settle, settlement_order
 
 PLAYERS = "players"  # one card to each seat dealt, seat 1 first, clockwise
 # DEALER ("dealer"): one card to the dealer's hand
