@@ -390,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             _configure_logging(args.log_level)
             return asyncio.run(_run(args))
         if args.command == "check":
-            from .rig import load_rig_config
+            from .rig_config import load_rig_config
 
             cfg = load_rig_config(args.config)
             n = sum(1 for _ in cfg.devices())
