@@ -307,7 +307,7 @@ def _client(args: argparse.Namespace) -> int:
     path = getattr(args, "control", None) or control.default_socket()
     try:
         result = control.request(path, op, **params)
-    except control.ControlError as e:
+    except control.RigRefused as e:
         if getattr(args, "json", False):
             print(json.dumps({"ok": False, "error": str(e)}))
         print(f"progressive-hil: {e}", file=sys.stderr)

@@ -19,7 +19,7 @@ import structlog.testing
 from test_hil_rig import TABLE, fake_rig
 
 from hil import cli, control
-from hil.control import ControlError, ControlServer, ControlUnavailable, arequest
+from hil.control import ControlServer, ControlUnavailable, RigRefused, arequest
 
 
 def run(coro: Any) -> Any:
@@ -118,7 +118,7 @@ def test_refusals_are_replies_not_disconnects(tmp_path: Path) -> None:
             assert replies[8] == {"id": "last", "ok": True, "result": {"table": "T1"}}
             assert replies[9]["error"] == "not a JSON object on one line"
             assert rig.simulator("seats-2-3").calls == []  # nothing refused reached a device
-            with pytest.raises(ControlError, match="no device covers seat"):
+            with pytest.raises(RigRefused, match="no device covers seat"):
                 rig.config = rig.config.model_copy(update={"seats": 5})
                 await arequest(path, "remove_chip", seat=5, spot="ante")
         finally:
