@@ -72,7 +72,8 @@ from drivers.events import ShowAmounts  # noqa: E402
 from drivers.modbus import frames as mb_frames  # noqa: E402
 from drivers.modbus import make_device  # noqa: E402
 from drivers.modbus.devices import plan_blocks  # noqa: E402
-from hil.rig import Rig, load_rig_config  # noqa: E402
+from hil.rig import Rig  # noqa: E402
+from hil.rig_config import load_rig_config  # noqa: E402
 from hil.wire import Direction, frame_silence  # noqa: E402
 from rigtable import lit, until  # noqa: E402
 from tableproc import TableProcess  # noqa: E402

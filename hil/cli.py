@@ -306,7 +306,7 @@ def _client(args: argparse.Namespace) -> int:
     path = getattr(args, "control", None) or control.default_socket()
     try:
         result = control.request(path, op, **params)
-    except control.ControlError as e:
+    except control.RigRefused as e:
         if getattr(args, "json", False):
             print(json.dumps({"ok": False, "error": str(e)}))
         print(f"progressive-hil: {e}", file=sys.stderr)
@@ -389,7 +389,7 @@ def main(argv: list[str] | None = None) -> int:
             _configure_logging(args.log_level)
             return asyncio.run(_run(args))
         if args.command == "check":
-            from .rig import load_rig_config
+            from .rig_config import load_rig_config
 
             cfg = load_rig_config(args.config)
             n = sum(1 for _ in cfg.devices())

@@ -36,7 +36,7 @@ WRITE_TIMEOUT_S = 10.0
 CLIENT_TIMEOUT_S = 15.0  # longer than any action the rig waits on
 
 
-class ControlError(RuntimeError):
+class RigRefused(RuntimeError):
     """The rig refused a request (``ok: false``)."""
 
 
@@ -461,12 +461,12 @@ def _decode(line: bytes) -> Any:
     if not isinstance(reply, dict):
         raise ControlUnavailable("the rig sent a reply that is not a JSON object")
     if not reply.get("ok"):
-        raise ControlError(str(reply.get("error", "refused")))
+        raise RigRefused(str(reply.get("error", "refused")))
     return reply.get("result")
 
 
 def request(path: str | os.PathLike[str], op: str, *, timeout: float = CLIENT_TIMEOUT_S, **params: Any) -> Any:
-    """One request, blocking (the command line). Returns ``result``; raises ControlError on ``ok: false``."""
+    """One request, blocking (the command line). Returns ``result``; raises RigRefused on ``ok: false``."""
     line = _encode(op, params)
     if len(line) > MAX_LINE:  # the rig would refuse it: refused here, before anything is sent
         raise InputError("request", f"{len(line)} bytes; a request is at most {MAX_LINE} bytes")

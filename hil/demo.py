@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.log_format, cfg.logging.level)
     logs.set_table_context(table=cfg.table)
     from .attach import AttachError
-    from .rig import RigConfigError
+    from .rig_config import RigConfigError
 
     try:
         return progressived.run_daemon(lambda: _demo(cfg, rig_file, args))

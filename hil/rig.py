@@ -1,10 +1,9 @@
-"""A whole simulated table from one configuration file: wires, Modbus buses, line-protocol devices.
+"""A whole simulated table from its configuration: wires, Modbus buses, line-protocol devices.
 
-The configuration (TOML, docs/hil.md) names the table and its seats, then the devices the way they
-are cabled: Modbus RTU buses (one serial wire, several unit ids), Modbus TCP buses (loopback), and
-line-protocol devices (each on its own serial wire). ``Rig`` starts all of it, tells a driver how to
+``Rig`` builds what the configuration (hil/rig_config.py) describes, starts all of it, tells a driver how to
 reach each device (``connections()``), routes control actions to the simulator that handles them
-(a chip at seat 3 goes to whichever device covers seat 3) and injects faults by device name.
+(a chip at seat 3 goes to whichever device covers seat 3) and injects faults by device name (their
+bookkeeping: hil/faults.py).
 """
 
 from __future__ import annotations
@@ -12,40 +11,24 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import ipaddress
 import json
 import os
-import re
-import threading
-import tomllib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from controller.cards import parse_card
-from controller.config.files import FileRefused, kind_of, probe, read_file, show_path
 from controller.errors import InputError
-import progressive_examples
 
+from .faults import EXCEPTION_CODES, Counts, InjectedFaults, UnitFaults, link_counts, wire_counts
+from .rig_config import MapLoader, ModbusDeviceConfig, RigConfig, load_maps, load_rig_config
 from .wire import Direction, SerialWire
 
 log = structlog.get_logger("hil")
 
-# The device kinds of drivers/events.py: wagering device, lock-out, meter sign, the card counters
-# (shuffler, shoe) and dice entry.
-KINDS = ("seat", "lockout", "sign", "shuffler", "shoe", "dice")
-Kind = Literal["seat", "lockout", "sign", "shuffler", "shoe", "dice"]
-
-# Where register maps named without a path live: devices/ next to the rig file's directory, then the shipped ones.
-PROJECT_DEVICES = progressive_examples.path("devices")
-
-MAX_SEATS = 12
-# The Modbus exception codes (Modbus application protocol v1.1b3 §7) a simulated device can answer with.
-EXCEPTION_CODES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11)
 # Serial framing the simulators use, told to drivers: Modbus RTU on the rig is 8N2 (a PTY takes no parity;
 # two stop bits keep the 11-bit character of the Modbus spec), the line protocol 8N1.
 RTU_FRAMING = {"parity": "N", "stopbits": 2}
@@ -57,254 +40,9 @@ ACTION_TIMEOUT_S = 5.0
 # acknowledged" (the device keeps retransmitting). Shorter than ACTION_TIMEOUT_S.
 ACK_WAIT_S = 2.0
 
-_NAME = r"[a-z0-9]+(?:[-_][a-z0-9]+)*"
-Name = Annotated[str, Field(pattern=f"^{_NAME}$", max_length=48)]
-TableId = Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length=32)]
-Baud = Annotated[int, Field(ge=300, le=921_600)]
-
-
-class RigConfigError(InputError):
-    """A rig configuration that cannot be used; the field names the file and the TOML path."""
-
 
 class RigError(RuntimeError):
     """A control action the rig cannot carry out (unknown device, no device at that seat, ...)."""
-
-
-# --- configuration --------------------------------------------------------------------------------
-
-
-class _Model(BaseModel):
-    # strict: a seat written "3" in TOML is a mistake, not a number.
-    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
-
-
-class ModbusDeviceConfig(_Model):
-    unit: int = Field(ge=1, le=247)  # Modbus over serial line §2.2: 1-247 are unit addresses
-    name: Name
-    kind: Kind
-    map: Path  # resolved by _resolve_map; TOML gives a name or a path relative to the rig file
-    seats: list[Annotated[int, Field(ge=1, le=MAX_SEATS)]] = []
-
-    @field_validator("map", mode="before")
-    @classmethod
-    def _resolve(cls, value: object, info: ValidationInfo) -> Path:
-        if not isinstance(value, str) or not value.strip():
-            raise ValueError("must be a register map name or a path to a .toml file")
-        return resolve_map(value, (info.context or {}).get("base"))
-
-
-class RtuBusConfig(_Model):
-    name: Name
-    baud: Baud = 19200
-    paced: bool = True  # false: bytes pass at once (fast tests); true: at the baud rate, half-duplex
-    devices: list[ModbusDeviceConfig] = Field(min_length=1)
-
-
-class TcpBusConfig(_Model):
-    name: Name
-    host: str = "127.0.0.1"
-    port: int = Field(default=0, ge=0, le=65535)  # 0: a free port, chosen at start
-    devices: list[ModbusDeviceConfig] = Field(min_length=1)
-
-    @field_validator("host")
-    @classmethod
-    def _loopback(cls, value: str) -> str:
-        # The simulated devices have no authentication: never listen beyond this machine.
-        if value == "localhost":
-            return value
-        try:
-            ok = ipaddress.ip_address(value).is_loopback
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(f"{value!r} is not a loopback address (127.0.0.1, ::1 or localhost)")
-        return value
-
-
-class LineDeviceConfig(_Model):
-    name: Name
-    kind: Kind
-    baud: Baud = 19200
-    paced: bool = True
-    heartbeat_s: float = Field(default=1.0, gt=0, le=60)
-    seats: list[Annotated[int, Field(ge=1, le=MAX_SEATS)]] = []
-
-
-class RigConfig(_Model):
-    table: TableId
-    seats: int = Field(ge=1, le=MAX_SEATS)
-    description: str = ""
-    rtu: list[RtuBusConfig] = []
-    tcp: list[TcpBusConfig] = []
-    line: list[LineDeviceConfig] = []
-
-    def devices(self) -> Iterator[tuple[str, ModbusDeviceConfig | LineDeviceConfig]]:
-        """Every device with its TOML path, in file order: RTU buses, TCP buses, line devices."""
-        for b, bus in enumerate(self.rtu):
-            for d, dev in enumerate(bus.devices):
-                yield f"rtu[{b}].devices[{d}]", dev
-        for b, bus in enumerate(self.tcp):
-            for d, dev in enumerate(bus.devices):
-                yield f"tcp[{b}].devices[{d}]", dev
-        for d, dev in enumerate(self.line):
-            yield f"line[{d}]", dev
-
-
-def resolve_map(value: str, base: Path | None) -> Path:
-    """A register map: a path (has a '/' or ends in .toml) relative to the rig file, else a name
-    looked up as NAME.toml in devices/ beside the rig file's directory, then among the shipped register maps."""
-    base = base or Path.cwd()
-    if "/" in value or value.endswith(".toml"):
-        candidates = [base / value]
-    else:
-        if not re.fullmatch(_NAME, value):
-            raise ValueError(f"{value!r} is neither a map name such as \"seat-wager\" nor a .toml path")
-        candidates = list(dict.fromkeys([base.parent / "devices" / f"{value}.toml",
-                                         PROJECT_DEVICES / f"{value}.toml"]))
-    for c in candidates:
-        st = probe(c)  # a path too long or a loop of links is a refusal of this key, not an OSError
-        if isinstance(st, FileRefused):
-            raise ValueError(f"register map {show_path(c)}: {st.reason}")
-        if st is not None:
-            if (kind := kind_of(st.st_mode)) is not None:
-                raise ValueError(f"register map {show_path(c)}: it is {kind}, not a regular file")
-            return c.resolve()
-    raise ValueError("register map not found; looked for " + ", ".join(show_path(c) for c in candidates))
-
-
-MapLoader = Callable[[Path], Any]
-
-
-def load_rig_config(path: str | os.PathLike[str], *, load_map: MapLoader | None = None) -> RigConfig:
-    """A rig configuration file, its register maps read and checked against it.
-    ``load_map`` reads one map (default: drivers.modbus.registermap.load_register_map)."""
-    p = Path(path)
-    name = show_path(path)
-    try:
-        read = read_file(p)  # a regular file of at most 1 MiB: never a device, never a FIFO
-    except FileRefused as e:
-        raise RigConfigError(name, f"cannot read the rig configuration: {e.reason}") from None
-    try:
-        text = read.data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise RigConfigError(name, f"is not UTF-8 text (byte {e.start})") from None
-    return parse_rig_config(text, name, base=p.resolve().parent, load_map=load_map)
-
-
-def parse_rig_config(text: str, source: str, *, base: Path | None = None,
-                     load_map: MapLoader | None = None) -> RigConfig:
-    """A rig configuration from TOML text; ``source`` names it in errors, ``base`` anchors map paths."""
-    try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise RigConfigError(source, f"malformed TOML: {e}") from None
-    except (ValueError, RecursionError) as e:  # an integer of too many digits, absurd nesting
-        raise RigConfigError(source, f"malformed TOML: {type(e).__name__}") from None
-    try:
-        cfg = RigConfig.model_validate(doc, context={"base": base})
-    except ValidationError as e:
-        err = e.errors(include_url=False)[0]
-        raise RigConfigError(f"{source}: {_toml_path(err['loc'])}", _problem(err)) from None
-    for where, problem in _cross_check(cfg):
-        raise RigConfigError(f"{source}: {where}", problem)
-    load_maps(cfg, source, load_map)
-    return cfg
-
-
-def load_maps(cfg: RigConfig, source: str, load_map: MapLoader | None = None) -> dict[Path, Any]:
-    """Every register map the configuration names, read once each and checked against the devices
-    using it: same kind, and as many table seats listed as the map has seats."""
-    load = load_map or _map_loader()
-    maps: dict[Path, Any] = {}
-    for where, dev in cfg.devices():
-        if not isinstance(dev, ModbusDeviceConfig):
-            continue
-        if dev.map not in maps:
-            try:
-                maps[dev.map] = load(dev.map)
-            except InputError as e:
-                # The map's own error names its file and TOML path; say which device wanted it.
-                raise RigConfigError(f"{source}: {where}.map", f"register map refused: {e}") from None
-        rmap = maps[dev.map]
-        kind = getattr(getattr(rmap, "kind", None), "value", getattr(rmap, "kind", None))
-        if kind is not None and kind != dev.kind:
-            raise RigConfigError(f"{source}: {where}.kind",
-                                 f"{dev.kind!r}, but the register map {dev.map.name} is for a {kind} device")
-        local = list(getattr(rmap, "seats", None) or [])
-        if dev.kind == "seat" and local and len(local) != len(dev.seats):
-            raise RigConfigError(f"{source}: {where}.seats",
-                                 f"the register map {dev.map.name} serves {len(local)} seat(s); list that many "
-                                 f"table seats (its seat 1 is the first listed), not {len(dev.seats)}")
-    return maps
-
-
-def _toml_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif str(part).startswith("function-"):  # pydantic's name for a validator step, not a key
-            continue
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(top level)"
-
-
-def _problem(err: dict[str, Any]) -> str:
-    kind = err["type"]
-    if kind == "extra_forbidden":
-        return "unknown key"
-    if kind == "missing":
-        return "is required"
-    if kind == "literal_error" and err["loc"] and err["loc"][-1] == "kind":
-        return f"unknown kind {err.get('input')!r}; kinds: {', '.join(KINDS)}"
-    msg = str(err["msg"])
-    return msg.removeprefix("Value error, ")
-
-
-def _cross_check(cfg: RigConfig) -> Iterator[tuple[str, str]]:
-    """What one field cannot say alone: unique names and units, seats within the table, one device a seat."""
-    if not (cfg.rtu or cfg.tcp or cfg.line):
-        yield "(top level)", "no devices: add an [[rtu]], [[tcp]] or [[line]] section"
-    names: dict[str, str] = {}
-    for b, bus in enumerate(cfg.rtu):
-        _claim(names, bus.name, f"rtu[{b}].name")
-    for b, bus in enumerate(cfg.tcp):
-        _claim(names, bus.name, f"tcp[{b}].name")
-    for kind, buses in (("rtu", cfg.rtu), ("tcp", cfg.tcp)):
-        for b, bus in enumerate(buses):
-            units: dict[int, str] = {}
-            for d, dev in enumerate(bus.devices):
-                if dev.unit in units:
-                    yield (f"{kind}[{b}].devices[{d}].unit",
-                           f"unit {dev.unit} is already used on bus {bus.name!r} by {units[dev.unit]!r}")
-                units[dev.unit] = dev.name
-    seat_owner: dict[int, str] = {}
-    for where, dev in cfg.devices():
-        if (clash := _claim(names, dev.name, f"{where}.name")) is not None:
-            yield f"{where}.name", clash
-        if dev.kind == "seat" and not dev.seats:
-            yield f"{where}.seats", "a seat device needs the seats it covers, e.g. seats = [3]"
-        if dev.kind != "seat" and dev.seats:
-            yield f"{where}.seats", f"only seat devices cover seats, not a {dev.kind} device"
-        for i, seat in enumerate(dev.seats):
-            if seat > cfg.seats:
-                yield f"{where}.seats[{i}]", f"seat {seat} is out of range: the table has seats 1-{cfg.seats}"
-            if seat in seat_owner:
-                yield f"{where}.seats[{i}]", f"seat {seat} is already covered by {seat_owner[seat]!r}"
-            seat_owner[seat] = dev.name
-            if isinstance(dev, ModbusDeviceConfig) and i and seat != dev.seats[0] + i:
-                # A Modbus device knows only its first seat: its map's seat k is table seat first + k - 1.
-                yield (f"{where}.seats[{i}]", f"a Modbus seat device covers consecutive seats: after "
-                       f"{dev.seats[i - 1]} comes {dev.seats[i - 1] + 1}, not {seat}")
-
-
-def _claim(names: dict[str, str], name: str, where: str) -> str | None:
-    if name in names:
-        return f"name {name!r} is already used at {names[name]}"
-    names[name] = where
-    return None
 
 
 # --- what a driver needs ----------------------------------------------------------------------------
@@ -367,59 +105,6 @@ def _toml_value(v: object) -> str:
 # --- the rig ----------------------------------------------------------------------------------------
 
 
-class _UnitFaults:
-    """Corrupt or drop the next frames of one unit on a shared RTU wire.
-
-    Installed as the wire's hook in both directions: an RTU frame starts with the unit address, in the
-    request and in the reply, so a fault named after one device hits that device's traffic only.
-    Runs in the wire's relay thread, hence the lock.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._corrupt: dict[tuple[int, Direction], int] = {}
-        self._drop: dict[tuple[int, Direction], int] = {}
-        self.corrupted = 0
-        self.dropped = 0
-        self.applied: dict[tuple[int, str], int] = {}  # (unit, "corrupt"|"drop") -> frames it hit
-
-    def add(self, what: Literal["corrupt", "drop"], unit: int, n: int, direction: Direction) -> None:
-        table = self._corrupt if what == "corrupt" else self._drop
-        with self._lock:
-            table[(unit, direction)] = table.get((unit, direction), 0) + n
-
-    def pending(self) -> dict[str, int]:
-        """Frames still to corrupt and to drop, on the bus (of one unit: counts)."""
-        with self._lock:
-            return {"corrupt": sum(self._corrupt.values()), "drop": sum(self._drop.values())}
-
-    def counts(self, unit: int) -> dict[str, tuple[int, int]]:
-        """(frames hit, frames still to hit) of one unit's faults, by kind, read at one moment."""
-        with self._lock:
-            return {what: (self.applied.get((unit, what), 0), sum(v for (u, _), v in table.items() if u == unit))
-                    for what, table in (("corrupt", self._corrupt), ("drop", self._drop))}
-
-    def hook(self, direction: Direction) -> Callable[[bytes], bytes | None]:
-        def apply(frame: bytes) -> bytes | None:
-            if not frame:
-                return frame
-            key = (frame[0], direction)
-            with self._lock:
-                if self._drop.get(key):
-                    self._drop[key] -= 1
-                    self.dropped += 1
-                    self.applied[(key[0], "drop")] = self.applied.get((key[0], "drop"), 0) + 1
-                    return None
-                if self._corrupt.get(key):
-                    self._corrupt[key] -= 1
-                    self.corrupted += 1
-                    self.applied[(key[0], "corrupt")] = self.applied.get((key[0], "corrupt"), 0) + 1
-                    return frame[:-1] + bytes([frame[-1] ^ 0x01])  # the CRC's last byte: the frame is bad
-            return frame
-
-        return apply
-
-
 @dataclass
 class _Bus:
     name: str
@@ -428,7 +113,7 @@ class _Bus:
     wire: SerialWire | None = None
     baud: int | None = None
     host: str | None = None
-    unit_faults: _UnitFaults | None = None
+    unit_faults: UnitFaults | None = None
     proxy: Any = None  # tcp: the fault proxy drivers connect through
     unplugged: bool = False
     nodes: list[_Node] = field(default_factory=list)
@@ -472,12 +157,6 @@ def _line_device_factory() -> Callable[..., Any]:
     from .line_device import LineDeviceSim
 
     return LineDeviceSim
-
-
-def _map_loader() -> MapLoader:
-    from drivers.modbus.registermap import load_register_map
-
-    return load_register_map
 
 
 def _direction(value: Direction | str) -> Direction:
@@ -596,13 +275,8 @@ class Rig:
         self._nodes: dict[str, _Node] = {}
         self._by_seat: dict[int, _Node] = {}
         self._stack: contextlib.AsyncExitStack | None = None
-        # Every fault set, by where it applies (a device, or a bus or line when it hits whatever crosses it) and
-        # kind: frames for corrupt/drop/delay, bytes for garbage, times for the others. A lab's evidence.
-        self._injected: dict[tuple[str, str], int] = {}
+        self._injected = InjectedFaults()  # a lab's evidence
         self.log = log.bind(table=config.table)
-
-    def _injected_add(self, where: str, kind: str, n: int = 1) -> None:
-        self._injected[(where, kind)] = self._injected.get((where, kind), 0) + n
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> Rig:
@@ -697,7 +371,7 @@ class Rig:
         modbus_bus = self._modbus_bus or (_modbus_bus_factory() if (cfg.rtu or cfg.tcp) else None)
         for rtu in cfg.rtu:
             wire = self._wire(stack, rtu.baud, rtu.paced, rtu.name)
-            faults = _UnitFaults()
+            faults = UnitFaults()
             for d in Direction:
                 wire.set_hook(d, faults.hook(d))
             bus = _Bus(rtu.name, "rtu", modbus_bus(port=wire.device_port, baudrate=rtu.baud), wire=wire,
@@ -940,7 +614,7 @@ class Rig:
         if bus is not None:
             bus.unplugged = True
         cut = [n.name for n in bus.nodes] if bus is not None else [name]
-        self._injected_add(bus.name if bus is not None else name, "unplug")
+        self._injected.add(bus.name if bus is not None else name, "unplug")
         self.log.info("unplugged", target=name, devices=cut)
         return cut
 
@@ -984,7 +658,7 @@ class Rig:
         else:
             wire.drop_next(n, d)
         where = name if node is not None and node.transport in ("rtu", "line") else (bus.name if bus else name)
-        self._injected_add(where, what, n)
+        self._injected.add(where, what, n)
         self.log.info("fault set", fault=what, target=name, n=n, direction=d.value)
 
     def delay(self, name: str, seconds: float, n: int = 1, direction: Direction | str = Direction.TO_DRIVER) -> None:
@@ -1002,7 +676,7 @@ class Rig:
             if d is not Direction.TO_DRIVER:
                 raise RigError(f"{name!r} is on Modbus TCP: only replies (to_driver) can be delayed")
             bus.proxy.delay_next(float(seconds), n)
-        self._injected_add(bus.name if bus is not None else name, "delay", n)  # a bus's next frames, whoever's
+        self._injected.add(bus.name if bus is not None else name, "delay", n)  # a bus's next frames, whoever's
         self.log.info("fault set", fault="delay", target=name, seconds=seconds, n=n, direction=d.value)
 
     async def garbage(self, name: str, data: bytes) -> None:
@@ -1016,7 +690,7 @@ class Rig:
             wire.inject(bytes(data), Direction.TO_DRIVER)
         else:
             raise RigError(f"{name!r} is on Modbus TCP: there is no serial line to put garbage on")
-        self._injected_add(name if node is not None and node.transport == "line" else (bus.name if bus else name),
+        self._injected.add(name if node is not None and node.transport == "line" else (bus.name if bus else name),
                            "garbage", len(data))
         self.log.info("fault set", fault="garbage", target=name, bytes=len(data))
 
@@ -1024,7 +698,7 @@ class Rig:
         """The device restarts: it forgets its lights and counters and comes back as if powered on."""
         node = self.node(name)
         self._has(node, "reboot")()
-        self._injected_add(name, "reboot")
+        self._injected.add(name, "reboot")
         self.log.info("rebooted", device=name)
 
     def exception(self, name: str, code: int | None) -> None:
@@ -1038,7 +712,7 @@ class Rig:
         self._has(node, "set_exception")(code)
         node.exception = code
         if code is not None:
-            self._injected_add(name, "exception")
+            self._injected.add(name, "exception")
         self.log.info("fault set", fault="exception", device=name, code=code)
 
     def mute(self, name: str, on: bool) -> None:
@@ -1047,39 +721,23 @@ class Rig:
         self._has(node, "mute")(bool(on))
         node.muted = bool(on)
         if on:
-            self._injected_add(name, "mute")
+            self._injected.add(name, "mute")
         self.log.info("fault set", fault="mute", device=name, on=bool(on))
 
     # --- status -------------------------------------------------------------------------------------
 
-    def _applied_pending(self, node: _Node | None, bus: _Bus | None = None) -> dict[str, tuple[int, int]]:
+    def _applied_pending(self, node: _Node | None, bus: _Bus | None = None) -> Counts:
         """(frames applied, frames pending) of the frame faults set where `node` (or `bus`) takes them."""
         if node is not None and node.transport == "rtu" and node.bus is not None and node.bus.unit_faults:
             assert node.unit is not None
             return node.bus.unit_faults.counts(node.unit)
         if node is not None and node.transport == "line" and node.wire is not None:
-            s, pending = node.wire.stats, node.wire.pending()
-            return {"corrupt": (s.corrupted, pending["corrupt"]), "drop": (s.dropped, pending["drop"]),
-                    "delay": (s.delayed, pending["delay"])}
+            return wire_counts(node.wire)
         if bus is not None and bus.wire is not None:  # what was set on the bus itself: the wire's own faults
-            s, pending = bus.wire.stats, bus.wire.pending()
-            return {"corrupt": (s.corrupted, pending["corrupt"]), "drop": (s.dropped, pending["drop"]),
-                    "delay": (s.delayed, pending["delay"])}
+            return wire_counts(bus.wire)
         if bus is not None:
-            pending = bus.proxy.pending()
-            return {"drop": (bus.proxy.dropped, pending["drop"]), "delay": (bus.proxy.delayed, pending["delay"])}
+            return link_counts(bus.proxy)
         return {}
-
-    def _faults_of(self, where: str, counts: dict[str, tuple[int, int]]) -> dict[str, dict[str, int]]:
-        """Every kind of fault set at `where`: how many were set, and of frame faults how many hit a frame and how
-        many wait for the next frames."""
-        out: dict[str, dict[str, int]] = {}
-        for (w, kind), n in sorted(self._injected.items()):
-            if w == where:
-                out[kind] = {"set": n}
-                if kind in counts:
-                    out[kind].update(applied=counts[kind][0], pending=counts[kind][1])
-        return out
 
     def status(self) -> dict[str, Any]:
         self._need_running()
@@ -1089,7 +747,7 @@ class Rig:
             d = conns[n.name].as_dict()
             d.update(muted=n.muted, exception=n.exception,
                      unplugged=bool((n.wire is not None and n.wire.unplugged) or (n.bus and n.bus.unplugged)),
-                     faults=self._faults_of(n.name, self._applied_pending(n)))
+                     faults=self._injected.at(n.name, self._applied_pending(n)))
             devices.append(d)
         buses = []
         for b in self._buses.values():
@@ -1106,7 +764,7 @@ class Rig:
                 entry.update(host=b.host, tcp_port=b.tcp_port, server_port=int(b.sim.tcp_port),
                              dropped=b.proxy.dropped, delayed=b.proxy.delayed,
                              pending={"corrupt": 0, **b.proxy.pending()})
-            entry["faults"] = self._faults_of(b.name, self._applied_pending(None, b))
+            entry["faults"] = self._injected.at(b.name, self._applied_pending(None, b))
             buses.append(entry)
         lines = [{"name": n.name, "port": n.wire.driver_port, "baud": n.baud, "unplugged": n.wire.unplugged,
                   **_wire_stats(n.wire)}

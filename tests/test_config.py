@@ -200,7 +200,7 @@ def _rig_kind(d: Any) -> str:
 
 @pytest.mark.parametrize(("ours", "rig"), RIG_TABLES.items())
 def test_examples_are_cabled_as_the_rig(ours, rig):
-    from hil.rig import load_rig_config
+    from hil.rig_config import load_rig_config
 
     cfg = load_config(TABLES / ours)
     table = load_rig_config(ROOT / "config" / "hil" / rig)

@@ -29,7 +29,7 @@ from controller.errors import InputError
 from controller.link.mqtt import MqttSettingsError, read_password
 from controller.paytables import load_paytable
 from drivers.modbus import RegisterMapError, load_register_map
-from hil.rig import RigConfigError, load_rig_config
+from hil.rig_config import RigConfigError, load_rig_config
 
 BIN = Path(sys.executable).parent
 LONG = "/tmp/" + "a" * 5000  # a path of 5,005 characters

@@ -1,18 +1,19 @@
-"""``progressive-hil`` as people and scripts use it: ``run`` in one process, commands from others, and
-real drivers in this process connected through the connections file ``run`` writes."""
+"""``progressive-hil`` as people and scripts use it: ``run`` in a child process, commands from others, and
+real drivers in this process connected through the connections file ``run`` writes. The commands run in this
+process (``hil.cli.main``, tests/ctlrun.py) but for a few through the installed command: the contract."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import signal
-import sys
 import tomllib
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import structlog.testing
+from ctlrun import HIL, run_hil
 from test_hil_table import Drivers
 
 from drivers.events import (
@@ -26,18 +27,14 @@ from drivers.events import (
 )
 from hil.rig import Connection
 
-HIL = Path(sys.executable).parent / "progressive-hil"
 ROOT = Path(__file__).resolve().parent.parent
 MINIMAL = ROOT / "config" / "hil" / "minimal.toml"
 
 
-async def hil(*argv: str, timeout: float = 30) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(str(HIL), *argv, stdout=asyncio.subprocess.PIPE,
-                                                stderr=asyncio.subprocess.PIPE)
-    async with asyncio.timeout(timeout):
-        out, err = await proc.communicate()
-    assert proc.returncode is not None
-    return proc.returncode, out.decode(), err.decode()
+async def hil(*argv: str, process: bool = False) -> tuple[int, str, str]:
+    """A command, in a thread: it waits on the rig's socket while the drivers answer on this event loop."""
+    r = await asyncio.to_thread(run_hil, *argv, process=process)
+    return r.returncode, r.stdout, r.stderr
 
 
 async def wait_for_socket(path: Path, proc: asyncio.subprocess.Process, timeout: float = 20) -> None:
@@ -68,7 +65,8 @@ def test_run_and_drive_from_the_command_line(tmp_path: Path) -> None:
             assert oct(sock.stat().st_mode & 0o777) == oct(0o600)
             assert conn_file.exists()
             async with Drivers(rig_from_connections(conn_file)) as d:
-                code, out, err = await hil("--control", str(sock), "place", "1", "progressive", "--amount", "5.00")
+                code, out, err = await hil("--control", str(sock), "place", "1", "progressive", "--amount", "5.00",
+                                           process=True)
                 assert (code, out, err) == (0, "seat 1 progressive: chip placed ($5.00) on seat-1\n", "")
                 assert await d.expect(WagerSensed) == WagerSensed("seat-1", 1, "progressive", 500)
 
@@ -107,11 +105,12 @@ def test_run_and_drive_from_the_command_line(tmp_path: Path) -> None:
                 assert await d.expect(DeviceUp) == DeviceUp("shoe")
 
                 # refused by the rig: exit 1, the reason on stderr, nothing sent
+                code, out, err = await hil("--control", str(sock), "reboot", "nobody", process=True)
+                assert (code, out) == (1, "") and err.startswith("progressive-hil: no device named 'nobody'"), err
                 for argv, reason in ((["place", "5", "progressive"], "seat 5 is not at this table (seats 1-2)"),
                                      (["roll", "1", "2"], "this rig has no dice device"),
                                      (["sign"], "this rig has no sign device"),
-                                     (["fault", "seat-1", "exception", "9"], "exception code 9: one of"),
-                                     (["reboot", "nobody"], "no device named 'nobody'")):
+                                     (["fault", "seat-1", "exception", "9"], "exception code 9: one of")):
                     code, out, err = await hil("--control", str(sock), *argv)
                     assert (code, out) == (1, ""), argv
                     assert err.startswith("progressive-hil: ") and reason in err, (argv, err)
@@ -122,7 +121,7 @@ def test_run_and_drive_from_the_command_line(tmp_path: Path) -> None:
                 assert code == 2 and "invalid choice: 'explode'" in err
 
                 # a second rig on the same socket is refused, and the first keeps serving
-                code, _, err = await hil("run", str(MINIMAL), "--control", str(sock))
+                code, _, err = await hil("run", str(MINIMAL), "--control", str(sock), process=True)
                 assert code == 1 and "another rig is already listening" in err
                 assert (await hil("--control", str(sock), "status"))[0] == 0
 
@@ -170,18 +169,15 @@ def test_run_json_prints_the_connections(tmp_path: Path) -> None:
 
 
 def test_check_and_bad_configurations(tmp_path: Path) -> None:
-    async def main() -> None:
-        code, out, _ = await hil("check", str(ROOT / "config" / "hil" / "caribbean-stud-7.toml"))
-        assert code == 0 and out.endswith("table CS-07, 7 seats, 11 devices: ok\n")
-        bad = tmp_path / "bad.toml"
-        bad.write_text(MINIMAL.read_text().replace("unit = 2,", "unit = 1,"))
-        for cmd in ("check", "run"):
-            code, out, err = await hil(cmd, str(bad), "--control", str(tmp_path / "s"))
-            assert (code, out) == (2, ""), cmd
-            assert err == (f"progressive-hil: {bad}: rtu[0].devices[1].unit: unit 1 is already used on bus "
-                           "'bus' by 'seat-1'\n")
-        assert not (tmp_path / "s").exists()
-        code, _, err = await hil("--control", str(tmp_path / "nobody.sock"), "status")
-        assert code == 69 and "no rig is listening" in err
-
-    asyncio.run(main())
+    r = run_hil("check", str(ROOT / "config" / "hil" / "caribbean-stud-7.toml"))
+    assert r.returncode == 0 and r.stdout.endswith("table CS-07, 7 seats, 11 devices: ok\n")
+    bad = tmp_path / "bad.toml"
+    bad.write_text(MINIMAL.read_text().replace("unit = 2,", "unit = 1,"))
+    for cmd in ("check", "run"):
+        r = run_hil(cmd, str(bad), "--control", str(tmp_path / "s"))
+        assert (r.returncode, r.stdout) == (2, ""), cmd
+        assert r.stderr == (f"progressive-hil: {bad}: rtu[0].devices[1].unit: unit 1 is already used on bus "
+                            "'bus' by 'seat-1'\n")
+    assert not (tmp_path / "s").exists()
+    r = run_hil("--control", str(tmp_path / "nobody.sock"), "status")
+    assert r.returncode == 69 and "no rig is listening" in r.stderr

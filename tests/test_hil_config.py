@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from hil.rig import RigConfigError, load_rig_config
+from hil.rig_config import RigConfigError, load_rig_config
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = sorted((ROOT / "config" / "hil").glob("*.toml"))

@@ -16,10 +16,11 @@ from typing import Any
 
 import pytest
 import structlog.testing
+from ctlrun import run_hil
 from test_hil_rig import TABLE, fake_rig
 
-from hil import cli, control
-from hil.control import ControlError, ControlServer, ControlUnavailable, arequest
+from hil import control
+from hil.control import ControlServer, ControlUnavailable, RigRefused, arequest
 
 
 def run(coro: Any) -> Any:
@@ -118,7 +119,7 @@ def test_refusals_are_replies_not_disconnects(tmp_path: Path) -> None:
             assert replies[8] == {"id": "last", "ok": True, "result": {"table": "T1"}}
             assert replies[9]["error"] == "not a JSON object on one line"
             assert rig.simulator("seats-2-3").calls == []  # nothing refused reached a device
-            with pytest.raises(ControlError, match="no device covers seat"):
+            with pytest.raises(RigRefused, match="no device covers seat"):
                 rig.config = rig.config.model_copy(update={"seats": 5})
                 await arequest(path, "remove_chip", seat=5, spot="ante")
         finally:
@@ -186,17 +187,15 @@ def test_stale_socket_is_replaced_but_other_files_are_not(tmp_path: Path) -> Non
     run(main())
 
 
-def test_cli_client_commands(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_client_commands(tmp_path: Path) -> None:
     """The client half of the command line, against an in-process server (run in a thread: it blocks)."""
 
     async def main() -> None:
         rig, server, path = await serving(tmp_path)
-        capsys.readouterr()
 
         async def cli_run(*argv: str) -> tuple[int, str, str]:
-            code = await asyncio.to_thread(cli.main, ["--control", str(path), *argv])
-            out, err = capsys.readouterr()
-            return code, out, err
+            r = await asyncio.to_thread(run_hil, "--control", str(path), *argv)
+            return r.returncode, r.stdout, r.stderr
 
         try:
             code, out, _ = await cli_run("place", "3", "progressive", "--amount", "5.10")

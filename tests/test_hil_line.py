@@ -32,7 +32,8 @@ from drivers.events import (
     WagerSensed,
 )
 from hil.line_device import LineDeviceSim
-from hil.rig import Rig, RigError, parse_rig_config
+from hil.rig import Rig, RigError
+from hil.rig_config import parse_rig_config
 from hil.wire import Direction
 
 LINE_TABLE = """

@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from hil.rig import Connection, Rig, RigError, parse_rig_config
+from hil.rig import Connection, Rig, RigError
+from hil.rig_config import parse_rig_config
 from hil.wire import Direction
 
 # --- stand-ins for the simulators ---------------------------------------------------------------------
