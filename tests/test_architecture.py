@@ -16,8 +16,10 @@ CORE = ("controller/cards.py", "controller/hands", "controller/games.py", "contr
         "controller/dice", "controller/odds", "controller/meter", "controller/meter_award.py",
         "controller/meter_ledger.py", "controller/round", "controller/link/schema.py", "controller/link/approval.py",
         "drivers/modbus/edges.py", "drivers/modbus/codec.py", "drivers/line/frame.py", "drivers/line/protocol.py")
-# The one reader of files in the core: operator paytables (through the bounded reader of config/files.py).
-READERS = {"controller/paytables/load.py": {"os", "pathlib", "stat", "importlib", "tomllib", "controller.config.files"}}
+# The one reader of files in the core: operator paytables (through the bounded reader of config/files.py and the
+# TOML parser of config/toml.py).
+READERS = {"controller/paytables/load.py": {"os", "pathlib", "stat", "importlib", "controller.config.files",
+                                           "controller.config.toml"}}
 # What the core never imports: I/O, concurrency, clocks, devices, storage, the network, and the shell's packages.
 SHELL = ("asyncio", "threading", "subprocess", "socket", "ssl", "select", "selectors", "signal", "sqlite3", "os",
          "pathlib", "io", "shutil", "tempfile", "time", "random", "secrets", "logging", "structlog", "pydantic",
@@ -99,3 +101,54 @@ def test_the_daemon_never_imports_the_rig() -> None:
     bad = sorted(f"{p.relative_to(ROOT)}: {name}" for p in (ROOT / "controller").rglob("*.py")
                  for name in imports(p) if _under(name, "hil"))
     assert not bad, bad
+
+
+# One way to parse a TOML file and one way to name pydantic's errors by TOML path: controller/config/toml.py
+# (parse_toml, validate_table). Outside controller/config/, no module imports tomllib or catches pydantic's
+# ValidationError itself, so that no other reader, with its own messages, appears.
+TOML_OWNER = "controller/config"
+TOML_EXEMPT = {
+    # Being split; switched next: parse_toml(text, floats=float) and validate_table(RigConfig, doc, context=...).
+    "hil/rig.py",
+}
+PRODUCT = ("controller", "drivers", "hil", "bench", "scripts")
+
+
+def toml_readers(source: str) -> list[str]:
+    """What in `source` parses TOML or reads pydantic's errors on its own: an import of tomllib, an import of
+    pydantic's ValidationError, a handler that catches a ValidationError."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [f"line {node.lineno}: imports tomllib" for a in node.names if a.name == "tomllib"]
+        elif isinstance(node, ast.ImportFrom):
+            if node.module == "tomllib":
+                found.append(f"line {node.lineno}: imports tomllib")
+            if (node.module or "").split(".")[0] in ("pydantic", "pydantic_core"):
+                found += [f"line {node.lineno}: imports ValidationError" for a in node.names
+                          if a.name == "ValidationError"]
+        elif isinstance(node, ast.ExceptHandler) and node.type is not None:
+            names = {n.id for n in ast.walk(node.type) if isinstance(n, ast.Name)}
+            names |= {n.attr for n in ast.walk(node.type) if isinstance(n, ast.Attribute)}
+            if "ValidationError" in names:
+                found.append(f"line {node.lineno}: catches ValidationError")
+    return found
+
+
+def test_toml_is_parsed_and_its_errors_placed_in_one_place() -> None:
+    files = [p for d in PRODUCT if (ROOT / d).is_dir() for p in sorted((ROOT / d).rglob("*.py"))]
+    bad = [f"{rel}: {what}" for p in files
+           if not (rel := p.relative_to(ROOT).as_posix()).startswith(TOML_OWNER + "/") and rel not in TOML_EXEMPT
+           for what in toml_readers(p.read_text(encoding="utf-8"))]
+    assert not bad, ("parse TOML with controller.config.toml.parse_toml and validate a TOML table with "
+                     f"validate_table: {bad}")
+
+
+def test_the_check_sees_a_toml_reader() -> None:
+    """The check itself: each way of parsing TOML or catching pydantic's errors alone is found."""
+    assert len(toml_readers("import tomllib\nfrom tomllib import loads\n")) == 2
+    assert toml_readers("from pydantic import BaseModel, ValidationError\n") == ["line 1: imports ValidationError"]
+    source = ("try:\n    f()\nexcept (KeyError, pydantic.ValidationError):\n    pass\n"
+              "try:\n    f()\nexcept ValidationError as e:\n    pass\n")
+    assert toml_readers(source) == ["line 3: catches ValidationError", "line 7: catches ValidationError"]
+    assert toml_readers("from controller.config.toml import parse_toml\n") == []

@@ -18,13 +18,16 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from . import schema
-from .fields import did_you_mean, show, unknown_key
 from ..link.approval import decode_key
+from . import schema
+from .check import readable_by_others
+from .check_meters import METER_ID
+from .fields import did_you_mean, show, unknown_key
 from .files import show_path
-from .load import _METER_ID, _TABLE_ID, _Checker, in_file_order, read_toml, readable_by_others
+from .load import TABLE_ID, _Checker, in_file_order
 from .model import AnchorConfig, LoggingConfig, MetricsConfig, MqttConfig, StandaloneMeter
 from .problems import ConfigError, Problem, join
+from .toml import read_toml
 
 AUTHORITY_TOP_KEYS = (
     "authority", "description", "state_dir", "tables", "heartbeat", "approvers_file", "meters", "metrics",
@@ -185,7 +188,7 @@ class _AuthorityChecker(_Checker):
         if not isinstance(value, str):
             self.add("authority", f"must be a string, not {show(value)}", 'authority = "link-1"')
             return None
-        if not _TABLE_ID.fullmatch(value) or len(value) > 32:
+        if not TABLE_ID.fullmatch(value) or len(value) > 32:
             self.add("authority", f"{value!r} is not an authority id", _ID_HINT)
             return None
         return value
@@ -208,7 +211,7 @@ class _AuthorityChecker(_Checker):
             at = join("tables", i)
             if not isinstance(t, str):
                 self.add(at, f"must be a table id in quotes, not {show(t)}", AUTHORITY_REQUIRED_HINTS["tables"])
-            elif not _TABLE_ID.fullmatch(t) or len(t) > 32:
+            elif not TABLE_ID.fullmatch(t) or len(t) > 32:
                 self.add(at, f"{t!r} is not a table id", _ID_HINT)
             elif t in seen:
                 self.add(at, f"{t!r} is already listed ({seen[t]})", "list each table once")
@@ -287,7 +290,7 @@ class _AuthorityChecker(_Checker):
         """A linked meter the authority owns: the keys of a table's own meter and the same checks.
         `linked` is refused: it is how a table names a meter of an authority."""
         at = join("meters", mid)
-        if not _METER_ID.fullmatch(mid) or len(mid) > 64:
+        if not METER_ID.fullmatch(mid) or len(mid) > 64:
             self._meter(mid, raw)  # reports the id
             return
         if not isinstance(raw, dict):

@@ -1,4 +1,4 @@
-"""Field types of the configuration (pydantic) and the translation of pydantic's errors into problems.
+"""Field types of the configuration (pydantic), and pydantic's errors in a configuration's words (`problems_from`).
 
 TOML is read with ``parse_float=Decimal``, so no binary float is ever made from the file: a money field
 that holds a TOML float (``reset = 10000.0``) is refused with a message that says how to write it; a
@@ -14,13 +14,14 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, PlainValidator, ValidationError, ValidationInfo
+from pydantic import BeforeValidator, PlainValidator, ValidationInfo
 from pydantic_core import PydanticCustomError
 
 from ..errors import InputError
 from ..meter.params import RATE_PLACES, parse_rate
 from ..money import parse_cents
 from .problems import Problem, join
+from .toml import FieldError
 
 MAX_DOLLARS = 10**12  # whole dollars written as a TOML integer: beyond this is a typo
 
@@ -175,32 +176,23 @@ def _limit(value: object) -> object:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
-def _loc(loc: Iterable[str | int]) -> list[str | int]:
-    out: list[str | int] = []
-    for part in loc:
-        if isinstance(part, str) and ("[" in part or part.startswith("function-")):
-            continue  # pydantic's name for a validator or union member, not a TOML key
-        out.append(part)
-    return out
-
-
 def problems_from(
-    exc: ValidationError,
-    at: str,
+    errors: Iterable[FieldError],
     *,
     allowed: Iterable[str] = (),
     required_hints: Mapping[str, str] | None = None,
 ) -> list[Problem]:
-    """Every error of `exc` as a problem under the TOML path `at`.
+    """Every error of a validation (toml.validate_table) as a problem at its TOML path.
 
     `allowed`: the keys of the table validated (for unknown-key hints); `required_hints`: what to write
     for a missing key, by key.
     """
     allowed = tuple(allowed)
     out: list[Problem] = []
-    for err in exc.errors(include_url=False):
-        loc = _loc(err["loc"])
-        path = join(at, *loc)
+    for fe in errors:
+        err = fe.details
+        loc = fe.keys
+        path = fe.path
         kind = err["type"]
         ctx = err.get("ctx") or {}
         value = err.get("input")

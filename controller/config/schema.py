@@ -2,7 +2,7 @@
 
 Every model forbids unknown keys (a typo must not be silently ignored) and is strict (a number in
 quotes is a mistake, not a number). Each section is validated on its own, so that one bad section
-does not hide the problems of another; meaning across sections is checked in load.py.
+does not hide the problems of another; meaning across sections is checked in the check_*.py modules.
 """
 
 from __future__ import annotations

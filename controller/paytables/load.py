@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tomllib
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from functools import cache
@@ -39,7 +38,6 @@ _ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
 MAX_ODDS = 1_000_000
 MAX_FIXED_AWARD_CENTS = 1_000_000_00
 MAX_WAGER_CENTS = 10_000_00  # $10,000.00
-_LINE = re.compile(r"\(at line (\d+), column (\d+)\)")
 
 
 class _File:
@@ -142,27 +140,18 @@ def load_paytable(path: str | PathLike[str]) -> Paytable:
 
 def load_paytable_text(text: str, source_name: str) -> Paytable:
     """A paytable from TOML text; `source_name` names it in error messages."""
+    # Imported here, as in load_paytable.
+    from ..config.toml import TomlError, parse_toml
+
     f = _File(source_name)
     try:
-        # Decimal, never a binary float: no float is created even for a stray number.
-        doc = tomllib.loads(text, parse_float=Decimal)
-    except tomllib.TOMLDecodeError as e:
-        raise _toml_error(f, text, e) from None
-    except (ValueError, RecursionError) as e:  # over-long integers, absurd nesting
-        raise f.error("", f"malformed TOML: {type(e).__name__}: {_short(str(e))}") from None
+        doc = parse_toml(text)  # Decimal, never a binary float: no float is created even for a stray number
+    except TomlError as e:
+        if e.problem.path:  # at its line
+            raise f.error(e.problem.path, e.problem.message) from None
+        # over-long integers, absurd nesting
+        raise f.error("", f"malformed TOML: {e.detail}: {_short(str(e.__cause__))}") from None
     return _paytable(f, doc)
-
-
-def _toml_error(f: _File, text: str, e: tomllib.TOMLDecodeError) -> InputError:
-    msg = str(e)
-    if m := _LINE.search(msg):
-        line = int(m.group(1))
-        problem = _LINE.sub("", msg).strip()
-        return f.error(f"line {line}", f"malformed TOML: {problem} (column {m.group(2)})")
-    # tomllib says "at end of document" when the last line is unfinished.
-    line = max(1, text.count("\n") + (0 if text.endswith("\n") else 1))
-    problem = msg.replace("(at end of document)", "").strip()
-    return f.error(f"line {line}", f"malformed TOML: {problem} (at the end of the file)")
 
 
 def _paytable(f: _File, doc: dict[str, Any]) -> Paytable:

@@ -12,21 +12,23 @@ Every error names the file and the TOML path of the point at fault, for example
 from __future__ import annotations
 
 import re
-import tomllib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from controller.errors import InputError
 from drivers.events import SignMessage
 
 from . import codec
 from .codec import DataType, WordOrder
+
+if TYPE_CHECKING:
+    from controller.config.toml import FieldError
 
 MAX_ADDRESS = 0xFFFF
 MAX_LOCAL_SEATS = 64
@@ -232,6 +234,7 @@ class RegisterMap:
 def load_register_map(path: str | Path) -> RegisterMap:
     """Read and check a register map file. Raises RegisterMapError naming the file and TOML path."""
     from controller.config.files import FileRefused, read_text, show_path
+    from controller.config.toml import TomlError, parse_toml
 
     source = show_path(path)
     try:
@@ -240,45 +243,33 @@ def load_register_map(path: str | Path) -> RegisterMap:
         reason = exc.reason if exc.reason.startswith("is not UTF-8") else f"cannot read: {exc.reason}"
         raise RegisterMapError(source, [("", reason)]) from None
     try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise RegisterMapError(source, [("", f"not valid TOML: {exc}")]) from None
-    except (ValueError, RecursionError) as exc:  # an integer of too many digits, absurd nesting
-        raise RegisterMapError(source, [("", f"not valid TOML: {type(exc).__name__}")]) from None
+        data = parse_toml(text, floats=float)  # a scale is not money: a TOML float stays a float
+    except TomlError as exc:
+        raise RegisterMapError(source, [("", f"not valid TOML: {exc.detail}")]) from None
     return parse_register_map(data, source)
 
 
 def parse_register_map(data: dict[str, Any], source: str = "<register map>") -> RegisterMap:
+    from controller.config.toml import InvalidTable, toml_path, validate_table
+
     try:
-        model = _MapModel.model_validate(data)
-    except ValidationError as exc:
+        model = validate_table(_MapModel, data)
+    except InvalidTable as exc:
         # per point, an unknown key first: "address: required" is the consequence of a misspelt "adress"
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for e in exc.errors():
-            groups.setdefault(_loc(e["loc"][:-1]), []).append(e)
-        ordered = [e for g in groups.values() for e in sorted(g, key=lambda e: e.get("type") != "extra_forbidden")]
-        raise RegisterMapError(source, [(_loc(e["loc"]), _msg(e)) for e in ordered]) from None
+        groups: dict[str, list[FieldError]] = {}
+        for e in exc.errors:
+            groups.setdefault(toml_path(e.details["loc"][:-1]), []).append(e)
+        ordered = [e for g in groups.values() for e in sorted(g, key=lambda e: e.details["type"] != "extra_forbidden")]
+        raise RegisterMapError(source, [(e.path, _msg(e.details["type"], e.details["msg"])) for e in ordered]) from None
     return _Checker(model, source).check()
 
 
-def _loc(loc: Sequence[str | int]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("int", "float", "str"):  # pydantic names the union member it tried: not a TOML key
-            continue
-        else:
-            out += f".{part}" if out else str(part)
-    return out
-
-
-def _msg(err: dict[str, Any]) -> str:
-    if err.get("type") == "extra_forbidden":
+def _msg(kind: str, message: str) -> str:
+    if kind == "extra_forbidden":
         return "unknown key (check the spelling)"
-    if err.get("type") == "missing":
+    if kind == "missing":
         return "required"
-    return str(err["msg"])
+    return message
 
 
 class _Checker:
