@@ -10,14 +10,14 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from controller.config.files import FileRefused, kind_of, probe, read_file, show_path
+from controller.config.toml import InvalidTable, TomlError, parse_toml, validate_table
 from controller.errors import InputError
 import progressive_examples
 
@@ -163,16 +163,14 @@ def parse_rig_config(text: str, source: str, *, base: Path | None = None,
                      load_map: MapLoader | None = None) -> RigConfig:
     """A rig configuration from TOML text; ``source`` names it in errors, ``base`` anchors map paths."""
     try:
-        doc = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        raise RigConfigError(source, f"malformed TOML: {e}") from None
-    except (ValueError, RecursionError) as e:  # an integer of too many digits, absurd nesting
-        raise RigConfigError(source, f"malformed TOML: {type(e).__name__}") from None
+        doc = parse_toml(text, floats=float)
+    except TomlError as e:
+        raise RigConfigError(source, f"malformed TOML: {e.detail}") from None
     try:
-        cfg = RigConfig.model_validate(doc, context={"base": base})
-    except ValidationError as e:
-        err = e.errors(include_url=False)[0]
-        raise RigConfigError(f"{source}: {_toml_path(err['loc'])}", _problem(err)) from None
+        cfg = validate_table(RigConfig, doc, context={"base": base})
+    except InvalidTable as e:
+        first = e.errors[0]
+        raise RigConfigError(f"{source}: {first.path or '(top level)'}", _problem(first.details)) from None
     for where, problem in _cross_check(cfg):
         raise RigConfigError(f"{source}: {where}", problem)
     load_maps(cfg, source, load_map)
@@ -204,18 +202,6 @@ def load_maps(cfg: RigConfig, source: str, load_map: MapLoader | None = None) ->
                                  f"the register map {dev.map.name} serves {len(local)} seat(s); list that many "
                                  f"table seats (its seat 1 is the first listed), not {len(dev.seats)}")
     return maps
-
-
-def _toml_path(loc: tuple[int | str, ...]) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif str(part).startswith("function-"):  # pydantic's name for a validator step, not a key
-            continue
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(top level)"
 
 
 def _problem(err: dict[str, Any]) -> str:
