@@ -95,15 +95,20 @@ class TableShell:
     # --- tasks -------------------------------------------------------------------------------------
 
     def spawn(self, coro: Coroutine[Any, Any, Any], name: str, *, fatal: bool = False) -> asyncio.Task[Any]:
-        """Run `coro` in the daemon's TaskGroup, guarded (module docstring)."""
-        assert self._tasks is not None
+        """Run `coro` in the daemon's TaskGroup, guarded (module docstring). RuntimeError (and `coro` closed)
+        when the TaskGroup is not running: not yet started (a link message at start-up) or shutting down."""
+        if self._tasks is None:
+            coro.close()
+            raise RuntimeError(f"{name}: the daemon's tasks are not running")
         guarded = self._guarded(coro, name, fatal)
         try:
-            return self._tasks.create_task(guarded, name=name)
+            task = self._tasks.create_task(guarded, name=name)
         except RuntimeError:  # the TaskGroup is shutting down: neither coroutine will run
             guarded.close()
             coro.close()
             raise
+        task.add_done_callback(lambda _: coro.close())  # cancelled before it started: `coro` never runs either
+        return task
 
     async def _guarded(self, coro: Coroutine[Any, Any, Any], name: str, fatal: bool) -> Any:
         try:
