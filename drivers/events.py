@@ -40,9 +40,12 @@ class WagerRemoved:
 
 @dataclass(frozen=True, slots=True)
 class LockoutPressed:
-    """The dealer pressed the lock-out ("no more bets")."""
+    """The dealer pressed the lock-out ("no more bets"). `previous_read_at`: when the read before the one that
+    saw the press was sent (time.monotonic()): the press came after it, so from then to the wagers frozen is the
+    longest a press waited to take effect. None where nobody can say (a press the device pushes)."""
 
     device: str
+    previous_read_at: float | None = field(default=None, compare=False)  # a time, not what happened
 
 
 @dataclass(frozen=True, slots=True)

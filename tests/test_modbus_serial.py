@@ -185,8 +185,7 @@ async def test_devices_on_one_bus_never_interleave():
         devs = [rig.device(n, verify_every=2, poll_interval=0) for n in ("seat-3", "seat-4", "lockout")]
         sign = rig.device("sign", poll_interval=0)
         rig.start(*devs, sign)
-        for n in ("seat-3", "seat-4", "lockout", "sign"):
-            await rig.expect(is_(DeviceUp, device=n))
+        await rig.expect_up("seat-3", "seat-4", "lockout", "sign")
         for i in range(4):  # commands from every driver at once, while all four poll
             await asyncio.gather(devs[0].send(SetAcceptedLight(3, SPOT, i % 2 == 0)),
                                  devs[1].send(SetWinLight(4, True)), devs[2].send(SetLockoutLamp(True)),
@@ -358,8 +357,7 @@ async def test_outputs_are_reasserted_after_a_reboot():
         seat, lock = rig.device("seat-3", verify_every=2), rig.device("lockout", verify_every=2)
         sign = rig.device("sign", poll_interval=0.02)
         rig.start(seat, lock, sign)
-        for n in ("seat-3", "lockout", "sign"):
-            await rig.expect(is_(DeviceUp, device=n))
+        await rig.expect_up("seat-3", "lockout", "sign")
         await seat.send(SetAcceptedLight(3, SPOT, True))
         await seat.send(SetWinLight(3, True))
         await lock.send(SetLockoutLamp(True))

@@ -33,8 +33,7 @@ async def test_every_event_and_command_over_tcp():
     async with tcp_rig(SEAT3, IO, LOCKOUT, SIGN) as rig:
         seat, io, lock, sign = (rig.device(n) for n in ("seat-3", "table-io", "lockout", "sign"))
         rig.start(seat, io, lock, sign)
-        for n in ("seat-3", "table-io", "lockout", "sign"):
-            await rig.expect(is_(DeviceUp, device=n))
+        await rig.expect_up("seat-3", "table-io", "lockout", "sign")
         rig.sims["seat-3"].place_chip(3, SPOT, 1_500)
         assert await rig.expect(is_(WagerSensed, device="seat-3")) == WagerSensed("seat-3", 3, SPOT, 1_500)
         rig.sims["table-io"].place_chip(6, SPOT)

@@ -20,6 +20,7 @@ from rigtable import daemon_on_rig, drawing, lit, lock_round, message, until, wi
 
 from controller.app.table import TableDaemon
 from controller.errors import InputError
+from drivers.modbus.schedule import Phase as BusPhase
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
@@ -49,6 +50,12 @@ async def test_round_on_the_rig(tmp_path):
         await rig.press_lockout()
         await until(lambda: daemon.state.phase.value == "dealing", "booked and dealing")
         await until(lambda: rig.lights()["lockout_lamp"] is True, "lock-out lamp on")
+        (bus,) = daemon.buses.values()
+        assert bus.scheduler.phase is BusPhase.DEALING  # seats read for health only while the cards are dealt
+        # the longest the press could have waited: from the lock-out read before it to the wagers frozen
+        window = daemon.metrics.registry.get_sample_value("progressive_lockout_window_seconds_sum")
+        assert daemon.metrics.registry.get_sample_value("progressive_lockout_window_seconds_count") == 1
+        assert 0 < window < 1.0, window
 
         # after lock-out: not recognized, no light
         await rig.place_chip(5, "progressive", 100)
@@ -63,6 +70,7 @@ async def test_round_on_the_rig(tmp_path):
         assert "CS-07-r2 open for betting" in result["message"]
         status = await daemon.call("status", {})
         assert status["round"] == {"id": "CS-07-r2", "phase": "betting"}
+        assert bus.scheduler.phase is BusPhase.BETTING
         assert {"meter": "main", "amount": "10000.15"} in status["meters"]
         await until(lambda: lit(rig, 3) == [] and rig.lights()["lockout_lamp"] is False, "lights off")
         await until(lambda: "CS-07-r1" in daemon.ledger.state["main"].recent_rounds, "round closed in the journal")

@@ -47,6 +47,10 @@ class Metrics:
         self.lockout_latency = Histogram("progressive_lockout_latency_seconds",
                                          "From the lock-out press to the round's booking on disk",
                                          buckets=_SECONDS, registry=r)
+        self.lockout_window = Histogram(
+            "progressive_lockout_window_seconds",
+            "From the lock-out read before the press to the wagers frozen: the longest a press waited to take effect",
+            buckets=_SECONDS, registry=r)
         self.device_up = Gauge("progressive_device_up", "1 while the device answers", ["device", "kind"],
                                registry=r)
         self.device_errors = Counter("progressive_device_errors_total", "Device faults by kind",

@@ -23,6 +23,7 @@ import structlog
 
 from drivers import events as ev
 from drivers.device import Device
+from drivers.modbus.schedule import Phase as BusPhase
 
 from .. import __version__
 from ..cards import card_str, cards_str
@@ -76,6 +77,7 @@ class TableDaemon(TableShell):
         self._booked: dict[str, tuple[str, ...]] = {}  # round id -> meters booked
         self._writes: dict[str, asyncio.Task[Any]] = {}  # round id -> the task writing its close or reversal
         self._lock_pressed_at: float | None = None
+        self._press_window_from: float | None = None  # the lock-out read before the press (drivers' LockoutPressed)
         self._not_recognized = 0
         self._cards: list[int] = []
         self._changed = asyncio.Event()  # set and replaced at every change of the round or its claims
@@ -274,9 +276,11 @@ class TableDaemon(TableShell):
             case ev.WagerRemoved(device=_, seat=seat, spot=spot):
                 if spot in self.rules.spots:
                     self.apply(rm.ChipRemoved(seat, spot))
-            case ev.LockoutPressed():
+            case ev.LockoutPressed(previous_read_at=previous):
                 self._lock_pressed_at = time.monotonic()
+                self._press_window_from = previous
                 self.apply(rm.LockoutPressed(**self._draws()))
+                self._press_window_from = None  # observed if the press froze the wagers
             case ev.ShufflerCount(count=count, deck=deck):
                 self.apply(rm.ShuffleCounted(count, deck))
             case ev.ShuffleFault(reason=reason):
@@ -342,6 +346,12 @@ class TableDaemon(TableShell):
             return
         self._void(SHOE_JAM)
 
+    def _frozen(self) -> None:
+        """The wagers were just frozen (the round left betting)."""
+        if self._press_window_from is not None:
+            self.metrics.lockout_window.observe(time.monotonic() - self._press_window_from)
+            self._press_window_from = None
+
     def apply(self, event: rm.Input) -> None:
         """Run one input through the round machine and carry out its effects. A refused input is logged
         and changes nothing."""
@@ -359,8 +369,13 @@ class TableDaemon(TableShell):
         self._after_step(machine.step(self.rules, self.state, event))  # InputError / RulesError reach the client
 
     def _after_step(self, out: rm.Step) -> None:
+        if out.state.phase is not rm.Phase.BETTING and self.state is not None and self.state.phase is rm.Phase.BETTING:
+            self._frozen()
         self.state = out.state
         self.metrics.set_phase(out.state.phase.value)
+        bus_phase = BusPhase.BETTING if out.state.phase is rm.Phase.BETTING else BusPhase.DEALING
+        for bus in self.buses.values():  # seats read fast only while a wager can be recognized
+            bus.scheduler.set_phase(bus_phase)
         for block in rm.Block:
             self.metrics.blocked.labels(block.value).set(1 if out.state.blocks.get(block) else 0)
         for effect in out.effects:

@@ -7,6 +7,7 @@ Layered like pymodbus underneath them:
 - frames.py: function codes, frame lengths, CRC errors told from garbage (framer);
 - codec.py, registermap.py: register values <-> Python values and cents; the TOML register maps (PDU);
 - bus.py: ModbusBus, one client and one lock per bus, silence, timeouts, retries, reconnects (transaction);
+- schedule.py (pure), scheduler.py: which read goes next on a bus, by the round's phase; one scheduler per bus;
 - edges.py, devices.py: polled states -> events, commands -> writes; the Device implementations (client).
 """
 

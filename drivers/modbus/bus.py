@@ -37,6 +37,8 @@ from drivers.health import Backoff
 from . import frames
 from .frames import Framing
 from .registermap import Table
+from .schedule import Policy
+from .scheduler import BusScheduler
 from .settings import BusSettings, SerialBusSettings
 
 log = structlog.get_logger("drivers.modbus")
@@ -188,6 +190,7 @@ class ModbusBus:
         self.silence = settings.silence if isinstance(settings, SerialBusSettings) else 0.0
         self._precise = settings.precise_timing if isinstance(settings, SerialBusSettings) else False
         self._lock = BusLock()
+        self.scheduler = BusScheduler(Policy(settings.lockout_every, settings.health_interval))
         self._client: AsyncModbusSerialClient | AsyncModbusTcpClient | None = None
         self._backoff = Backoff(settings.backoff_initial, settings.backoff_cap)
         self._next_connect_at = 0.0

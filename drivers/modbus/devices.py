@@ -19,7 +19,6 @@ events; ``send`` turns commands into writes. Faults, per the policy in docs/regi
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -49,6 +48,7 @@ from .bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected
 from .codec import DataType
 from .edges import PressCounter, RisingEdge, Sensed, WagerEdges
 from .registermap import ButtonMode, Kind, Point, RegisterMap, Table
+from .schedule import Read, Role
 
 log = structlog.get_logger("drivers.modbus")
 
@@ -146,17 +146,19 @@ class ModbusDevice:
     # --- Device protocol --------------------------------------------------------------------------
 
     async def run(self, emit: Callable[[Event], None]) -> None:
+        """Poll when the bus's scheduler gives this device its turn (drivers/modbus/schedule.py); while down,
+        probe after each step of the backoff."""
         self._emit = emit
-        loop = asyncio.get_running_loop()
+        role = Role(self.kind.value)
+        not_before = 0.0
         while True:
-            started = loop.time()
-            await self.poll_once()
+            async with self.bus.scheduler.turn(Read(self.name, role, self.poll_interval, not_before=not_before)):
+                await self.poll_once()
             if self.health.up is False:
-                delay = self.backoff.delay()
+                not_before = time.monotonic() + self.backoff.delay()
             else:
                 self.backoff.reset()
-                delay = self.poll_interval - (loop.time() - started)
-            await asyncio.sleep(max(0.0, delay))
+                not_before = 0.0
 
     async def send(self, command: Command) -> None:
         writes = self._plan(command)  # UnsupportedCommand / InputError before anything else
@@ -401,9 +403,12 @@ class ModbusLockoutButton(ModbusDevice):
         bits = 32 if self._button.dtype is DataType.UINT32 else 16
         self._counter = PressCounter(bits=bits) if self._button.mode is ButtonMode.COUNTER else None
         self._edge = RisingEdge()
+        self._read_at: float | None = None  # when the last read that answered was sent
 
     async def _poll(self, retries: int | None) -> None:
+        sent = time.monotonic()
         raw = await self._read(self._inputs, retries)
+        previous, self._read_at = self._read_at, sent
         recovered = self._contact()
         value = self._button.decode(raw[self._button])
         presses = 0
@@ -422,7 +427,7 @@ class ModbusLockoutButton(ModbusDevice):
                 self._edge.resync()
             presses = 1 if self._edge.update(bool(value)) else 0
         for _ in range(presses):
-            self._forward(LockoutPressed(self.name))
+            self._forward(LockoutPressed(self.name, None if recovered else previous))
         # a counter that went back to zero is a restart: the lamp is at its power-on value now
         await self._after_contact(recovered or restarted)
 

@@ -28,6 +28,13 @@ class _Common(BaseModel):
         5, ge=1, le=1000,
         description="failed transactions in a row, with no reply from any unit between them, before the "
                     "port or connection is closed and opened again")
+    lockout_every: int = Field(
+        2, ge=2, le=100,
+        description="while betting, the lock-out button is read at least every this many transactions "
+                    "(drivers/modbus/schedule.py): 2, after every other read")
+    health_interval: float = Field(
+        1.0, gt=0, le=60,
+        description="seconds between the reads no phase needs fast: seats and the lock-out while dealing")
 
     @model_validator(mode="after")
     def _backoff_order(self):

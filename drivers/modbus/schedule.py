@@ -1,0 +1,110 @@
+"""Which read goes next on a bus: pure, given the reads waiting for the line, the round's phase and the clock.
+
+One scheduler per bus (drivers/modbus/scheduler.py) asks `choose` each time the line is free. Writes (the
+accepted and win lights, the lock-out lamp, the sign) are not chosen here: they take the line before any
+waiting read (bus.BusLock), between two reads. Reads go in this order:
+
+1. While betting, the lock-out button after at most `lockout_every - 1` other reads: the dealer's "no more
+   bets" is seen within `lockout_every` transactions, whatever the number of seats, so a chip placed after
+   the press has little time to be taken for a wager (after lock-out nothing is recognized: § 639a.8(b),
+   § 641a.8(b), § 667a.8(b)).
+2. Otherwise the read most overdue. Each read is due `interval` after the previous one: its device's own
+   interval (0.05 s by default: as often as the bus allows) for the lock-out and the seats while betting;
+   `health_interval` for reads no phase needs fast: the seats and the lock-out while the cards are dealt,
+   when no wager can be recognized anyway, read only to see the device is alive and to keep its state.
+   The sign keeps its own interval (it reads back what it shows).
+3. A device that is down is read (probed) no sooner than its backoff allows (`not_before`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Role(str, Enum):
+    SEAT = "seat"
+    LOCKOUT = "lockout"
+    SIGN = "sign"
+
+
+class Phase(str, Enum):
+    """What the bus's reads are for now. BETTING by default: a table whose phase nobody told is read fast."""
+
+    BETTING = "betting"  # wagers are recognized: seats fast, the lock-out between them
+    DEALING = "dealing"  # wagers frozen (locking, dealing, a void on its way): seats and lock-out for health
+
+
+@dataclass(frozen=True)
+class Policy:
+    lockout_every: int = 2  # while betting, the lock-out read at least every this many transactions
+    health_interval: float = 1.0  # seconds between reads that no phase needs fast
+
+    def __post_init__(self) -> None:
+        if not 2 <= self.lockout_every <= 100:  # 1 would read the lock-out and nothing else
+            raise ValueError("lockout_every must be 2..100 transactions")
+        if not 0.0 < self.health_interval <= 60.0:
+            raise ValueError("health_interval must be more than 0 and at most 60 seconds")
+
+
+@dataclass(frozen=True)
+class Read:
+    """A device waiting to be read."""
+
+    device: str
+    role: Role
+    interval: float  # the device's own shortest interval between reads (seconds)
+    last: float | None = None  # when it was last read (the clock's seconds); None: never
+    not_before: float = 0.0  # a device that is down: not probed before its backoff ends
+
+
+@dataclass(frozen=True)
+class State:
+    since_lockout: int = 0  # reads since the lock-out was last read
+    phase: Phase = Phase.BETTING
+
+
+@dataclass(frozen=True)
+class Choice:
+    """`device` to read now; or none now, and `wait` seconds until one is due (None: nobody is waiting)."""
+
+    device: str | None
+    wait: float | None = None
+
+
+def interval(policy: Policy, read: Read, phase: Phase) -> float:
+    """Seconds from one read of `read`'s device to its next, in `phase`."""
+    if read.role is Role.SIGN or phase is Phase.BETTING:
+        return read.interval
+    return max(read.interval, policy.health_interval)
+
+
+def due_at(policy: Policy, read: Read, phase: Phase) -> float:
+    if read.last is None:
+        return read.not_before
+    return max(read.last + interval(policy, read, phase), read.not_before)
+
+
+def choose(policy: Policy, state: State, reads: Sequence[Read], now: float) -> Choice:
+    """The next read, of those waiting. Of several equally due, the first in `reads` (the scheduler keeps them
+    in the order they asked: each device in turn)."""
+    if not reads:
+        return Choice(None)
+    if state.phase is Phase.BETTING and state.since_lockout >= policy.lockout_every - 1:
+        for r in reads:
+            if r.role is Role.LOCKOUT and r.not_before <= now:
+                return Choice(r.device)
+    best = min(reads, key=lambda r: due_at(policy, r, state.phase))
+    when = due_at(policy, best, state.phase)
+    if when <= now:
+        return Choice(best.device)
+    return Choice(None, when - now)
+
+
+def after(state: State, role: Role) -> State:
+    """The state once a read of `role` was given the line."""
+    return State(0 if role is Role.LOCKOUT else state.since_lockout + 1, state.phase)
+
+
+__all__ = ["Choice", "Phase", "Policy", "Read", "Role", "State", "after", "choose", "due_at", "interval"]

@@ -1,0 +1,92 @@
+"""One scheduler per bus: the line goes to one read at a time, the one drivers/modbus/schedule.py chooses.
+
+    async with bus.scheduler.turn(Read("seat-3", Role.SEAT, interval=0.05)):
+        await device.poll_once()
+
+A device's `run` asks for its turn, polls, and asks again; the scheduler hands the turn to the read `choose`
+picks whenever the line is free of reads, and wakes itself when the next read falls due. Writes do not ask:
+they wait for the bus lock only and go before any read (bus.BusLock), between two reads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import dataclasses
+import time
+from collections.abc import AsyncIterator, Callable
+
+from .schedule import Phase, Policy, Read, Role, State, after, choose
+
+
+class BusScheduler:
+    def __init__(self, policy: Policy | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.policy = policy or Policy()
+        self._clock = clock
+        self._state = State()
+        self._waiting: dict[str, tuple[Read, asyncio.Future[None]]] = {}  # in the order they asked
+        self._last: dict[str, float] = {}
+        self._busy = False
+        self._timer: asyncio.TimerHandle | None = None
+        self.reads: collections.Counter[str] = collections.Counter()  # reads given the line, by role
+
+    @property
+    def phase(self) -> Phase:
+        return self._state.phase
+
+    def set_phase(self, phase: Phase) -> None:
+        if phase is not self._state.phase:
+            self._state = dataclasses.replace(self._state, phase=phase)
+            self._next()
+
+    @contextlib.asynccontextmanager
+    async def turn(self, read: Read) -> AsyncIterator[None]:
+        """Wait until `read` is the one to go, hold the turn for the block's read, then pass it on."""
+        if read.device in self._waiting:
+            raise RuntimeError(f"{read.device} already waits for its turn")
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiting[read.device] = (read, fut)
+        self._next()
+        try:
+            await fut
+        except asyncio.CancelledError:
+            if fut.done() and not fut.cancelled():  # given the turn just as it was cancelled: pass it on
+                self._release()
+            elif self._waiting.get(read.device, (None, None))[1] is fut:
+                del self._waiting[read.device]
+                self._next()
+            raise
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _release(self) -> None:
+        self._busy = False
+        self._next()
+
+    def _next(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for device in [d for d, (_, f) in self._waiting.items() if f.done()]:
+            del self._waiting[device]  # its task was cancelled and has not yet run to say so
+        if self._busy or not self._waiting:
+            return
+        now = self._clock()
+        reads = [dataclasses.replace(r, last=self._last.get(r.device)) for r, _ in self._waiting.values()]
+        choice = choose(self.policy, self._state, reads, now)
+        if choice.device is None:
+            if choice.wait is not None:
+                self._timer = asyncio.get_running_loop().call_later(choice.wait, self._next)
+            return
+        read, fut = self._waiting.pop(choice.device)
+        self._busy = True
+        self._last[read.device] = now
+        self._state = after(self._state, read.role)
+        self.reads[read.role.value] += 1
+        fut.set_result(None)
+
+
+__all__ = ["BusScheduler", "Phase", "Policy", "Read", "Role"]
