@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -113,7 +114,7 @@ async def test_checks_beyond_the_queue_are_answered_busy_at_once(monkeypatch):
         check.close()
 
 
-async def test_a_guess_flood_on_the_control_socket_leaves_the_table_polling(tmp_path):
+async def test_a_guess_flood_on_the_control_socket_leaves_the_table_polling(tmp_path, monkeypatch):
     """Guesses pipelined on several connections at a table whose supervisor has a full-cost scrypt credential
     (about a third of a second a check): the event loop never stalls for a check (before, each guess blocked it
     for the whole check, and the devices went down), every device stays up, and the guesses end in a lock-out."""
@@ -125,6 +126,14 @@ async def test_a_guess_flood_on_the_control_socket_leaves_the_table_polling(tmp_
     def adjust(cfg):
         return replace(cfg, supervisors=(Supervisor("floor-1", cred),))
 
+    checked_on: list[int] = []  # the thread of every secret check
+    real_verify = auth.verify_credential
+
+    def verify(*args):
+        checked_on.append(threading.get_ident())
+        return real_verify(*args)
+
+    monkeypatch.setattr(auth, "verify_credential", verify)
     daemon_class = functools.partial(TableDaemon, control=lambda d: ControlServer(sock, d))
     async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / "state", adjust) as (daemon, rig):
         lag = 0.0
@@ -158,7 +167,10 @@ async def test_a_guess_flood_on_the_control_socket_leaves_the_table_polling(tmp_
         await watcher
         assert len(answers) == 24 and set(answers) <= {"auth", "unavailable"}
         assert all(i.up for i in daemon._info.values()), daemon.devices_json()
-        assert lag < 0.15, f"the event loop stalled {lag:.3f} s during the flood"
+        # no check ran on the event loop's thread (each takes about a third of a second there): what the loop's
+        # lag shows on a quiet machine, without the noise of a loaded one (allowed a check's time, not 24)
+        assert checked_on and threading.get_ident() not in checked_on
+        assert lag < 1.0, f"the event loop stalled {lag:.3f} s during the flood"
         assert lockout.requests - polls >= spent / 1.0  # the lock-out button was read all along (many a second)
         with pytest.raises(ControlError, match=f"too many wrong secrets for user {os.getuid()}"):
             await ControlClient(sock).call("void", reason="x", supervisor="floor-1", secret=SECRET)
