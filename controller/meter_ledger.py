@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import InputError, RulesError
 from .meter._check import parse_moment
 from .meter import (
+    MeterParams,
     MeterState,
+    Op,
     apply,
     check_invariant,
     initial_state,
@@ -27,6 +29,9 @@ from .meter import (
     state_from_dict,
     state_to_dict,
 )
+
+if TYPE_CHECKING:
+    from .round.claims import Claim
 
 DEFINE_METER = "define-meter"
 # At a link authority: a table's operation the rules refused, journaled under the operation's key so that
@@ -44,13 +49,23 @@ TABLE_ANCHOR = "table-anchor"
 Meters = Mapping[str, MeterState]
 
 
-def define_meter_body(params: Any, set_by: str, at: datetime) -> dict[str, Any]:
-    """The journal body that creates a meter (params: a MeterParams)."""
+class MetersJournal(Protocol):
+    """What `configure_meter` needs of a ledger of meters (a controller.ledger.Ledger[Meters])."""
+
+    @property
+    def state(self) -> Meters: ...
+
+    def submit(self, kind: str, body: dict[str, Any], key: str) -> object: ...
+
+
+def define_meter_body(params: MeterParams, set_by: str, at: datetime) -> dict[str, Any]:
+    """The journal body that creates a meter."""
     return {"params": params_to_dict(params), "set_by": set_by, "at": at.isoformat()}
 
 
-def configure_meter(ledger: Any, params: Any, owner: str, source: str, now: datetime) -> str | None:
-    """Bring meter `params.meter_id` of `ledger` (a controller.ledger.Ledger) to its configured parameters:
+def configure_meter(ledger: MetersJournal, params: MeterParams, owner: str, source: str,
+                    now: datetime) -> str | None:
+    """Bring meter `params.meter_id` of `ledger` to its configured parameters:
     define it if the journal does not have it, or record a parameter change (which the meter refuses while
     one of its rounds is open or an award is locked: InputError). `owner` (a table or an authority) keys the
     entries. Returns "defined", "changed" or None (already so)."""
@@ -67,7 +82,7 @@ def configure_meter(ledger: Any, params: Any, owner: str, source: str, now: date
     return "changed"
 
 
-def op_body(meter_id: str, op: Any) -> dict[str, Any]:
+def op_body(meter_id: str, op: Op) -> dict[str, Any]:
     """The journal body of a meter operation on `meter_id`."""
     body = op.to_dict()
     body.pop("kind", None)
@@ -86,7 +101,7 @@ class MetersReducer:
     def initial(self) -> Meters:
         return MappingProxyType({})
 
-    def apply(self, state: Meters, kind: str, body: dict[str, Any]) -> tuple[Meters, Any]:
+    def apply(self, state: Meters, kind: str, body: dict[str, Any]) -> tuple[Meters, dict[str, Any]]:
         if not isinstance(body, dict):
             raise InputError("body", "must be an object")
         if kind == DEFINE_METER:
@@ -138,8 +153,8 @@ class MetersReducer:
         return MappingProxyType({k: state_from_dict(v, f"snapshot.{k}") for k, v in sorted(data.items())})
 
 
-def claim_body(claim: Any, event: str) -> dict[str, Any]:
-    """The journal body of a claim record (a controller.round.claims.Claim after `event`)."""
+def claim_body(claim: Claim, event: str) -> dict[str, Any]:
+    """The journal body of a claim record (the claim after `event`)."""
     from .round.claims import claim_to_json
 
     return {"event": event, "claim": claim_to_json(claim)}

@@ -26,6 +26,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
 
 import structlog
 
@@ -33,6 +34,9 @@ from ..config.credentials import Credential, hash_credential, parse_credential, 
 from ..config.model import Supervisor
 from ..link.approval import approval_key
 from .control import NotAvailable
+
+if TYPE_CHECKING:
+    from .metrics import Metrics
 
 log = structlog.get_logger("control")
 
@@ -82,7 +86,7 @@ class Guesses:
 
 
 class SupervisorCheck:
-    def __init__(self, supervisors: Iterable[Supervisor], metrics: object, *,
+    def __init__(self, supervisors: Iterable[Supervisor], metrics: Metrics, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._supervisors = {s.name: s.credential for s in supervisors}
         self._metrics = metrics
@@ -119,12 +123,12 @@ class SupervisorCheck:
         credential = self._supervisors.get(name)
         self._waiting += 1
         try:
-            against = credential or await asyncio.wrap_future(self._decoy)
+            against = credential if credential is not None else await asyncio.wrap_future(self._decoy)
             loop = asyncio.get_running_loop()
             ok = await loop.run_in_executor(self._pool, verify_credential, secret, against)
-            key = None
+            derived: bytes | None = None
             if ok and credential is not None and derive:
-                key = await loop.run_in_executor(self._pool, approval_key, name, secret)
+                derived = await loop.run_in_executor(self._pool, approval_key, name, secret)
         finally:
             self._waiting -= 1
         if credential is None or not ok:
@@ -132,7 +136,7 @@ class SupervisorCheck:
             raise PermissionError("supervisor name or credential not accepted")
         self._users.right(user)
         self._names.right(("name", name))
-        return name, key
+        return name, derived
 
     def _wrong(self, name: object, uid: int | None, why: str) -> None:
         self._metrics.auth_failures.inc()

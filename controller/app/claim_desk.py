@@ -34,7 +34,9 @@ from ..ledger.errors import KeyConflict
 from ..ledger.reader import JournalReader
 from ..link import approval
 from ..link.client import LinkRefused
+from ..meter import ops as meter_ops
 from ..meter_ledger import CLAIM, claim_body
+from ..meter_ledger import Meters as MeterStates
 from ..money import format_cents, parse_cents
 from ..round import claim_machine as cm
 from ..round.claims import (
@@ -82,9 +84,9 @@ class RoundView:
 
 
 class ClaimDesk:
-    def __init__(self, cfg: TableConfig, rules: TableRules, meters: Meters, ledger: Ledger[Any], *,
+    def __init__(self, cfg: TableConfig, rules: TableRules, meters: Meters, ledger: Ledger[MeterStates], *,
                  round_now: Callable[[], RoundView], win_light: Callable[[int, bool], None], sign: Sign,
-                 metrics: Metrics, spawn: Callable[..., asyncio.Task[Any]],
+                 metrics: Metrics, spawn: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task[Any]],
                  on_change: Callable[[], None] = lambda: None, on_paid: Callable[[], None] = lambda: None) -> None:
         self.cfg = cfg
         self.rules = rules
@@ -218,7 +220,7 @@ class ClaimDesk:
             if not self.meters.keeps(rule.meter):
                 raise RulesError("spot", f"meter {rule.meter} is not kept at this table: its hits are not claimed here")
             port = self.meters.port(rule.meter)
-            position = DEALER_POSITION if seat == DEALER else seat
+            position = seat if isinstance(seat, int) else DEALER_POSITION  # claim_spot took a number or DEALER
             known = any(c.spot == spot and c.seat == position for c in self.state.claims)
             if not known and await port.journaled(rule.meter, payout_key(rid, position, spot, 0)):
                 who = "the dealer" if seat == DEALER else f"seat {seat}"
@@ -238,8 +240,8 @@ class ClaimDesk:
             if seat == DEALER:
                 claim = verify_dealer(self.state, wagers=on_spot, **common)
             else:
-                claim = verify(self.state, seat=seat, wager_cents=view.accepted.get((seat, spot)), others=on_spot,
-                               **common)
+                claim = verify(self.state, seat=seat, wager_cents=view.accepted.get((position, spot)),
+                               others=on_spot, **common)
             if port.linked and not port.pays_later_shares() and any(
                     p.shared_by > 1 for i, p in enumerate(claim.payouts) if i in cm.lock_indices(claim.payouts)):
                 raise RulesError("claim", "the link authority pays no later share of an award shared on the "
@@ -253,7 +255,7 @@ class ClaimDesk:
         log.info("claim verified", claim=c.id, seat=c.seat, spot=spot, amount=format_cents(c.amount_cents),
                  approval=c.needs_approval, by=by, status=c.status)
         await self._run(effects)
-        if self._get(claim.id) is not None and self._get(claim.id).status == "locking":
+        if (current := self._get(claim.id)) is not None and current.status == "locking":
             await self._until(lambda: (self._get(claim.id) or claim).status != "locking", LINK_ANSWER_S)
         c = self._get(claim.id) or claim
         shown = {"claim_id": c.id, **({"draws": draws.to_json()} if wcfg.wager.magic_and_lucky else {})}
@@ -534,7 +536,7 @@ class ClaimDesk:
         """The claim's payouts not paid yet that the link authority verifies an approval of, in order."""
         return [j for j in c.unpaid if payout_op(c, j, self.cfg.table, utc_now()).kind in approval.APPROVED_KINDS]
 
-    async def _await_payment(self, cid: str, i: int, op: Any, signed: dict[str, str] | None) -> None:
+    async def _await_payment(self, cid: str, i: int, op: meter_ops.Op, signed: dict[str, str] | None) -> None:
         """The authority's answer to a payment from a linked meter, as long as the claim is being paid (asked
         under the payment's key: it applies once, whatever the retries); then the claim's next payouts."""
         self._awaiting += 1
@@ -549,7 +551,7 @@ class ClaimDesk:
         finally:
             self._awaiting -= 1
 
-    async def _answer_of_payment(self, cid: str, i: int, op: Any, signed: dict[str, str] | None) -> None:
+    async def _answer_of_payment(self, cid: str, i: int, op: meter_ops.Op, signed: dict[str, str] | None) -> None:
         linked = self.meters.linked
         assert linked is not None
 

@@ -42,6 +42,7 @@ import stat
 import struct
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -277,7 +278,7 @@ class _Pace:
     """A token bucket per user: `wait(uid)` returns at once while the user has requests to spend, else when the
     next one is due."""
 
-    def __init__(self, rate: float, burst: int, clock: Any = time.monotonic) -> None:
+    def __init__(self, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
         self.rate, self.burst, self._clock = rate, burst, clock
         self._tokens: dict[int | None, tuple[float, float]] = {}  # uid -> (tokens, when)
 
@@ -674,7 +675,7 @@ def _result(answer: bytes, rid: int) -> Any:
         raise ControlError("internal", f"the daemon answered request {doc.get('id')!r}, not {rid}")
     if doc["ok"]:
         return doc.get("result")
-    kind = doc.get("kind") if doc.get("kind") in KINDS else "internal"
-    field = doc.get("field") if isinstance(doc.get("field"), str) and doc.get("field") else None
-    message = doc.get("error") if isinstance(doc.get("error"), str) and doc.get("error") else "refused"
-    raise ControlError(kind, message, field)
+    kind, field, message = doc.get("kind"), doc.get("field"), doc.get("error")
+    raise ControlError(kind if isinstance(kind, str) and kind in KINDS else "internal",
+                       message if isinstance(message, str) and message else "refused",
+                       field if isinstance(field, str) and field else None)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -38,7 +38,10 @@ from .control import NotAvailable
 from .metrics import Metrics
 from .operations import check_arguments
 from .sdnotify import Notifier
-from .shell import TableShell, close_buses
+from .shell import ControlFactory, TableShell, close_buses
+
+if TYPE_CHECKING:
+    from drivers.modbus.bus import ModbusBus
 
 log = structlog.get_logger("dice-table")
 
@@ -88,6 +91,36 @@ class Settled:
         if self.numbers_complete is not None:
             out["numbers_complete"] = self.numbers_complete
         return out
+
+
+class _DiceGame(Protocol):
+    """What the daemon asks of its game (one class per dice game below)."""
+
+    @property
+    def who(self) -> str: ...  # what the wager areas are called: "position" or "seat"
+
+    @property
+    def rule(self) -> str: ...
+
+    @property
+    def spots(self) -> tuple[str, ...]: ...
+
+    @property
+    def accepting(self) -> bool: ...
+
+    def probe(self, seat: int, spot: str, cents: int | None) -> None: ...
+
+    def place(self, seat: int, spot: str, cents: int) -> None: ...
+
+    def holds(self, seat: int, spot: str) -> bool: ...
+
+    def lift(self, seat: int, spot: str, series: str) -> Settled | None: ...
+
+    def roll(self, r: Roll, series: str) -> list[Settled]: ...
+
+    def wagers(self) -> list[tuple[int, str, int]]: ...
+
+    def json(self) -> dict[str, Any]: ...
 
 
 class _HotRollerGame:
@@ -154,7 +187,7 @@ class _SixEightShakeGame:
     def __init__(self, cfg: TableConfig) -> None:
         wid = next(iter(cfg.wagers))
         self.machine = PropsAndHops.new(cfg.wagers[wid].paytable, field=f"wagers.{wid}.paytable")
-        self.spots = (SIX_EIGHT_SHAKE,) if SIX_EIGHT_SHAKE in self.machine.offered else ()
+        self.spots: tuple[str, ...] = (SIX_EIGHT_SHAKE,) if SIX_EIGHT_SHAKE in self.machine.offered else ()
 
     def probe(self, seat: int, spot: str, cents: int | None) -> None:
         self.machine.place(seat, spot, 1 if cents is None else cents)
@@ -190,16 +223,17 @@ class _SixEightShakeGame:
         }
 
 
-_GAMES = {"hot-roller-craps": _HotRollerGame, "props-and-hops": _SixEightShakeGame}
+_GAMES: dict[str, Callable[[TableConfig], _DiceGame]] = {"hot-roller-craps": _HotRollerGame,
+                                                         "props-and-hops": _SixEightShakeGame}
 
 
 class DiceTableDaemon(TableShell):
     """The daemon of a dice table (``cfg.game.dice``): the same control operations, logs, metrics and
     start-up as the card table's (controller.app.shell), with the series of rolls in place of rounds of cards."""
 
-    def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, Any] | None = None,
+    def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, ModbusBus] | None = None,
                  metrics: Metrics | None = None, notifier: Notifier | None = None,
-                 control: Callable[[DiceTableDaemon], Any] | None = None) -> None:
+                 control: ControlFactory | None = None) -> None:
         if not cfg.game.dice or cfg.game.id not in _GAMES:
             raise InputError("game", f"{cfg.game.id!r} is not a dice game this daemon runs")
         super().__init__(cfg, devices, buses=buses, metrics=metrics, notifier=notifier, control=control)

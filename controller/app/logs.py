@@ -15,6 +15,7 @@ from collections.abc import Callable, Hashable
 from typing import IO, Literal
 
 import structlog
+from structlog.typing import EventDict, Processor
 
 Format = Literal["auto", "json", "console"]
 
@@ -26,7 +27,7 @@ def set_table_context(**context: object) -> None:
     _table_context.update(context)
 
 
-def _add_table_context(_logger: object, _name: str, event: dict) -> dict:
+def _add_table_context(_logger: object, _name: str, event: EventDict) -> EventDict:
     for k, v in _table_context.items():
         event.setdefault(k, v)
     return event
@@ -39,7 +40,7 @@ def configure(fmt: Format = "auto", level: str = "info", stream: IO[str] | None 
     lvl = logging.getLevelNamesMapping().get(level.upper())
     if lvl is None:
         raise ValueError(f"logging level: unknown level {level!r}")
-    shared = [
+    shared: list[Processor] = [
         structlog.contextvars.merge_contextvars,
         _add_table_context,
         structlog.processors.add_log_level,

@@ -20,14 +20,20 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from ..errors import RulesError
 from ..ledger import Ledger
 from ..ledger.reader import Found, JournalReader, lookup
 from ..link.client import TableLink
+from ..meter.ops import LockPercentAward, Op, ReleaseLockedAward
+from ..meter_ledger import Meters as MeterStates
 from ..meter_ledger import op_body
 from ..money import UNITS_PER_CENT, parse_cents
+
+if TYPE_CHECKING:
+    from ..round.claims import Claim
+
 
 class MeterPort(Protocol):
     linked: bool
@@ -36,12 +42,12 @@ class MeterPort(Protocol):
 
     def amounts(self, meter: str) -> tuple[int, int]: ...
 
-    async def submit(self, op: Any, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
+    async def submit(self, op: Op, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
         ...
 
-    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int, str]: ...
+    async def lock(self, op: LockPercentAward, meter: str, key: str, timeout: float) -> tuple[int, int, str]: ...
 
-    async def release(self, op: Any, meter: str, key: str, held: bool = False) -> bool: ...
+    async def release(self, op: ReleaseLockedAward, meter: str, key: str, held: bool = False) -> bool: ...
 
     def pays_later_shares(self) -> bool: ...
 
@@ -58,7 +64,7 @@ class LocalMeters:
 
     linked = False
 
-    def __init__(self, ledger: Ledger[Any]) -> None:
+    def __init__(self, ledger: Ledger[MeterStates]) -> None:
         self.ledger = ledger
 
     @property
@@ -72,14 +78,14 @@ class LocalMeters:
         m = self.ledger.state[meter]
         return m.current, m.params.reset_cents * UNITS_PER_CENT
 
-    async def submit(self, op: Any, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
+    async def submit(self, op: Op, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
         receipt = await self.ledger.submit_async(op.kind, op_body(meter, op), key)  # no authority to approve to
         return dict(receipt.result)
 
-    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int, str]:
+    async def lock(self, op: LockPercentAward, meter: str, key: str, timeout: float) -> tuple[int, int, str]:
         raise RulesError("meter", f"meter {meter} is the table's own: its awards are not locked")
 
-    async def release(self, op: Any, meter: str, key: str, held: bool = False) -> bool:
+    async def release(self, op: ReleaseLockedAward, meter: str, key: str, held: bool = False) -> bool:
         return False  # nothing is locked on a table's own meter
 
     def pays_later_shares(self) -> bool:
@@ -115,7 +121,7 @@ class LinkedMeters:
             raise RulesError("claim", f"the link authority's meter {self.link.linked[meter]} has not been heard yet")
         return value.cents * UNITS_PER_CENT, value.reset_cents * UNITS_PER_CENT
 
-    async def submit(self, op: Any, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
+    async def submit(self, op: Op, meter: str, key: str, approval: dict[str, str] | None = None) -> dict[str, Any]:
         await self.link.send(op, meter, key, approval)
         return {}
 
@@ -124,7 +130,7 @@ class LinkedMeters:
         is not reached yet, or predates approvals)."""
         return self.link.approvers is None or name in self.link.approvers
 
-    def approvals(self, claim: Any, table: str, approver_key: bytes) -> tuple[tuple[int, str, str], ...]:
+    def approvals(self, claim: Claim, table: str, approver_key: bytes) -> tuple[tuple[int, str, str], ...]:
         """The signed approvals of the claim's payouts that the authority verifies (controller.link.approval),
         by `claim.by` with `approver_key`: made at the approval, each bound to the one payment it approves."""
         from ..ledger.chain import utc_now
@@ -144,14 +150,14 @@ class LinkedMeters:
                 out.append((i, signed["by"], signed["mac"]))
         return tuple(out)
 
-    async def pay(self, op: Any, meter: str, key: str, approval: dict[str, str] | None, timeout: float) -> dict[str, Any]:
+    async def pay(self, op: Op, meter: str, key: str, approval: dict[str, str] | None, timeout: float) -> dict[str, Any]:
         """The authority's result of the payment sent under `key` (sent now if it was not: the same key applies
         once); raises client.LinkRefused when the authority refused it (its approval did not verify), TimeoutError when
         it has not answered yet (asked again, it waits for the same payment's answer)."""
         seq = await self.link.send(op, meter, key, approval)
         return await self.link.answer(seq, timeout)
 
-    async def lock(self, op: Any, meter: str, key: str, timeout: float) -> tuple[int, int, str]:
+    async def lock(self, op: LockPercentAward, meter: str, key: str, timeout: float) -> tuple[int, int, str]:
         """The amount of the lock sent under `key`, and the lock's number on the meter and nonce (0 and "" from an
         authority that does not number locks); sent now if it was not (the same key applies once); asked again
         after a TimeoutError, it waits for the same lock's answer."""
@@ -166,7 +172,7 @@ class LinkedMeters:
         """Whether the authority takes a later share of a shared award (pay-percent-award): it says so."""
         return self.link.accepts("pay-percent-award")
 
-    async def release(self, op: Any, meter: str, key: str, held: bool = False) -> bool:
+    async def release(self, op: ReleaseLockedAward, meter: str, key: str, held: bool = False) -> bool:
         """Give a lock back to the meter. `held`: the authority confirmed the lock and refused its payment, so it
         holds it still (the outbox let go of it when the payment was sent)."""
         if op.claim not in self.link.outbox.locks and not held:

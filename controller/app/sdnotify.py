@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 
 _TIMEOUT_S = 1.0
 
@@ -56,9 +57,10 @@ class Notifier:
             self._sock = None
 
 
-def watchdog_interval(env: dict[str, str] | None = None) -> float | None:
+def watchdog_interval(env: Mapping[str, str] | None = None) -> float | None:
     """Half of ``$WATCHDOG_USEC`` in seconds (systemd's advice), if the watchdog is on for this process."""
-    env = os.environ if env is None else env
+    if env is None:
+        env = os.environ
     usec = env.get("WATCHDOG_USEC")
     pid = env.get("WATCHDOG_PID")
     if not usec or (pid and pid != str(os.getpid())):

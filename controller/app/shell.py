@@ -16,7 +16,7 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -25,11 +25,14 @@ from drivers.device import Device
 
 from ..config.model import TableConfig
 from .auth import SupervisorCheck
-from .control import PEER
+from .control import PEER, Handler
 from .metrics import Metrics
 from .outputs import DeviceOutputs
 from .sdnotify import Notifier, watchdog_interval
 from .sign import Sign
+
+if TYPE_CHECKING:
+    from drivers.modbus.bus import ModbusBus
 
 log = structlog.get_logger("table")
 
@@ -39,6 +42,17 @@ EVENT_QUEUE = 10_000  # device events waiting for the round task (bounded: a bab
 
 class DaemonFailed(Exception):
     """A task the table cannot go on without failed; its reason and traceback are in the log."""
+
+
+class ControlService(Protocol):
+    """A daemon's control socket as the daemon runs it (controller.app.control.ControlServer)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+ControlFactory = Callable[[Handler], ControlService]  # given the daemon, which answers the socket's requests
 
 
 @dataclass
@@ -53,9 +67,9 @@ class TableShell:
     """The part of a table daemon that is not its game: subclasses give `on_device_event`, `device_changed`,
     `healthy` and `call`, and run `start_services` inside their TaskGroup."""
 
-    def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, Any] | None = None,
+    def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, ModbusBus] | None = None,
                  metrics: Metrics | None = None, notifier: Notifier | None = None,
-                 control: Callable[[Any], Any] | None = None) -> None:
+                 control: ControlFactory | None = None) -> None:
         self.cfg = cfg
         self.devices = devices
         self.buses = buses or {}
@@ -237,7 +251,7 @@ class TableShell:
         return round(time.monotonic() - self.started_at, 1)
 
 
-async def close_buses(buses: dict[str, Any]) -> None:
+async def close_buses(buses: dict[str, ModbusBus]) -> None:
     for bus in buses.values():
         try:
             await bus.close()
@@ -245,11 +259,12 @@ async def close_buses(buses: dict[str, Any]) -> None:
             pass
 
 
-async def _stop_on_cancel(control: Any) -> None:
+async def _stop_on_cancel(control: ControlService) -> None:
     try:
         await asyncio.Event().wait()
     finally:
         await control.stop()
 
 
-__all__ = ["DEVICE_METRICS_S", "EVENT_QUEUE", "DaemonFailed", "DeviceInfo", "TableShell", "close_buses"]
+__all__ = ["DEVICE_METRICS_S", "EVENT_QUEUE", "ControlFactory", "ControlService", "DaemonFailed", "DeviceInfo",
+           "TableShell", "close_buses"]

@@ -17,7 +17,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -33,10 +33,12 @@ from ..ledger import Ledger, software_digest
 from ..ledger.anchor import Anchor
 from ..ledger.chain import utc_now
 from ..ledger.errors import KeyConflict
+from ..meter import MeterState
 from ..meter import ops as meter_ops
 from ..ledger.reader import JournalReader
-from ..link.schema import JournalAnchor
+from ..link.schema import JournalAnchor, Win
 from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
+from ..meter_ledger import Meters as MeterStates
 from ..money import UNITS_PER_CENT, format_cents, parse_units
 from ..round import claim_machine as cm
 from ..round import detect, machine
@@ -44,6 +46,7 @@ from ..round import model as rm
 from ..round.resume import Kept, resume
 from ..positions import position_name
 from . import linked, logs
+from .linked import LinkedMeterView
 from .anchoring import Anchoring
 from .claim_desk import ClaimDesk, RoundView
 from .control import PEER
@@ -52,8 +55,11 @@ from .metrics import Metrics
 from .operations import check_arguments
 from .sdnotify import Notifier
 from .setup import standalone_meters, table_rules
-from .shell import TableShell, close_buses
+from .shell import ControlFactory, TableShell, close_buses
 from .views import hit_json, meter_json
+
+if TYPE_CHECKING:
+    from drivers.modbus.bus import ModbusBus
 
 log = structlog.get_logger("table")
 
@@ -62,14 +68,14 @@ SHOE_JAM = "shoe jam (§ 667a.13(e))"
 
 
 class TableDaemon(TableShell):
-    def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, Any] | None = None,
+    def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, ModbusBus] | None = None,
                  metrics: Metrics | None = None, notifier: Notifier | None = None,
-                 control: Callable[[TableDaemon], Any] | None = None,
+                 control: ControlFactory | None = None,
                  draw: Callable[[int], int] = secrets.randbelow) -> None:
         super().__init__(cfg, devices, buses=buses, metrics=metrics, notifier=notifier, control=control)
         self.rules = table_rules(cfg)
         self._draw = draw
-        self.ledger: Ledger[Any] | None = None
+        self.ledger: Ledger[MeterStates] | None = None
         self.anchoring: Anchoring | None = None
         self.meters: Meters | None = None
         self.desk: ClaimDesk | None = None
@@ -91,7 +97,7 @@ class TableDaemon(TableShell):
 
     # --- start-up ----------------------------------------------------------------------------------
 
-    def _open_ledger(self) -> Ledger[Any]:
+    def _open_ledger(self) -> Ledger[MeterStates]:
         led = Ledger.open(self.cfg.state_dir, MetersReducer(), software_digest=software_digest())
         try:
             self._define_meters(led)
@@ -100,7 +106,7 @@ class TableDaemon(TableShell):
             raise
         return led
 
-    def _define_meters(self, led: Ledger[Any]) -> None:
+    def _define_meters(self, led: Ledger[MeterStates]) -> None:
         """Create each of the table's meters the journal does not have yet; a meter whose parameters the
         configuration changed gets a recorded parameter change (refused while one of its rounds is open)."""
         for m in standalone_meters(self.cfg):
@@ -137,7 +143,8 @@ class TableDaemon(TableShell):
                 self._outputs_at_start()
                 await asyncio.to_thread(self._undo_partial_bookings)
                 self._kept, self._kept_no = await asyncio.to_thread(self._journaled_kept)
-                meters = {**self.ledger.state, **linked.resume_views(self.link)}
+                meters: dict[str, MeterState | LinkedMeterView] = {**self.ledger.state,
+                                                                  **linked.resume_views(self.link)}
                 resumed = resume(self.rules, meters, self._kept)
                 if resumed.open_round is not None:
                     rid = resumed.open_round
@@ -183,7 +190,7 @@ class TableDaemon(TableShell):
         meters alike: a booking on a linked meter is in the link journal, and its reversal is journaled there
         (the link sends it to the authority once it runs). Blocking: run it in a thread, before the link runs."""
         assert self.ledger is not None
-        meters = {**self.ledger.state, **linked.resume_views(self.link)}
+        meters: dict[str, MeterState | LinkedMeterView] = {**self.ledger.state, **linked.resume_views(self.link)}
 
         def never_booked(m: str, rid: str) -> bool:
             # Open there, or ended there (closed or voided: a stop between two closes or voids of one round is
@@ -192,8 +199,8 @@ class TableDaemon(TableShell):
             return st is None or (rid not in st.open_rounds and rid not in st.recent_rounds)
 
         for meter, st in sorted(meters.items()):
-            for rid, booking in sorted(st.open_rounds.items()):
-                missing = [m for m in booking.round_meters if never_booked(m, rid)]
+            for rid in sorted(st.open_rounds):
+                missing = [m for m in st.open_rounds[rid].round_meters if never_booked(m, rid)]
                 if not missing:
                     continue
                 op = meter_ops.VoidRound(rid, utc_now(), f"lock-out not completed: not booked on {', '.join(missing)} "
@@ -451,7 +458,7 @@ class TableDaemon(TableShell):
         if task is not None:
             await asyncio.shield(task)
 
-    async def _submit(self, op: Any, meter: str, key: str) -> dict[str, Any]:
+    async def _submit(self, op: meter_ops.Op, meter: str, key: str) -> dict[str, Any]:
         assert self.meters is not None
         t0 = time.perf_counter()
         result = await self.meters.port(meter).submit(op, meter, key)
@@ -530,7 +537,7 @@ class TableDaemon(TableShell):
         if self.state is not None:
             self.apply(rm.BlockCleared(rm.Block.LINK, "link") if up else rm.BlockRaised(rm.Block.LINK, "link"))
 
-    def _link_win(self, win: Any) -> None:
+    def _link_win(self, win: Win) -> None:
         """A hit on a linked meter at any table: every sign of the link shows it, then the new amount."""
         if win.state != "paid" or win.table == self.cfg.table:
             return  # this table shows its own wins itself (the claim desk)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..meter import MeterState, params_to_dict
+from ..meter import Hit, MeterState, params_to_dict
 from ..meter.snapshot import hit_to_dict
 from ..money import format_cents, format_units
 
@@ -42,7 +42,7 @@ def meter_json(s: MeterState) -> dict[str, Any]:
     }
 
 
-def hit_json(meter_id: str, h) -> dict[str, Any]:  # noqa: ANN001 - a controller.meter.Hit
+def hit_json(meter_id: str, h: Hit) -> dict[str, Any]:
     d = hit_to_dict(h)
     return {"meter": meter_id, "number": d.pop("number"), "time": d.pop("at"), "round": d.pop("round_id"), **d}
 

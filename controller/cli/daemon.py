@@ -25,10 +25,15 @@ import sqlite3
 import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .. import __version__
 from ..exits import EXIT_INTERNAL, EXIT_STORAGE
+
+if TYPE_CHECKING:
+    from ..app.shell import TableShell
+    from ..config.authority import AuthorityConfig
+    from ..config.model import TableConfig
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -185,7 +190,7 @@ def _main_link(args: argparse.Namespace) -> int:
     return run_daemon(lambda: _run_link(cfg))
 
 
-async def _run_link(cfg) -> int:
+async def _run_link(cfg: AuthorityConfig) -> int:
     import structlog
 
     from ..app.sdnotify import Notifier, watchdog_interval
@@ -194,6 +199,7 @@ async def _run_link(cfg) -> int:
 
     log = structlog.get_logger("progressived")
     main_task = asyncio.current_task()
+    assert main_task is not None
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, main_task.cancel)
@@ -237,10 +243,10 @@ def start_metrics(registry, host: str, port: int):
 
 # Something run beside the table daemon, in its task group (the demo's scripted dealer): given the daemon and the
 # daemon's own task (cancelling it is a clean stop).
-Companion = Callable[[Any, "asyncio.Task[None]"], Coroutine[Any, Any, None]]
+Companion = Callable[["TableShell", "asyncio.Task[None]"], Coroutine[Any, Any, None]]
 
 
-async def serve(cfg, *, socket: str, listen: tuple[str, int] | None, companion: Companion | None = None) -> int:
+async def serve(cfg: TableConfig, *, socket: str, listen: tuple[str, int] | None, companion: Companion | None = None) -> int:
     """The table daemon of `cfg` until SIGTERM or SIGINT (a clean stop: 0), its control socket at `socket`, its
     metrics served at `listen` (None: not served). Raises _Ending for anything else."""
     import structlog

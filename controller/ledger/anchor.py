@@ -23,11 +23,14 @@ import os
 import stat
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from . import journal
 from .chain import Entry, format_time, utc_now
 from .errors import LedgerError
+
+if TYPE_CHECKING:
+    from .ledger import Head
 
 KEY_BYTES = 32  # at least, for HMAC-SHA256
 MAX_FILE = 4096  # an anchor file, and a key file, are small: a larger one is not read
@@ -45,8 +48,8 @@ class Anchor:
     mac: str | None = None  # HMAC-SHA256 of seq, hash and time under the journal key, when there is one
 
     @classmethod
-    def of(cls, head: Any, key: bytes | None, at: str | None = None) -> Anchor:
-        """The anchor of `head` (a controller.ledger.Head), signed with `key` when given."""
+    def of(cls, head: Head, key: bytes | None, at: str | None = None) -> Anchor:
+        """The anchor of `head`, signed with `key` when given."""
         at = at or format_time(utc_now())
         return cls(head.seq, head.hash, at, None if key is None else _mac(key, head.seq, head.hash, at))
 
@@ -62,7 +65,7 @@ class Anchor:
         return _is_hex64(self.mac) and hmac.compare_digest(self.mac, _mac(key, self.seq, self.hash, self.at))
 
 
-def _is_hex64(text: object) -> bool:
+def _is_hex64(text: object) -> TypeGuard[str]:
     return isinstance(text, str) and len(text) == 64 and all(c in "0123456789abcdef" for c in text)
 
 

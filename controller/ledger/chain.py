@@ -23,6 +23,7 @@ from __future__ import annotations
 import datetime as _dt
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from ..errors import InputError
@@ -40,9 +41,9 @@ INTERNAL_KEY_PREFIX = "ledger:"
 MAX_KEY_LEN = 200
 MAX_KIND_LEN = 64
 
-_quote = json.encoder.encode_basestring_ascii  # type: ignore[attr-defined]
+_quote = json.encoder.encode_basestring_ascii
 _encoder = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
-_encode = _encoder.encode
+_encode: Callable[[Any], str] = _encoder.encode
 
 
 def _not_json(o: object) -> Any:
@@ -56,10 +57,12 @@ _c_make = getattr(json.encoder, "c_make_encoder", None)
 if _c_make is not None:
     _c_encoder = _c_make(None, _not_json, _quote, None, ":", ",", True, False, False)
 
-    def _encode(value: Any) -> str:  # the fast form of the same function
+    def _fast_encode(value: Any) -> str:  # the fast form of the same function
         if isinstance(value, str):
             return _quote(value)
         return "".join(_c_encoder(value, 0))
+
+    _encode = _fast_encode
 
 
 def _no_float(text: str) -> Any:
@@ -67,7 +70,8 @@ def _no_float(text: str) -> Any:
 
 
 _strict_decoder = json.JSONDecoder(parse_float=_no_float)
-_scan = _strict_decoder.scan_once
+# JSONDecoder.__init__ sets scan_once; typeshed does not declare it.
+_scan = _strict_decoder.scan_once  # type: ignore[attr-defined]
 
 
 def _decode(text: str) -> Any:
@@ -143,7 +147,7 @@ _good_kinds: set[str] = set()
 
 def check_kind(kind: object, field: str = "kind") -> str:
     if kind in _good_kinds:
-        return kind  # type: ignore[return-value]
+        return kind
     if not isinstance(kind, str) or not kind or len(kind) > MAX_KIND_LEN:
         raise InputError(field, f"must be a non-empty string of at most {MAX_KIND_LEN} characters, not {kind!r}")
     if not (kind.isascii() and kind.isprintable()) or kind.split() != [kind]:

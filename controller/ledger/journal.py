@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
@@ -56,10 +56,8 @@ def _uri(path: Path, mode: str) -> str:
 def connect(path: Path, mode: str = "rw", factory: type[sqlite3.Connection] | None = None) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit). `mode` is SQLite's URI mode: "rw" never
     creates a file, "ro" never writes, "rwc" only for creating a new ledger."""
-    kwargs = {"factory": factory} if factory is not None else {}
-    conn = sqlite3.connect(_uri(path, mode), uri=True, isolation_level=None, check_same_thread=False,
-                           timeout=5.0, **kwargs)
-    return conn
+    return sqlite3.connect(_uri(path, mode), uri=True, isolation_level=None, check_same_thread=False,
+                           timeout=5.0, factory=factory or sqlite3.Connection)  # sqlite3's default factory
 
 
 def set_pragmas(conn: sqlite3.Connection) -> None:
@@ -245,14 +243,16 @@ def append_new(conn: sqlite3.Connection, rows: list[tuple[int, str, str, str]]) 
         return True
     if n > min(_SINGLE_MAX, conn.getlimit(sqlite3.SQLITE_LIMIT_VARIABLE_NUMBER) // 4):
         return _append_new_chunked(conn, rows)
+    params: Sequence[int | str]
     if n == 1:
         sql, params = INSERT_ENTRY, rows[0]
     else:
         size = _bucket(n)
         sql = _batch_statement(size)
-        params = [v for row in rows for v in row]
+        flat = [v for row in rows for v in row]
         if size > n:
-            params += [0] * (4 * (size - n))
+            flat += [0] * (4 * (size - n))
+        params = flat
     try:
         conn.execute(sql, params)
     except sqlite3.IntegrityError as e:

@@ -12,14 +12,17 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from . import chain, journal
 from .chain import GENESIS, GENESIS_PREV, INTERNAL_KEY_PREFIX, SELF_CHECK
 from .errors import FatalStorageError, LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
 from .reducer import Reducer
 from .verify import Bad, derive_state, run_integrity_check, verify_chain_fast
-from .writer import Op, Receipt, Writer, exit_process
+from .writer import Op, Receipt, Waiter, Writer, exit_process
+
+if TYPE_CHECKING:
+    import asyncio  # loaded on first use (_running_loop)
 
 S = TypeVar("S")
 
@@ -130,14 +133,19 @@ class Ledger(Generic[S]):
     # --- operations ---
 
     def submit_future(self, kind: str, body: dict[str, Any], key: str) -> Future[Receipt]:
-        return self._writer.enqueue(_op(kind, body, key))
+        future: Future[Receipt] = Future()
+        self._writer.enqueue(_op(kind, body, key, future))
+        return future
 
     def submit(self, kind: str, body: dict[str, Any], key: str, *, timeout: float | None = None) -> Receipt:
         return self.submit_future(kind, body, key).result(timeout)
 
     async def submit_async(self, kind: str, body: dict[str, Any], key: str) -> Receipt:
         # An asyncio future, resolved in this loop's thread with one wake-up per batch, not per operation.
-        return await self._writer.enqueue(_op(kind, body, key, _running_loop()))
+        loop = _running_loop()
+        future: asyncio.Future[Receipt] = loop.create_future()
+        self._writer.enqueue(_op(kind, body, key, future, loop))
+        return await future
 
     # --- reading ---
 
@@ -210,7 +218,7 @@ def _storage_failure(e: BaseException, db: Path) -> FatalStorageError | None:
     return None
 
 
-def _running_loop() -> Any:
+def _running_loop() -> asyncio.AbstractEventLoop:
     """asyncio.get_running_loop(); asyncio is imported on first use, not at the top: the daemon has it
     loaded, tools and child processes need not. Then this name is bound to that function itself."""
     global _running_loop
@@ -220,11 +228,12 @@ def _running_loop() -> Any:
     return get_running_loop()
 
 
-def _op(kind: str, body: dict[str, Any], key: str, loop: Any = None) -> Op:
+def _op(kind: str, body: dict[str, Any], key: str, future: Waiter,
+        loop: asyncio.AbstractEventLoop | None = None) -> Op:
     chain.check_kind(kind)
     chain.check_key(key)
     body_text, decoded = chain.canonical_body(body)
-    return Op(kind, key, body_text, decoded, loop)
+    return Op(kind, key, body_text, decoded, future, loop)
 
 
 def _lock(lock_path: Path) -> int:

@@ -427,7 +427,8 @@ def _audit(conn: sqlite3.Connection, db: Path, reducer: Reducer, report: Report,
     if report.integrity:
         report.problems.append(Problem(None, "integrity check: " + "; ".join(report.integrity[:5])))
     try:
-        snapshots = {seq: journal.snapshot_at(conn, seq) for seq in journal.checkpoint_seqs(conn)}
+        snapshots = {seq: text for seq in journal.checkpoint_seqs(conn)
+                     if (text := journal.snapshot_at(conn, seq)) is not None}
     except sqlite3.Error as e:
         report.problems.append(Problem(None, f"checkpoints table cannot be read: {e}"))
         snapshots = {}

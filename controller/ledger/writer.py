@@ -30,7 +30,7 @@ import sys
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 from ..errors import InputError, InvariantViolation
 from ..exits import EXIT_STORAGE
@@ -39,6 +39,9 @@ from .chain import CHECKPOINT, Entry
 from .errors import FatalStorageError, KeyConflict, LedgerClosed
 from .reducer import Reducer
 from .verify import ChainHead, state_digest
+
+if TYPE_CHECKING:
+    import asyncio  # the writer never loads it: an asyncio caller has
 
 log = logging.getLogger("controller.ledger")
 
@@ -102,23 +105,27 @@ def exit_process(err: BaseException) -> None:
         os._exit(EXIT_STORAGE)
 
 
+Waiter: TypeAlias = "Future[Receipt] | asyncio.Future[Receipt]"  # where an operation's caller waits for its outcome
+
+
 class Op:
     """An operation on its way to the writer. `future` is a concurrent Future (`loop` None), or an
     asyncio future of the event loop `loop`, which is resolved in that loop's thread."""
 
     __slots__ = ("kind", "key", "body_text", "body", "future", "loop")
 
-    def __init__(self, kind: str, key: str, body_text: str, body: dict[str, Any], loop: Any = None) -> None:
+    def __init__(self, kind: str, key: str, body_text: str, body: dict[str, Any], future: Waiter,
+                 loop: asyncio.AbstractEventLoop | None = None) -> None:
         self.kind = kind
         self.key = key
         self.body_text = body_text
         self.body = body
+        self.future = future
         self.loop = loop
-        self.future: Any = Future() if loop is None else loop.create_future()
 
     def take(self) -> bool:
         """False if the caller cancelled before the writer took the operation (it is then dropped)."""
-        if self.loop is None:
+        if isinstance(self.future, Future):  # `loop` is None
             return self.future.set_running_or_notify_cancel()
         return not self.future.cancelled()
 
@@ -127,7 +134,7 @@ _STOP = object()
 _NOTHING_FOUND: dict[str, tuple[int, str, str]] = {}
 
 
-def _resolve(fut: Any, outcome: Any) -> None:
+def _resolve(fut: Waiter, outcome: Any) -> None:
     try:
         if fut.done():
             return
@@ -139,7 +146,7 @@ def _resolve(fut: Any, outcome: Any) -> None:
         pass
 
 
-def _resolve_in_loop(outcomes: list[tuple[Op, Any]], loop: Any) -> None:
+def _resolve_in_loop(outcomes: list[tuple[Op, Any]], loop: asyncio.AbstractEventLoop) -> None:
     """Resolve the futures of `loop`'s operations among `outcomes`; runs in that loop's thread. The list is
     not split by loop beforehand: the writer thread, which decides how fast batches go, only passes it on."""
     for op, outcome in outcomes:
@@ -149,12 +156,12 @@ def _resolve_in_loop(outcomes: list[tuple[Op, Any]], loop: Any) -> None:
 
 def deliver(outcomes: list[tuple[Op, Any]]) -> None:
     """Resolve every operation's future: concurrent ones here, asyncio ones with one call per event loop."""
-    loops = {op.loop for op, _outcome in outcomes}
-    if None in loops:
-        loops.discard(None)
-        for op, outcome in outcomes:
-            if op.loop is None:
-                _resolve(op.future, outcome)
+    loops: set[asyncio.AbstractEventLoop] = set()
+    for op, outcome in outcomes:
+        if op.loop is None:
+            _resolve(op.future, outcome)
+        else:
+            loops.add(op.loop)
     for loop in loops:
         try:
             loop.call_soon_threadsafe(_resolve_in_loop, outcomes, loop)
@@ -209,14 +216,13 @@ class Writer:
     def start(self) -> None:
         self._thread.start()
 
-    def enqueue(self, op: Op) -> Future[Receipt]:
+    def enqueue(self, op: Op) -> None:
         with self._lock:
             if self.dead is not None:
                 raise self.dead
             if self._closed:
                 raise LedgerClosed("the ledger is closed")
             self._q.put(op)
-        return op.future
 
     def stop(self, checkpoint: bool = False) -> None:
         with self._lock:
@@ -309,8 +315,6 @@ class Writer:
         self._deliver_pending()
         if ((p.refused_keys and journal.find_keys(conn, p.refused_keys))
                 or (p.rows and not journal.append_new(conn, p.rows))):  # raises on any failure: see _run/_die
-            p = None
-        if p is None:
             p = self._prepare(taken, t, journal.find_keys(conn, list({op.key for op in taken})))
             if p.rows:
                 journal.append(conn, p.rows)  # raises on any failure: see _run/_die

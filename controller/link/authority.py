@@ -19,10 +19,11 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from structlog.typing import FilteringBoundLogger
 
 from ..app.anchoring import AnchorMetrics, Anchoring
 from ..app.logs import LogBudget
@@ -30,12 +31,15 @@ from ..errors import InputError
 from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
 from ..ledger.chain import format_time, utc_now
-from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, MetersReducer, configure_meter
+from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, Meters, MetersReducer, configure_meter
 from ..money import format_cents, parse_cents
 from . import approval, schema
 from ..ledger.reader import Found, JournalReader
 from .journal_keys import last_link_seqs
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
+
+if TYPE_CHECKING:
+    from ..config.authority import AuthorityConfig
 
 log = structlog.get_logger("controller.link.authority")
 
@@ -44,6 +48,7 @@ QUEUE_PER_TABLE = 256  # operations waiting per table; beyond it they are droppe
 WIN_KINDS = {"lock-percent-award": "locked", "pay-locked-award": "paid", "release-locked-award": "released"}
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic")
+TableMessage = schema.Op | schema.Hello | schema.JournalAnchor  # what a table sends the authority
 
 
 class AuthorityMetrics:
@@ -73,7 +78,7 @@ class AuthorityMetrics:
 
 
 class LinkAuthority:
-    def __init__(self, cfg: Any, *, settings: MqttSettings | None = None,
+    def __init__(self, cfg: AuthorityConfig, *, settings: MqttSettings | None = None,
                  registry: CollectorRegistry | None = None,
                  ledger_options: dict[str, Any] | None = None) -> None:
         self.cfg = cfg
@@ -82,7 +87,7 @@ class LinkAuthority:
         offline = schema.encode(schema.Status(cfg.authority, "offline"))
         self.settings = _with_will(self.settings, (self.topics.status, offline, True))
         self.metrics = AuthorityMetrics(registry)
-        self.ledger: Ledger | None = None
+        self.ledger: Ledger[Meters] | None = None
         self.keys: JournalReader | None = None
         self.next_seq: dict[str, int] = {}
         self.anchors: dict[str, schema.JournalAnchor] = {}  # table -> the last anchor of its journal it sent
@@ -92,7 +97,7 @@ class LinkAuthority:
         self._odds = _HitRate()
         self.mqtt: MqttLink | None = None
         self.ready = asyncio.Event()
-        self._queues: dict[str, asyncio.Queue] = {}
+        self._queues: dict[str, asyncio.Queue[TableMessage]] = {}
         self._dirty: set[str] = set()
         self._dirty_event = asyncio.Event()
         self._wins: list[schema.Win] = []
@@ -194,7 +199,7 @@ class LinkAuthority:
         except InputError as e:
             self._drop("bad_schema", table=table, error=str(e))
             return
-        if not isinstance(msg, schema.Op | schema.Hello | schema.JournalAnchor):
+        if not isinstance(msg, TableMessage):
             self._drop("bad_schema", table=table, error=f"{type(msg).__name__} is not a table's message")
             return
         if msg.table != table:
@@ -225,7 +230,7 @@ class LinkAuthority:
         cut = {k: (v[:LOG_TEXT] + "...") if isinstance(v, str) and len(v) > LOG_TEXT else v for k, v in detail.items()}
         getattr(log, level)(event, **cut, **({"not_logged_before": held} if held else {}))
 
-    async def _table_worker(self, table: str, q: asyncio.Queue) -> None:
+    async def _table_worker(self, table: str, q: asyncio.Queue[TableMessage]) -> None:
         """One table's operations, strictly one after another in the table's order."""
         while True:
             msg = await q.get()
@@ -283,7 +288,7 @@ class LinkAuthority:
             body["nonce"] = secrets.token_hex(16)
         seat, shares = self._hit_of(op)
         t0 = time.perf_counter()
-        answer: Any
+        answer: schema.Ack | schema.Refused
         try:
             meters = self.ledger.state
             problem = _foreign(op, meters) or _not_a_later_share(op, meters) or self._unapproved(op)
@@ -316,7 +321,7 @@ class LinkAuthority:
             self._dirty_event.set()
             if op.kind in WIN_KINDS:
                 self._wins.append(_win(op, receipt.seq, receipt.result, seat, shares))
-            if op.kind in approval.APPROVED_KINDS and self._tg is not None:
+            if op.kind in approval.APPROVED_KINDS and self._tg is not None and self.anchoring is not None:
                 self._tg.create_task(self.anchoring.anchor_or_alert("payment"), name="anchor:payment")
             self._odds.saw(op, self.metrics, log)
         self.metrics.commit_latency.observe(time.perf_counter() - t0)
@@ -378,7 +383,7 @@ class LinkAuthority:
 
     # --- messages out --------------------------------------------------------------------------------
 
-    async def _reply(self, table: str, msg: Any) -> None:
+    async def _reply(self, table: str, msg: schema.Message) -> None:
         """Sent without holding up the table's next operation: the answer is journaled, and a lost one is
         answered again when the table resends."""
         coro = self._publish(self.topics.down(table), msg)
@@ -388,7 +393,7 @@ class LinkAuthority:
         except RuntimeError:  # stopping
             coro.close()
 
-    async def _publish(self, topic: str, msg: Any, *, qos: int = 1, retain: bool = False) -> bool:
+    async def _publish(self, topic: str, msg: schema.Message, *, qos: int = 1, retain: bool = False) -> bool:
         """Publish if connected; a table resends what it has not heard about, so nothing is queued here."""
         if self.mqtt is None:
             return False
@@ -450,7 +455,7 @@ class _HitRate:
         self._wagers: dict[str, int] = {}
         self._locks: dict[str, list[int]] = {}
 
-    def saw(self, op: schema.Op, metrics: Any, logger: Any) -> None:
+    def saw(self, op: schema.Op, metrics: AuthorityMetrics, logger: FilteringBoundLogger) -> None:
         if op.kind == "book-contributions":
             wagers = op.body.get("wagers")
             self._wagers[op.table] = self._wagers.get(op.table, 0) + (len(wagers) if isinstance(wagers, list) else 0)
@@ -469,7 +474,7 @@ def _journaled_anchor(body: dict[str, Any]) -> schema.JournalAnchor:
     return schema.JournalAnchor(body["table"], body["seq"], body["hash"], body["at"], body.get("mac"))
 
 
-def _foreign(op: schema.Op, meters: Any) -> tuple[str, str] | None:
+def _foreign(op: schema.Op, meters: Meters) -> tuple[str, str] | None:
     """A table may only move its own rounds and its own claims: the round ids it books are its own
     (``<table>-r<n>``), a claim it locks is of that round (``<round>-c<k>...``), and a lock it pays or releases is
     one it took (claim ids are no secret: every table hears them on the win topic)."""
@@ -490,7 +495,7 @@ def _foreign(op: schema.Op, meters: Any) -> tuple[str, str] | None:
     return None
 
 
-def _not_a_later_share(op: schema.Op, meters: Any) -> tuple[str, str] | None:
+def _not_a_later_share(op: schema.Op, meters: Meters) -> tuple[str, str] | None:
     """A table takes a percentage of a linked meter only by locking it (§ 605a.8: the amount is fixed at the
     authority at the hit). `pay-percent-award` is accepted for a later share of an award on the dealer's hand
     only (§ 639a.12(e)(2)): one whose first share a lock took from the meter and paid, so that nothing more is
@@ -530,7 +535,7 @@ def _same_operation(op: schema.Op, done: Found) -> bool:
         {k: v for k, v in {"meter": op.meter, **op.body}.items() if k not in added}
 
 
-def _answer(seq: int, done: Found) -> Any:
+def _answer(seq: int, done: Found) -> schema.Ack | schema.Refused:
     if done.kind == LINK_REFUSED:
         return schema.Refused(seq, str(done.body.get("field", "")), str(done.body.get("message", "")))
     return schema.Ack(seq, done.seq, done.result if isinstance(done.result, dict) else {})

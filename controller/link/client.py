@@ -17,13 +17,15 @@ from typing import Any
 
 import structlog
 
+from ..config.model import MqttConfig
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
+from ..meter import ops as meter_ops
 from . import schema
 from ..ledger.reader import Found, lookup
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
-from .outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, Outbox, OutboxReducer, send_body
+from .outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, Outbox, OutboxReducer, Sent, send_body
 
 log = structlog.get_logger("controller.link.client")
 
@@ -35,7 +37,7 @@ class LinkRefused(InputError):
 
 
 class TableLink:
-    def __init__(self, table: str, mqtt: Any, linked: dict[str, str], state_dir: Path, *,
+    def __init__(self, table: str, mqtt: MqttConfig, linked: dict[str, str], state_dir: Path, *,
                  settings: MqttSettings | None = None, on_alive: Callable[[bool], None] = lambda up: None,
                  on_meter: Callable[[str], None] = lambda meter: None,
                  on_win: Callable[[schema.Win], None] = lambda win: None,
@@ -54,8 +56,8 @@ class TableLink:
         self.values: dict[str, schema.MeterValue] = {}  # by the authority's meter id
         self.last_heard: float | None = None
         self.opened = asyncio.Event()
-        self._answers: dict[int, asyncio.Future] = {}
-        self._down: asyncio.Queue = asyncio.Queue(1024)
+        self._answers: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._down: asyncio.Queue[schema.Ack | schema.Refused | schema.Expect] = asyncio.Queue(1024)
         self._kick = asyncio.Event()
         self._last_sent: dict[int, float] = {}  # seq -> when it was last handed to the broker
         self._ledger_options = ledger_options or {}
@@ -113,7 +115,7 @@ class TableLink:
 
     # --- sending -------------------------------------------------------------------------------------
 
-    async def send(self, op: Any, meter: str, key: str, approval: dict[str, str] | None = None) -> int:
+    async def send(self, op: meter_ops.Op, meter: str, key: str, approval: dict[str, str] | None = None) -> int:
         """Journal meter operation `op` on the table's linked meter `meter` and send it. Returns its sequence
         number once it is durable in the outbox; `answer(seq)` waits for the authority's outcome. A retry
         with the same key returns the same sequence number."""
@@ -128,7 +130,7 @@ class TableLink:
             self._publish_soon(sent)
         return seq
 
-    def journal(self, op: Any, meter: str, key: str) -> int:
+    def journal(self, op: meter_ops.Op, meter: str, key: str) -> int:
         """Journal meter operation `op` on the table's linked meter `meter` without sending it; blocking (at
         start-up, before `run`, or in a thread). Returns its sequence number once it is durable in the outbox:
         the link sends it with every pending operation once it runs (the resender, a new connection's hello).
@@ -144,7 +146,7 @@ class TableLink:
         time in its body) conflicts with it, and the operation first journaled is the one sent."""
         return int(self._journaled(key).result["seq"])
 
-    def _publish_soon(self, sent: Any) -> None:
+    def _publish_soon(self, sent: Sent) -> None:
         """Publish a journaled operation without waiting for the broker: `send` returns once the operation is
         durable, not after the broker's acknowledgement, which a broker that hangs withholds for PUBLISH_TIMEOUT
         (every lock-out and settlement would wait that long). A publish that fails is sent again by the
@@ -183,7 +185,7 @@ class TableLink:
             raise LinkRefused(found.body["field"], found.body["message"])
         return found.body["result"]
 
-    async def _publish_op(self, sent: Any) -> bool:
+    async def _publish_op(self, sent: Sent) -> bool:
         op = schema.Op(self.table, sent.seq, sent.kind, sent.linked, dict(sent.body),
                        None if sent.approval is None else dict(sent.approval))
         ok = await self._publish(self.topics.up(self.table), op)
@@ -191,7 +193,7 @@ class TableLink:
             self._last_sent[sent.seq] = self.clock()
         return ok
 
-    async def _publish(self, topic: str, msg: Any, *, qos: int = 1) -> bool:
+    async def _publish(self, topic: str, msg: schema.Message, *, qos: int = 1) -> bool:
         if self.mqtt is None:
             return False
         try:
@@ -320,7 +322,7 @@ class TableLink:
             if isinstance(msg, schema.Ack):
                 await self.ledger.submit_async(LINK_ACK, {"seq": msg.seq, "entry": msg.entry, "result": msg.result},
                                                f"answer:{msg.seq}")
-                outcome: Any = msg.result
+                outcome: dict[str, Any] | LinkRefused = msg.result
             else:
                 await self.ledger.submit_async(LINK_REFUSED, {"seq": msg.seq, "field": msg.field,
                                                               "message": msg.message}, f"answer:{msg.seq}")

@@ -54,10 +54,11 @@ import structlog
 from aiomqtt.exceptions import MqttConnectError
 from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
+from paho.mqtt.reasoncodes import ReasonCode
 
 from drivers.health import Backoff
 
-from ..config.model import MQTT_PROTOCOLS
+from ..config.model import MQTT_PROTOCOLS, MqttConfig
 
 from . import aiomqtt_internals as internals
 
@@ -159,9 +160,9 @@ class MqttSettings:
             raise MqttSettingsError("mqtt password: given without a username")
 
     @classmethod
-    def from_config(cls, cfg: Any, *, will: tuple[str, bytes, bool] | None = None) -> MqttSettings:
-        """From the ``[mqtt]`` section of a configuration (`controller.config.model.MqttConfig`). The
-        password is the content of ``password_file`` without its trailing newline."""
+    def from_config(cls, cfg: MqttConfig, *, will: tuple[str, bytes, bool] | None = None) -> MqttSettings:
+        """From the ``[mqtt]`` section of a configuration. The password is the content of ``password_file``
+        without its trailing newline."""
         password = None if cfg.password_file is None else read_password(Path(cfg.password_file))
         return cls(host=cfg.host, port=cfg.port, tls=cfg.tls, ca_file=cfg.ca_file, cert_file=cfg.cert_file,
                    key_file=cfg.key_file, username=cfg.username, password=password, client_id=cfg.client_id,
@@ -246,12 +247,15 @@ class _Publisher:
         self._inner = inner
         self._loop = asyncio.get_running_loop()
         self._thread = threading.get_ident()
-        self._waiting: dict[int, asyncio.Future[Any]] = {}
-        self._early: dict[int, Any] | None = None  # acknowledgements made within a call to paho's publish
+        self._waiting: dict[int, asyncio.Future[ReasonCode]] = {}
+        self._early: dict[int, ReasonCode] | None = None  # acknowledgements made within a call to paho's publish
         self._closed: str | None = None
-        chained = inner.on_publish  # aiomqtt's own: harmless, and kept for its own publishes
+        # aiomqtt's own: harmless, and kept for its own publishes. paho-mqtt types it for either version of its
+        # callback API; aiomqtt's client is made with version 2.
+        chained: paho.CallbackOnPublish_v2 | None = inner.on_publish  # type: ignore[assignment]
 
-        def on_publish(c: Any, userdata: Any, mid: int, reason_code: Any, properties: Any) -> None:
+        def on_publish(c: paho.Client, userdata: Any, mid: int, reason_code: ReasonCode,
+                       properties: Properties) -> None:
             try:
                 if threading.get_ident() == self._thread:
                     self._acknowledged(mid, reason_code)
@@ -263,7 +267,7 @@ class _Publisher:
 
         inner.on_publish = on_publish
 
-    def _acknowledged(self, mid: int, reason_code: Any) -> None:
+    def _acknowledged(self, mid: int, reason_code: ReasonCode) -> None:
         fut = self._waiting.pop(mid, None)
         if fut is not None:
             if not fut.done():  # else cancelled, or expired, in this same iteration of the loop
@@ -272,7 +276,7 @@ class _Publisher:
             self._early[mid] = reason_code
         # else: the publish that waited for it gave up (timeout, cancellation)
 
-    async def publish(self, topic: str, payload: bytes, qos: int, retain: bool, wait: float) -> Any:
+    async def publish(self, topic: str, payload: bytes, qos: int, retain: bool, wait: float) -> ReasonCode | None:
         """Send; return the reason code of the acknowledgement. Raises `_NoAck` after `wait` seconds and
         `LinkDown` when the connection ends first; a cancellation of the caller always takes effect."""
         if self._closed is not None:
@@ -288,7 +292,7 @@ class _Publisher:
             return early[info.mid]
         if info.is_published():
             return None
-        fut: asyncio.Future[Any] = self._loop.create_future()
+        fut: asyncio.Future[ReasonCode] = self._loop.create_future()
         self._waiting[info.mid] = fut
         timer = self._loop.call_later(wait, _expire, fut)
         try:
@@ -681,7 +685,8 @@ class MqttLink:
         if not isinstance(payload, bytes):
             payload = b"" if payload is None else str(payload).encode()
         try:
-            result = on_message(topic, payload)
+            # typed to return None; a caller that is not type-checked may hand a coroutine function
+            result = on_message(topic, payload)  # type: ignore[func-returns-value]
             if inspect.isawaitable(result):
                 if inspect.iscoroutine(result):
                     result.close()

@@ -15,7 +15,16 @@ from types import MappingProxyType
 from typing import Any
 
 from ..errors import InputError, RulesError
-from ..meter import op_from_dict
+from ..meter import (
+    BookContributions,
+    CloseRound,
+    LockPercentAward,
+    Op,
+    PayLockedAward,
+    ReleaseLockedAward,
+    VoidRound,
+    op_from_dict,
+)
 from ..meter_ledger import LINK_REFUSED
 from .schema import TABLE_OPS
 
@@ -39,7 +48,8 @@ class Sent:
     approval: Mapping[str, str] | None = None  # a payment's supervisor approval (controller.link.approval)
 
     def to_dict(self) -> dict[str, Any]:
-        d = {"seq": self.seq, "kind": self.kind, "meter": self.meter, "linked": self.linked, "body": dict(self.body)}
+        d: dict[str, Any] = {"seq": self.seq, "kind": self.kind, "meter": self.meter, "linked": self.linked,
+                             "body": dict(self.body)}
         if self.approval is not None:  # only when there is one: older snapshots keep their exact form
             d["approval"] = dict(self.approval)
         return d
@@ -68,14 +78,14 @@ class OutboxReducer:
     def initial(self) -> Outbox:
         return Outbox()
 
-    def apply(self, state: Outbox, kind: str, body: dict[str, Any]) -> tuple[Outbox, Any]:
+    def apply(self, state: Outbox, kind: str, body: dict[str, Any]) -> tuple[Outbox, dict[str, Any]]:
         if not isinstance(body, dict):
             raise InputError("body", "must be an object")
         if kind == LINK_SEND:
             return _send(state, body)
         if kind in (LINK_ACK, LINK_REFUSED):
             seq = body.get("seq")
-            if seq not in state.pending:
+            if not isinstance(seq, int) or seq not in state.pending:
                 raise RulesError("seq", f"operation {seq!r} is not waiting for the authority")
             pending = dict(state.pending)
             del pending[seq]
@@ -123,28 +133,26 @@ def _booking_dict(booking: OpenBooking) -> dict[str, Any]:
     return d
 
 
-def send_body(meter: str, linked: str, op: Any, approval: Mapping[str, str] | None = None) -> dict[str, Any]:
+def send_body(meter: str, linked: str, op: Op, approval: Mapping[str, str] | None = None) -> dict[str, Any]:
     """The ``link-send`` body of meter operation `op` (controller.meter.ops) on a linked meter. A booking of a
     round of several meters names them beside the operation too (``round_meters``): the outbox keeps them
     with the open round (a booking journaled before it did names them in the operation only, and is kept
     without them, as it was then: the checkpoints of older journals keep their digests)."""
     fields = op.to_dict()
     fields.pop("kind", None)
-    body = {"meter": meter, "linked": linked, "kind": op.kind, "body": fields}
-    if op.kind == "book-contributions" and op.round_meters:
+    body: dict[str, Any] = {"meter": meter, "linked": linked, "kind": op.kind, "body": fields}
+    if isinstance(op, BookContributions) and op.round_meters:
         body["round_meters"] = list(op.round_meters)
     if approval is not None:
         body["approval"] = dict(approval)
     return body
 
 
-def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
-    kind, meter, linked, fields = body.get("kind"), body.get("meter"), body.get("linked"), body.get("body")
-    if kind not in TABLE_OPS:
+def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, dict[str, Any]]:
+    kind, fields = body.get("kind"), body.get("body")
+    if not isinstance(kind, str) or kind not in TABLE_OPS:
         raise InputError("kind", f"{kind!r} is not an operation a table sends to the authority")
-    for name, v in (("meter", meter), ("linked", linked)):
-        if not isinstance(v, str) or not v:
-            raise InputError(name, "must be a meter id")
+    meter, linked = _meter_id(body, "meter"), _meter_id(body, "linked")
     if not isinstance(fields, dict):
         raise InputError("body", "must be an object")
     op = op_from_dict({"kind": kind, **fields}, "body")  # well formed, or nothing is journaled
@@ -156,19 +164,19 @@ def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
     rounds = dict(state.open_rounds)
     open_ = dict(rounds.get(meter, {}))
     last = state.last_round
-    if "round_meters" in body and (kind != "book-contributions" or body["round_meters"] != list(op.round_meters)
-                                   or not op.round_meters):
+    if "round_meters" in body and (not isinstance(op, BookContributions)
+                                   or body["round_meters"] != list(op.round_meters) or not op.round_meters):
         raise InputError("round_meters", "must be the round_meters of the booking, when it has any")
-    if kind == "book-contributions":
+    if isinstance(op, BookContributions):
         kept = tuple(op.round_meters) if "round_meters" in body else ()  # see send_body
         open_[op.round_id] = (tuple(op.wagers), tuple(op.on_dealer), kept)
         last = MappingProxyType({**last, meter: op.round_id})
-    elif kind in ("void-round", "close-round"):
+    elif isinstance(op, VoidRound | CloseRound):
         open_.pop(op.round_id, None)
     locks = state.locks
-    if kind == "lock-percent-award":
+    if isinstance(op, LockPercentAward):
         locks = MappingProxyType({**locks, op.claim: (meter, op.round_id)})
-    elif kind in ("pay-locked-award", "release-locked-award"):
+    elif isinstance(op, PayLockedAward | ReleaseLockedAward):
         locks = MappingProxyType({c: v for c, v in locks.items() if c != op.claim})
     rounds[meter] = MappingProxyType(open_)
     pending = {**state.pending, seq: Sent(seq, kind, meter, linked, MappingProxyType(fields),
@@ -176,3 +184,10 @@ def _send(state: Outbox, body: dict[str, Any]) -> tuple[Outbox, Any]:
     new = replace(state, next_seq=seq + 1, pending=MappingProxyType(pending), last_round=last, locks=locks,
                   open_rounds=MappingProxyType({m: r for m, r in rounds.items() if r}))
     return new, {"seq": seq}
+
+
+def _meter_id(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if not isinstance(value, str) or not value:
+        raise InputError(name, "must be a meter id")
+    return value

@@ -200,8 +200,11 @@ class Status:
 
 WIN_STATES = ("locked", "paid", "released")
 
+# Every message of the protocol, either way.
+Message = Op | Hello | Ack | Refused | Expect | JournalAnchor | MeterValue | Win | Heartbeat | Status
 
-def encode(msg: Any) -> bytes:
+
+def encode(msg: Message) -> bytes:
     """The wire form of a message (compact JSON, keys sorted so equal messages are equal bytes)."""
     match msg:
         case Op():
@@ -241,7 +244,7 @@ def encode(msg: Any) -> bytes:
     return json.dumps({"v": VERSION, **d}, separators=(",", ":"), sort_keys=True).encode()
 
 
-def decode(topic: str, payload: bytes) -> Any:
+def decode(topic: str, payload: bytes) -> Message:
     """The message in `payload`; SchemaError names the topic and the field at fault."""
     if len(payload) > MAX_PAYLOAD:
         raise _bad(topic, "payload", f"{len(payload)} bytes, more than {MAX_PAYLOAD}")

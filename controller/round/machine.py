@@ -267,15 +267,13 @@ def _shuffle_counted(rules: TableRules, state: TableState, e: ShuffleCounted) ->
 
 
 def _stub_counted(rules: TableRules, state: TableState, e: StubCounted) -> Step:
-    dealt = e.dealt if e.dealt is not None else state.deck.dispensed
-    if dealt is None:
+    entered = e.dealt if e.dealt is not None else state.deck.dispensed
+    if entered is None:
         raise InputError("dealt", "how many cards were dealt? (no shoe reported it)")
-    for name, v in (("stub", e.stub), ("dealt", dealt)):
-        if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-            raise InputError(name, f"must be a whole number of cards, not {v!r}")
-    if e.stub + dealt == DECK_SIZE:
+    stub, dealt = _card_count("stub", e.stub), _card_count("dealt", entered)
+    if stub + dealt == DECK_SIZE:
         state = _clear(state, Block.STUB, None)
-        effects: list[Effect] = [Note("stub counted", {"stub": e.stub, "dealt": dealt, "by": e.by})]
+        effects: list[Effect] = [Note("stub counted", {"stub": stub, "dealt": dealt, "by": e.by})]
         if e.by is not None and Block.DECK in state.blocks and "stub" in state.blocks[Block.DECK]:
             # a supervisor's recount finds the deck whole: the dealer's count was wrong, not the deck
             state = _clear(state, Block.DECK, "stub")
@@ -288,13 +286,19 @@ def _stub_counted(rules: TableRules, state: TableState, e: StubCounted) -> Step:
     # § 667a.8(h): wrong count: hands void, wagers returned, and (unless only misdealt) the deck removed. The
     # count blocks wagering at once; the void waits for a supervisor to confirm it (it returns every wager).
     state = raise_block(state, Block.DECK, "stub")
-    note = Note("stub count wrong", {"stub": e.stub, "dealt": dealt, "by": e.by})
+    note = Note("stub count wrong", {"stub": stub, "dealt": dealt, "by": e.by})
     if state.phase in (Phase.LOCKING, Phase.DEALING):  # the round's hands (to be dealt) are void
-        why = f"stub count {e.stub} + {dealt} dealt is not {DECK_SIZE} (§ 667a.8(h))"
+        why = f"stub count {stub} + {dealt} dealt is not {DECK_SIZE} (§ 667a.8(h))"
         state = replace(state, void_requested=why)
         return Step(state, (note, Note("void requested", {"round": round_id(rules.table, state.round_no),
                                                           "reason": why})))
     return Step(state, (note,))
+
+
+def _card_count(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InputError(name, f"must be a whole number of cards, not {value!r}")
+    return value
 
 
 def _cards_dispensed(rules: TableRules, state: TableState, e: CardsDispensed) -> Step:

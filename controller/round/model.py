@@ -140,10 +140,11 @@ class ShuffleCounted:
 class StubCounted:
     """The dealer counted the stub (§ 667a.8(f)). ``dealt`` is the number of cards out of the deck; None
     takes it from the shoe's dispensed count. ``by``: the supervisor who counted (a recount that finds the
-    deck whole clears the block and the void a wrong count asked for)."""
+    deck whole clears the block and the void a wrong count asked for). The counts are as they were entered:
+    the machine checks them."""
 
-    stub: int
-    dealt: int | None = None
+    stub: object
+    dealt: object = None
     by: str | None = None
 
 

@@ -380,6 +380,7 @@ class LineDevice:
             self.device_status = msg
         elif msg is not None:
             assert self._emit is not None
+            # a controller's end of the link (Role.CONTROLLER) decodes no Ping and no command: an event
             self._emit(msg)  # type: ignore[arg-type]
         if r.reply is not None and self._proto is not None:
             self._proto.write(r.reply)

@@ -31,6 +31,7 @@ class FrameProtocol(asyncio.Protocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # asyncio's signature names a BaseTransport; serial_asyncio_fast hands this protocol its SerialTransport
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:

@@ -31,6 +31,7 @@ import structlog
 from pymodbus.client import AsyncModbusSerialClient, AsyncModbusTcpClient
 from pymodbus.exceptions import ConnectionException, ModbusException
 from pymodbus.framer import FramerType
+from pymodbus.pdu import ModbusPDU
 
 from drivers.health import Backoff
 
@@ -75,11 +76,8 @@ class DeviceException(BusError):
     def __init__(self, unit: int, fc: int, code: int) -> None:
         self.code = code
         self.name = frames.EXCEPTION_NAMES.get(code, f"code_{code}")
+        self.kind = f"exception_{self.name}"
         super().__init__(f"unit {unit} answered function {fc} with exception {code} ({self.name})")
-
-    @property
-    def kind(self) -> str:  # type: ignore[override]
-        return f"exception_{self.name}"
 
     @property
     def busy(self) -> bool:
@@ -420,7 +418,7 @@ class ModbusBus:
             att.timeout.reschedule(asyncio.get_running_loop().time())
         return data
 
-    def _trace_pdu(self, sending: bool, pdu):
+    def _trace_pdu(self, sending: bool, pdu: ModbusPDU) -> ModbusPDU:
         att = self._attempt
         if not sending and att is not None and att.buffers:
             att.frame = att.buffers[-1]
@@ -454,19 +452,21 @@ class ModbusBus:
 
     # --- connection -------------------------------------------------------------------------------
 
-    def _make_client(self):
+    def _make_client(self) -> AsyncModbusSerialClient | AsyncModbusTcpClient:
         s = self.settings
-        hooks = dict(trace_packet=self._trace_packet, trace_pdu=self._trace_pdu, trace_connect=self._trace_connect)
+        client: AsyncModbusSerialClient | AsyncModbusTcpClient
         # pymodbus' timeout also bounds opening the port; ours (asyncio.timeout) fires first on requests.
         if isinstance(s, SerialBusSettings):
             client = AsyncModbusSerialClient(
                 s.port, framer=FramerType.RTU, baudrate=s.baud, bytesize=s.bytesize, parity=s.parity,
                 stopbits=s.stopbits, name=self.name, reconnect_delay=0, reconnect_delay_max=0,
-                timeout=s.timeout * 2, retries=0, **hooks)
+                timeout=s.timeout * 2, retries=0, trace_packet=self._trace_packet, trace_pdu=self._trace_pdu,
+                trace_connect=self._trace_connect)
         else:
             client = AsyncModbusTcpClient(
                 s.host, port=s.port, framer=FramerType.SOCKET, name=self.name, reconnect_delay=0,
-                reconnect_delay_max=0, timeout=s.timeout * 2, retries=0, **hooks)
+                reconnect_delay_max=0, timeout=s.timeout * 2, retries=0, trace_packet=self._trace_packet,
+                trace_pdu=self._trace_pdu, trace_connect=self._trace_connect)
         client.set_max_no_responses(_NEVER)
         return client
 

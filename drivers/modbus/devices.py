@@ -313,6 +313,12 @@ def _norm(values: list) -> list[int]:
     return [int(v) for v in values]
 
 
+def _seat_spot(p: Point) -> tuple[int, str]:
+    """The (seat, spot) of a seat's point: its register map gives it both (registermap.ROLES)."""
+    assert p.seat is not None and p.spot is not None, p.path
+    return p.seat, p.spot
+
+
 class ModbusSeatDevice(ModbusDevice):
     """Wager sensors (and optionally amounts) for one or more seats, with accepted and win lights.
 
@@ -324,9 +330,9 @@ class ModbusSeatDevice(ModbusDevice):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         m = self.map
-        self._present = {(p.seat, p.spot): p for p in m.points("wager_present")}
-        self._amount = {(p.seat, p.spot): p for p in m.points("wager_amount")}
-        self._accepted = {(p.seat, p.spot): p for p in m.points("accepted_light")}
+        self._present = {_seat_spot(p): p for p in m.points("wager_present")}
+        self._amount = {_seat_spot(p): p for p in m.points("wager_amount")}
+        self._accepted = {_seat_spot(p): p for p in m.points("accepted_light")}
         self._win = {p.seat: p for p in m.points("win_light")}
         self._inputs = plan_blocks(m.inputs)
         self._edges: WagerEdges[tuple[int, str]] = WagerEdges()
