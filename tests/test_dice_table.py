@@ -119,7 +119,7 @@ async def test_hot_roller_series_on_the_rig(tmp_path):
             assert d["series_rolls"] == 0 and d["markers"] == [] and d["wagers"] == []
             assert [(r["position"], r["outcome"], r["numbers_complete"], r["award"], r["amount"]) for r in d["results"]] \
                 == [(1, "two-numbers", 2, "5 to 1", "30.00"), (2, "two-numbers", 2, "5 to 1", "30.00")]
-            settled = [e for e in logs if e.get("event") == "wager-settled"]
+            settled = [e for e in logs if e.get("event") == "wager settled"]
             assert [(e["position"], e["numbers_complete"], e["amount"]) for e in settled] == [(1, 2, "30.00"), (2, 2, "30.00")]
 
             # the chip refused during the series is still on position 3: no wager of the new series ...

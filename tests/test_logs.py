@@ -98,10 +98,18 @@ def event_names() -> list[tuple[str, int, str]]:
                 is_log = isinstance(f, ast.Attribute) and f.attr in LEVELS and isinstance(f.value, ast.Name) \
                     and f.value.id in ("log", "logger")
                 is_note = (isinstance(f, ast.Name) and f.id == "Note") or (isinstance(f, ast.Attribute) and f.attr == "Note")
-                arg = node.args[0]
-                if (is_log or is_note) and isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                    found.append((str(path.relative_to(ROOT)), node.lineno, arg.value))
+                if is_log or is_note:
+                    found += [(str(path.relative_to(ROOT)), node.lineno, name) for name in _literals(node.args[0])]
     return found
+
+
+def _literals(arg: ast.expr) -> list[str]:
+    """The strings an event-name argument may be: a literal, either side of `a if c else b`."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return [arg.value]
+    if isinstance(arg, ast.IfExp):
+        return _literals(arg.body) + _literals(arg.orelse)
+    return []
 
 
 def test_event_names_are_lower_case_phrases():

@@ -396,7 +396,7 @@ class DiceTableDaemon(TableShell):
             self._stale.add(key)
         self._results = [r for r in self._results if r.series == s.series] + [s]
         numbers = {} if s.numbers_complete is None else {"numbers_complete": s.numbers_complete}
-        what = "wager-taken-down" if s.outcome == REMOVED else "wager-settled"
+        what = "wager taken down" if s.outcome == REMOVED else "wager settled"
         log.info(what, **{self.game.who: s.seat}, spot=s.spot, series=s.series,
                  roll=None if s.roll is None else str(s.roll), outcome=s.outcome, award=s.award,
                  wager=format_cents(s.wager_cents), amount=format_cents(s.amount_cents), **numbers)
@@ -480,7 +480,7 @@ class DiceTableDaemon(TableShell):
             self._closed_by.add(who)
         else:
             self._closed_by.clear()
-        log.warning("table closed" if closed else "table-opened", by=who)
+        log.warning("table closed" if closed else "table opened", by=who)
         self._set_metrics()
         self._show_state()
 

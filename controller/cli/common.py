@@ -8,7 +8,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import InputError
 
@@ -17,7 +17,7 @@ EXIT_DAMAGED = 1  # a damaged journal
 
 
 class Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, status 2, as for any bad input
+    def error(self, message: str) -> NoReturn:  # one line, status 2, as for any bad input
         raise InputError("arguments", message)
 
 

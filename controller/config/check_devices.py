@@ -242,9 +242,11 @@ class DeviceChecks(Checker):
         used_buses: set[str] = set()
         units: dict[tuple[str, int], str] = {}
         ports: dict[str, str] = {}
+        from drivers.modbus import SerialBusSettings, TcpSettings
+
         for b in self.buses.values():
-            if b is not None and b.transport == "rtu":
-                port = b.settings.port  # type: ignore[union-attr]
+            if b is not None and isinstance(b.settings, SerialBusSettings):
+                port = b.settings.port
                 where = join("buses", b.name)
                 if port in ports:
                     self.add(join(where, "port"), f"{port} is already the port of {ports[port]}",
@@ -252,11 +254,11 @@ class DeviceChecks(Checker):
                 ports.setdefault(port, where)
         gateways: dict[tuple[str, int], str] = {}
         for b in self.buses.values():
-            if b is not None and b.transport == "tcp":
+            if b is not None and isinstance(b.settings, TcpSettings):
                 s = b.settings
-                key = (s.host, s.port)  # type: ignore[union-attr]
+                key = (s.host, s.port)
                 if key in gateways:
-                    self.add(join("buses", b.name), f"{s.host}:{s.port} is already {gateways[key]}",  # type: ignore[union-attr]
+                    self.add(join("buses", b.name), f"{s.host}:{s.port} is already {gateways[key]}",
                              "devices behind one gateway share one bus")
                 gateways.setdefault(key, join("buses", b.name))
         for name, d in devices.items():
@@ -287,10 +289,10 @@ class DeviceChecks(Checker):
                              "each line-protocol device is on a serial port of its own")
                 ports.setdefault(port, at)
         if all_valid:
-            for b in self.buses:
-                if b not in used_buses and self.buses[b] is not None:
-                    self.add(join("buses", b), "no device is on this bus",
-                             f'remove it, or set bus = "{b}" on the devices wired to it')
+            for name in self.buses:
+                if name not in used_buses and self.buses[name] is not None:
+                    self.add(join("buses", name), "no device is on this bus",
+                             f'remove it, or set bus = "{name}" on the devices wired to it')
         if g is None:
             return
 

@@ -205,7 +205,7 @@ def problems_from(
             continue
         elif kind == "missing":
             message = "is required"
-            last = loc[-1] if loc else ""
+            last = str(loc[-1]) if loc else ""
             hint = (required_hints or {}).get(str(last), "")
         elif kind == "value_error":
             cause = ctx.get("error")

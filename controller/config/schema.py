@@ -137,7 +137,7 @@ def line_fields() -> type[BaseModel]:
         default = ... if f.default is dataclasses.MISSING else f.default
         limits = LINE_LIMITS.get(f.name)
         fields[f.name] = (annotation, Field(default, **limits) if limits else default)
-    return create_model(  # type: ignore[call-overload, no-any-return]
+    return create_model(
         "LineFields", __config__=ConfigDict(extra="forbid", strict=True, frozen=True), **fields
     )
 

@@ -47,7 +47,7 @@ METER_INTERVAL = 0.05  # seconds between two passes of meter values: a sign need
 QUEUE_PER_TABLE = 256  # operations waiting per table; beyond it they are dropped and the table resends
 WIN_KINDS = {"lock-percent-award": "locked", "pay-locked-award": "paid", "release-locked-award": "released"}
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic")
+DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic", "anchor_too_often")
 TableMessage = schema.Op | schema.Hello | schema.JournalAnchor  # what a table sends the authority
 
 
