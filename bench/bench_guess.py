@@ -42,11 +42,12 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from bench_poll import percentile  # noqa: E402
-from benchdoc import write_section  # noqa: E402
-from controller.config.credentials import hash_credential  # noqa: E402
-from hil.rig import Rig  # noqa: E402
-from tableproc import RIG, TableProcess  # noqa: E402
+from controller.config.credentials import hash_credential
+from hil.rig import Rig
+
+from bench_poll import percentile
+from benchdoc import write_section
+from tableproc import RIG, TableProcess
 
 SECTION = "## Supervisor secret guesses"
 SUPERVISOR, SECRET = "floor-1", "the-real-s3cret"

@@ -25,8 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.cards import card_str  # noqa: E402
-from controller.hands import four, poker5, three  # noqa: E402
+from controller.cards import card_str
+from controller.hands import four, poker5, three
+
 from benchdoc import write_section
 
 SECTION = "## Hand evaluation"

@@ -29,13 +29,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.errors import RulesError  # noqa: E402
-from controller.ledger import (  # noqa: E402
+from controller.errors import RulesError
+from controller.ledger import (
     Ledger,
-    journal,  # noqa: E402
+    journal,
     verify_state_dir,
 )
-from controller.ledger.verify import derive_state, verify_chain_fast  # noqa: E402
+from controller.ledger.verify import derive_state, verify_chain_fast
+
 from benchdoc import write_section
 
 SECTION = "## Ledger"

@@ -80,10 +80,10 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import structlog  # noqa: E402
+import structlog
 
-from controller.link import schema  # noqa: E402
-from controller.link.mqtt import MqttLink, MqttSettings  # noqa: E402
+from controller.link import schema
+from controller.link.mqtt import MqttLink, MqttSettings
 
 SECTION = "## Linked progressives"
 COMMAND = ".venv/bin/python bench/bench_link.py --write"

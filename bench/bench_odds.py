@@ -26,11 +26,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from controller.games import GAMES  # noqa: E402
-from controller.money import UNITS_PER_DOLLAR  # noqa: E402
-from controller.odds import odds_report  # noqa: E402
-from controller.odds.counts import clear_caches  # noqa: E402
-from controller.paytables import find_paytable  # noqa: E402
+from controller.games import GAMES
+from controller.money import UNITS_PER_DOLLAR
+from controller.odds import odds_report
+from controller.odds.counts import clear_caches
+from controller.paytables import find_paytable
+
 from benchdoc import write_section
 
 SECTION = "## Exact odds"

@@ -35,14 +35,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import pymodbus  # noqa: E402
+import pymodbus
+from pymodbus.framer.rtu import FramerRTU
 
-from pymodbus.framer.rtu import FramerRTU  # noqa: E402
-
-from drivers.events import ShowAmounts  # noqa: E402
-from drivers.modbus import ModbusBus, SerialBusSettings, load_register_map, make_device  # noqa: E402
-from drivers.modbus import frames as mb_frames  # noqa: E402
-from hil.wire import frame_silence  # noqa: E402
+from drivers.events import ShowAmounts
+from drivers.modbus import ModbusBus, SerialBusSettings, load_register_map, make_device
+from drivers.modbus import frames as mb_frames
+from hil.wire import frame_silence
 
 SECTION = "## Poll cycle"
 COMMAND = ".venv/bin/python bench/bench_poll.py --write"

@@ -61,22 +61,23 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import structlog  # noqa: E402
+import structlog
 
-from bench_poll import CHAR_BITS, _cycle_frames, percentile  # noqa: E402
-from controller.app.setup import standalone_meters  # noqa: E402
-from controller.config import load_config  # noqa: E402
-from controller.config.devices import driver_settings  # noqa: E402
-from controller.money import format_cents  # noqa: E402
-from drivers.events import ShowAmounts  # noqa: E402
-from drivers.modbus import frames as mb_frames  # noqa: E402
-from drivers.modbus import make_device  # noqa: E402
-from drivers.modbus.devices import plan_blocks  # noqa: E402
-from hil.rig import Rig  # noqa: E402
-from hil.rig_config import load_rig_config  # noqa: E402
-from hil.wire import Direction, frame_silence  # noqa: E402
-from rigtable import lit, until  # noqa: E402
-from tableproc import TableProcess  # noqa: E402
+from controller.app.setup import standalone_meters
+from controller.config import load_config
+from controller.config.devices import driver_settings
+from controller.money import format_cents
+from drivers.events import ShowAmounts
+from drivers.modbus import frames as mb_frames
+from drivers.modbus import make_device
+from drivers.modbus.devices import plan_blocks
+from hil.rig import Rig
+from hil.rig_config import load_rig_config
+from hil.wire import Direction, frame_silence
+
+from bench_poll import CHAR_BITS, _cycle_frames, percentile
+from rigtable import lit, until
+from tableproc import TableProcess
 
 LATENCY_SECTION = "## Lock-out latency"
 RESOURCES_SECTION = "## Daemon CPU and memory"

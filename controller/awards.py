@@ -85,7 +85,7 @@ class Fixed:
     def describe(self) -> str:
         return format_dollars_human(self.cents)
 
-    def received_cents(self, wager_cents: int) -> int:  # noqa: ARG002 - same signature as the others
+    def received_cents(self, wager_cents: int) -> int:
         return self.cents
 
 

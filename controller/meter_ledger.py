@@ -15,7 +15,6 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import InputError, RulesError
-from .meter._check import parse_moment
 from .meter import (
     MeterParams,
     MeterState,
@@ -29,6 +28,7 @@ from .meter import (
     state_from_dict,
     state_to_dict,
 )
+from .meter._check import parse_moment
 
 if TYPE_CHECKING:
     from .round.claims import Claim

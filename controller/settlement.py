@@ -42,9 +42,9 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .awards import Award, ForOne, PercentOfMeter
+from .cards import card_str
 from .errors import InputError, RulesError
 from .games import CardRule, FoldEffect, Game, HandKind, Wager
-from .cards import card_str
 from .hands import four, poker5, three
 from .hands.categories import Four, Poker5, Three
 from .hands.select import Hand, form_hand

@@ -16,8 +16,8 @@ import json
 import os
 import socket
 import stat
-from fractions import Fraction
 from collections.abc import Awaitable, Callable
+from fractions import Fraction
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

@@ -348,7 +348,7 @@ class Rig:
         try:
             async with asyncio.timeout(STOP_TIMEOUT_S):
                 await sim.stop()
-        except Exception as e:  # one stuck simulator must not keep the others' ports open
+        except Exception as e:  # noqa: BLE001 - one stuck simulator must not keep the others' ports open
             self.log.error("simulator did not stop cleanly", device=name, error=f"{type(e).__name__}: {e}")
 
     def _forget(self) -> None:

@@ -16,10 +16,10 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+import progressive_examples
 from controller.config.files import FileRefused, kind_of, probe, read_file, show_path
 from controller.config.toml import InvalidTable, TomlError, parse_toml, validate_table
 from controller.errors import InputError
-import progressive_examples
 
 # The device kinds of drivers/events.py: wagering device, lock-out, meter sign, the card counters
 # (shuffler, shoe) and dice entry.

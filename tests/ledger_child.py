@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from controller.errors import InputError, RulesError  # noqa: E402
+from controller.errors import InputError, RulesError
 
 
 class Accounts:

@@ -17,13 +17,14 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry
 
-from broker import Broker
 from controller.config.authority import AuthorityConfig
 from controller.config.model import MqttConfig, StandaloneMeter
 from controller.link import approval
 from controller.link.authority import LinkAuthority
 from controller.link.client import TableLink
 from controller.meter.params import MeterParams
+
+from broker import Broker
 from rigtable import until
 from tableproc import TableProcess
 

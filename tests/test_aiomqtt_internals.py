@@ -24,20 +24,20 @@ async def test_the_paho_client_inside_aiomqtt_is_found():
 def test_the_packet_size_limit_hooks_paho_mqtts_socket_read():
     inner = paho.Client(paho.CallbackAPIVersion.VERSION2)
     assert callable(getattr(inner, "_sock_recv", None)) and callable(getattr(inner, "_sock_close", None))
-    assert isinstance(inner._in_packet, dict) and "remaining_length" in inner._in_packet  # noqa: SLF001
+    assert isinstance(inner._in_packet, dict) and "remaining_length" in inner._in_packet
 
     class TooLarge(OSError):
         pass
 
     reads = []
-    inner._sock_recv = lambda n: reads.append(n) or b""  # type: ignore[method-assign]  # noqa: SLF001
+    inner._sock_recv = lambda n: reads.append(n) or b""  # type: ignore[method-assign]
     internals.limit_packets(inner, 100, TooLarge)
-    assert inner._sock_recv(100) == b"" and reads == [100]  # noqa: SLF001
+    assert inner._sock_recv(100) == b"" and reads == [100]
     with pytest.raises(TooLarge, match="a packet of 101 bytes, more than 100"):
-        inner._sock_recv(101)  # noqa: SLF001
-    inner._in_packet["remaining_length"] = 5000  # noqa: SLF001  # announced before its body is read
+        inner._sock_recv(101)
+    inner._in_packet["remaining_length"] = 5000  # announced before its body is read
     with pytest.raises(TooLarge, match="5000 bytes"):
-        inner._sock_recv(1)  # noqa: SLF001
+        inner._sock_recv(1)
     internals.close_socket(inner)  # no socket: nothing to do, nothing raised
 
 

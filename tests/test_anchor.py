@@ -14,15 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from rigtable import lit, until
-from tableproc import RIG, Tables
-
-from controller.ledger import Ledger, software_digest
-from controller.ledger import journal
+from controller.ledger import Ledger, journal, software_digest
 from controller.ledger.anchor import Anchor, AnchorError, check_anchor, load_key, read_anchor, write_anchor
 from controller.ledger.chain import Entry
 from controller.meter_ledger import MetersReducer
 from hil.rig import Rig
+
+from rigtable import lit, until
+from tableproc import RIG, Tables
 
 SUPERVISOR, SECRET = "floor-1", "s3cret-floor"
 AUTH = {"supervisor": SUPERVISOR, "secret": SECRET}
@@ -428,11 +427,11 @@ def test_every_problem_of_the_anchor_section_is_named(tmp_path, change, path, fo
 async def test_the_link_authoritys_journal_is_anchored_too(tmp_path):
     """The authority's journal holds every table's linked money: an older copy of it put back is refused at its
     start as a table's is (AnchorError: progressived --role link exits 1)."""
-    from broker import require_mosquitto, start_broker
-    from linkrig import AT, LinkRig
-
     from controller.ledger.anchor import AnchorError
     from controller.meter import ops
+
+    from broker import require_mosquitto, start_broker
+    from linkrig import AT, LinkRig
 
     require_mosquitto()
     broker = start_broker(tmp_path / "mosquitto", ("cs-01", "authority"))
@@ -452,8 +451,9 @@ async def test_the_link_authoritys_journal_is_anchored_too(tmp_path):
         anchor = json.loads(rig.cfg.anchor.file_for(rig.cfg.state_dir).read_text())
         shutil.rmtree(rig.cfg.state_dir)
         shutil.copytree(tmp_path / "old", rig.cfg.state_dir)
-        from controller.link.authority import LinkAuthority
         from prometheus_client import CollectorRegistry
+
+        from controller.link.authority import LinkAuthority
 
         a = LinkAuthority(rig.cfg, settings=broker.settings("authority"), registry=CollectorRegistry())
         with pytest.raises(AnchorError, match=f"its anchor of .* is at entry {anchor['seq']}: it was rolled back"):

@@ -16,12 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from broker import require_mosquitto, start_broker
 from controller.config import ConfigError
 from controller.config.authority import check_authority_config, load_authority_config
 from controller.link import approval, schema
 from controller.link.mqtt import MqttLink
 from controller.meter import ops
+
+from broker import require_mosquitto, start_broker
 from linkrig import AT, METER, PREFIX, LinkRig, approvers_file, signed
 from rigtable import until
 

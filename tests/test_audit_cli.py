@@ -12,11 +12,12 @@ from fractions import Fraction
 from pathlib import Path
 
 import pytest
-from ctlrun import run_ctl
 
 from controller.ledger import Ledger
 from controller.meter import BookContributions, CloseRound, PayFixedAward, PayPercentAward, params_from_dict
 from controller.meter_ledger import MetersReducer, define_meter_body, op_body
+
+from ctlrun import run_ctl
 
 CTL = Path(sys.executable).parent / "progressivectl"
 AT = datetime(2026, 11, 29, 20, 0, tzinfo=timezone.utc)

@@ -14,8 +14,6 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from rigtable import daemon_on_rig
-
 from controller.app import auth
 from controller.app.auth import LOCK_S, NAME_LIMIT, USER_LIMIT, Guesses, SupervisorCheck
 from controller.app.control import ControlClient, ControlError, ControlServer
@@ -23,6 +21,8 @@ from controller.app.metrics import Metrics
 from controller.app.table import TableDaemon
 from controller.config.credentials import SCRYPT, hash_credential, parse_credential
 from controller.config.model import Supervisor
+
+from rigtable import daemon_on_rig
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"

@@ -16,7 +16,6 @@ from typing import Any
 
 import pytest
 from test_config import TABLES, dumps
-from linkrig import approval_keys, approvers_file
 
 from controller.cli import ctl
 from controller.config import ConfigError, Problem, StandaloneMeter
@@ -27,6 +26,8 @@ from controller.config.authority import (
     load_authority_config,
 )
 from controller.link.mqtt import MqttSettings
+
+from linkrig import approval_keys, approvers_file
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "config" / "link" / "authority.toml"

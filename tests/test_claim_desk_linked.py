@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from broker import require_mosquitto, start_broker
 from controller.app import claim_desk
 from controller.app.table import TableDaemon
 from controller.config.model import LinkedMeter, MqttConfig
 from controller.errors import RulesError
 from controller.money import UNITS_PER_CENT
+
+from broker import require_mosquitto, start_broker
 from linkrig import METER, PREFIX, RESET, LinkRig, approval_keys
 from rigtable import daemon_on_rig, drawing, lock_round, message, until, win, with_supervisor
 

@@ -40,14 +40,14 @@ from hypothesis import HealthCheck, Phase, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from drivers import events as ev
-
 from controller.app import meter_port
 from controller.app.table import TableDaemon
 from controller.config import load_config
 from controller.config.model import LinkedMeter, MqttConfig
 from controller.errors import InputError
 from controller.round import model as rm
+from drivers import events as ev
+
 import soak
 from rigtable import drawing, with_supervisor
 

@@ -17,12 +17,12 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from rigtable import daemon_on_rig, drawing, lit, lock_round, message, until, win, with_supervisor
-
-from controller.app.control import ControlServer, ControlClient, ControlError
+from controller.app.control import ControlClient, ControlError, ControlServer
 from controller.app.table import TableDaemon
 from controller.errors import RulesError
 from controller.round.model import Block
+
+from rigtable import daemon_on_rig, drawing, lit, lock_round, message, until, win, with_supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.round.claims import Claim, Draws, RoundClaims, claim_spot, hit_hand, verify, verify_dealer
 from controller.app.setup import table_rules
 from controller.cards import parse_card
 from controller.config import load_config
 from controller.errors import CardError, InputError, RulesError
 from controller.money import UNITS_PER_CENT
 from controller.positions import DEALER
+from controller.round.claims import Claim, Draws, RoundClaims, claim_spot, hit_hand, verify, verify_dealer
 
 ROOT = Path(__file__).resolve().parent.parent
 CARIBBEAN = load_config(ROOT / "config" / "tables" / "caribbean-stud.toml")

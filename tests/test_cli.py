@@ -11,9 +11,9 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ctlrun import run_ctl
-
 from controller.cli import ctl
+
+from ctlrun import run_ctl
 
 CTL = Path(sys.executable).parent / "progressivectl"
 DAEMON = Path(sys.executable).parent / "progressived"

@@ -7,11 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ctlrun import run_ctl
 from test_config import CREDENTIAL, TABLES, base, write
 
 from controller.cli import ctl
 from controller.config import check_config, parse_credential, verify_credential
+
+from ctlrun import run_ctl
 
 CTL = Path(sys.executable).parent / "progressivectl"
 

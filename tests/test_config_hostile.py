@@ -20,7 +20,6 @@ from typing import Any
 
 import pytest
 from test_config import DEVICES, base, one, problems, write
-from linkrig import approvers_file
 
 from controller.config import check_config, load_config
 from controller.config.authority import check_authority_config, is_authority_config
@@ -30,6 +29,8 @@ from controller.link.mqtt import MqttSettingsError, read_password
 from controller.paytables import load_paytable
 from drivers.modbus import RegisterMapError, load_register_map
 from hil.rig_config import RigConfigError, load_rig_config
+
+from linkrig import approvers_file
 
 BIN = Path(sys.executable).parent
 LONG = "/tmp/" + "a" * 5000  # a path of 5,005 characters

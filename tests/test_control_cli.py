@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ctlrun import run_ctl
 
 from controller.app.control import ControlServer, NotAvailable, UnknownOp
 from controller.app.views import hit_json, meter_json
@@ -30,6 +29,8 @@ from controller.errors import InputError, RulesError
 from controller.ledger import Ledger, verify_state_dir
 from controller.meter import BookContributions, CloseRound, PayFixedAward, PayPercentAward, params_from_dict
 from controller.meter_ledger import MetersReducer, define_meter_body, op_body
+
+from ctlrun import run_ctl
 
 CTL = Path(sys.executable).parent / "progressivectl"
 AT = datetime(2026, 11, 29, 20, 0, tzinfo=timezone.utc)

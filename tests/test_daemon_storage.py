@@ -19,6 +19,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+
 from daemon_storage import head, ready_once, start
 from tableproc import ROOT, TABLE, dump_toml, free_port
 

@@ -10,8 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from controller.round.claims import RoundClaims, verify, verify_dealer
-from controller.round.detect import BURN, COMMUNITY, SpotWager, assign, detect, procedure
 from controller.app.setup import table_rules
 from controller.cards import parse_card, parse_cards
 from controller.config import load_config
@@ -19,6 +17,8 @@ from controller.errors import CardError, InputError, RulesError
 from controller.games import GAMES
 from controller.money import UNITS_PER_CENT
 from controller.positions import DEALER, DEALER_POSITION
+from controller.round.claims import RoundClaims, verify, verify_dealer
+from controller.round.detect import BURN, COMMUNITY, SpotWager, assign, detect, procedure
 
 ROOT = Path(__file__).resolve().parent.parent
 BONUS, ON_DEALER = "five-card-hand-bonus", "five-card-hand-bonus-dealer"

@@ -21,7 +21,8 @@ from controller.config.model import MetricsConfig
 from drivers.events import WagerSensed
 from hil.attach import attach
 from hil.rig import Rig
-from rigtable import daemon_on_rig, lit, message, until, win  # noqa: F401 - the helpers the tests use
+
+from rigtable import daemon_on_rig, lit, message, until, win
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "config" / "tables" / "hot-roller-craps.toml"

@@ -13,7 +13,6 @@ from types import SimpleNamespace
 from typing import Any
 
 import structlog.testing
-from ctlrun import HIL, run_hil
 from test_hil_table import Drivers
 
 from drivers.events import (
@@ -26,6 +25,8 @@ from drivers.events import (
     WagerSensed,
 )
 from hil.rig import Connection
+
+from ctlrun import HIL, run_hil
 
 ROOT = Path(__file__).resolve().parent.parent
 MINIMAL = ROOT / "config" / "hil" / "minimal.toml"

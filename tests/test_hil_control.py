@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 import structlog.testing
-from ctlrun import run_hil
 from test_hil_rig import TABLE, fake_rig
 
 from hil import control
 from hil.control import ControlServer, ControlUnavailable, RigRefused, arequest
+
+from ctlrun import run_hil
 
 
 def run(coro: Any) -> Any:

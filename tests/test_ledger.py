@@ -11,7 +11,6 @@ import threading
 from pathlib import Path
 
 import pytest
-from ledger_child import Accounts
 
 from controller.errors import InputError, RulesError
 from controller.ledger import (
@@ -28,6 +27,8 @@ from controller.ledger import (
     journal,
     verify_state_dir,
 )
+
+from ledger_child import Accounts
 
 TESTS = Path(__file__).resolve().parent
 WAIT = 20  # seconds: generous bound for anything that should take milliseconds
@@ -228,7 +229,7 @@ def test_batch_with_journaled_keys_among_new_ones(tmp_path, caplog):
             for f in futs:
                 try:
                     outcomes.append(f.result(WAIT))
-                except Exception as e:  # noqa: BLE001
+                except Exception as e:
                     outcomes.append(e)
         n1, o2, n2, o1, conflict, leak, n3 = outcomes
         assert o1 == r1 and o1.repeat and o2 == r2 and o2.repeat
@@ -487,7 +488,7 @@ def outcome(led: Ledger, kind, body, key):
     before that, the error comes through the future."""
     try:
         return led.submit_future(kind, body, key).result(WAIT)
-    except Exception as e:  # noqa: BLE001 - returned for the test to look at
+    except Exception as e:
         return e
 
 

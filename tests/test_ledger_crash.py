@@ -24,12 +24,12 @@ import sys
 import threading
 from pathlib import Path
 
+from controller.ledger import Ledger, journal, verify_state_dir
+from controller.ledger.chain import canonical
+
 import soak
 from crash_pipe import Moments, kill_cycle
 from ledger_child import Accounts
-
-from controller.ledger import Ledger, journal, verify_state_dir
-from controller.ledger.chain import canonical
 
 CHILD = Path(__file__).resolve().parent / "ledger_child.py"
 CYCLES = soak.cycles("LEDGER_CRASH_CYCLES", default=120, soak=5000)
@@ -183,7 +183,7 @@ def run_lane(lane: Lane, cycles: int, errors: list) -> None:
         lane.audit(f"lane seed {lane.seed} end")
         with Ledger.open(lane.dir, lane.reducer, software_digest="crash-test") as led:
             assert led.state == lane.model
-    except BaseException as e:  # noqa: BLE001 - reported by the main thread
+    except BaseException as e:
         errors.append(e)
 
 

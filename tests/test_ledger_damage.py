@@ -9,9 +9,10 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from ledger_child import Accounts
 
 from controller.ledger import Ledger, LedgerDamaged, chain, journal, verify_state_dir
+
+from ledger_child import Accounts
 
 CHECKPOINT_EVERY = 8
 

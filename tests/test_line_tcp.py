@@ -3,7 +3,6 @@ floor's Ethernet-to-serial box would be reached. Behind the server: the rig's pa
 
 from __future__ import annotations
 
-
 from test_line_driver import NAME, arun, bench
 
 from drivers.events import CardDealt, DeviceDown, DeviceUp, SetWinLight, ShufflerCount

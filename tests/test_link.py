@@ -11,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from broker import require_mosquitto, start_broker
 from controller.link import schema
 from controller.link.mqtt import MqttLink
 from controller.meter import ops
 from controller.money import UNITS_PER_CENT, format_units, parse_cents
+
+from broker import require_mosquitto, start_broker
 from linkrig import AT, METER, PREFIX, RATE, RESET, LinkRig, approval_keys, signed
 from rigtable import until
 

@@ -54,8 +54,6 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-import soak
-from broker import Broker, require_mosquitto
 from controller.app.control import ControlError, DaemonUnavailable
 from controller.ledger import journal, verify_state_dir
 from controller.ledger.chain import Entry
@@ -65,6 +63,9 @@ from controller.link.mqtt import MqttLink
 from controller.link.outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, OutboxReducer
 from controller.money import UNITS_PER_CENT, format_cents, format_units, parse_cents, parse_units
 from hil.rig import Rig
+
+import soak
+from broker import Broker, require_mosquitto
 from linkrig import AuthorityProcess, approvers_file
 from rigtable import lit, message, until
 from tableproc import BIN, RIG, Tables
@@ -448,7 +449,7 @@ def table_adjust(tmp: Path, broker: Broker, table: str):
 
 
 def scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    with urllib.request.urlopen(url, timeout=5) as r:  # noqa: S310 - the authority's metrics on 127.0.0.1
+    with urllib.request.urlopen(url, timeout=5) as r:
         text = r.read().decode()
     return {(s.name, tuple(sorted(s.labels.items()))): s.value
             for fam in text_string_to_metric_families(text) for s in fam.samples}

@@ -18,9 +18,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-from broker import ROOT, Broker, start_broker
 from controller.config.model import MqttConfig
 from controller.link.mqtt import LinkDown, MqttLink, MqttSettings, MqttSettingsError, PublishRefused
+
+from broker import ROOT, Broker, start_broker
 
 P = "progressive/v1"
 TABLES = ("CS-07", "CS-08")

@@ -12,8 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import soak
-
 from controller.errors import InputError, RulesError
 from controller.meter import (
     MIN_HISTORY,
@@ -44,6 +42,8 @@ from controller.meter import (
 )
 from controller.meter._check import format_fraction
 from controller.money import UNITS_PER_CENT
+
+import soak
 
 AT = datetime(2025, 1, 31, 21, 5, tzinfo=timezone.utc)
 U = UNITS_PER_CENT  # meter units per cent

@@ -27,13 +27,13 @@ import sys
 import threading
 from pathlib import Path
 
-import soak
-from crash_pipe import Moments, kill_cycle
-
 from controller.ledger import Ledger, journal, verify_state_dir
 from controller.ledger.chain import canonical
 from controller.meter import check_invariant
 from controller.meter_ledger import DEFINE_METER, MetersReducer
+
+import soak
+from crash_pipe import Moments, kill_cycle
 
 CHILD = Path(__file__).resolve().parent / "meter_child.py"
 CYCLES = soak.cycles("METER_CRASH_CYCLES", default=70, soak=3000)
@@ -196,7 +196,7 @@ def run_lane(lane: Lane, cycles: int, errors: list) -> None:
         lane.audit(f"lane seed {lane.seed} end")
         with Ledger.open(lane.dir, lane.reducer, software_digest="meter-crash-test") as led:
             assert lane.reducer.snapshot(led.state) == lane.reducer.snapshot(lane.model)
-    except BaseException as e:  # noqa: BLE001 - reported by the main thread
+    except BaseException as e:
         errors.append(e)
 
 

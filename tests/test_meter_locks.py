@@ -9,7 +9,7 @@ from fractions import Fraction
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_meter import AT, D, TIMES, U, book, draw_op, params, pct, refused, run, st_params
+from test_meter import AT, TIMES, D, U, book, draw_op, params, pct, refused, run, st_params
 
 from controller.app.views import meter_json
 from controller.cli.common import show_meters

@@ -24,6 +24,7 @@ from drivers.events import (
 )
 from drivers.modbus import SerialBusSettings, Table, frames
 from hil.wire import Direction, frame_silence
+
 from test_modbus_sim import LOCKOUT, SEAT3, SIGN, Spec, run_async, serial_rig
 
 SEAT4 = Spec(4, "seat-single.toml", "seat-4", first_seat=4)

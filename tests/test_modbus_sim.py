@@ -8,9 +8,9 @@ running or a file descriptor open.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import contextlib
 import functools
+import inspect
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field

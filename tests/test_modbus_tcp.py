@@ -21,6 +21,7 @@ from drivers.events import (
     WagerRemoved,
     WagerSensed,
 )
+
 from test_modbus_serial import is_, kinds
 from test_modbus_sim import LOCKOUT, SEAT3, SIGN, Spec, run_async, tcp_rig
 

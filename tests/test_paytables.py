@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from controller.awards import Fixed, ForOne, PercentOfMeter, ToOne
 from controller.errors import InputError, RulesError
-from controller.games import GAMES, FoldEffect, Game, HandKind, Wager, CardRule
+from controller.games import GAMES, CardRule, FoldEffect, Game, HandKind, Wager
 from controller.hands.categories import Four, Poker5, Three
 from controller.paytables import (
     ANY_WAGER,

@@ -9,7 +9,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.round.resume import booked_spots, resume
 from controller.errors import InputError, RulesError
 from controller.meter import BookContributions
 from controller.round import machine
@@ -37,10 +36,11 @@ from controller.round.model import (
     SpotRule,
     StubCounted,
     TableRules,
+    Voided,
     VoidRefused,
     VoidRound,
-    Voided,
 )
+from controller.round.resume import booked_spots, resume
 
 # Whether the meter core records which booked wagers are on the dealer's hand (an optional field of the booking).
 

@@ -91,6 +91,7 @@ def test_the_units_may_write_the_journal_and_its_anchor_where_the_examples_keep_
     their anchor's default place beside it must be among them, or the daemon could not write its journal."""
     from controller.config import load_config
     from controller.config.authority import load_authority_config
+
     from linkrig import approvers_file
 
     table = load_config(ROOT / "config" / "tables" / "caribbean-stud.toml")

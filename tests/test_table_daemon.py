@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from rigtable import daemon_on_rig, drawing, lit, lock_round, message, until, win, with_supervisor
-
 from controller.app.table import TableDaemon
 from controller.errors import InputError
 from drivers.modbus.schedule import Phase as BusPhase
+
+from rigtable import daemon_on_rig, drawing, lit, lock_round, message, until, win, with_supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"

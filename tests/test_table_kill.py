@@ -54,10 +54,6 @@ from typing import Any
 
 import pytest
 
-import soak
-from rigtable import lit, until, win
-from tableproc import RIG, Tables
-
 from controller.app.control import ControlError, DaemonUnavailable
 from controller.app.views import hit_json, meter_json
 from controller.ledger import journal
@@ -65,6 +61,10 @@ from controller.ledger.chain import Entry, canonical
 from controller.meter_ledger import DEFINE_METER, MetersReducer
 from controller.money import UNITS_PER_CENT, format_cents, parse_cents
 from hil.rig import Rig
+
+import soak
+from rigtable import lit, until, win
+from tableproc import RIG, Tables
 
 MOMENTS = ("betting", "lockout", "booked", "claim", "approve", "settle", "void", "settled")
 PAYS = ("pay-percent-award", "pay-fixed-award")

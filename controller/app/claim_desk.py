@@ -38,6 +38,7 @@ from ..meter import ops as meter_ops
 from ..meter_ledger import CLAIM, claim_body
 from ..meter_ledger import Meters as MeterStates
 from ..money import format_cents, parse_cents
+from ..positions import DEALER, DEALER_POSITION
 from ..round import claim_machine as cm
 from ..round.claims import (
     Claim,
@@ -55,7 +56,6 @@ from ..round.claims import (
     verify_dealer,
 )
 from ..round.model import TableRules
-from ..positions import DEALER, DEALER_POSITION
 from .meter_port import Meters, booking_key
 from .metrics import Metrics
 from .sign import Sign

@@ -454,7 +454,8 @@ class ControlServer:
             pass  # stop(): the connection closes below
         except (ConnectionError, BrokenPipeError):
             self._log.debug("control client gone", **peer)
-        except Exception as e:  # never let one connection take the server down
+        except Exception as e:  # noqa: BLE001 - never let one connection take the server down; no traceback:
+            # the request's secret may be in it (requests are scrubbed in _internal, which knows the secrets)
             self._log.error("control connection failed", error=f"{type(e).__name__}: {e}", **peer)
         finally:
             del self._conns[task]
@@ -531,7 +532,7 @@ class ControlServer:
             if isinstance(e, (KeyError, IndexError)) and not (isinstance(e, KeyError) and e.args == (op,)):
                 return self._internal(rid, op, e, secrets, peer)
             return self._refused(rid, op, "input", f"unknown operation {op!r}", "op", secrets, peer)
-        except Exception as e:
+        except Exception as e:  # noqa: BLE001 - answered "internal", logged with its traceback (scrubbed)
             return self._internal(rid, op, e, secrets, peer)
         finally:
             PEER.reset(token)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..config.model import StandaloneMeter, TableConfig
-from ..round.model import SpotRule, TableRules
 from ..positions import DEALER
+from ..round.model import SpotRule, TableRules
 
 
 def table_rules(cfg: TableConfig) -> TableRules:

@@ -129,7 +129,7 @@ class TableShell:
             return await coro
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - logged with its traceback; the table goes on or stops with it
+        except Exception as e:
             task = name.split(":", 1)[0]
             self.metrics.internal_errors.labels(task).inc()
             if fatal:
@@ -176,7 +176,7 @@ class TableShell:
                         self._device_state(event.device, True, "")
                     case _:
                         self.on_device_event(event)
-            except Exception:  # noqa: BLE001 - one bad event must not stop the table
+            except Exception:
                 self.metrics.internal_errors.labels("device-event").inc()
                 log.exception("device event failed", event=repr(event))
 

@@ -33,23 +33,23 @@ from ..ledger import Ledger, software_digest
 from ..ledger.anchor import Anchor
 from ..ledger.chain import utc_now
 from ..ledger.errors import KeyConflict
-from ..meter import MeterState
-from ..meter import ops as meter_ops
 from ..ledger.reader import JournalReader
 from ..link.schema import JournalAnchor, Win
+from ..meter import MeterState
+from ..meter import ops as meter_ops
 from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
 from ..meter_ledger import Meters as MeterStates
 from ..money import UNITS_PER_CENT, format_cents, parse_units
+from ..positions import position_name
 from ..round import claim_machine as cm
 from ..round import detect, machine
 from ..round import model as rm
 from ..round.resume import Kept, resume
-from ..positions import position_name
 from . import linked, logs
-from .linked import LinkedMeterView
 from .anchoring import Anchoring
 from .claim_desk import ClaimDesk, RoundView
 from .control import PEER
+from .linked import LinkedMeterView
 from .meter_port import LinkedMeters, LocalMeters, Meters
 from .metrics import Metrics
 from .operations import check_arguments

@@ -40,7 +40,7 @@ def add_parsers(sub: Any) -> None:
     an.set_defaults(handler=lambda args: cmd_anchor(args.state, args.anchor, args.key_file, args.expect_head))
 
 
-def _audit(state_dir: Path):  # noqa: ANN202 - a controller.ledger.Report
+def _audit(state_dir: Path):
     from ..ledger import verify_state_dir
 
     if not state_dir.exists():
@@ -72,7 +72,7 @@ def _reducer_for(state_dir: Path) -> Any:
     return MetersReducer()
 
 
-def _meters_journal(report, state_dir: Path) -> None:  # noqa: ANN001
+def _meters_journal(report, state_dir: Path) -> None:
     from ..link.outbox import Outbox
 
     if isinstance(report.state, Outbox):
@@ -80,7 +80,7 @@ def _meters_journal(report, state_dir: Path) -> None:  # noqa: ANN001
                                     "meters are the link authority's; give its state directory")
 
 
-def _damaged(report) -> int:  # noqa: ANN001
+def _damaged(report) -> int:
     print(f"progressivectl: {report.summary()}", file=sys.stderr)
     return EXIT_DAMAGED
 

@@ -14,11 +14,10 @@ from typing import Any
 from ..app.control import DEFAULT_SOCKET as _DEFAULT_SOCKET  # defined once (control.py imports the stdlib only)
 from ..app.control import SOCKET_ENV as _SOCKET_ENV
 from ..errors import InputError
-from ..positions import DEALER
-from ..money import format_cents, parse_cents
 from ..exits import EXIT_BAD_INPUT
-from .common import (EXIT_UNAVAILABLE, Exit, dump_json, no_such_meter, read_secret, show_hits,
-                     show_meters)
+from ..money import format_cents, parse_cents
+from ..positions import DEALER
+from .common import EXIT_UNAVAILABLE, Exit, dump_json, no_such_meter, read_secret, show_hits, show_meters
 
 # Arguments of a request the daemon may name in a refusal, and the option the user typed them with.
 _OPTION_OF = {"supervisor": "--supervisor", "reason": "--reason", "dealt": "--dealt", "meter": "--meter",

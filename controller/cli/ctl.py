@@ -12,8 +12,8 @@ import sys
 
 from .. import __version__
 from ..errors import InputError
-from . import audit, client, configuration, offline
 from ..exits import EXIT_BAD_INPUT, EXIT_INTERNAL
+from . import audit, client, configuration, offline
 from .common import Exit, Parser
 
 

@@ -220,7 +220,7 @@ async def _run_link(cfg: AuthorityConfig) -> int:
                 tg.create_task(_watchdog(authority, notifier, interval), name="watchdog")
     except* asyncio.CancelledError:
         pass
-    except* Exception as group:
+    except* Exception as group:  # noqa: BLE001 - _ending logs each with its traceback and exits with a status
         raise _ending(group, log, (LedgerError,)) from None
     finally:
         notifier.stopping()
@@ -285,7 +285,7 @@ async def serve(cfg: TableConfig, *, socket: str, listen: tuple[str, int] | None
                     tg.create_task(companion(daemon, run), name="companion")
         except* asyncio.CancelledError:
             pass
-        except* Exception as group:  # a fault of the daemon itself: its reason in the log, then exit 70
+        except* Exception as group:  # noqa: BLE001 - a fault of the daemon itself: its reason in the log, then exit 70
             raise _ending(group, log, (LedgerError, InputError, OSError)) from None
     return 0
 

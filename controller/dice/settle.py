@@ -13,8 +13,8 @@ Output: every wager's fate in the order settled, roll by roll, then what is stil
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, cast
 from dataclasses import dataclass
+from typing import Any, cast
 
 from ..errors import InputError, RulesError
 from ..games import game as find_game

@@ -58,7 +58,7 @@ class Receipt:
 
     __slots__ = ("seq", "key", "kind", "time", "hash", "result_json", "repeat", "_result")
 
-    def __init__(self, seq: int, key: str, kind: str, time: str, hash: str, result_json: str,  # noqa: A002
+    def __init__(self, seq: int, key: str, kind: str, time: str, hash: str, result_json: str,
                  repeat: bool = False) -> None:
         self.seq = seq
         self.key = key
@@ -424,7 +424,7 @@ class Writer:
         try:
             state_text = chain.canonical(self._reducer.snapshot(self.state))
             again = chain.canonical(self._reducer.snapshot(self._reducer.restore(json.loads(state_text))))
-        except Exception:  # noqa: BLE001 - a reducer bug: run on without checkpoints, loudly
+        except Exception:
             log.exception("reducer snapshot failed; checkpoints are off until restart")
             self._checkpoints_ok = False
             return

@@ -28,7 +28,7 @@ def limit_packets(inner: paho.Client, limit: int, too_large: type[OSError]) -> N
     """Make paho-mqtt drop the connection when a packet it reads announces more than `limit` bytes, before it reads
     them: it reads a packet's body with one receive of all that is left of it (`_sock_recv`, with the announced
     length in `_in_packet["remaining_length"]`), and an OSError from its socket read is a lost connection to it."""
-    receive = inner._sock_recv  # noqa: SLF001
+    receive = inner._sock_recv
 
     def bounded(bufsize: int) -> bytes:
         packet = getattr(inner, "_in_packet", None)
@@ -37,14 +37,14 @@ def limit_packets(inner: paho.Client, limit: int, too_large: type[OSError]) -> N
             raise too_large(f"the broker sends a packet of {max(bufsize, announced)} bytes, more than {limit}")
         return receive(bufsize)
 
-    inner._sock_recv = bounded  # type: ignore[method-assign]  # noqa: SLF001
+    inner._sock_recv = bounded  # type: ignore[method-assign]
 
 
 def close_socket(inner: paho.Client) -> None:
     """Close the socket paho-mqtt holds (a connect cut short leaves it open)."""
     if inner.socket() is not None:
         with contextlib.suppress(Exception):
-            inner._sock_close()  # noqa: SLF001
+            inner._sock_close()
 
 
 def misc_task(client: aiomqtt.Client) -> asyncio.Task[Any] | None:

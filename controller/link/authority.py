@@ -25,16 +25,16 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from structlog.typing import FilteringBoundLogger
 
-from ..app.anchoring import AnchorMetrics, Anchoring
+from ..app.anchoring import Anchoring, AnchorMetrics
 from ..app.logs import LogBudget
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
-from ..ledger.errors import KeyConflict
 from ..ledger.chain import format_time, utc_now
+from ..ledger.errors import KeyConflict
+from ..ledger.reader import Found, JournalReader
 from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, Meters, MetersReducer, configure_meter
 from ..money import format_cents, parse_cents
 from . import approval, schema
-from ..ledger.reader import Found, JournalReader
 from .journal_keys import last_link_seqs
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
 
@@ -248,7 +248,7 @@ class LinkAuthority:
                     await self._keep_anchor(msg)
                 else:
                     await self._apply(msg)
-            except Exception:  # noqa: BLE001 - one bad message must not stop the link; a table resends its operations
+            except Exception:
                 self.metrics.anomalies.labels(table, "message not applied").inc()
                 held = self._budget.take(f"not-applied:{table}")
                 if held is not None:

@@ -21,9 +21,9 @@ from ..config.model import MqttConfig
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
+from ..ledger.reader import Found, lookup
 from ..meter import ops as meter_ops
 from . import schema
-from ..ledger.reader import Found, lookup
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
 from .outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, Outbox, OutboxReducer, Sent, send_body
 

@@ -37,9 +37,9 @@ lets the client read.
 from __future__ import annotations
 
 import asyncio
-import socket
 import inspect
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -59,7 +59,6 @@ from paho.mqtt.reasoncodes import ReasonCode
 from drivers.health import Backoff
 
 from ..config.model import MQTT_PROTOCOLS, MqttConfig
-
 from . import aiomqtt_internals as internals
 
 log = structlog.get_logger("controller.link.mqtt")
@@ -655,7 +654,7 @@ class MqttLink:
     def _call_on_connect(self, on_connect: OnConnect) -> asyncio.Task | None:
         try:
             result = on_connect()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.error("mqtt on_connect failed", link=self.name, exc_info=True)
             return None
         if not inspect.isawaitable(result):
@@ -666,7 +665,7 @@ class MqttLink:
                 await result
             except LinkDown as e:
                 log.debug("mqtt on_connect interrupted", link=self.name, error=str(e))
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.error("mqtt on_connect failed", link=self.name, exc_info=True)
 
         return asyncio.create_task(await_it(), name=f"mqtt-{self.name}-on-connect")
@@ -691,7 +690,7 @@ class MqttLink:
                 if inspect.iscoroutine(result):
                     result.close()
                 raise TypeError("on_message returned an awaitable: it must be a plain function")
-        except Exception as e:  # noqa: BLE001 - one bad message never stops the link
+        except Exception as e:
             self.dropped += 1
             self._notify()
             if self._handler_error_logged:

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
-from functools import cached_property
 from datetime import datetime
 from fractions import Fraction
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 

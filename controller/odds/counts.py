@@ -8,10 +8,10 @@ C(52, 3) * C(49, 3) = 407,170,400 deals. Results are cached for the life of the 
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from collections import Counter
 from functools import cache
 from itertools import combinations, combinations_with_replacement
 from math import comb, prod

@@ -58,9 +58,9 @@ from .model import (
     StubCounted,
     TableRules,
     TableState,
+    Voided,
     VoidRefused,
     VoidRound,
-    Voided,
     round_id,
 )
 
