@@ -331,7 +331,8 @@ async def test_bad_arguments_are_naked_naming_the_field_and_counted():
         assert b.taken() == [WagerSensed(NAME, 6, "main")]
         assert b.driver.health.errors["bad_arg"] == 6
         assert b.driver.health.errors["unknown_verb"] == 1
-        assert b.driver.stats["duplicates"] == 1
+        # at least the one repeat (a loaded machine may have the device send it twice before the NAK comes back)
+        assert b.driver.stats["duplicates"] >= 1
         assert b.driver.up
 
 
