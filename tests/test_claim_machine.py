@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from controller.app.sign import WIN_DISPLAY_S, Sign
+from controller.app.sign import SEAT_EVERY_S, SEAT_SHOWN_S, WIN_DISPLAY_S, Sign
 from controller.errors import RulesError
 from controller.round import claim_machine as cm
 from controller.round.claims import Claim, RoundClaims, claim_from_json, claim_to_json
@@ -171,6 +171,82 @@ def test_the_sign_shows_the_newest_message_in_force_then_the_meters():
     now[0] += WIN_DISPLAY_S + 0.01
     sign.offline(False)
     assert out.shown == ev.ShowAmounts((("main", 1_000_000),))
+
+
+def test_the_sign_names_a_disabled_seat_now_and_then_and_shows_the_meters_between():
+    """A seat whose device does not answer is named (OFFLINE with the seat) at once and then for SEAT_SHOWN_S of
+    every SEAT_EVERY_S, each such seat in turn: the meters the rest of the time, the table's OFFLINE and the
+    messages over it."""
+    now = [100.0]
+    out = Out()
+    sign = Sign("CS-07", [out], clock=lambda: now[0])
+    meters = ev.ShowAmounts((("main", 1_000_045),))
+    sign.meters(meters.amounts)
+
+    def seat_named() -> int | None:
+        sign.show()
+        shown = out.shown
+        assert shown == meters or (shown.message, shown.table, shown.amount_cents) == (ev.SignMessage.OFFLINE,
+                                                                                         "CS-07", None), shown
+        return None if shown == meters else shown.seat
+
+    sign.seats_disabled([4])
+    assert seat_named() == 4
+    now[0] += SEAT_SHOWN_S - 0.01
+    assert seat_named() == 4
+    now[0] += 0.02
+    assert seat_named() is None  # the meters, until the next turn
+    now[0] += SEAT_EVERY_S - SEAT_SHOWN_S - 0.02
+    assert seat_named() is None
+    now[0] += 0.02
+    assert seat_named() == 4
+    sign.seats_disabled([4, 2])  # seat 2 just disabled: named at once, then seat 4 at the next turn
+    assert seat_named() == 2
+    now[0] += SEAT_EVERY_S
+    assert seat_named() == 4
+    now[0] += SEAT_EVERY_S
+    assert seat_named() == 2
+    sign.offline(True)  # the whole table: OFFLINE without a seat
+    assert (out.shown.message, out.shown.seat) == (ev.SignMessage.OFFLINE, None)
+    sign.offline(False)
+    sign.pending(6, 1_000_045)
+    assert out.shown.message is ev.SignMessage.PENDING
+    sign.pending(None)
+    sign.seats_disabled([2])  # seat 4 answers again; seat 2's turns go on
+    now[0] += SEAT_EVERY_S
+    assert seat_named() == 2
+    sign.seats_disabled([])
+    assert out.shown == meters
+
+
+async def test_the_sign_names_a_disabled_seat_again_at_its_next_turn(monkeypatch):
+    import controller.app.sign as sign_mod
+    monkeypatch.setattr(sign_mod, "SEAT_SHOWN_S", 0.05)
+    monkeypatch.setattr(sign_mod, "SEAT_EVERY_S", 0.15)
+    meters = ev.ShowAmounts((("main", 1),))
+    seen: list = []  # the faces sent, each change once
+    changed = asyncio.Event()
+
+    class Faces(Out):
+        def want(self, key, command) -> None:
+            face = "meters" if command == meters else command.seat
+            if not seen or seen[-1] != face:
+                seen.append(face)
+                changed.set()
+
+    sign = Sign("CS-07", [Faces()])
+    task = asyncio.create_task(sign.run())
+    try:
+        sign.meters(meters.amounts)
+        sign.seats_disabled([3])
+        async with asyncio.timeout(3):
+            while len(seen) < 5:  # the meters; seat 3 named, the meters, named again, the meters: by run alone
+                changed.clear()
+                await changed.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert seen == ["meters", 3, "meters", 3, "meters"]
 
 
 async def test_the_sign_is_shown_again_when_a_win_is_over():

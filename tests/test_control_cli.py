@@ -42,7 +42,8 @@ STATUS = {
     "game": "caribbean-stud",
     "version": "0.1.0",
     "round": {"id": "CS-07-r12", "phase": "betting"},
-    "blocks": [{"block": "device", "sources": ["seat-3"]}, {"block": "stub", "sources": ["start-up"]}],
+    "blocks": [{"block": "stub", "sources": ["start-up"]}],
+    "seats_disabled": [{"seat": 3, "device": "seat-3", "reason": "no answer within 0.5 s"}],
     "devices": [
         {"id": "seat-1", "kind": "seat", "up": True, "errors": 0, "last_error": None},
         {"id": "seat-3", "kind": "seat", "up": False, "errors": 4, "last_error": "no answer within 0.5 s"},
@@ -226,7 +227,8 @@ def test_status_for_people(live):
     assert ok(ctl(live, "status", process=True)) == (
         "table CS-07: caribbean-stud, up 1d 02:03:04 (progressived 0.1.0)\n"
         "round CS-07-r12: betting\n"
-        "wagering: DISABLED: device (seat-3); stub (start-up)\n"
+        "wagering: DISABLED: stub (start-up)\n"
+        "seats disabled: 3 (seat-3 down: no answer within 0.5 s)\n"
         "devices: 2 up, 1 down\n"
         "  device  kind  state  errors  last error\n"
         "  seat-1  seat  up          0\n"
@@ -242,10 +244,11 @@ def test_status_for_people(live):
 
 
 def test_status_when_all_is_well(live):
-    live.handler.reads["status"] = {**STATUS, "blocks": [], "devices": [], "meters": [], "round": None,
-                                    "uptime_seconds": 59}
+    live.handler.reads["status"] = {**STATUS, "blocks": [], "seats_disabled": [], "devices": [], "meters": [],
+                                    "round": None, "uptime_seconds": 59}
     out = ok(ctl(live, "status"))
     assert "up 00:00:59" in out and "round: none" in out and "wagering: enabled" in out
+    assert "seats disabled" not in out
     assert "devices: 0 up, 0 down" in out and "meters: none" in out
 
 

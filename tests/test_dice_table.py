@@ -185,6 +185,31 @@ async def test_device_down_refuses_new_wagers_rolls_go_on(tmp_path):
             assert [r["amount"] for r in dice(daemon)["results"]] == ["30.00"]
 
 
+async def test_a_position_device_down_disables_that_position_only(tmp_path):
+    """As at a card table (docs/rounds.md, "A device down"): position 2's device muted behind the gateway, the
+    other positions wager on and the sign names position 2 between the meters' (blank) face."""
+    with structlog.testing.capture_logs() as logs:
+        async with dice_table(tmp_path) as (daemon, rig):
+            rig.mute("seat-2", True)
+            await until(lambda: [(x["seat"], x["device"]) for x in daemon.status()["seats_disabled"]]
+                        == [(2, "seat-2")], lambda: f"position 2 disabled: {daemon.status()['seats_disabled']}")
+            assert daemon.status()["blocks"] == [] and dice(daemon)["accepting"] is True
+            assert [e["seats"] for e in logs if e["event"] == "seat wagering disabled"] == [[2]]
+            await until(lambda: message(rig) == "OFFLINE" and rig.sign()["message"]["seat"] == 2,
+                        lambda: f"the sign names position 2: {rig.sign()}")
+            await rig.place_chip(1, HR, 500)
+            await until(lambda: HR in lit(rig, 1), "position 1 acknowledged while position 2 is down")
+            daemon.emit_for("seat-2")(WagerSensed("seat-2", 2, HR, 500))  # a report the outage overtook
+            await until(lambda: not_recognized(logs), "the wager at position 2 not recognized")
+            assert [(e["position"], e["reason"]) for e in not_recognized(logs)] == [(2, "seat wagering disabled")]
+            assert [w["position"] for w in dice(daemon)["wagers"]] == [1]
+
+            rig.mute("seat-2", False)
+            await until(lambda: daemon.status()["seats_disabled"] == [], "position 2 enabled again")
+            assert [e["seats"] for e in logs if e["event"] == "seat wagering enabled"] == [[2]]
+            await until(lambda: message(rig) is None, lambda: f"the sign is blank again: {rig.sign()}")
+
+
 # --- Six Eight Shake at a Props & Hops table ------------------------------------------------------
 
 SHAKE_MAP = (ROOT / "config" / "devices" / "seat-hot-roller.toml").read_text().replace('"hot-roller"',

@@ -29,6 +29,7 @@ def sample() -> Metrics:
     m.rounds.labels("closed").inc()
     m.set_phase("dealing")
     m.blocked.labels("device").set(0)
+    m.seat_disabled.labels("4").set(1)
     m.lockout_latency.observe(0.012)
     m.device_up.labels("seat-1", "seat").set(1)
     m.device_errors.labels("seat-1", "crc").inc()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import pytest
@@ -32,6 +32,8 @@ from controller.round.model import (
     Reconcile,
     Reverse,
     RoundSettled,
+    SeatsDown,
+    SeatsUp,
     ShuffleCounted,
     SpotRule,
     StubCounted,
@@ -248,6 +250,65 @@ def test_blocks_stop_new_wagers_and_keep_accepted_ones():
     assert set(s.accepted) == {(1, "progressive"), (4, "progressive")}
 
 
+# --- a seat's wagering device down -------------------------------------------------------------
+
+
+def test_a_seat_device_down_disables_its_seat_and_no_other():
+    """§ 639a.2(c)(1): a wagering device at each betting position acknowledges the wager; one that does not
+    answer cannot, so its seat takes no new wager while every other seat goes on. What it acknowledged before
+    stays accepted and is booked at lock-out, as under a block."""
+    s, _ = run(RULES, [ChipSensed(4, "progressive")])
+    s, eff = run(RULES, [SeatsDown("seat-4", (4,))], s)
+    assert [n.detail for n in notes(eff, "seat wagering disabled")] == [{"device": "seat-4", "seats": [4],
+                                                                         "round": "t1-r1"}]
+    assert not s.blocked and s.disabled_seats == {4} and not [e for e in eff if isinstance(e, Light)]
+    s, eff = run(RULES, [ChipSensed(4, "fchb", 100), ChipSensed(2, "progressive")], s)
+    (refused,) = notes(eff, "wager not recognized")
+    assert (refused.detail["seat"], refused.detail["spot"]) == (4, "fchb")
+    assert refused.detail["reason"] == "seat wagering disabled: seat 4's device seat-4 does not answer"
+    assert Light(2, "progressive", True) in eff and Light(4, "fchb", True) not in eff
+    s, eff = run(RULES, [LockoutPressed()], s)
+    (book,) = [e for e in eff if isinstance(e, Book)]
+    assert dict(book.wagers) == {"cs-main": ((2, 100), (4, 100))}
+
+
+def test_a_seat_is_enabled_when_every_device_of_it_answers_again():
+    """Kept by device: a device serving several seats, and a seat with two devices, both down."""
+    s, eff = run(RULES, [SeatsDown("seats-3-4", (3, 4)), SeatsDown("seat-3b", (3,))])
+    assert [n.detail["seats"] for n in notes(eff, "seat wagering disabled")] == [[3, 4]]  # 3 was disabled already
+    s, eff = run(RULES, [SeatsUp("seats-3-4"), ChipSensed(4, "progressive"), ChipSensed(3, "progressive")], s)
+    assert [n.detail["seats"] for n in notes(eff, "seat wagering enabled")] == [[4]]  # seat-3b still down
+    assert set(s.accepted) == {(4, "progressive")}
+    s, eff = run(RULES, [SeatsUp("seat-3b"), SeatsUp("seat-3b"), SeatsUp("never-down")], s)
+    assert [n.detail for n in notes(eff, "seat wagering enabled")] == [{"device": "seat-3b", "seats": [3],
+                                                                        "round": "t1-r1"}]
+    assert len(eff) == 1 and not s.seats_down
+    s, _ = run(RULES, [ChipRemoved(3, "progressive"), ChipSensed(3, "progressive")], s)  # lifted and placed again
+    assert set(s.accepted) == {(3, "progressive"), (4, "progressive")}
+
+
+def test_a_seat_stays_disabled_into_the_next_round_and_a_block_names_the_table_first():
+    s, _ = run(RULES, [SeatsDown("seat-5", (5,)), LockoutPressed(), RoundSettled("t1-r1")])
+    assert s.round_no == 2 and s.disabled_seats == {5}
+    s, eff = run(RULES, [BlockRaised(Block.DEVICE, "lockout"), ChipSensed(5, "progressive"),
+                         ChipSensed(1, "progressive")], s)
+    assert [n.detail["reason"] for n in notes(eff, "wager not recognized")] == [
+        "progressive wagering disabled: device (lockout)"] * 2
+
+
+@pytest.mark.parametrize("event, field", [
+    (SeatsDown("seat-9", (9,)), "seats[0]"),
+    (SeatsDown("seats", (1, True)), "seats[1]"),
+    (SeatsDown("seat-1", ()), "seats"),
+    (SeatsDown("", (1,)), "device"),
+])
+def test_a_seat_device_down_names_what_is_wrong_and_changes_nothing(event, field):
+    s = machine.start(RULES).state
+    with pytest.raises(InputError) as err:
+        machine.step(RULES, s, event)
+    assert err.value.field == field
+
+
 # --- properties --------------------------------------------------------------------------------
 
 seat = st.integers(1, 7)
@@ -261,6 +322,10 @@ inputs = st.one_of(
     st.builds(DeckReplaced, st.just("floor")),
     st.builds(BlockRaised, st.sampled_from([Block.DEVICE, Block.LINK]), st.sampled_from(["a", "b"])),
     st.builds(BlockCleared, st.sampled_from([Block.DEVICE, Block.LINK]), st.sampled_from(["a", "b"])),
+    # seat devices as a table might have them: one per seat, one serving two seats, a second device of seat 2
+    st.sampled_from([SeatsDown("seat-1", (1,)), SeatsDown("seat-2", (2,)), SeatsDown("seats-6-7", (6, 7)),
+                     SeatsDown("seat-2b", (2,))]),
+    st.builds(SeatsUp, st.sampled_from(["seat-1", "seat-2", "seats-6-7", "seat-2b"])),
 )
 
 
@@ -268,8 +333,9 @@ inputs = st.one_of(
 @given(st.lists(inputs, max_size=60))
 def test_lights_bookings_and_rounds_stay_consistent(seq):
     """Over any sequence: a lit light is exactly an accepted wager; wagers are accepted only while betting
-    and unblocked, only for chips sensed now; each booking holds exactly the accepted wagers; a chip that
-    never left its sensor is booked in one round at most."""
+    and unblocked, only for chips sensed now, never at a seat whose device is down; a seat's device down or
+    back changes nothing at the other seats, nor any wager already accepted; each booking holds exactly the
+    accepted wagers; a chip that never left its sensor is booked in one round at most."""
     s = machine.start(RULES).state
     lights: dict = {}
     booked_rounds: dict = {}  # key -> rounds it was booked in
@@ -303,6 +369,13 @@ def test_lights_bookings_and_rounds_stay_consistent(seq):
         new = set(s.accepted) - set(before.accepted)
         if new:
             assert before.phase is Phase.BETTING and not before.blocked
+            assert not {seat_ for seat_, _spot in new} & before.disabled_seats, f"accepted at a down seat: {new}"
+        if isinstance(e, (SeatsDown, SeatsUp)):
+            assert s.accepted == before.accepted and not [x for x in out.effects if not isinstance(x, Note)]
+        elif before.seats_down and not (isinstance(e, (ChipSensed, ChipRemoved)) and e.seat in before.disabled_seats):
+            # the same input with no seat down: the same answer, and the same state but for the seats down
+            alike = machine.step(RULES, replace(before, seats_down={}), e)
+            assert alike.effects == out.effects and replace(alike.state, seats_down=s.seats_down) == s
 
 
 # --- wagers on the dealer's hand: booked apart, resumed on their spot ------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import re
 import secrets
 import shutil
 import subprocess
@@ -15,9 +16,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import structlog
 
 from controller.app.table import TableDaemon
 from controller.errors import InputError
+from controller.round import model as rm
 from drivers.modbus.schedule import Phase as BusPhase
 
 from rigtable import daemon_on_rig, drawing, lit, lock_round, message, until, win, with_supervisor
@@ -102,17 +105,22 @@ async def test_shoe_jam_voids_the_round(tmp_path):
         await until(lambda: shown(rig).get("main") == 1_000_000, "sign shows the reset amount again")
 
 
-async def test_device_down_disables_wagering_until_it_recovers(tmp_path):
+@pytest.mark.parametrize("device", ["shoe", "lockout"])
+async def test_device_down_disables_wagering_until_it_recovers(tmp_path, device):
+    """A device of the whole table (the card counter, the lock-out button) down disables every seat."""
+    down, back = ((lambda: rig.unplug("shoe")), (lambda: rig.replug("shoe"))) if device == "shoe" else (
+        (lambda: rig.mute("lockout", True)), (lambda: rig.mute("lockout", False)))  # the bus answers on
     async with table(tmp_path) as (daemon, rig):
         await rig.place_chip(1, "progressive", 100)
         await until(lambda: "progressive" in lit(rig, 1), "seat 1 acknowledged")
-        rig.unplug("shoe")
-        await until(lambda: daemon.state.blocked, "wagering disabled")
+        down()
+        await until(lambda: daemon.state.blocks.get(rm.Block.DEVICE) == {device}, "wagering disabled")
+        assert not daemon.state.seats_down
         await until(lambda: (rig.sign().get("message") or {}).get("message") == "OFFLINE", "sign says OFFLINE")
         await rig.place_chip(4, "progressive", 100)
         await until(lambda: daemon._not_recognized >= 1, "wager while down not recognized")
         assert lit(rig, 4) == [] and "progressive" in lit(rig, 1)  # nothing accepted is lost
-        rig.replug("shoe")
+        back()
         await until(lambda: not daemon.state.blocked, "wagering enabled again")
         await until(lambda: shown(rig).get("main") == 1_000_000 and not rig.sign().get("message"),
                     lambda: f"sign shows the meters again: {rig.sign()}")
@@ -123,6 +131,102 @@ async def test_device_down_disables_wagering_until_it_recovers(tmp_path):
         await rig.press_lockout()
         await until(lambda: daemon.state.phase.value == "dealing", "dealing")
         assert daemon.ledger.state["main"].wagers_count == 2
+
+
+def _rig_on_tcp(tmp_path) -> Path:
+    """The rig of RIG with its seats, lock-out and sign behind a Modbus TCP gateway in place of the RTU bus."""
+    text, n = re.subn(r'\[\[rtu\]\]\nname = "table-bus"\n.*?(?=devices = \[)',
+                      '[[tcp]]\nname = "table-bus"\nhost = "127.0.0.1"\nport = 0\n', RIG.read_text(), flags=re.S)
+    assert n == 1
+    path = tmp_path / "caribbean-stud-7-tcp.toml"
+    path.write_text(text)
+    return path
+
+
+def _table_on_tcp(cfg):
+    """`cfg` with its table bus on Modbus TCP (attach points it at the rig's gateway)."""
+    from controller.config.model import BusConfig
+    from drivers.modbus import TcpSettings
+
+    devices = {n: replace(d, transport="tcp") if d.bus == "table-bus" else d for n, d in cfg.devices.items()}
+    return replace(cfg, buses={**cfg.buses, "table-bus": BusConfig("table-bus", "tcp", TcpSettings(host="127.0.0.1"))},
+                   devices=devices)
+
+
+def _metric(daemon, line: str) -> bool:
+    return line in daemon.metrics.exposition().decode()
+
+
+@pytest.mark.parametrize("transport", ["rtu", "tcp"])
+async def test_a_seat_device_down_disables_that_seat_and_the_table_wagers_on(tmp_path, monkeypatch, transport):
+    """docs/rounds.md, "A device down": seat 4's device stops answering (muted; its bus and the other units on it
+    answer on). Seat 4 takes no new wager and the sign names it now and then, the meters between; the other seats
+    wager, and lock-out books their wagers with the one seat 4 made before; no other device on the bus goes down,
+    and each is polled on. Back, seat 4's device reports the chip placed meanwhile, which is not taken (present at
+    contact) until it is placed again."""
+    import controller.app.sign as sign_mod
+
+    monkeypatch.setattr(sign_mod, "SEAT_SHOWN_S", 0.3)
+    monkeypatch.setattr(sign_mod, "SEAT_EVERY_S", 1.0)
+    rig_file, adjust = (RIG, lambda cfg: cfg) if transport == "rtu" else (_rig_on_tcp(tmp_path), _table_on_tcp)
+    bonus = "five-card-hand-bonus"
+    with structlog.testing.capture_logs() as logs:
+        async with daemon_on_rig(TableDaemon, TABLE, rig_file, tmp_path / "state", adjust) as (daemon, rig):
+            assert daemon.cfg.buses["table-bus"].transport == transport
+            others = [n for n, d in daemon.cfg.devices.items() if d.bus == "table-bus" and n != "seat-4"]
+            await rig.place_chip(1, "progressive", 100)
+            await rig.place_chip(4, "progressive", 100)
+            await until(lambda: "progressive" in lit(rig, 1) and "progressive" in lit(rig, 4),
+                        "seats 1, 4 acknowledged")
+            outages = {n: i.errors for n, i in daemon._info.items()}
+            polls = {n: daemon.devices[n].polls for n in others}
+
+            rig.mute("seat-4", True)
+            await until(lambda: daemon.state.disabled_seats == {4}, "seat 4 disabled")
+            assert not daemon.state.blocked
+            status = await daemon.call("status", {})
+            assert status["blocks"] == [] and [(x["seat"], x["device"]) for x in status["seats_disabled"]] == [
+                (4, "seat-4")] and status["seats_disabled"][0]["reason"]
+            assert _metric(daemon, 'progressive_seat_disabled{seat="4"} 1.0')
+            assert _metric(daemon, 'progressive_seat_disabled{seat="5"} 0.0')
+            assert _metric(daemon, 'progressive_wagering_blocked{block="device"} 0.0')
+            (disabled,) = [e for e in logs if e["event"] == "seat wagering disabled"]
+            assert (disabled["device"], disabled["seats"], disabled["log_level"]) == ("seat-4", [4], "warning")
+            assert disabled["reason"] == status["seats_disabled"][0]["reason"]
+
+            # the sign names seat 4, and shows the meters between
+            await until(lambda: (rig.sign().get("message") or {}).get("seat") == 4 and message(rig) == "OFFLINE",
+                        lambda: f"the sign names seat 4: {rig.sign()}")
+            await until(lambda: message(rig) is None and shown(rig)["main"] == 1_000_000,
+                        lambda: f"the meters between: {rig.sign()}")
+            await until(lambda: message(rig) == "OFFLINE", lambda: f"seat 4 named again: {rig.sign()}")
+
+            await rig.place_chip(4, bonus, 100)  # at the dead seat: nobody sees it
+            await rig.place_chip(5, "progressive", 100)
+            await until(lambda: "progressive" in lit(rig, 5), "seat 5 acknowledged while seat 4 is down")
+            assert (4, bonus) not in daemon.state.sensed and (4, bonus) not in daemon.state.accepted
+            await until(lambda: all(daemon.devices[n].polls >= polls[n] + (2 if n == "sign" else 10) for n in others),
+                        lambda: f"the bus's other devices polled on: {polls} -> "
+                                f"{ {n: daemon.devices[n].polls for n in others} }")
+
+            rig.mute("seat-4", False)
+            await until(lambda: not daemon.state.seats_down, "seat 4 enabled again")
+            await until(lambda: _metric(daemon, 'progressive_wagers_not_recognized_total'
+                                                '{reason="present-at-contact"} 1.0'),
+                        "the chip placed while seat 4 was down is present at contact")
+            assert (4, bonus) not in daemon.state.accepted and bonus not in lit(rig, 4)
+            assert _metric(daemon, 'progressive_seat_disabled{seat="4"} 0.0')
+            await until(lambda: message(rig) is None, lambda: f"the sign shows the meters only: {rig.sign()}")
+            assert [e["seats"] for e in logs if e["event"] == "seat wagering enabled"] == [[4]]
+            await rig.remove_chip(4, bonus)
+            await until(lambda: (4, bonus) not in daemon.devices["seat-4"].wagers, "the removal seen by a poll")
+            await rig.place_chip(4, bonus, 100)
+            await until(lambda: bonus in lit(rig, 4), "placed again: seat 4 acknowledged")
+
+            await rig.press_lockout()
+            await until(lambda: daemon.state.phase.value == "dealing", "booked and dealing")
+            assert daemon.ledger.state["main"].wagers_count == 3 and daemon.ledger.state["bonus"].wagers_count == 1
+            assert {n: i.errors for n, i in daemon._info.items()} == {**outages, "seat-4": outages["seat-4"] + 1}
 
 
 # --- jackpot claims ----------------------------------------------------------------------------

@@ -14,7 +14,7 @@ and no journal. The state of the series is in memory only (docs/rounds.md, "Dice
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -33,6 +33,7 @@ from ..dice.six_eight_shake import BET as SIX_EIGHT_SHAKE
 from ..dice.six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
 from ..errors import InputError, RulesError
 from ..money import format_cents
+from ..round.machine import seat_disabled_because, seats_marked
 from . import logs
 from .control import NotAvailable
 from .metrics import Metrics
@@ -241,7 +242,8 @@ class DiceTableDaemon(TableShell):
         self._dice_entry = {d.name for d in cfg.devices_of("dice-entry")}
         self._sensed: dict[SpotKey, int | None] = {}  # chips on the sensors now
         self._stale: set[SpotKey] = set()  # chips left from a settled wager: lift and place again
-        self._down: dict[str, str] = {}  # device -> why it is down
+        self._down: dict[str, str] = {}  # device of the whole table -> why it is down
+        self._seats_down: Mapping[str, frozenset[int]] = {}  # a position's device that does not answer -> its seats
         self._closed_by: set[str] = set()  # supervisors who closed the table
         self._win_seats: set[int] = set()
         self._series_no = 1  # counted from the daemon's start
@@ -274,6 +276,7 @@ class DiceTableDaemon(TableShell):
                 self._lamp()
                 self._show_state()
                 self._set_metrics()
+                self.show_seats_disabled(self._seats_down)
                 self.ready.set()
                 self.notifier.ready(f"table {self.cfg.table}: series {self.series_id}")
                 log.info("table ready", table=self.cfg.table, game=self.cfg.game.id, series=self.series_id)
@@ -322,6 +325,10 @@ class DiceTableDaemon(TableShell):
         if self.blocked:
             self._refuse(key, "wagering disabled", "wagering disabled: " + "; ".join(
                 f"{b['block']} ({', '.join(b['sources'])})" for b in self._blocks()))
+            return
+        down = seat_disabled_because(self._seats_down, seat)
+        if down is not None:
+            self._refuse(key, down.split(":")[0], down)
             return
         if amount is None:
             self._refuse(key, "no amount", "the device cannot read the amount and the configuration gives no wager "
@@ -412,6 +419,16 @@ class DiceTableDaemon(TableShell):
         log.info("series ended", series=ended, next=self.series_id)
 
     def device_changed(self, name: str, up: bool) -> None:
+        seats = self.seats_of(name)
+        if seats:  # a position's wagering device: its positions only
+            self._seats_down, disabled, enabled = seats_marked(self._seats_down, name,
+                                                               None if up else frozenset(seats))
+            changed = enabled if up else disabled
+            if changed:
+                log.warning("seat wagering enabled" if up else "seat wagering disabled", device=name,
+                            seats=sorted(changed), reason="" if up else self._info[name].last_error)
+            self.show_seats_disabled(self._seats_down)
+            return
         was = self.blocked
         if up:
             self._down.pop(name, None)
@@ -511,6 +528,7 @@ class DiceTableDaemon(TableShell):
             "version": __version__,
             "round": {"id": self.series_id, "phase": self._phase()},
             "blocks": self._blocks(),
+            "seats_disabled": self.seats_disabled_json(self._seats_down),
             "devices": self.devices_json(),
             "meters": [],
             "ledger_head_seq": None,

@@ -44,6 +44,9 @@ class Metrics:
                                  ["phase"], registry=r)
         self.blocked = Gauge("progressive_wagering_blocked", "1 while progressive wagering is disabled, by cause",
                              ["block"], registry=r)
+        self.seat_disabled = Gauge("progressive_seat_disabled",
+                                   "1 while wagering at the seat is disabled: a wagering device of the seat does "
+                                   "not answer", ["seat"], registry=r)
         self.lockout_latency = Histogram("progressive_lockout_latency_seconds",
                                          "From the lock-out press to the round's booking on disk",
                                          buckets=_SECONDS, registry=r)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -97,7 +97,7 @@ class TableShell:
         raise NotImplementedError
 
     def device_changed(self, name: str, up: bool) -> None:
-        """A device went down or came back (its info is up to date)."""
+        """A device went down or came back (its info is up to date). Its seats (`seats_of`) say what it disables."""
 
     def healthy(self) -> bool:
         """Whether the watchdog may ping systemd: the daemon's own health path works."""
@@ -218,6 +218,27 @@ class TableShell:
                         self.metrics.device_errors.labels(name, kind).inc(n - before)
                         seen[(name, kind)] = n
             await asyncio.sleep(DEVICE_METRICS_S)
+
+    # --- a device down: its seats, or the table ---------------------------------------------------
+
+    def seats_of(self, name: str) -> tuple[int, ...]:
+        """The seats whose wagering a device's outage disables: a seat's wagering device, its own (§ 639a.2(c)(1));
+        any other (the lock-out, the sign, a card counter, the dice entry) none: it disables the whole table."""
+        d = self.cfg.devices.get(name)
+        return tuple(d.seats) if d is not None and d.kind == "seat" else ()
+
+    def show_seats_disabled(self, seats_down: Mapping[str, Iterable[int]]) -> None:
+        """The seats disabled by their device (device -> seats), on the metrics and the sign."""
+        seats = {seat for served in seats_down.values() for seat in served}
+        for seat in range(1, self.cfg.seats + 1):
+            self.metrics.seat_disabled.labels(str(seat)).set(1 if seat in seats else 0)
+        self.sign.seats_disabled(seats)
+
+    def seats_disabled_json(self, seats_down: Mapping[str, Iterable[int]]) -> list[dict[str, Any]]:
+        """For `status`: each seat disabled, by which device, and why that device is down."""
+        return sorted(({"seat": seat, "device": name, "reason": self._info[name].last_error if name in self._info
+                        else None} for name, served in seats_down.items() for seat in served),
+                      key=lambda x: (x["seat"], x["device"]))
 
     # --- outputs -----------------------------------------------------------------------------------
 

@@ -10,7 +10,10 @@ What it shows is worked out from all of them each time (`face`), so a refresh ca
    claim's PENDING is newer than the win before it; a win at another table of the link is newer than a PENDING
    that waits here, and PENDING comes back when that win's time is up);
 2. else OFFLINE while progressive wagering is disabled;
-3. else the amounts.
+3. else, while seats are disabled (their wagering device does not answer) and the rest of the table wagers,
+   OFFLINE with the seat for SEAT_SHOWN_S of every SEAT_EVERY_S, each such seat in turn (a seat just disabled at
+   once): the players see the meters the rest of the time;
+4. else the amounts.
 
 `run` works it out again when a win's time is up (and at least every SIGN_REFRESH_S). A sign that comes back
 after an outage is sent its face again by its sender (outputs.py).
@@ -29,6 +32,8 @@ from .outputs import DeviceOutputs
 
 WIN_DISPLAY_S = 10.0  # the sign shows a win this long, then the new amount (several states: within 30 s)
 SIGN_REFRESH_S = 10.0  # the face is worked out again at least this often
+SEAT_SHOWN_S = 2.0  # a disabled seat is named this long ...
+SEAT_EVERY_S = 10.0  # ... once in this many seconds (the meters shown the rest of the time)
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,8 @@ class Sign:
         self._clock = clock
         self._amounts: tuple[tuple[str, int], ...] = ()
         self._offline = False
+        self._seats: tuple[int, ...] = ()  # disabled seats, in the order they are named
+        self._seats_since = 0.0  # when the seats began to be named
         self._pending: _Message | None = None
         self._wins: list[_Message] = []
         self._changed = asyncio.Event()
@@ -60,6 +67,19 @@ class Sign:
 
     def offline(self, disabled: bool) -> None:
         self._offline = disabled
+        self.show()
+
+    def seats_disabled(self, seats: Iterable[int]) -> None:
+        """The seats whose wagering device does not answer (the rest of the table wagers)."""
+        now = set(seats)
+        if now == set(self._seats):
+            return
+        added = sorted(now - set(self._seats))
+        if added:  # named at once, the seats just disabled first
+            self._seats_since = self._clock()
+            self._seats = (*added, *(s for s in self._seats if s in now))
+        else:
+            self._seats = tuple(s for s in self._seats if s in now)
         self.show()
 
     def pending(self, seat: int | None, amount_cents: int | None = None) -> None:
@@ -89,7 +109,19 @@ class Sign:
             return max(messages, key=lambda m: m.since).command
         if self._offline:
             return ev.ShowMessage(ev.SignMessage.OFFLINE, table=self.table)
+        if self._seats:
+            turn, into = divmod(now - self._seats_since, SEAT_EVERY_S)
+            if into < SEAT_SHOWN_S:
+                return ev.ShowMessage(ev.SignMessage.OFFLINE, table=self.table,
+                                      seat=self._seats[int(turn) % len(self._seats)])
         return ev.ShowAmounts(self._amounts)
+
+    def _next_seat_change(self, now: float) -> float | None:
+        """When the face changes from a seat's name to the meters or back, while seats are disabled."""
+        if not self._seats:
+            return None
+        into = (now - self._seats_since) % SEAT_EVERY_S
+        return now + (SEAT_SHOWN_S - into if into < SEAT_SHOWN_S else SEAT_EVERY_S - into)
 
     def show(self) -> None:
         face = self.face()
@@ -103,11 +135,15 @@ class Sign:
         return self._last
 
     async def run(self) -> None:
-        """Work the face out again when a win's time is up, and at least every SIGN_REFRESH_S."""
+        """Work the face out again when a win's time is up, when a disabled seat is named or no longer, and at
+        least every SIGN_REFRESH_S."""
         while True:
             self._changed.clear()
             now = self._clock()
             ends = [w.until for w in self._wins if w.until is not None and w.until > now]
+            seat_change = self._next_seat_change(now)
+            if seat_change is not None:
+                ends.append(seat_change)
             wait = min([SIGN_REFRESH_S, *(t - now for t in ends)])
             try:
                 async with asyncio.timeout(max(wait, 0.0)):
@@ -124,4 +160,4 @@ class Sign:
         return now
 
 
-__all__ = ["SIGN_REFRESH_S", "WIN_DISPLAY_S", "Sign"]
+__all__ = ["SEAT_EVERY_S", "SEAT_SHOWN_S", "SIGN_REFRESH_S", "WIN_DISPLAY_S", "Sign"]

@@ -307,7 +307,11 @@ class TableDaemon(TableShell):
                 log.info("dice rolled", device=e.device, die1=d1, die2=d2)
 
     def device_changed(self, name: str, up: bool) -> None:
-        self.apply(rm.BlockCleared(rm.Block.DEVICE, name) if up else rm.BlockRaised(rm.Block.DEVICE, name))
+        seats = self.seats_of(name)
+        if seats:  # a seat's wagering device: its seats only; the rest of the table wagers on
+            self.apply(rm.SeatsUp(name) if up else rm.SeatsDown(name, seats))
+        else:
+            self.apply(rm.BlockCleared(rm.Block.DEVICE, name) if up else rm.BlockRaised(rm.Block.DEVICE, name))
 
     def _draws(self) -> dict[str, int | None]:
         """Magic Card and Lucky Bonus position (§ 639a.1), drawn from the OS CSPRNG at lock-out. The position is
@@ -388,6 +392,7 @@ class TableDaemon(TableShell):
         for effect in out.effects:
             self._effect(effect)
         self.sign.offline(out.state.blocked)
+        self.show_seats_disabled(out.state.seats_down)
         if self._tasks is not None:
             self._keep()
         self._state_changed()
@@ -447,9 +452,12 @@ class TableDaemon(TableShell):
         elif what == "wager not recognized":
             self._not_recognized += 1
             self.metrics.not_recognized.labels(detail["reason"].split(":")[0]).inc()
+        elif what == "seat wagering disabled" and detail["device"] in self._info:
+            detail["reason"] = self._info[detail["device"]].last_error
         level = "warning" if what in ("wager not recognized", "deck count wrong", "stub count wrong",
                                       "deck not alternated", "round voided", "wagering disabled", "void requested",
-                                      "void refused", "round resumed", "void request overruled") else "info"
+                                      "void refused", "round resumed", "void request overruled",
+                                      "seat wagering disabled") else "info"
         getattr(log, level)(what, **detail)
 
     async def _durable(self, rid: str) -> None:
@@ -764,6 +772,7 @@ class TableDaemon(TableShell):
             "version": __version__,
             "round": {"id": self._round_id(), "phase": s.phase.value},
             "blocks": [{"block": b.value, "sources": sorted(src)} for b, src in sorted(s.blocks.items()) if src],
+            "seats_disabled": self.seats_disabled_json(s.seats_down),
             "devices": self.devices_json(),
             "meters": [{"meter": m, "amount": format_cents(st.current_cents)}
                        for m, st in sorted(self.ledger.state.items())]

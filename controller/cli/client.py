@@ -267,6 +267,11 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
             for b in blocks))
     else:
         out.append("wagering: enabled")
+    seats = [x for x in st.get("seats_disabled") or [] if isinstance(x, dict)]
+    if seats:
+        out.append("seats disabled: " + "; ".join(
+            f"{_text(x.get('seat'))} ({_text(x.get('device'))} down" + (f": {x['reason']})" if x.get("reason") else ")")
+            for x in seats))
     devices = [d for d in st.get("devices") or [] if isinstance(d, dict)]
     down = sum(1 for d in devices if not d.get("up"))
     out.append(f"devices: {len(devices) - down} up, {down} down")

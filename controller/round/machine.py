@@ -16,6 +16,9 @@ its effects (lights, bookings, notes for the log and the metrics); it never touc
 - Void (shoe jam § 667a.13(e), misdeal § 667a.13(a),(c)): every wager returned, the booking reversed.
 - Blocks (device down, link down, deck, stub, table closed) stop new wagers; wagers already accepted in the
   round stay accepted and lit: turning a light off would tell the player a recognized wager was not.
+- A seat's wagering device that does not answer cannot acknowledge a wager (§ 639a.2(c)(1), § 641a.2(c)(1),
+  § 643a.2(d)(1), § 667a.2(c)(1)): wagering is disabled at the seats it serves, and only there; wagers it
+  acknowledged before stay accepted and are booked at lock-out, as under a block.
 - A chip still on a sensor when the next round opens was not collected: it is not a wager until it is
   lifted and placed again, so one chip can never be counted in two rounds.
 """
@@ -52,6 +55,8 @@ from .model import (
     Reconcile,
     Reverse,
     RoundSettled,
+    SeatsDown,
+    SeatsUp,
     ShuffleCounted,
     SpotKey,
     Step,
@@ -61,6 +66,7 @@ from .model import (
     Voided,
     VoidRefused,
     VoidRound,
+    disabled_seats,
     round_id,
 )
 
@@ -92,9 +98,14 @@ def step(rules: TableRules, state: TableState, event: Input) -> Step:
 # --- betting -----------------------------------------------------------------------------------
 
 
-def _spot_key(rules: TableRules, seat: object, spot: object) -> SpotKey:
+def _seat(rules: TableRules, seat: object, field: str = "seat") -> int:
     if isinstance(seat, bool) or not isinstance(seat, int) or not 1 <= seat <= rules.seats:
-        raise InputError("seat", f"{seat!r} is not a seat of table {rules.table} (1..{rules.seats})")
+        raise InputError(field, f"{seat!r} is not a seat of table {rules.table} (1..{rules.seats})")
+    return seat
+
+
+def _spot_key(rules: TableRules, seat: object, spot: object) -> SpotKey:
+    seat = _seat(rules, seat)
     if spot not in rules.spots:
         raise InputError("spot", f"{spot!r} is not a wager spot of table {rules.table}; spots: {', '.join(rules.spots)}")
     return seat, spot  # type: ignore[return-value]
@@ -126,6 +137,9 @@ def _not_recognized_because(rules: TableRules, state: TableState, key: SpotKey, 
     if state.blocked:
         return "progressive wagering disabled: " + ", ".join(
             f"{b.value} ({', '.join(sorted(src))})" for b, src in sorted(state.blocks.items()) if src)
+    down = seat_disabled_because(state.seats_down, key[0])
+    if down is not None:
+        return down
     sizes = rules.spots[key[1]].sizes
     if amount is None and len(sizes) > 1:
         return "the device cannot read the amount and the spot accepts several"
@@ -239,7 +253,7 @@ def _next_round(rules: TableRules, state: TableState) -> Step:
     effects.append(Lamp(False))
     deck = replace(state.deck, rounds_since_count=state.deck.rounds_since_count + 1, dispensed=None)
     new = TableState(round_no=state.round_no + 1, sensed=state.sensed, stale=frozenset(state.sensed),
-                     blocks=state.blocks, deck=deck)
+                     blocks=state.blocks, seats_down=state.seats_down, deck=deck)
     if not rules.counting_shuffler and deck.rounds_since_count >= rules.stub_count_every:
         new = raise_block(new, Block.STUB, "dealer")
         effects.append(Note("stub count due", {"rounds": deck.rounds_since_count}))
@@ -350,6 +364,51 @@ def _block_cleared(rules: TableRules, state: TableState, e: BlockCleared) -> Ste
     return Step(state, effects)
 
 
+# --- a seat's device down ------------------------------------------------------------------------
+
+
+def seat_disabled_because(seats_down: Mapping[str, frozenset[int]], seat: int) -> str | None:
+    """Why a wager at `seat` is not recognized while a device of the seat does not answer (§ 639a.2(c)(1): the
+    seat's device acknowledges the wager), or None. Before the colon, the metric's label."""
+    down = sorted(d for d, seats in seats_down.items() if seat in seats)
+    return f"seat wagering disabled: seat {seat}'s device {', '.join(down)} does not answer" if down else None
+
+
+def seats_marked(seats_down: Mapping[str, frozenset[int]], device: str, seats: frozenset[int] | None
+                 ) -> tuple[Mapping[str, frozenset[int]], frozenset[int], frozenset[int]]:
+    """`seats_down` with `device` down at `seats`, or answering (None); and the seats that this disables and that
+    it enables (a seat that another device of it still disables is not enabled)."""
+    was = disabled_seats(seats_down)
+    seats_down = _drop(seats_down, device) if seats is None else _put(seats_down, device, seats)
+    now = disabled_seats(seats_down)
+    return seats_down, now - was, was - now
+
+
+def _seats_down(rules: TableRules, state: TableState, e: SeatsDown) -> Step:
+    if not isinstance(e.device, str) or not e.device:
+        raise InputError("device", f"must name the device, not {e.device!r}")
+    if not isinstance(e.seats, tuple) or not e.seats:
+        raise InputError("seats", f"must be the seats device {e.device} serves, not {e.seats!r}")
+    for i, seat in enumerate(e.seats):
+        _seat(rules, seat, f"seats[{i}]")
+    seats_down, disabled, _enabled = seats_marked(state.seats_down, e.device, frozenset(e.seats))
+    state = replace(state, seats_down=seats_down)
+    return Step(state, _seats_note(rules, state, "seat wagering disabled", e.device, disabled))
+
+
+def _seats_up(rules: TableRules, state: TableState, e: SeatsUp) -> Step:
+    seats_down, _disabled, enabled = seats_marked(state.seats_down, e.device, None)  # not down: nothing changes
+    state = replace(state, seats_down=seats_down)
+    return Step(state, _seats_note(rules, state, "seat wagering enabled", e.device, enabled))
+
+
+def _seats_note(rules: TableRules, state: TableState, what: str, device: str,
+                seats: frozenset[int]) -> tuple[Effect, ...]:
+    if not seats:
+        return ()
+    return (Note(what, {"device": device, "seats": sorted(seats), "round": round_id(rules.table, state.round_no)}),)
+
+
 # --- helpers -----------------------------------------------------------------------------------
 
 
@@ -383,4 +442,6 @@ _HANDLERS: dict[type, Callable[[TableRules, TableState, Any], Step]] = {
     RoundSettled: _settled,
     BlockRaised: _block_raised,
     BlockCleared: _block_cleared,
+    SeatsDown: _seats_down,
+    SeatsUp: _seats_up,
 }

@@ -62,7 +62,7 @@ class Block(str, Enum):
 
     DECK = "deck"  # a shuffler count other than 52, a stub count that failed, or decks out of alternation
     STUB = "stub"  # the stub has not been counted in the last `stub_count_every` rounds (§ 667a.8(f))
-    DEVICE = "device"  # a device is down
+    DEVICE = "device"  # a device of the whole table is down (the lock-out, the sign, a card counter)
     LINK = "link"  # the link authority of a linked meter has not been heard from
     CLOSED = "closed"  # the table is closed by a supervisor
 
@@ -85,6 +85,8 @@ class TableState:
     stale: frozenset[SpotKey] = frozenset()  # chips left from a previous round: not a wager until replaced
     accepted: Mapping[SpotKey, int] = field(default_factory=dict)  # acknowledged wagers of this round (cents)
     blocks: Mapping[Block, frozenset[str]] = field(default_factory=dict)  # block -> who raised it
+    # a seat's wagering device that does not answer -> the seats it serves: wagering disabled there only
+    seats_down: Mapping[str, frozenset[int]] = field(default_factory=dict)
     deck: DeckState = DeckState()
     lamp: bool = False
     void_requested: str | None = None  # why the round being dealt is to be voided (a wrong stub count)
@@ -92,6 +94,15 @@ class TableState:
     @property
     def blocked(self) -> bool:
         return any(self.blocks.values())
+
+    @property
+    def disabled_seats(self) -> frozenset[int]:
+        return disabled_seats(self.seats_down)
+
+
+def disabled_seats(seats_down: Mapping[str, frozenset[int]]) -> frozenset[int]:
+    """Seats where wagering is disabled because a wagering device of theirs does not answer."""
+    return frozenset(seat for seats in seats_down.values() for seat in seats)
 
 
 def round_id(table: str, round_no: int) -> str:
@@ -203,8 +214,25 @@ class BlockCleared:
     source: str
 
 
+@dataclass(frozen=True)
+class SeatsDown:
+    """A seat's wagering device stopped answering: it can no longer acknowledge a wager at the seats it serves
+    (§ 639a.2(c)(1)), so wagering is disabled there; the rest of the table goes on."""
+
+    device: str
+    seats: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class SeatsUp:
+    """The device answers again (or for the first time)."""
+
+    device: str
+
+
 Input = (ChipSensed | ChipRemoved | LockoutPressed | Booked | ShuffleCounted | StubCounted | CardsDispensed
-         | DeckReplaced | VoidRound | Voided | VoidRefused | RoundSettled | BlockRaised | BlockCleared)
+         | DeckReplaced | VoidRound | Voided | VoidRefused | RoundSettled | BlockRaised | BlockCleared
+         | SeatsDown | SeatsUp)
 
 # --- effects -----------------------------------------------------------------------------------
 

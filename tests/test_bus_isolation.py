@@ -1,0 +1,28 @@
+"""A seat device that stops answering disables its seat only (docs/rounds.md, "A device down"), so it must never
+take the other devices of its bus down with it: each transaction has its own timeout, and a neighbour's poll
+gets its own answer. Driven poll by poll over a serial line and over Modbus TCP: no waits but the polls'."""
+
+from __future__ import annotations
+
+import pytest
+
+from test_modbus_sim import LOCKOUT, SEAT3, run_async, serial_rig, tcp_rig
+
+
+@pytest.mark.parametrize("transport", ["rtu", "tcp"])
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="drivers/modbus/bus.py closes the port or connection after `reconnect_after` failed "
+                          "transactions in a row whichever unit failed them, and a unit polled during the reopening's "
+                          "backoff gets NotConnected and goes down")
+@run_async
+async def test_a_silent_unit_never_takes_a_seldom_polled_neighbour_down(transport):
+    async with (serial_rig if transport == "rtu" else tcp_rig)(SEAT3, LOCKOUT) as rig:
+        seat, lock = rig.device("seat-3"), rig.device("lockout")
+        assert await lock.poll_once() and await seat.poll_once()
+        rig.sims["seat-3"].mute(True)
+        for _ in range(rig.bus.settings.reconnect_after):  # nothing else on the bus between the silent seat's polls
+            assert not await seat.poll_once()
+        assert seat.health.up is False
+        answered = await lock.poll_once()
+        assert answered and lock.health.up and "down" not in lock.health.errors, dict(lock.health.errors)
+        assert await seat.poll_once() is False and await lock.poll_once()
