@@ -197,6 +197,11 @@ class ModbusBus:
         self._attempt: _Attempt | None = None
         self._last_request: tuple[int, int] | None = None
         self._failures_in_a_row = 0
+        # The port is reopened only when every unit that ever answered has failed since the last reply: one silent
+        # unit polled again and again (its neighbours seldom) is that unit's fault, not the line's, and reopening
+        # would fail the neighbour polled meanwhile.
+        self._answered: set[int] = set()
+        self._silent: set[int] = set()
         self._closed = False
         self.errors: Counter[str] = Counter()  # faults not attributable to one device
         self.transactions = 0
@@ -295,10 +300,10 @@ class ModbusBus:
                 if reply.isError():
                     exc = DeviceException(unit, fc, reply.exception_code)
                     self._record(att, exc.kind)
-                    self._failures_in_a_row = 0
+                    self._replied(unit)
                     raise exc
                 self._record(att, "ok")
-                self._failures_in_a_row = 0
+                self._replied(unit)
                 self._backoff.reset()  # a reply, not a mere connect: a link that drops at once keeps backing off
                 if att.frame and (len(att.frame) > expect
                                   or any(not att.frame.startswith(b) for b in att.buffers)):
@@ -307,12 +312,20 @@ class ModbusBus:
                         on_fault("garbage", f"{len(b''.join(att.buffers))} bytes around a {expect}-byte reply")
                 return reply
             self._failures_in_a_row += 1
-            if self._failures_in_a_row >= self.settings.reconnect_after and self.connected:
+            self._silent.add(unit)
+            if (self._failures_in_a_row >= self.settings.reconnect_after and self._silent >= self._answered
+                    and self.connected):
                 self._warn("reconnect", "no replies on the bus; reopening", failures=self._failures_in_a_row)
                 self._drop_client(backoff=True)
                 self._failures_in_a_row = 0
+                self._silent.clear()
         raise NoResponse(f"unit {unit} function {fc}: no usable reply after {attempts} attempt(s) "
                          f"({', '.join(kinds)})", kinds)
+
+    def _replied(self, unit: int) -> None:
+        self._failures_in_a_row = 0
+        self._silent.clear()
+        self._answered.add(unit)
 
     async def _attempt_once(self, client, att: _Attempt, address: int, count: int, values):
         self._attempt = att
