@@ -33,3 +33,9 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
     asyncio.run(main())
     return True
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The soaks first: each worker starts on a long test and ends on short ones, so that no worker is left
+    alone with a long test at the end of the run."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("soak") else 1)

@@ -16,6 +16,8 @@ from controller.config.devices import build_drivers
 from hil.attach import attach
 from hil.rig import Rig
 
+from tableproc import RIG_HEALTH_INTERVAL
+
 DEADLINE = 15.0
 
 
@@ -39,6 +41,8 @@ async def daemon_on_rig(daemon_class: type, table: Path, rig_file: Path, state_d
     cfg = adjust(load_config(table))
     async with Rig.from_file(rig_file) as rig:
         cfg = replace(attach(cfg, rig.connections()), state_dir=state_dir)
+        cfg = replace(cfg, buses={n: replace(b, settings=b.settings.model_copy(
+            update={"health_interval": RIG_HEALTH_INTERVAL})) for n, b in cfg.buses.items()})
         buses, devices = build_drivers(cfg)
         daemon = daemon_class(cfg, devices, buses=buses)
         task = asyncio.create_task(daemon.run())
