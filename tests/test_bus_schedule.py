@@ -93,7 +93,8 @@ def test_the_lock_out_is_not_forced_while_it_is_down():
 
 
 def test_nothing_due_says_how_long_to_wait_and_nobody_waiting_says_nothing():
-    c = choose(Policy(), State(phase=Phase.DEALING), [Read("seat-1", Role.SEAT, 0.05, last=10.0)], 10.25)
+    c = choose(Policy(health_interval=1.0), State(phase=Phase.DEALING), [Read("seat-1", Role.SEAT, 0.05, last=10.0)],
+               10.25)
     assert c.device is None and c.wait == pytest.approx(0.75)
     assert choose(Policy(), State(), [], 0.0).wait is None
 

@@ -39,7 +39,7 @@ class Phase(str, Enum):
 @dataclass(frozen=True)
 class Policy:
     lockout_every: int = 2  # while betting, the lock-out read at least every this many transactions
-    health_interval: float = 1.0  # seconds between reads that no phase needs fast
+    health_interval: float = 2.0  # seconds between reads that no phase needs fast
 
     def __post_init__(self) -> None:
         if not 2 <= self.lockout_every <= 100:  # 1 would read the lock-out and nothing else
