@@ -4,17 +4,26 @@ gets its own answer. Driven poll by poll over a serial line and over Modbus TCP:
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
 
 from test_modbus_sim import LOCKOUT, SEAT3, run_async, serial_rig, tcp_rig
 
 
-@pytest.mark.parametrize("transport", ["rtu", "tcp"])
-@run_async
-async def test_a_silent_unit_never_takes_a_seldom_polled_neighbour_down(transport):
+@contextlib.asynccontextmanager
+async def seat_and_lockout(transport: str):
+    """A seat device and the lock-out on one bus (serial or TCP), each polled once and answering."""
     async with (serial_rig if transport == "rtu" else tcp_rig)(SEAT3, LOCKOUT) as rig:
         seat, lock = rig.device("seat-3"), rig.device("lockout")
         assert await lock.poll_once() and await seat.poll_once()
+        yield rig, seat, lock
+
+
+@pytest.mark.parametrize("transport", ["rtu", "tcp"])
+@run_async
+async def test_a_silent_unit_never_takes_a_seldom_polled_neighbour_down(transport):
+    async with seat_and_lockout(transport) as (rig, seat, lock):
         rig.sims["seat-3"].mute(True)
         for _ in range(rig.bus.settings.reconnect_after):  # nothing else on the bus between the silent seat's polls
             assert not await seat.poll_once()
@@ -27,9 +36,7 @@ async def test_a_silent_unit_never_takes_a_seldom_polled_neighbour_down(transpor
 @pytest.mark.parametrize("transport", ["rtu", "tcp"])
 @run_async
 async def test_a_line_where_every_unit_is_silent_is_still_reopened(transport):
-    async with (serial_rig if transport == "rtu" else tcp_rig)(SEAT3, LOCKOUT) as rig:
-        seat, lock = rig.device("seat-3"), rig.device("lockout")
-        assert await lock.poll_once() and await seat.poll_once()
+    async with seat_and_lockout(transport) as (rig, seat, lock):
         for name in ("seat-3", "lockout"):
             rig.sims[name].mute(True)
         connects = rig.bus.connects
