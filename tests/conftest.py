@@ -36,6 +36,8 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The soaks first: each worker starts on a long test and ends on short ones, so that no worker is left
-    alone with a long test at the end of the run."""
-    items.sort(key=lambda item: 0 if item.get_closest_marker("soak") else 1)
+    """The soaks and the groups that must share a worker (the README's commands on one fresh checkout, ~100 s)
+    first: each worker starts on a long test and ends on short ones, so that no worker is left alone with a long
+    test at the end of the run."""
+    items.sort(key=lambda item: 0 if item.get_closest_marker("soak") or item.get_closest_marker("xdist_group")
+               else 1)
