@@ -493,21 +493,32 @@ def outcome(led: Ledger, kind, body, key):
 
 
 class FailingCommit(sqlite3.Connection):
+    """A connection whose COMMITs (or, with `fails` changed, other statements) fail as a disk would."""
+
     fail = False
 
+    def fails(self, sql: str) -> bool:
+        return commits(self, sql)
+
     def execute(self, sql, *args):
-        if type(self).fail and commits(self, sql):
+        if type(self).fail and self.fails(sql):
             raise sqlite3.OperationalError("disk I/O error")
         return super().execute(sql, *args)
 
 
-def test_commit_error_is_fatal_and_never_acknowledged(tmp_path):
-    factory = type("FailingHere", (FailingCommit,), {"fail": False})
+def failing_ledger(path, failing: type[FailingCommit]) -> tuple[Ledger, list[BaseException]]:
+    """A ledger holding $1 whose connection fails from now on: the fatal hook's calls are listed."""
+    factory = type("FailingHere", (failing,), {"fail": False})
     hooked: list[BaseException] = []
-    led = open_ledger(tmp_path, connection_factory=factory, fatal=hooked.append)
+    led = open_ledger(path, connection_factory=factory, fatal=hooked.append)
+    led.submit("deposit", {"account": "a", "cents": 100}, "ok")
+    factory.fail = True
+    return led, hooked
+
+
+def test_commit_error_is_fatal_and_never_acknowledged(tmp_path):
+    led, hooked = failing_ledger(tmp_path, FailingCommit)
     try:
-        led.submit("deposit", {"account": "a", "cents": 100}, "ok")
-        factory.fail = True
         futs, refused_at_once = [], 0
         for i in range(50):  # queued together: every one waiting on the failed batch is told
             try:
@@ -612,6 +623,82 @@ def test_closed_ledger_refuses(tmp_path):
     with pytest.raises(LedgerClosed):
         led.submit("deposit", {"account": "a", "cents": 1}, "k2")
     led.close()
+
+
+# --- folding the WAL into the file (Ledger.wal_checkpoint) ----------------------------------------
+
+
+class FailingCheckpoint(FailingCommit):
+    def fails(self, sql: str) -> bool:
+        return sql.startswith("PRAGMA wal_checkpoint")
+
+
+def wal_frames(path) -> int:
+    """The frames the WAL holds now, from its size (32-byte header, then a 24-byte header and a page each)."""
+    wal = path / (journal.DB_NAME + "-wal")
+    page = sqlite3.connect(f"file:{path / journal.DB_NAME}?mode=ro", uri=True).execute("PRAGMA page_size").fetchone()[0]
+    return max(0, (wal.stat().st_size - 32)) // (page + 24) if wal.exists() else 0
+
+
+def test_wal_checkpoint_folds_the_wal_between_batches_and_the_next_commit_starts_it_over(tmp_path):
+    with open_ledger(tmp_path) as led:
+        for i in range(40):
+            led.submit("deposit", {"account": "a", "cents": 1}, f"d{i}")
+        frames, copied, seconds = led.wal_checkpoint().result(WAIT)
+        assert frames >= 40 and copied == frames and seconds >= 0  # every commit's pages: all copied
+        grown = wal_frames(tmp_path)
+        assert grown >= frames  # a PASSIVE checkpoint leaves the file's size; the next write starts it over
+        led.submit("deposit", {"account": "a", "cents": 1}, "after")
+        frames_after, copied_after, _ = led.wal_checkpoint().result(WAIT)
+        assert 0 < frames_after < 10 and copied_after == frames_after
+        assert wal_frames(tmp_path) == grown  # written over from the start, not appended
+        assert led.state == ({"a": 41}, 41, 0)
+    with open_ledger(tmp_path) as again:
+        assert again.state == ({"a": 41}, 41, 0)
+
+
+def test_wal_checkpoint_asked_among_operations_waits_for_their_batch(tmp_path):
+    factory = gated_factory()
+    led = open_ledger(tmp_path, connection_factory=factory)
+    try:
+        factory.hold = True
+        first = led.submit_future("deposit", {"account": "a", "cents": 1}, "first")
+        assert factory.entered.wait(WAIT)  # the writer is in the first COMMIT
+        queued = [led.submit_future("deposit", {"account": "a", "cents": 1}, f"q{i}") for i in range(3)]
+        fold = led.wal_checkpoint()
+        last = led.submit_future("deposit", {"account": "a", "cents": 1}, "last")
+        factory.hold = False
+        factory.gate.set()
+        frames, copied, _ = fold.result(WAIT)
+        assert copied == frames > 0
+        for f in (first, *queued, last):
+            assert f.result(WAIT).seq > 2
+        assert fold.done() and led.state == ({"a": 5}, 5, 0)
+    finally:
+        led.close()
+
+
+def test_wal_checkpoint_failing_is_fatal_as_a_commit_is(tmp_path):
+    led, hooked = failing_ledger(tmp_path, FailingCheckpoint)
+    try:
+        with pytest.raises(FatalStorageError):
+            led.wal_checkpoint().result(WAIT)
+        assert len(hooked) == 1 and isinstance(hooked[0].__cause__, sqlite3.OperationalError)
+        with pytest.raises(FatalStorageError):  # the writer stopped: nothing more is taken
+            led.submit("deposit", {"account": "a", "cents": 1}, "after")
+        with pytest.raises(FatalStorageError):
+            led.wal_checkpoint().result(WAIT)
+    finally:
+        led.close()
+    with open_ledger(tmp_path) as again:
+        assert again.state == ({"a": 100}, 100, 0)
+
+
+def test_wal_checkpoint_on_a_closed_ledger_is_refused_in_its_future(tmp_path):
+    led = open_ledger(tmp_path)
+    led.close()
+    with pytest.raises(LedgerClosed):
+        led.wal_checkpoint().result(WAIT)
 
 
 def test_existing_empty_directory_is_used(tmp_path):

@@ -63,6 +63,9 @@ class Metrics:
         self.commit_latency = Histogram("progressive_ledger_commit_seconds",
                                         "From submitting an operation to its durable receipt",
                                         buckets=_SECONDS, registry=r)
+        self.wal_checkpoint = Histogram("progressive_ledger_wal_checkpoint_seconds",
+                                        "Folding the journal's WAL into its file, after each round's booking",
+                                        buckets=_SECONDS, registry=r)
         self.anchors = AnchorMetrics(r)
         self.claims = Counter("progressive_claims_total", "Jackpot claims decided, by how they ended",
                               ["outcome"], registry=r)

@@ -17,6 +17,7 @@ import contextlib
 import secrets
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -487,9 +488,16 @@ class TableDaemon(TableShell):
                 self.metrics.contributions.labels(meter).inc(contributed // UNITS_PER_CENT)
         log.info("round booked", round=e.round_id, meters=sorted(e.wagers), magic_card=e.magic_card,
                  lucky_seat=e.lucky_seat)
+        if self.ledger is not None:  # the WAL folded while dealing, not inside the COMMIT of a later press's booking
+            self.ledger.wal_checkpoint().add_done_callback(self._wal_folded)
         self._booked[e.round_id] = tuple(sorted(e.wagers))
         self.apply(rm.Booked(e.round_id))
         self._show_meters()
+
+    def _wal_folded(self, done: Future[tuple[int, int, float]]) -> None:
+        """In the ledger's writer thread (the metrics are thread-safe); a failure is the writer's to report."""
+        if not done.cancelled() and done.exception() is None:
+            self.metrics.wal_checkpoint.observe(done.result()[2])
 
     async def _reverse(self, e: rm.Reverse) -> None:
         """Reverse a voided round's booking on each meter, after its claims have ended (their locks given back:

@@ -73,6 +73,13 @@ def set_pragmas(conn: sqlite3.Connection) -> None:
     conn.execute("PRAGMA trusted_schema=OFF")
 
 
+def wal_checkpoint(conn: sqlite3.Connection) -> tuple[int, int]:
+    """Copy the WAL's committed pages into the database file (PASSIVE: never waits for a reader) and sync it.
+    Returns (frames in the WAL, frames copied): equal when all were, and the next write starts the WAL over."""
+    _busy, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return int(frames), int(copied)
+
+
 def check_header(conn: sqlite3.Connection, path: Path) -> None:
     """Read-only checks before anything is written: this is a ledger of a format we know.
     Raises LedgerDamaged. Must run before set_pragmas (which may write to the file)."""

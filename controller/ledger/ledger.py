@@ -19,7 +19,7 @@ from .chain import GENESIS, GENESIS_PREV, INTERNAL_KEY_PREFIX, SELF_CHECK
 from .errors import FatalStorageError, LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
 from .reducer import Reducer
 from .verify import Bad, derive_state, run_integrity_check, verify_chain_fast
-from .writer import Op, Receipt, Waiter, Writer, exit_process
+from .writer import Op, Receipt, Waiter, WalCheckpoint, Writer, exit_process
 
 if TYPE_CHECKING:
     import asyncio  # loaded on first use (_running_loop)
@@ -146,6 +146,18 @@ class Ledger(Generic[S]):
         future: asyncio.Future[Receipt] = loop.create_future()
         self._writer.enqueue(_op(kind, body, key, future, loop))
         return await future
+
+    def wal_checkpoint(self) -> Future[tuple[int, int, float]]:
+        """Fold the WAL into the database file now, in the writer's thread between two batches, instead of in
+        the COMMIT that SQLite's automatic checkpoint (at 1,000 pages of WAL) would pick: a caller asks when
+        no write is waiting on the time, the table after a round's booking. The future gets (frames in the WAL,
+        frames copied, seconds), or the error that stopped the writer (LedgerClosed on a closed ledger)."""
+        request = WalCheckpoint()
+        try:
+            self._writer.enqueue(request)
+        except LedgerError as e:
+            request.future.set_exception(e)
+        return request.future
 
     # --- reading ---
 

@@ -28,7 +28,8 @@ import os
 import queue
 import sys
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import TYPE_CHECKING, Any, TypeAlias
 
@@ -130,11 +131,22 @@ class Op:
         return not self.future.cancelled()
 
 
+class WalCheckpoint:
+    """A request to fold the WAL into the database file between batches (Ledger.wal_checkpoint). Its future gets
+    (frames in the WAL, frames copied, seconds taken), or the storage error."""
+
+    __slots__ = ("future", "loop")
+
+    def __init__(self) -> None:
+        self.future: Future[tuple[int, int, float]] = Future()
+        self.loop = None  # resolved like a concurrent Op's future (deliver)
+
+
 _STOP = object()
 _NOTHING_FOUND: dict[str, tuple[int, str, str]] = {}
 
 
-def _resolve(fut: Waiter, outcome: Any) -> None:
+def _resolve(fut: Future[Any] | asyncio.Future[Any], outcome: Any) -> None:
     try:
         if fut.done():
             return
@@ -146,7 +158,7 @@ def _resolve(fut: Waiter, outcome: Any) -> None:
         pass
 
 
-def _resolve_in_loop(outcomes: list[tuple[Op, Any]], loop: asyncio.AbstractEventLoop) -> None:
+def _resolve_in_loop(outcomes: Sequence[tuple[Op | WalCheckpoint, Any]], loop: asyncio.AbstractEventLoop) -> None:
     """Resolve the futures of `loop`'s operations among `outcomes`; runs in that loop's thread. The list is
     not split by loop beforehand: the writer thread, which decides how fast batches go, only passes it on."""
     for op, outcome in outcomes:
@@ -154,7 +166,7 @@ def _resolve_in_loop(outcomes: list[tuple[Op, Any]], loop: asyncio.AbstractEvent
             _resolve(op.future, outcome)
 
 
-def deliver(outcomes: list[tuple[Op, Any]]) -> None:
+def deliver(outcomes: Sequence[tuple[Op | WalCheckpoint, Any]]) -> None:
     """Resolve every operation's future: concurrent ones here, asyncio ones with one call per event loop."""
     loops: set[asyncio.AbstractEventLoop] = set()
     for op, outcome in outcomes:
@@ -209,6 +221,7 @@ class Writer:
         self._checkpoint_at_stop = False
         self.dead: FatalStorageError | None = None
         self._pending: list[tuple[Op, Any]] | None = None  # outcomes of the last batch, not yet delivered
+        self._folds: list[WalCheckpoint] = []  # WAL checkpoints asked for during the batch being written
         self._thread = threading.Thread(target=self._run, name="ledger-writer", daemon=True)
 
     # --- called from other threads ---
@@ -216,7 +229,7 @@ class Writer:
     def start(self) -> None:
         self._thread.start()
 
-    def enqueue(self, op: Op) -> None:
+    def enqueue(self, op: Op | WalCheckpoint) -> None:
         with self._lock:
             if self.dead is not None:
                 raise self.dead
@@ -245,7 +258,11 @@ class Writer:
                 item = self._q.get()
                 if item is _STOP:
                     break
+                if isinstance(item, WalCheckpoint):
+                    self._wal_checkpoint(item)
+                    continue
                 batch = [item]
+                folds = self._folds = []
                 stop = False
                 while len(batch) < self._max_batch:
                     try:
@@ -255,10 +272,15 @@ class Writer:
                     if item is _STOP:
                         stop = True
                         break
-                    batch.append(item)
+                    if isinstance(item, WalCheckpoint):
+                        folds.append(item)
+                    else:
+                        batch.append(item)
                 self._process(batch)
                 batch = []
                 self._maybe_checkpoint()
+                while folds:
+                    self._wal_checkpoint(folds.pop(0))
                 if stop:
                     break
             self._deliver_pending()
@@ -267,6 +289,20 @@ class Writer:
                 self._maybe_checkpoint(force=True)
         except BaseException as e:  # noqa: BLE001 - storage failure (or a bug): never swallowed
             self._die(e, batch)
+
+    def _wal_checkpoint(self, request: WalCheckpoint) -> None:
+        """Fold the WAL into the file now, the callers of the last batch told first. A storage error here is
+        fatal, as a failed COMMIT is (_run/_die)."""
+        if not request.future.set_running_or_notify_cancel():
+            return
+        self._deliver_pending()
+        t0 = time.perf_counter()
+        try:
+            frames, copied = journal.wal_checkpoint(self._conn)
+        except BaseException:
+            self._folds.append(request)  # told of the failure with the others (_die)
+            raise
+        request.future.set_result((frames, copied, time.perf_counter() - t0))
 
     def _deliver_pending(self) -> None:
         """Tell the callers of the last committed batch their outcomes (see _process)."""
@@ -287,7 +323,8 @@ class Writer:
         try:
             self._fatal(err)  # the default never returns: the process exits
         finally:
-            waiting = [(op, err) for op in batch]
+            waiting: list[tuple[Op | WalCheckpoint, Any]] = [(op, err) for op in batch]
+            waiting += [(fold, err) for fold in self._folds]
             while True:
                 try:
                     item = self._q.get_nowait()
