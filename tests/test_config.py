@@ -25,6 +25,7 @@ from controller.config import (
     hash_credential,
     load_config,
 )
+from controller.config.credentials import SCRYPT_N, SCRYPT_P, SCRYPT_R
 from controller.config.model import MQTT_PROTOCOLS
 from controller.games import GAMES
 from controller.link.mqtt import PROTOCOLS, MqttSettings
@@ -181,6 +182,9 @@ def test_every_example_is_sound(path):
     assert path.stem == cfg.game.id or path.stem.startswith(cfg.game.id + "-")  # the game, or the game and a variant
     assert 1 <= cfg.seats <= cfg.game.max_seats
     assert cfg.wagers and cfg.devices
+    # the hashes at the default cost (32 MiB a check): an example is what a box is set up from
+    assert {(c.scheme, c.n, c.r, c.p) for c in (s.credential for s in cfg.supervisors)} == {
+        ("scrypt", SCRYPT_N, SCRYPT_R, SCRYPT_P)}
 
 
 def test_an_example_for_every_game_with_a_progressive_wager_and_hot_roller():
