@@ -75,6 +75,7 @@ import structlog
 
 from controller.app.setup import standalone_meters
 from controller.config import load_config
+from controller.config.credentials import SCRYPT_N, SCRYPT_R
 from controller.config.devices import driver_settings
 from controller.hands import poker5
 from controller.hands.categories import Poker5
@@ -686,8 +687,9 @@ def render_resources(r: dict, idle_s: float, play_s: float) -> str:
             + (f"met, {worst_rss:.1f} MB at most" if worst_rss < RSS_GOAL_MB else f"missed, {worst_rss:.1f} MB")
             + f" in the windows (before: {RESOURCES_BEFORE['play']['rss_max']:g} MB)"
             + (f"; the peak (VmHWM, start-up included) is {r['end_hwm']:.1f} MB: the scrypt hash of a supervisor's "
-               "secret (N = 2^17, r = 8) needs 128 MiB while it runs, made once at start-up for the decoy and once "
-               "a check, and kept memory-hard on purpose (docs/security.md, \"Guessing a supervisor's secret\")"
+               f"secret (N = 2^{SCRYPT_N.bit_length() - 1}, r = {SCRYPT_R}) needs {128 * SCRYPT_R * SCRYPT_N >> 20} "
+               "MiB while it runs, once at start-up for the decoy and once a check, memory-hard on purpose "
+               "(docs/security.md, \"Guessing a supervisor's secret\")"
                if r["end_hwm"] >= RSS_GOAL_MB
                else f", {r['end_hwm']:.1f} MB at the peak (VmHWM, start-up included)")
             + f". The machine was shared (load average up to "
