@@ -7,9 +7,10 @@ two decimals are not. The journal, not these numbers, is the record; the metrics
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import start_http_server
 
+from .. import __version__
 from .anchoring import AnchorMetrics
 
 # Latencies from a sub-millisecond COMMIT to a slow lock-out over a congested bus.
@@ -24,6 +25,9 @@ class Metrics:
         self.table = table
         self.info = Gauge("progressive_controller_info", "The controller's table and software version",
                           ["table", "version"], registry=r)
+        self.info.labels(table, __version__).set(1)  # the alerting rules take the table's id from it
+        # process_start_time_seconds: a restart (systemd's watchdog, a storage stop, exit 70) shows as its change
+        ProcessCollector(registry=r)
         self.meter_cents = Gauge("progressive_meter_amount_cents", "Amount shown on the meter, in cents",
                                  ["meter"], registry=r)
         self.wagers = Counter("progressive_wagers_accepted_total", "Progressive wagers acknowledged",

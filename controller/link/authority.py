@@ -22,7 +22,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import structlog
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from structlog.typing import FilteringBoundLogger
 
 from ..app.anchoring import Anchoring, AnchorMetrics
@@ -73,6 +73,7 @@ class AuthorityMetrics:
                                  "approval, an award on a round it did not book, hits far beyond the odds",
                                  ["table", "anomaly"], registry=r)
         self.anchors = AnchorMetrics(r)
+        ProcessCollector(registry=r)  # process_start_time_seconds: a restart shows as its change
         for reason in DROPPED:
             self.dropped.labels(reason)
 
