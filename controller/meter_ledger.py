@@ -89,6 +89,13 @@ def op_body(meter_id: str, op: Op) -> dict[str, Any]:
     return {"meter": meter_id, **body}
 
 
+def op_from_body(kind: str, body: Mapping[str, Any]) -> Op:
+    """The meter operation a journal entry of `kind` holds: its body less ``meter`` (and ``approval``, a linked
+    payment's signed approval: kept in the journal, not applied)."""
+    fields = {k: v for k, v in body.items() if k not in ("meter", "approval")}
+    return op_from_dict({"kind": kind, **fields})
+
+
 class MetersReducer:
     """`controller.ledger.Reducer` over every meter of a state directory."""
 
@@ -128,8 +135,7 @@ class MetersReducer:
         meter_id = body.get("meter")
         if not isinstance(meter_id, str) or meter_id not in state:
             raise RulesError("meter", f"unknown meter {meter_id!r}; defined: {', '.join(sorted(state)) or 'none'}")
-        fields = {k: v for k, v in body.items() if k not in ("meter", "approval")}  # approval: kept, not applied
-        op = op_from_dict({"kind": kind, **fields})
+        op = op_from_body(kind, body)
         new, effect = apply(state[meter_id], op)  # checks the invariant of `new`
         self._checked[meter_id] = new
         return _with(state, meter_id, new), {"meter": meter_id, **effect.to_dict()}

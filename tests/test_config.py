@@ -1001,3 +1001,22 @@ def test_the_complete_example_of_the_documentation_is_sound(tmp_path):
     assert cfg.devices["seats"].seats == (1, 2, 3, 4, 5, 6, 7)
     assert cfg.supervisors[0].name == "J. Smith"
     assert (cfg.metrics.host, cfg.metrics.port) == ("0.0.0.0", 9464)
+
+
+def test_the_gaming_day_setting(tmp_path):
+    from datetime import time
+
+    doc = base()
+    cfg = load_config(write(tmp_path, doc))
+    assert (cfg.report.day_starts, cfg.report.time_zone) == (time(6, 0), "America/New_York")
+    assert cfg.report.dir_for(cfg.state_dir) == cfg.state_dir / "reports"
+    doc["report"] = {"day_starts": "04:30", "time_zone": "America/Chicago", "dir": "reports"}
+    cfg = load_config(write(tmp_path, doc))
+    assert (cfg.report.day_starts, cfg.report.time_zone, cfg.report.dir) == (time(4, 30), "America/Chicago",
+                                                                              tmp_path / "reports")
+    doc["report"] = {"day_starts": "6:00"}
+    assert "HH:MM" in one(problems(tmp_path, doc), "report.day_starts").message
+    doc["report"] = {"time_zone": "Eastern"}
+    assert "not a time zone" in one(problems(tmp_path, doc), "report.time_zone").message
+    doc["report"] = {"day_start": "06:00"}
+    one(problems(tmp_path, doc), "report.day_start")

@@ -18,6 +18,7 @@ import secrets
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -54,6 +55,7 @@ from .linked import LinkedMeterView
 from .meter_port import LinkedMeters, LocalMeters, Meters
 from .metrics import Metrics
 from .operations import check_arguments
+from .reports import DayReports
 from .sdnotify import Notifier
 from .setup import standalone_meters, table_rules
 from .shell import ControlFactory, TableShell, close_buses
@@ -72,10 +74,11 @@ class TableDaemon(TableShell):
     def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, ModbusBus] | None = None,
                  metrics: Metrics | None = None, notifier: Notifier | None = None,
                  control: ControlFactory | None = None,
-                 draw: Callable[[int], int] = secrets.randbelow) -> None:
+                 draw: Callable[[int], int] = secrets.randbelow, clock: Callable[[], datetime] = utc_now) -> None:
         super().__init__(cfg, devices, buses=buses, metrics=metrics, notifier=notifier, control=control)
         self.rules = table_rules(cfg)
         self._draw = draw
+        self.clock = clock  # the gaming day's (tests move it)
         self.ledger: Ledger[MeterStates] | None = None
         self.anchoring: Anchoring | None = None
         self.meters: Meters | None = None
@@ -163,6 +166,7 @@ class TableDaemon(TableShell):
                 await self.start_services(tg, "rounds")
                 await self.anchoring.anchor("start")
                 self.spawn(self.anchoring.run(), "anchor")
+                self.spawn(DayReports(self.cfg.state_dir, self.cfg.report, clock=self.clock).run(), "day-report")
                 self._show_meters()
                 self.ready.set()
                 self.notifier.ready(f"table {self.cfg.table}: round {self._round_id()}")

@@ -13,7 +13,7 @@ import sys
 from .. import __version__
 from ..errors import InputError
 from ..exits import EXIT_BAD_INPUT, EXIT_INTERNAL
-from . import audit, client, configuration, offline
+from . import audit, client, configuration, offline, report
 from .common import Exit, Parser
 
 
@@ -27,6 +27,7 @@ def _parser() -> argparse.ArgumentParser:
     offline.add_odds(sub)
     offline.add_check_paytable(sub)
     audit.add_parsers(sub)
+    report.add_parsers(sub)
     client.add_meters(sub)
     client.add_history(sub)
     offline.add_paytables(sub)

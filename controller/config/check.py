@@ -31,6 +31,7 @@ from .model import (
     MeterConfig,
     MetricsConfig,
     MqttConfig,
+    ReportConfig,
     Supervisor,
     WagerConfig,
 )
@@ -64,6 +65,7 @@ class Checker:
         self.logging = LoggingConfig()
         self.mqtt: MqttConfig | None = None
         self.anchor = AnchorConfig()
+        self.report = ReportConfig()
         self._maps: dict[Path, Any] = {}
         # Each device's kind, seats and roles as soon as they are known, even if the rest of it is wrong,
         # so that one bad unit id does not hide a seat without a device.

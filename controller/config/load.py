@@ -30,6 +30,7 @@ from .check_devices import DeviceChecks
 from .check_meters import MeterChecks
 from .check_monitoring import MonitoringChecks
 from .check_mqtt import MqttChecks
+from .check_report import ReportChecks
 from .check_supervisors import SupervisorChecks
 from .check_wagers import WagerChecks
 from .fields import did_you_mean, show
@@ -43,7 +44,7 @@ __all__ = ["DAEMON_USER", "check_config", "in_file_order", "load_config", "read_
 TOP_KEYS = (
     "table", "game", "seats", "description", "state_dir", "allow_example_paytables",
     "wagers", "meters", "cards", "buses", "devices", "supervisors", "supervisors_file", "metrics", "logging",
-    "mqtt", "anchor",
+    "mqtt", "anchor", "report",
 )
 REQUIRED_HINTS = {
     "table": 'table = "CS-07": the table\'s id on the casino floor',
@@ -97,7 +98,7 @@ def _run(path: str | PathLike[str]) -> tuple[TableConfig | None, list[Problem], 
 
 
 class _Checker(MeterChecks, WagerChecks, CardChecks, DeviceChecks, SupervisorChecks, MonitoringChecks, MqttChecks,
-               AnchorChecks):
+               AnchorChecks, ReportChecks):
     """A table's file: its top-level values, then each section by its own checks."""
 
     def run(self, doc: dict[str, Any], source: Path, source_stat: os.stat_result | None = None) -> TableConfig | None:
@@ -132,6 +133,7 @@ class _Checker(MeterChecks, WagerChecks, CardChecks, DeviceChecks, SupervisorChe
         self._logging(doc.get("logging"))
         self._mqtt(doc.get("mqtt"), table)
         self._anchor(doc.get("anchor"), state_dir)
+        self._report(doc.get("report"))
 
         if self.problems or self.game is None or self.seats is None or table is None or state_dir is None:
             return None
@@ -151,6 +153,7 @@ class _Checker(MeterChecks, WagerChecks, CardChecks, DeviceChecks, SupervisorChe
             logging=self.logging,
             mqtt=self.mqtt,
             anchor=self.anchor,
+            report=self.report,
             description=description,
             allow_example_paytables=allow_examples,
             warnings=tuple(self.warnings.items),

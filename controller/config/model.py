@@ -9,6 +9,7 @@ register maps read, driver settings built (the drivers' own `SerialBusSettings`,
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from datetime import time, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -150,6 +151,25 @@ class AnchorConfig:
 
 
 @dataclass(frozen=True)
+class ReportConfig:
+    """[report]: when the gaming day starts (a local time of day in an IANA time zone), and where the daemon writes
+    each day's report. `dir` None: STATE_DIR/reports."""
+
+    day_starts: time = time(6, 0)
+    time_zone: str = "America/New_York"
+    dir: Path | None = None
+
+    @property
+    def zone(self) -> tzinfo:
+        from zoneinfo import ZoneInfo
+
+        return ZoneInfo(self.time_zone)  # checked when the file was (check_report.py)
+
+    def dir_for(self, state_dir: Path) -> Path:
+        return self.dir if self.dir is not None else state_dir / "reports"
+
+
+@dataclass(frozen=True)
 class LoggingConfig:
     format: Literal["json", "console"] = "json"
     level: Literal["debug", "info", "warning", "error"] = "info"
@@ -188,6 +208,7 @@ class TableConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     mqtt: MqttConfig | None = None
     anchor: AnchorConfig = field(default_factory=AnchorConfig)
+    report: ReportConfig = field(default_factory=ReportConfig)
     description: str = ""
     allow_example_paytables: bool = False
     warnings: tuple[Problem, ...] = ()  # what works but should not stay so (check-config prints, the daemon logs)

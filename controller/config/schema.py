@@ -157,6 +157,12 @@ class AnchorModel(Section):
     syslog: str | None = Field(None, min_length=1, max_length=300)
 
 
+class ReportModel(Section):
+    day_starts: str = Field("06:00", min_length=1, max_length=5)
+    time_zone: str = Field("America/New_York", min_length=1, max_length=64)
+    dir: str | None = Field(None, min_length=1)
+
+
 class LoggingModel(Section):
     format: Literal["json", "console"] = "json"
     level: Literal["debug", "info", "warning", "error"] = "info"

@@ -4,6 +4,7 @@ ledger's writer that knows the journal's tables.
     reader = JournalReader(ledger.db_path)
     reader.lookup("CS-07-r3:book:main")      # Found(seq, kind, body, result), or None
     reader.keys("CS-07-r3-c")                # every key with that prefix, in key order
+    for r in reader.records(since, until):   # Record(seq, time, key, kind, body, result, hash), in seq order
     await reader.alookup(...)                # the same off the event loop (a worker thread)
     reader.close()
 
@@ -15,12 +16,14 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from . import journal
-from .chain import Entry
+from .chain import Entry, format_time
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,23 @@ class Found:
     kind: str
     body: dict[str, Any]
     result: Any
+
+
+@dataclass(frozen=True)
+class Record:
+    """One journaled entry whole: its sequence number, time (UTC, as the writer stamped it), key, kind, body, the
+    reducer's result and the entry's hash."""
+
+    seq: int
+    time: datetime
+    key: str
+    kind: str
+    body: dict[str, Any]
+    result: Any
+    hash: str
+
+
+RECORDS_CHUNK = 2000  # entries read at a time: the lock is not held across a long scan
 
 
 class JournalReader:
@@ -78,6 +98,32 @@ class JournalReader:
                                      (kind,)).fetchone()
         return row is not None
 
+    def records(self, since: datetime | None = None, until: datetime | None = None) -> Iterator[Record]:
+        """The entries in seq order, from the first stamped at or after `since` (aware; None: from entry 1), up to
+        the first stamped at or after `until` (None: to the head), read a chunk at a time. The ledger's own
+        entries (genesis, self-check, checkpoint) are among them."""
+        after = 0
+        if since is not None:
+            with self._lock:  # the entries' times rise with seq but for a clock stepped back: the first at or after
+                row = self._conn.execute(
+                    "SELECT min(seq) FROM entries WHERE json_extract(entry, '$[3]') >= ?", (format_time(since),)).fetchone()
+            if row[0] is None:
+                return
+            after = row[0] - 1
+        end = None if until is None else format_time(until)
+        while True:
+            with self._lock:
+                rows = self._conn.execute("SELECT entry, hash FROM entries WHERE seq > ? ORDER BY seq LIMIT ?",
+                                          (after, RECORDS_CHUNK)).fetchall()
+            if not rows:
+                return
+            for text, digest in rows:
+                e = Entry(text)
+                if end is not None and e.time >= end:
+                    return
+                yield Record(e.seq, datetime.fromisoformat(e.time), e.key, e.kind, e.body, e.result, digest)
+                after = e.seq
+
     async def alookup(self, key: str) -> Found | None:
         return await asyncio.to_thread(self.lookup, key)
 
@@ -98,4 +144,4 @@ def lookup(db: Path, key: str) -> Found | None:
         return r.lookup(key)
 
 
-__all__ = ["Found", "JournalReader", "lookup"]
+__all__ = ["Found", "JournalReader", "Record", "lookup"]

@@ -1,0 +1,75 @@
+"""`progressivectl report --state DIR --day YYYY-MM-DD`: the gaming day's report of a state directory, read off-line
+(read-only; the daemon may be running). Exit status: 0 written; 1 the day does not reconcile (a journaled result
+that its replay does not give, books that do not balance); 2 bad input."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import InputError, InvariantViolation
+from .common import EXIT_DAMAGED
+
+if TYPE_CHECKING:
+    from ..report.day import GamingDay
+
+
+def add_parsers(sub: Any) -> None:
+    r = sub.add_parser("report", help="the gaming day's report of a state directory (text, --json, --csv, --html)")
+    r.add_argument("--state", required=True, type=Path, help="state directory (or a copy of it)")
+    r.add_argument("--day", required=True, help="the gaming day, YYYY-MM-DD (the date it starts on)")
+    form = r.add_mutually_exclusive_group()
+    form.add_argument("--json", dest="form", action="store_const", const="json", help="exact JSON")
+    form.add_argument("--csv", dest="form", action="store_const", const="csv", help="one row per meter and figure")
+    form.add_argument("--html", dest="form", action="store_const", const="html",
+                      help="one self-contained HTML file with a plot of each meter")
+    when = r.add_mutually_exclusive_group()
+    when.add_argument("--config", type=Path, help="the table's configuration: its [report] day_starts and time_zone")
+    when.add_argument("--day-starts", metavar="HH:MM", help="when the gaming day starts (default 06:00)")
+    r.add_argument("--time-zone", help="the casino's time zone, with --day-starts (default America/New_York)")
+    r.set_defaults(handler=cmd_report, form="text")
+
+
+def _day(args: Any) -> GamingDay:
+    from ..config.check_report import zone_problem
+    from ..report.day import DEFAULT_DAY_STARTS, DEFAULT_TIME_ZONE, gaming_day, parse_day, parse_day_starts
+
+    day = parse_day(args.day, "--day")
+    if args.config is not None:
+        if args.time_zone is not None:
+            raise InputError("--time-zone", "give it in the configuration's [report] time_zone, or use --day-starts")
+        from ..config import ConfigError, load_config
+
+        try:
+            rc = load_config(args.config).report
+        except ConfigError as e:
+            raise InputError("--config", f"{args.config}: {e.problems[0] if e.problems else e}") from None
+        return gaming_day(day, rc.day_starts, rc.zone, rc.time_zone)
+    starts = DEFAULT_DAY_STARTS if args.day_starts is None else parse_day_starts(args.day_starts, "--day-starts")
+    name = args.time_zone or DEFAULT_TIME_ZONE
+    if (problem := zone_problem(name)) is not None:
+        raise InputError("--time-zone", problem)
+    from zoneinfo import ZoneInfo
+
+    return gaming_day(day, starts, ZoneInfo(name), name)
+
+
+def cmd_report(args: Any) -> int:
+    from ..ledger import journal
+    from ..report.files import read_report
+    from ..report.render import render
+
+    day = _day(args)
+    if not (args.state / journal.DB_NAME).is_file():
+        raise InputError("--state", f"{args.state} holds no journal ({journal.DB_NAME})")
+    try:
+        report = read_report(args.state, day)
+    except PermissionError:
+        raise InputError("--state", f"{args.state}: permission denied: the journal is the daemon's user's only "
+                                    "(run this as root, or as that user)") from None
+    except InvariantViolation as e:
+        print(f"progressivectl: the gaming day {day.day} does not reconcile: {e}", file=sys.stderr)
+        return EXIT_DAMAGED
+    sys.stdout.write(render(report, args.form))
+    return 0

@@ -1,0 +1,420 @@
+"""The gaming day's report of a journal of meters, as a pure function of the meters at the day's opening and the
+journal's entries of the day (docs/meters.md, "The gaming day's report").
+
+Every figure is summed from the results the journal recorded (each operation's effect), after replaying the entry
+through the meter and checking that the replay gives the very result journaled; the closing meters are the
+replayed state. The reconciliation must then balance to the meter unit (1/10,000 cent), for the visible meter and
+for everything the meter holds (visible + reserve + overflow + locked awards):
+
+    opening + contributions + seed + adjustments - payouts = closing
+
+or `build_report` raises InvariantViolation naming the meter and the figures.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from ..errors import InvariantViolation
+from ..meter import MeterState, apply, initial_state, params_from_dict, params_to_dict
+from ..meter import ops as meter_ops
+from ..meter._check import parse_moment
+from ..meter_ledger import CLAIM, DEFINE_METER, TABLE_STATE, Meters, op_from_body
+from ..money import UNITS_PER_CENT, format_units, parse_units
+from .day import GamingDay
+
+METER_KINDS = frozenset(meter_ops.OPS)
+
+
+class JournalRecord(Protocol):
+    """One journal entry as the report reads it (controller.ledger.reader.Record is one)."""
+
+    @property
+    def seq(self) -> int: ...
+    @property
+    def time(self) -> datetime: ...
+    @property
+    def key(self) -> str: ...
+    @property
+    def kind(self) -> str: ...
+    @property
+    def body(self) -> Mapping[str, Any]: ...
+    @property
+    def result(self) -> Any: ...
+    @property
+    def hash(self) -> str: ...
+
+
+@dataclass(frozen=True)
+class Holdings:
+    """What a meter holds, in units: the visible meter, the reserve, the overflow, the awards locked (taken
+    from the meter, awaiting a supervisor)."""
+
+    current: int = 0
+    reserve: int = 0
+    overflow: int = 0
+    locked: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.current + self.reserve + self.overflow + self.locked
+
+    @classmethod
+    def of(cls, s: MeterState | None) -> Holdings:
+        if s is None:
+            return cls()
+        return cls(s.current, s.reserve, s.overflow, sum(a.taken_units for a in s.locked.values()))
+
+
+@dataclass(frozen=True)
+class Award:
+    """A payout of the day (a hit), as the meter recorded it."""
+
+    seq: int
+    time: datetime
+    round_id: str
+    table: str
+    seat: int
+    hand: str
+    award: str
+    label: str  # hand and award: the hits-by-award meter's key
+    cents: int
+    paid_by: str  # "attendant" or "table"
+    approved_by: str
+    shares: int
+    meter_before: int
+    meter_after: int
+
+
+@dataclass(frozen=True)
+class Void:
+    seq: int
+    time: datetime
+    round_id: str
+    reason: str
+    wagers: int
+    cents: int
+
+
+@dataclass(frozen=True)
+class Change:
+    """A top-up, an adjustment or a change of parameters (a meter defined, too): who made it, and what."""
+
+    seq: int
+    time: datetime
+    kind: str
+    who: str  # the top-up's `who`, the adjustment's credential, the parameters' `set_by`
+    units: int  # the amount put on the meter (top-up, adjustment, seed a reset amount needed)
+    detail: str  # the reason, or the parameters as set
+
+
+@dataclass
+class MeterDay:
+    """One meter's figures for the day. Units are meter units; `_cents` are cents; counts are counts."""
+
+    meter_id: str
+    opening: Holdings
+    closing: Holdings = field(default_factory=Holdings)
+    defined: bool = False  # defined during the day (its opening is zero)
+    rounds_booked: int = 0
+    wagers_count: int = 0  # qualifying wagers booked
+    wagers_cents: int = 0
+    voided_count: int = 0  # wagers returned by voids
+    voided_cents: int = 0
+    contributions: int = 0  # to the visible meter, net of voids
+    reserved: int = 0  # to the reserve, net of voids
+    overflowed: int = 0  # diverted by the ceiling, net of voids
+    from_reserve: int = 0  # reserve moved to the visible meter (resets)
+    from_overflow: int = 0
+    released_to_overflow: int = 0  # a released lock's excess over the ceiling
+    seed: int = 0  # operator money: a new meter's reset amount, top-ups, resets and voids the floor needed
+    adjustments: int = 0
+    taken: int = 0  # taken off the visible meter by percentage awards (locks included, releases back)
+    payouts: int = 0  # left the meter's holdings: percentage awards paid, locked awards paid
+    paid_cents: int = 0  # paid to players (every award, the table's too)
+    awards: list[Award] = field(default_factory=list)
+    voids: list[Void] = field(default_factory=list)
+    changes: list[Change] = field(default_factory=list)
+    series: list[tuple[datetime, int, int]] = field(default_factory=list)  # (time, seq, units after)
+
+    @property
+    def wagers_in(self) -> int:
+        """Units of the day's wagers, net of voids, wherever they went (meter, reserve, overflow)."""
+        return self.contributions + self.reserved + self.overflowed
+
+    def visible_expected(self) -> int:
+        return (self.opening.current + self.contributions + self.from_reserve + self.from_overflow + self.seed
+                + self.adjustments - self.taken - self.released_to_overflow)
+
+    def held_expected(self) -> int:
+        return self.opening.total + self.wagers_in + self.seed + self.adjustments - self.payouts
+
+    def by_award(self) -> dict[str, tuple[int, int]]:
+        return _tally(self.awards, lambda a: a.label)
+
+    def by_paid_by(self) -> dict[str, tuple[int, int]]:
+        return _tally(self.awards, lambda a: a.paid_by)
+
+    def by_approver(self) -> dict[str, tuple[int, int]]:
+        return _tally(self.awards, lambda a: a.approved_by)
+
+
+@dataclass(frozen=True)
+class TableEvent:
+    """What the journal holds of the table beside its meters: a claim's step, a block only a supervisor lifts."""
+
+    seq: int
+    time: datetime
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Head:
+    seq: int
+    hash: str
+    time: datetime | None
+
+
+@dataclass(frozen=True)
+class DayReport:
+    day: GamingDay
+    meters: Mapping[str, MeterDay]
+    head: Head  # the journal's last entry before the day ended: the anchor a printed report keeps
+    first_seq: int | None  # the day's first entry (None: none)
+    entries: int  # the day's entries
+    table_events: tuple[TableEvent, ...]
+
+
+def replay(records: Iterable[JournalRecord], state: Meters | None = None) -> Meters:
+    """The meters after `records` (in journal order) from `state` (none: an empty journal). Entries that move no
+    meter are passed over."""
+    meters = dict(state or {})
+    for r in records:
+        _, meters = _step(meters, r)
+    return MappingProxyType(meters)
+
+
+def build_report(day: GamingDay, opening: Meters, records: Iterable[JournalRecord],
+                 before: Head = Head(0, "", None)) -> DayReport:
+    """The report of `day` from the meters at its opening and the journal's entries of the day, in order.
+    `before`: the last entry before the day (the head, when the day has no entry). Raises InvariantViolation
+    when a journaled result is not what replaying its entry gives, or a meter's reconciliation does not balance."""
+    meters: dict[str, MeterState] = dict(opening)
+    days = {m: _new_day(m, s, day) for m, s in sorted(opening.items())}
+    head, first, count = before, None, 0
+    events: list[TableEvent] = []
+    for r in records:
+        first = r.seq if first is None else first
+        head, count = Head(r.seq, r.hash, r.time), count + 1
+        if r.kind == CLAIM:
+            c = r.body.get("claim", {})
+            events.append(TableEvent(r.seq, r.time, "claim", f"{c.get('id', '')} {r.body.get('event', '')}"))
+            continue
+        if r.kind == TABLE_STATE:
+            events.append(TableEvent(r.seq, r.time, "table state", _table_state(r.body)))
+            continue
+        prev = meters
+        moved, meters = _step(meters, r)
+        if moved is None:
+            continue
+        if moved not in days:
+            days[moved] = _new_day(moved, None, day)
+            days[moved].defined = True
+        _account(days[moved], prev.get(moved), meters[moved], r)
+    for m, d in days.items():
+        d.closing = Holdings.of(meters.get(m))
+        d.series.append((day.end, head.seq, d.closing.current))
+        reconcile(d)
+    return DayReport(day, MappingProxyType(dict(sorted(days.items()))), head, first, count, tuple(events))
+
+
+def reconcile(d: MeterDay) -> None:
+    """Raise InvariantViolation unless `d` balances exactly: the visible meter, and everything the meter holds."""
+    u = format_units
+    bad = []
+    if d.visible_expected() != d.closing.current:
+        bad.append(f"visible: opening {u(d.opening.current)} + contributions {u(d.contributions)} + from reserve "
+                   f"{u(d.from_reserve)} + from overflow {u(d.from_overflow)} + seed {u(d.seed)} + adjustments "
+                   f"{u(d.adjustments)} - taken {u(d.taken)} - released to overflow {u(d.released_to_overflow)} = "
+                   f"{u(d.visible_expected())}, closing {u(d.closing.current)}")
+    if d.held_expected() != d.closing.total:
+        bad.append(f"held: opening {u(d.opening.total)} + contributions {u(d.wagers_in)} + seed {u(d.seed)} + "
+                   f"adjustments {u(d.adjustments)} - payouts {u(d.payouts)} = {u(d.held_expected())}, closing "
+                   f"{u(d.closing.total)}")
+    if bad:
+        raise InvariantViolation(f"meter {d.meter_id}: the day does not reconcile: " + "; ".join(bad))
+
+
+def meter_series(opening: Meters, records: Iterable[JournalRecord], start: datetime | None = None,
+                 end: datetime | None = None) -> dict[str, list[tuple[datetime, int, int]]]:
+    """Each meter's visible amount over time, for a plot: meter id -> [(time, seq, units after), ...].
+
+    `opening` is the meters before the first of `records` (the journal's entries in order, over a day, 30 days or
+    any span); each entry that moves a meter adds a point with the amount after it (units: 1,000,000 a dollar;
+    `seq` 0 for the opening point). With `start`, every meter open then gets a first point at `start` with its
+    opening amount; with `end`, a last point at `end` with its closing amount, so that each line spans the plot.
+    Raises InvariantViolation as `build_report` does when an entry's journaled result is not its replay."""
+    meters: dict[str, MeterState] = dict(opening)
+    out: dict[str, list[tuple[datetime, int, int]]] = {}
+    if start is not None:
+        out = {m: [(start, 0, s.current)] for m, s in sorted(opening.items())}
+    last = 0
+    for r in records:
+        last = r.seq
+        moved, meters = _step(meters, r)
+        if moved is not None:
+            out.setdefault(moved, []).append((r.time, r.seq, meters[moved].current))
+    if end is not None:
+        for m, points in out.items():
+            points.append((end, last, meters[m].current))
+    return out
+
+
+# --- the replay ----------------------------------------------------------------------------------
+
+
+def _step(meters: dict[str, MeterState], r: JournalRecord) -> tuple[str | None, dict[str, MeterState]]:
+    """The meter `r` moved (None: it moves none) and the meters after it, the replay checked against the journal."""
+    if r.kind == DEFINE_METER:
+        params = params_from_dict(r.body.get("params"), "params")
+        at = parse_moment(r.body.get("at"), "at")
+        new = initial_state(params, str(r.body.get("set_by", "")), at)
+        return params.meter_id, {**meters, params.meter_id: new}
+    if r.kind not in METER_KINDS:
+        return None, meters
+    meter_id = r.body.get("meter")
+    if not isinstance(meter_id, str) or meter_id not in meters:
+        raise InvariantViolation(f"entry {r.seq}: {r.kind} on meter {meter_id!r}, which the journal never defined")
+    new, effect = apply(meters[meter_id], op_from_body(r.kind, r.body))
+    replayed = {"meter": meter_id, **effect.to_dict()}
+    if replayed != r.result:
+        raise InvariantViolation(f"entry {r.seq}: {r.kind} on meter {meter_id}: the journal recorded {r.result!r}, "
+                                 f"the replay gives {replayed!r}")
+    return meter_id, {**meters, meter_id: new}
+
+
+def _new_day(meter_id: str, s: MeterState | None, day: GamingDay) -> MeterDay:
+    d = MeterDay(meter_id, Holdings.of(s))
+    if s is not None:
+        d.series.append((day.start, 0, s.current))
+    return d
+
+
+def _account(d: MeterDay, before: MeterState | None, after: MeterState, r: JournalRecord) -> None:
+    """Add entry `r` (which took the meter from `before` to `after`) to the day's figures of its meter."""
+    d.series.append((r.time, r.seq, after.current))
+    if before is None:  # defined: its reset amount is the operator's
+        d.seed += after.seed
+        d.changes.append(Change(r.seq, r.time, DEFINE_METER, str(r.body.get("set_by", "")), after.seed,
+                                _params_text(after)))
+        return
+    res = r.result
+    signed = _signed_units
+    contributed, reserved, overflowed = (signed(res[k]) for k in ("contributed", "reserved", "overflowed"))
+    taken = signed(res["taken"])
+    d.from_reserve += signed(res["from_reserve"])
+    d.from_overflow += signed(res["from_overflow"])
+    d.seed += signed(res["seeded"])
+    d.adjustments += signed(res["adjusted"])
+    op = op_from_body(r.kind, r.body)
+    if isinstance(op, meter_ops.ReleaseLockedAward):
+        d.released_to_overflow += overflowed  # the ceiling sent the released excess to the overflow
+    else:
+        d.contributions += contributed
+        d.reserved += reserved
+        d.overflowed += overflowed
+    if isinstance(op, (meter_ops.PayPercentAward, meter_ops.LockPercentAward, meter_ops.ReleaseLockedAward)):
+        d.taken += taken
+    if isinstance(op, meter_ops.PayPercentAward):
+        d.payouts += taken
+    elif isinstance(op, meter_ops.PayLockedAward):
+        d.payouts += before.locked[op.claim].taken_units
+    if isinstance(op, meter_ops.BookContributions):
+        d.rounds_booked += 1
+        d.wagers_count += len(op.wagers)
+        d.wagers_cents += sum(c for _, c in op.wagers)
+    elif isinstance(op, meter_ops.VoidRound):
+        b = before.open_rounds[op.round_id]
+        d.voided_count += len(b.wagers)
+        d.voided_cents += b.wager_cents
+        d.voids.append(Void(r.seq, r.time, op.round_id, op.reason, len(b.wagers), b.wager_cents))
+    elif isinstance(op, meter_ops.TopUp):
+        d.changes.append(Change(r.seq, r.time, op.kind, op.who, op.cents * UNITS_PER_CENT, op.reason))
+    elif isinstance(op, meter_ops.Adjust):
+        d.changes.append(Change(r.seq, r.time, op.kind, op.credential, op.units, op.reason))
+    elif isinstance(op, meter_ops.ChangeParams):
+        d.changes.append(Change(r.seq, r.time, op.kind, op.who, signed(res["seeded"]), _params_text(after)))
+    if after.hit_count > before.hit_count:
+        h = after.history[-1] if after.history else None
+        if h is None:
+            raise InvariantViolation(f"entry {r.seq}: a hit on meter {d.meter_id} with no history kept")
+        d.paid_cents += h.amount_cents
+        d.awards.append(Award(r.seq, r.time, h.round_id, h.table, h.seat, h.hand, h.award, h.label, h.amount_cents,
+                              h.paid_by, h.approved_by, h.shares, h.meter_before, h.meter_after))
+
+
+def _signed_units(text: object) -> int:
+    """A journaled amount of dollars, signed, as units ("-0.35" -> -350000)."""
+    s = str(text)
+    neg = s.startswith("-")
+    value = parse_units(s[1:] if neg else s, "result")
+    return -value if neg else value
+
+
+def _params_text(s: MeterState) -> str:
+    p = params_to_dict(s.params)
+    return ", ".join(f"{k} {v}" for k, v in p.items() if k != "meter_id")
+
+
+def _table_state(body: Mapping[str, Any]) -> str:
+    deck = body.get("deck") or []
+    asked = body.get("void_requested")
+    parts = [f"deck blocked by {', '.join(deck)}" if deck else "deck not blocked"]
+    if asked:
+        parts.append(f"void of {asked.get('round_id')} asked: {asked.get('reason')}")
+    return "; ".join(parts)
+
+
+def _tally(awards: Iterable[Award], key: Any) -> dict[str, tuple[int, int]]:
+    out: dict[str, tuple[int, int]] = {}
+    for a in awards:
+        k = key(a)
+        n, c = out.get(k, (0, 0))
+        out[k] = (n + 1, c + a.cents)
+    return dict(sorted(out.items()))
+
+
+def day_report(records: Iterable[JournalRecord], day: GamingDay) -> DayReport:
+    """The report of `day` from the journal's entries in order, from its first: those before the first entry
+    stamped at or after the day's start make the opening meters; the day's entries follow it up to the first one
+    stamped at or after the day's end (a clock stepped back inside a day keeps its entries in the day)."""
+    it = iter(records)
+    meters: dict[str, MeterState] = {}
+    before = Head(0, "", None)
+    pending: JournalRecord | None = None
+    for r in it:
+        if r.time >= day.start:
+            pending = r
+            break
+        _, meters = _step(meters, r)
+        before = Head(r.seq, r.hash, r.time)
+
+    def of_day() -> Iterator[JournalRecord]:
+        if pending is None:
+            return
+        for r in _chain(pending, it):
+            if r.time >= day.end:
+                return
+            yield r
+
+    return build_report(day, MappingProxyType(meters), of_day(), before)
+
+
+def _chain(first: JournalRecord, rest: Iterator[JournalRecord]) -> Iterator[JournalRecord]:
+    yield first
+    yield from rest

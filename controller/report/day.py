@@ -1,0 +1,77 @@
+"""The gaming day: from a configured local time on one date to the same local time on the next (a day of 23 or 25
+hours where daylight saving time begins or ends), in the casino's time zone. Pure: the zone is an argument."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import date, datetime, time, timedelta, timezone, tzinfo
+
+from ..errors import InputError
+
+DEFAULT_DAY_STARTS = time(6, 0)
+DEFAULT_TIME_ZONE = "America/New_York"  # the regulations are Pennsylvania's
+_HH_MM = re.compile(r"([01][0-9]|2[0-3]):([0-5][0-9])")
+_DAY = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+@dataclass(frozen=True)
+class GamingDay:
+    """One gaming day: its date (the date it starts on, in the casino's zone) and its bounds in UTC."""
+
+    day: date
+    start: datetime  # UTC, inclusive
+    end: datetime  # UTC, exclusive
+    starts_at: time  # the configured local start
+    zone: str  # the zone's name, as configured
+
+    @property
+    def hours(self) -> float:
+        return (self.end - self.start).total_seconds() / 3600
+
+
+def parse_day_starts(text: object, field: str) -> time:
+    """"HH:MM" (24-hour) as a time of day."""
+    if not isinstance(text, str) or not _HH_MM.fullmatch(text):
+        raise InputError(field, f"must be a time of day HH:MM such as \"06:00\", not {text!r}")
+    return time(int(text[:2]), int(text[3:]))
+
+
+def parse_day(text: object, field: str) -> date:
+    """"YYYY-MM-DD" as a date."""
+    if not isinstance(text, str) or not _DAY.fullmatch(text):
+        raise InputError(field, f"must be a date YYYY-MM-DD such as \"2026-12-01\", not {text!r}")
+    try:
+        return date.fromisoformat(text)
+    except ValueError as e:
+        raise InputError(field, f"{text!r} is not a date: {e}") from None
+
+
+def gaming_day(day: date, starts_at: time, zone: tzinfo, zone_name: str = "") -> GamingDay:
+    """The gaming day that starts on `day` at `starts_at` local time in `zone`. A start that does not exist
+    that night (skipped by daylight saving time) is taken as the same wall time before the change (PEP 495
+    fold=0), so the day is never empty."""
+    start = _utc(datetime.combine(day, starts_at, zone))
+    end = _utc(datetime.combine(day + timedelta(days=1), starts_at, zone))
+    return GamingDay(day, start, end, starts_at, zone_name or str(zone))
+
+
+def day_of(moment: datetime, starts_at: time, zone: tzinfo, zone_name: str = "") -> GamingDay:
+    """The gaming day `moment` (aware) falls in."""
+    local = moment.astimezone(zone)
+    d = local.date()
+    for candidate in (d - timedelta(days=1), d):
+        g = gaming_day(candidate, starts_at, zone, zone_name)
+        if g.start <= moment < g.end:
+            return g
+    return gaming_day(d + timedelta(days=1), starts_at, zone, zone_name)  # not reached: a day is 23-25 hours
+
+
+def last_ended(now: datetime, starts_at: time, zone: tzinfo, zone_name: str = "") -> GamingDay:
+    """The latest gaming day that ended at or before `now`."""
+    current = day_of(now, starts_at, zone, zone_name)
+    return gaming_day(current.day - timedelta(days=1), starts_at, zone, zone_name)
+
+
+def _utc(t: datetime) -> datetime:
+    return t.astimezone(timezone.utc)

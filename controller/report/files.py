@@ -1,0 +1,52 @@
+"""The report's I/O: the journal read off-line (read-only, through controller.ledger.reader) and the report's files
+written whole (a temporary name, synced, renamed). Blocking: call from a thread."""
+
+from __future__ import annotations
+
+import os
+from datetime import datetime
+from pathlib import Path
+
+from ..ledger import journal
+from ..ledger.reader import JournalReader
+from .build import DayReport, day_report
+from .day import GamingDay
+from .render import FORMS, render
+
+
+def read_report(state_dir: Path, day: GamingDay) -> DayReport:
+    """The report of `day` from the journal in `state_dir` (InvariantViolation if it does not reconcile)."""
+    with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
+        return day_report(reader.records(until=day.end), day)
+
+
+def first_entry_time(state_dir: Path) -> datetime | None:
+    """When the journal began (its first entry), or None when it has none."""
+    with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
+        first = next(iter(reader.records()), None)
+    return None if first is None else first.time
+
+
+def report_paths(directory: Path, day: GamingDay) -> dict[str, Path]:
+    """form -> the file the report of `day` is written to: report-YYYY-MM-DD.{txt,json,csv,html}."""
+    return {form: Path(directory) / f"report-{day.day.isoformat()}.{suffix}" for form, suffix in FORMS.items()}
+
+
+def write_report(directory: Path, report: DayReport) -> Path:
+    """Every form of `report` into `directory` (created); returns the JSON file's path. Each file appears whole."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = report_paths(directory, report.day)
+    for form, path in paths.items():
+        tmp = path.with_name(f".{path.name}.tmp")
+        with open(tmp, "w", encoding="utf-8", newline="") as f:
+            f.write(render(report, form))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return paths["json"]

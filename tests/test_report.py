@@ -1,0 +1,271 @@
+"""The gaming day's report as a pure function (controller/report/): every figure of a day built by hand, a journal
+whose recorded result was changed, books that do not balance, the gaming day's bounds (daylight saving time
+included), the series a plot reads, and the property: any sequence of meter operations reconciles, on any day."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from datetime import date, datetime, time, timedelta, timezone
+from fractions import Fraction
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from controller.errors import InputError, InvariantViolation
+from controller.ledger.reader import Record as Rec
+from controller.meter import ops as meter_ops
+from controller.meter import params_from_dict
+from controller.meter_ledger import DEFINE_METER, MetersReducer, define_meter_body, op_body
+from controller.money import UNITS_PER_CENT
+from controller.report import day_of, day_report, gaming_day, last_ended, meter_series, parse_day, parse_day_starts
+from controller.report.build import reconcile
+from controller.report.render import render, to_json
+
+from reportday import rounds
+
+Adjust, BookContributions, ChangeParams, CloseRound = (meter_ops.Adjust, meter_ops.BookContributions,
+                                                       meter_ops.ChangeParams, meter_ops.CloseRound)
+PayFixedAward, PayPercentAward, TopUp, VoidRound = (meter_ops.PayFixedAward, meter_ops.PayPercentAward,
+                                                    meter_ops.TopUp, meter_ops.VoidRound)
+
+NY = ZoneInfo("America/New_York")
+DAY = gaming_day(date(2026, 11, 30), time(6, 0), NY, "America/New_York")  # 11:00 UTC to 11:00 UTC
+BEFORE = DAY.start - timedelta(hours=2)
+IN = DAY.start + timedelta(hours=1)
+PARAMS = params_from_dict({"meter_id": "main", "reset": "10000.00", "rate": "0.15", "reserve_rate": "0.05",
+                           "wager_sizes": ["1.00", "5.00"]}, "params")
+
+
+class Journal:
+    """Entries as the ledger journals them: each applied through the meters' reducer, its result recorded; a
+    refused operation is not journaled."""
+
+    def __init__(self) -> None:
+        self.reducer = MetersReducer()
+        self.state = self.reducer.initial()
+        self.records: list[Rec] = []
+
+    def add(self, kind: str, body: dict[str, Any], at: datetime) -> bool:
+        body = json.loads(json.dumps(body))  # as decoded from the journal
+        try:
+            self.state, result = self.reducer.apply(self.state, kind, body)
+        except InputError:
+            return False
+        seq = len(self.records) + 1
+        self.records.append(Rec(seq, at, f"k{seq}", kind, body, json.loads(json.dumps(result)), f"{seq:064x}"))
+        return True
+
+    def op(self, op: meter_ops.Op, at: datetime, meter: str = "main") -> bool:
+        return self.add(op.kind, op_body(meter, op), at)
+
+
+def a_day() -> Journal:
+    j = Journal()
+    j.add(DEFINE_METER, define_meter_body(PARAMS, "slot-tech 4411", BEFORE), BEFORE)
+    j.op(BookContributions("r0", "CS-07", ((1, 100),), BEFORE), BEFORE)  # open across the day's start
+    t = IN
+    ops = [
+        *rounds("CS-07", t),
+        TopUp(5_000, t, "promotions 77", "holiday promotion"),
+        Adjust(-250_000, "meter reading corrected", "floor 1207 / code 5512", t),
+        ChangeParams(replace(PARAMS, rate=Fraction(20, 100)), "configuration table.toml", t),
+        BookContributions("r3", "CS-07", ((5, 100),), t),
+    ]
+    for i, op in enumerate(ops):
+        assert j.op(op, t + timedelta(minutes=i)), op
+    j.op(CloseRound("r3", DAY.end + timedelta(minutes=1)), DAY.end + timedelta(minutes=1))  # the next day
+    return j
+
+
+def test_every_figure_of_a_day():
+    j = a_day()
+    r = day_report(j.records, DAY)
+    (m,) = r.meters.values()
+    assert (r.first_seq, r.entries, r.head.seq) == (3, 11, 13)  # the entry after the day's end is not in it
+    assert m.opening.current == 1_000_000 * 10_000 + 15 * 10_000  # $10,000 + $1 x 0.15
+    assert m.opening.reserve == 5 * 10_000
+    # r1 $7 + r2 $10 (voided) + r3 $1 (at the new rate, 0.20)
+    assert (m.rounds_booked, m.wagers_count, m.wagers_cents) == (3, 6, 1_800)
+    assert (m.voided_count, m.voided_cents, [v.round_id for v in m.voids]) == (2, 1_000, ["r2"])
+    assert m.contributions == (700 * 15 + 100 * 20) * 100  # units: cents x rate x 10,000
+    assert m.reserved == 800 * 5 * 100
+    assert [(c.kind, c.who) for c in m.changes] == [("top-up", "promotions 77"), ("adjust", "floor 1207 / code 5512"),
+                                                    ("change-params", "configuration table.toml")]
+    assert m.adjustments == -250_000 and m.changes[1].units == -250_000
+    royal = [a for a in m.awards if a.hand == "royal-flush"][0]
+    assert royal.cents == (m.opening.current + 700 * 15 * 100) // UNITS_PER_CENT  # 100% of the meter at its turn
+    assert m.by_award() == {"four-of-a-kind: 300 for 1": (1, 30_000), "royal-flush: 100% of meter": (1, royal.cents)}
+    assert m.by_paid_by() == {"attendant": (1, royal.cents), "table": (1, 30_000)}
+    assert m.by_approver() == {"floor 1207": (2, 30_000 + royal.cents)}
+    assert m.payouts == royal.cents * UNITS_PER_CENT and m.paid_cents == royal.cents + 30_000
+    closing = j.state["main"]  # the whole journal's state: the next day's entry only closed a round
+    assert (m.closing.current, m.closing.reserve, m.closing.overflow) == (closing.current, closing.reserve,
+                                                                          closing.overflow)
+    assert m.seed == 5_000 * UNITS_PER_CENT + (royal.meter_after - (royal.meter_before - royal.cents * UNITS_PER_CENT)
+                                                - m.from_reserve - m.from_overflow)
+    out = to_json(r)
+    rec = out["meters"][0]["reconciliation"]
+    assert rec["visible"]["balanced"] and rec["held"]["balanced"]
+    assert out["head"] == {"seq": 13, "hash": f"{13:064x}", "time": j.records[12].time.isoformat()}
+    for form in ("text", "json", "csv", "html"):
+        assert "main" in render(r, form)
+
+
+def test_a_changed_result_fails_loudly():
+    j = a_day()
+    k = next(i for i, x in enumerate(j.records) if x.kind == "book-contributions" and x.time >= DAY.start)
+    changed = dict(j.records[k].result, contributed="1.00")
+    j.records[k] = replace(j.records[k], result=changed)
+    with pytest.raises(InvariantViolation, match=rf"entry {k + 1}: book-contributions on meter main"):
+        day_report(j.records, DAY)
+
+
+def test_books_that_do_not_balance_fail_loudly():
+    (m,) = day_report(a_day().records, DAY).meters.values()
+    reconcile(m)
+    m.seed += 1  # one unit: 1/10,000 of a cent
+    with pytest.raises(InvariantViolation, match="meter main: the day does not reconcile: visible: .* held: "):
+        reconcile(m)
+
+
+def test_a_meter_defined_during_the_day_opens_at_zero():
+    j = Journal()
+    j.add(DEFINE_METER, define_meter_body(PARAMS, "slot-tech 4411", IN), IN)
+    (m,) = day_report(j.records, DAY).meters.values()
+    assert m.defined and m.opening.total == 0 and m.seed == m.closing.current == PARAMS.reset_units
+    assert m.changes[0].who == "slot-tech 4411"
+
+
+def test_a_day_without_entries_keeps_the_head_before_it():
+    j = a_day()
+    later = gaming_day(date(2026, 12, 5), time(6, 0), NY)
+    r = day_report(j.records, later)
+    assert r.entries == 0 and r.head.seq == 14 and r.first_seq is None  # the next day's close
+    (m,) = r.meters.values()
+    assert m.opening == m.closing
+
+
+def test_the_gaming_day_and_daylight_saving_time():
+    assert (DAY.start, DAY.end) == (datetime(2026, 11, 30, 11, tzinfo=timezone.utc),
+                                    datetime(2026, 12, 1, 11, tzinfo=timezone.utc))
+    assert gaming_day(date(2026, 3, 7), time(6), NY).hours == 23  # the clocks go forward on 8 March 2026
+    assert gaming_day(date(2026, 10, 31), time(6), NY).hours == 25  # and back on 1 November
+    skipped = gaming_day(date(2026, 3, 8), time(2, 30), NY)  # 02:30 does not exist on 8 March: taken as EST
+    assert skipped.start == datetime(2026, 3, 8, 7, 30, tzinfo=timezone.utc) and skipped.hours == 23
+    assert day_of(DAY.start, time(6), NY).day == date(2026, 11, 30)
+    assert day_of(DAY.start - timedelta(microseconds=1), time(6), NY).day == date(2026, 11, 29)
+    assert last_ended(DAY.end, time(6), NY).day == date(2026, 11, 30)
+    assert last_ended(DAY.end - timedelta(seconds=1), time(6), NY).day == date(2026, 11, 29)
+    for bad in ("6:00", "24:00", "06:60", "0600", 6):
+        with pytest.raises(InputError, match="day_starts"):
+            parse_day_starts(bad, "day_starts")
+    for bad in ("2026-13-01", "2026-02-30", "yesterday", "2026-1-1"):
+        with pytest.raises(InputError, match="--day"):
+            parse_day(bad, "--day")
+
+
+def test_the_series_a_plot_reads():
+    j = a_day()
+    before = [x for x in j.records if x.time < DAY.start]
+    during = [x for x in j.records if DAY.start <= x.time < DAY.end]
+    from controller.report import replay
+
+    series = meter_series(replay(before), during, DAY.start, DAY.end)["main"]
+    assert series[0] == (DAY.start, 0, replay(before)["main"].current)
+    assert series[-1] == (DAY.end, during[-1].seq, replay(before + during)["main"].current)
+    moved = [x.seq for x in during if x.result.get("meter_before") != x.result.get("meter_after")]
+    assert set(moved) <= {seq for _, seq, _ in series}
+    (m,) = day_report(j.records, DAY).meters.values()
+    assert m.series == series
+
+
+def test_locked_awards_paid_and_released_over_the_ceiling():
+    j = Journal()
+    j.add(DEFINE_METER, define_meter_body(PARAMS_CEILING, "tech", BEFORE), BEFORE)
+    t = IN
+    for op in (BookContributions("r1", "T", ((1, 500), (2, 500), (3, 500)), t),  # $2.25: 50 cents to the ceiling
+               meter_ops.LockPercentAward("r1", "T", 2, "royal-flush", "10% of meter", Fraction(10), t, "c2"),
+               BookContributions("r2", "T", ((4, 500),), t),  # back to the ceiling, 25 cents over
+               meter_ops.ReleaseLockedAward("c2", "floor 9", "not a royal flush", t),
+               meter_ops.LockPercentAward("r1", "T", 1, "royal-flush", "50% of meter", Fraction(50), t, "c1"),
+               meter_ops.PayLockedAward("c1", "floor 9", t)):
+        assert j.op(op, t), op
+    (m,) = day_report(j.records, DAY).meters.values()
+    (c1,) = m.awards
+    assert (c1.seat, c1.approved_by) == (1, "floor 9")
+    assert m.payouts == c1.cents * UNITS_PER_CENT  # the paid lock left the meter; the released one came back
+    assert m.taken == m.payouts  # taken twice, one given back
+    # the release put $10,001.00 on a meter whose ceiling is $10,000.50: the excess went to the overflow
+    assert m.released_to_overflow == 50 * UNITS_PER_CENT
+
+
+PARAMS_CEILING = replace(PARAMS, ceiling_cents=1_000_050)  # 50 cents over the reset: overflow, and a release over it
+
+# --- the property ----------------------------------------------------------------------------------
+
+
+ops_st = st.lists(st.tuples(
+    st.sampled_from(["book", "pay", "share", "fixed", "void", "close", "top-up", "adjust", "lock", "pay-lock",
+                     "release", "params"]),
+    st.integers(0, 1), st.lists(st.sampled_from([100, 500]), min_size=1, max_size=4), st.integers(1, 120)),
+    max_size=40)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops_st, st.integers(0, 40), st.booleans())
+def test_any_sequence_of_meter_operations_reconciles(ops, cut, ceiling):
+    j = Journal()
+    t0 = DAY.start - timedelta(hours=1)
+    j.add(DEFINE_METER, define_meter_body(PARAMS_CEILING if ceiling else PARAMS, "tech", t0), t0)
+    claims = 0
+    for i, (what, n, wagers, minutes) in enumerate(ops):
+        rid = f"r{n}"
+        at = t0 + timedelta(minutes=minutes)
+        seats = tuple((k + 1, c) for k, c in enumerate(wagers))
+        op: Any
+        if what == "book":
+            op = BookContributions(rid, "T", seats, at)
+        elif what == "pay":
+            op = PayPercentAward(rid, "T", 1, "royal-flush", "10% of meter", Fraction(10), at, "floor")
+        elif what == "share":
+            op = PayPercentAward(rid, "T", 1 + n % 2, "royal-flush", "100% of meter", Fraction(100), at, "floor",
+                                 shares=2)
+        elif what == "fixed":
+            op = PayFixedAward(rid, "T", 1, "flush", "50 for 1", 5_000, "table", at, "floor")
+        elif what == "void":
+            op = VoidRound(rid, at, "misdeal")
+        elif what == "close":
+            op = CloseRound(rid, at)
+        elif what == "top-up":
+            op = TopUp(sum(wagers), at, "promo", "promotion")
+        elif what == "adjust":
+            op = Adjust(sum(wagers) * (n - 1) * 333 or 1, "correction", "floor/1", at)
+        elif what == "lock":
+            claims += 1
+            op = meter_ops.LockPercentAward(rid, "T", 1, "royal-flush", "50% of meter", Fraction(50), at,
+                                            f"c{n}")
+        elif what == "pay-lock":
+            op = meter_ops.PayLockedAward(f"c{n}", "floor", at)
+        elif what == "release":
+            op = meter_ops.ReleaseLockedAward(f"c{n}", "floor", "not a royal", at)
+        else:
+            op = ChangeParams(replace(PARAMS, rate=Fraction(10 + n, 100)), "tech", at)
+        j.op(op, at)
+    recs = sorted(j.records, key=lambda x: x.seq)
+    # the day starts after `cut` entries: every split of the journal into before and during reconciles
+    cut = min(cut, len(recs))
+    start = recs[cut].time if cut < len(recs) else recs[-1].time + timedelta(seconds=1)
+    times = [x.time for x in recs]
+    if times != sorted(times):  # entries stamped in journal order, as the writer does
+        recs = [replace(x, time=t0 + timedelta(seconds=i)) for i, x in enumerate(recs)]
+        start = recs[cut].time if cut < len(recs) else recs[-1].time + timedelta(seconds=1)
+    day = replace(DAY, start=start, end=start + timedelta(days=1))
+    r = day_report(recs, day)
+    (m,) = r.meters.values()
+    assert m.closing.current == j.state["main"].current
+    assert m.visible_expected() == m.closing.current and m.held_expected() == m.closing.total
+    assert m.paid_cents == sum(a.cents for a in m.awards)

@@ -1,0 +1,137 @@
+"""`progressivectl report --state DIR --day YYYY-MM-DD` in each form, on a journal written by the ledger with its
+clock set to a known gaming day; bad input is one line and status 2; a journal whose recorded result was changed
+does not reconcile (status 1)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import shutil
+import sqlite3
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from controller.ledger import Ledger
+from controller.meter import BookContributions, params_from_dict
+from controller.meter_ledger import MetersReducer, define_meter_body, op_body
+
+from ctlrun import run_ctl
+from reportday import rounds
+
+ROOT = Path(__file__).resolve().parent.parent
+# 2026-11-30 at 06:00 in New York is 11:00 UTC; the day before ends then.
+BEFORE = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc)
+DURING = datetime(2026, 11, 30, 20, 0, tzinfo=timezone.utc)
+
+
+@pytest.fixture(scope="module")
+def state_dir(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("state") / "progressive"
+    now = [BEFORE]
+    ledger = Ledger.open(path, MetersReducer(), software_digest="sha256:test", clock=lambda: now[0])
+    try:
+        params = params_from_dict({"meter_id": "cs-1", "reset": "10000.00", "rate": "0.15", "reserve_rate": "0.05",
+                                   "wager_sizes": ["1.00", "5.00"]}, "params")
+        ledger.submit("define-meter", define_meter_body(params, "slot-tech 4411", BEFORE), key="define:cs-1")
+        ledger.submit("book-contributions", op_body("cs-1", BookContributions("r0", "t3", ((1, 100),), BEFORE)),
+                      key="t3:r0")
+        now[0] = DURING
+        for i, op in enumerate(rounds("t3", DURING)):
+            ledger.submit(op.kind, op_body("cs-1", op), key=f"t3:{i}")
+    finally:
+        ledger.close()
+    return path
+
+
+def report(state_dir: Path, *args: str, process: bool = False):
+    return run_ctl("report", "--state", str(state_dir), *args, process=process)
+
+
+def test_text_by_default(state_dir):
+    proc = report(state_dir, "--day", "2026-11-30", process=True)  # the installed command
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("Gaming day 2026-11-30: 2026-11-30T11:00:00+00:00 to 2026-12-01T11:00:00+00:00 "
+                                  "(06:00 America/New_York)")
+    assert "qualifying wagers: 5 for $17.00 in 2 rounds; voided 2 for $10.00; net 3 for $7.00" in proc.stdout
+    assert "awards paid by table four-of-a-kind: 300 for 1: 1 for $300.00" not in proc.stdout
+    assert "awards by hand four-of-a-kind: 300 for 1: 1 for $300.00" in proc.stdout
+    assert "void #" in proc.stdout and "misdeal" in proc.stdout
+
+
+def test_json_is_exact(state_dir):
+    proc = report(state_dir, "--day", "2026-11-30", "--json")
+    assert proc.returncode == 0, proc.stderr
+    doc = json.loads(proc.stdout)
+    (m,) = doc["meters"]
+    assert m["opening"]["current"] == "10000.15" and m["opening"]["reserve"] == "0.05"
+    assert m["wagers"] == {"rounds": 2, "count": 5, "amount": "17.00", "voided_count": 2, "voided_amount": "10.00",
+                           "net_count": 3, "net_amount": "7.00"}
+    assert m["contributions"] == "1.05" and m["reserved"] == "0.35"
+    assert m["awards_by_paid_by"] == {"attendant": {"count": 1, "amount": "10001.20"},
+                                      "table": {"count": 1, "amount": "300.00"}}
+    assert m["awards_by_approver"] == {"floor 1207": {"count": 2, "amount": "10301.20"}}
+    assert m["reconciliation"]["visible"]["balanced"] and m["reconciliation"]["held"]["balanced"]
+    assert doc["head"]["seq"] > 0 and len(doc["head"]["hash"]) == 64
+    before = json.loads(report(state_dir, "--day", "2026-11-29", "--json").stdout)
+    assert before["meters"][0]["closing"] == m["opening"]  # one day's close is the next day's opening
+
+
+def test_csv_one_row_per_meter_and_figure(state_dir):
+    proc = report(state_dir, "--day", "2026-11-30", "--csv")
+    assert proc.returncode == 0, proc.stderr
+    rows = list(csv.reader(io.StringIO(proc.stdout)))
+    assert rows[0] == ["day", "meter", "figure", "value"] and all(len(r) == 4 for r in rows)
+    figures = {(r[1], r[2]): r[3] for r in rows[1:]}
+    assert figures["cs-1", "wagers count"] == "5" and figures["cs-1", "paid"] == "10301.20"
+    assert figures["cs-1", "reconciliation held balanced"] == "true"
+    assert len(figures) == len(rows) - 1  # no figure twice
+
+
+def test_html_is_one_self_contained_file(state_dir):
+    proc = report(state_dir, "--day", "2026-11-30", "--html", "--day-starts", "06:00", "--time-zone",
+                  "America/New_York")
+    assert proc.returncode == 0, proc.stderr
+    page = proc.stdout
+    assert page.startswith("<!DOCTYPE html>") and page.count("<svg") == 1 and "<polyline" in page
+    assert "<script" not in page and "src=" not in page and "href=" not in page and "@media print" in page
+
+
+def test_the_day_from_the_configuration(state_dir):
+    proc = report(state_dir, "--day", "2026-11-30", "--json", "--config",
+                  str(ROOT / "config" / "tables" / "caribbean-stud.toml"))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["start"] == "2026-11-30T11:00:00+00:00"  # the default [report]
+
+
+@pytest.mark.parametrize("args, field", [
+    (("--day", "2026-11-31"), "--day"),
+    (("--day", "30/11/2026"), "--day"),
+    (("--day", "2026-11-30", "--day-starts", "6am"), "--day-starts"),
+    (("--day", "2026-11-30", "--time-zone", "Mars/Olympus"), "--time-zone"),
+])
+def test_bad_input_is_one_line_and_status_2(state_dir, args, field):
+    proc = report(state_dir, *args)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1 and proc.stderr.startswith(f"progressivectl: {field}: "), proc.stderr
+
+
+def test_a_state_directory_without_a_journal(tmp_path):
+    proc = report(tmp_path, "--day", "2026-11-30")
+    assert proc.returncode == 2 and "--state" in proc.stderr and "holds no journal" in proc.stderr
+
+
+def test_a_changed_result_does_not_reconcile(state_dir, tmp_path):
+    copy = tmp_path / "copy"
+    shutil.copytree(state_dir, copy)
+    con = sqlite3.connect(copy / "ledger.sqlite3")
+    (seq, text), = con.execute("SELECT seq, entry FROM entries WHERE entry LIKE '%\"r1\"%book-contributions%'")
+    con.execute("UPDATE entries SET entry = ? WHERE seq = ?", (text.replace('"contributed":"1.05"',
+                                                                            '"contributed":"1.06"'), seq))
+    con.commit()
+    con.close()
+    proc = report(copy, "--day", "2026-11-30")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert f"the gaming day 2026-11-30 does not reconcile: entry {seq}: book-contributions" in proc.stderr
