@@ -10,10 +10,10 @@ import subprocess
 import time
 
 import pytest
-from consolerig import CONSOLE, ROYAL, SECRET, SUPERVISOR, console_on_rig, csrf_of, self_signed
 
 from controller.console import page
 
+from consolerig import CONSOLE, ROYAL, SECRET, SUPERVISOR, console_on_rig, csrf_of, self_signed
 from rigtable import lock_round, until
 
 FLOOR = {"supervisor": SUPERVISOR, "secret": SECRET}

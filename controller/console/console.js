@@ -10,7 +10,11 @@
     return (form ? form.getAttribute("action") : "") + "|" + (claim ? claim.value : "") + "|" + input.name;
   }
 
+  const shown = {};
+
   function replace(el, html) {
+    if (shown[el.id] === html) return;  // the same again (a reconnect): leave the forms alone
+    shown[el.id] = html;
     const typed = {};
     let focused = null;
     el.querySelectorAll("input:not([type=hidden])").forEach(function (i) {

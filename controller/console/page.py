@@ -14,7 +14,7 @@ from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
-SECTIONS = ("daemon", "meters", "round", "devices", "claims", "history")
+SECTIONS = ("daemon", "meters", "claims", "round", "history", "devices")
 HISTORY_SHOWN = 25  # the hit history's last entries on the page (the regulations ask for at least the last 25)
 LOOPBACK_NAMES = frozenset({"localhost"})
 
