@@ -15,6 +15,7 @@ CORE = ("controller/cards.py", "controller/hands", "controller/games.py", "contr
         "controller/errors.py", "controller/positions.py", "controller/exits.py", "controller/paytables", "controller/settlement.py", "controller/roundio.py",
         "controller/dice", "controller/odds", "controller/meter", "controller/meter_award.py",
         "controller/meter_ledger.py", "controller/round", "controller/link/schema.py", "controller/link/approval.py",
+        "controller/console/page.py",
         "drivers/modbus/edges.py", "drivers/modbus/codec.py", "drivers/modbus/schedule.py", "drivers/line/frame.py", "drivers/line/protocol.py")
 # The one reader of files in the core: operator paytables (through the bounded reader of config/files.py and the
 # TOML parser of config/toml.py).

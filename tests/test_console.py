@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import re
+import shutil
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -250,3 +254,26 @@ def test_the_page_files_are_package_data():
     files = static_files()
     assert set(files) == {"console.js", "console.css"}
     assert len(files["console.js"][0]) < 4096  # a few KB of plain JS, no build step
+
+
+# --- the systemd unit ------------------------------------------------------------------------------------
+
+UNIT = Path(__file__).resolve().parent.parent / "systemd" / "progressive-console.service"
+ANALYZE = shutil.which("systemd-analyze")
+needs_analyze = pytest.mark.skipif(ANALYZE is None and not os.environ.get("CI"),
+                                   reason="systemd-analyze is not installed (CI installs it)")
+
+
+@needs_analyze
+def test_the_console_unit_verifies_and_keeps_its_exposure_low(tmp_path):
+    text = UNIT.read_text()
+    # a user of its own (its wrong guesses lock out only itself), in the socket's group
+    assert "\nDynamicUser=yes\n" in text and "\nSupplementaryGroups=progressive\n" in text
+    assert "--listen 127.0.0.1:8480" in text
+    unit = tmp_path / UNIT.name
+    unit.write_text(text.replace("ExecStart=/usr/bin/progressive-console", f"ExecStart={CONSOLE}"))
+    r = subprocess.run([ANALYZE, "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and UNIT.name not in r.stderr, r.stderr
+    r = subprocess.run([ANALYZE, "security", "--offline=yes", str(unit)], capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", r.stdout + r.stderr)
+    assert m and float(m.group(1)) <= 2.5, r.stdout + r.stderr
