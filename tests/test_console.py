@@ -5,6 +5,7 @@ checks, no secret in a URL or its log, approvals decided by the daemon, the logi
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import re
@@ -15,10 +16,23 @@ from pathlib import Path
 
 import pytest
 
+from controller.app.control import ControlServer
+from controller.app.table import TableDaemon
 from controller.console import page
 
-from consolerig import CONSOLE, ROYAL, SECRET, SUPERVISOR, console_on_rig, csrf_of, self_signed
-from rigtable import lock_round, until
+from consolerig import (
+    CONSOLE,
+    RIG,
+    ROYAL,
+    SECRET,
+    SUPERVISOR,
+    TABLE,
+    console_on_rig,
+    console_process,
+    csrf_of,
+    self_signed,
+)
+from rigtable import daemon_on_rig, lock_round, until, with_supervisor
 
 FLOOR = {"supervisor": SUPERVISOR, "secret": SECRET}
 WRONG = "not-the-secret-42"
@@ -246,6 +260,11 @@ async def test_after_a_login_the_page_is_served_and_a_new_session_made(tmp_path)
             assert after != before  # a session planted before the login is worth nothing
         html = await _page(http, console, 'id="meters"')
         assert f"<span>{SUPERVISOR}</span>" in html and csrf_of(html) != token
+        async with http.post(console.url + "logout", data={"csrf": csrf_of(html)},
+                             headers={"Origin": console.origin}, allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/login"
+        async with http.get(console.url, allow_redirects=False, cookies={"pit_session": after}) as r:
+            assert r.status == 303  # the session is gone on the server, not only from the browser
 
 
 def test_the_page_files_are_package_data():
@@ -277,3 +296,16 @@ def test_the_console_unit_verifies_and_keeps_its_exposure_low(tmp_path):
     r = subprocess.run([ANALYZE, "security", "--offline=yes", str(unit)], capture_output=True, text=True, timeout=60)
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", r.stdout + r.stderr)
     assert m and float(m.group(1)) <= 2.5, r.stdout + r.stderr
+
+
+async def test_the_page_says_when_the_daemon_is_down_and_recovers_by_itself(tmp_path):
+    sock = tmp_path / "control.sock"
+    async with console_process(sock, tmp_path / "console.log") as console, console.client() as http:
+        assert "The daemon is not answering (no such socket)" in await _page(http, console, "not answering")
+        daemon_class = functools.partial(TableDaemon, control=lambda d: ControlServer(sock, d))
+        async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / "state",
+                                 lambda cfg: with_supervisor(cfg, SUPERVISOR, SECRET)):
+            html = await _page(http, console, "Table <b>CS-07</b>")
+            assert 'data-meter="main">$10,000.00<' in html and "not answering" not in html
+        html = await _page(http, console, "not answering")  # the daemon stopped: the last state stays shown
+        assert 'data-meter="main">$10,000.00<' in html
