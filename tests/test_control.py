@@ -50,6 +50,7 @@ OPS: dict[str, dict[str, Any]] = {
     "open_table": {"supervisor": "ann", "secret": SECRET},
     "claim": {"seat": 3, "cards": ["AS", "KS", "QS", "JS", "TS"]},
     "approve": {"claim_id": "CS-07-c1", "supervisor": "ann", "secret": SECRET},
+    "authenticate": {"supervisor": "ann", "secret": SECRET},
     "reject": {"claim_id": "CS-07-c1", "supervisor": "ann", "secret": SECRET, "reason": "cards fouled"},
 }
 

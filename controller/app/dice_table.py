@@ -479,6 +479,8 @@ class DiceTableDaemon(TableShell):
                 return self.round_info()
             case "meters" | "history":
                 return []  # no meter at a dice table
+            case "authenticate":
+                return {"supervisor": await self.supervisor(args)}
             case "close_table":
                 who = await self.supervisor(args)
                 self._block_closed(who, True)

@@ -36,6 +36,8 @@ OPERATIONS: Mapping[str, Operation] = {
     "claim": Operation(("seat", "cards", "spot")),
     "approve": Operation(("claim_id",), supervisor="required"),
     "reject": Operation(("claim_id", "reason"), supervisor="required"),
+    # only checks the credential (the pit console's login), through the same throttled check as approve
+    "authenticate": Operation(supervisor="required"),
 }
 
 

@@ -673,6 +673,8 @@ class TableDaemon(TableShell):
                     raise InputError("reason", "say why the claim is rejected")
                 who = await self.supervisor(args)
                 return await self.desk.reject(args.get("claim_id"), who, reason)
+            case "authenticate":
+                return {"supervisor": await self.supervisor(args)}
         raise LookupError(op)
 
     async def _settle(self, round_id: object, who: str | None = None) -> dict[str, Any]:

@@ -1,0 +1,56 @@
+// The pit console's live page: each section's HTML comes from the server's event stream (/events) when it
+// changed; what a supervisor typed into a form (not yet sent) is kept across the update. No framework.
+"use strict";
+(function () {
+  const live = document.getElementById("live");
+
+  function key(input) {
+    const form = input.form;
+    const claim = form && form.querySelector("input[name=claim_id]");
+    return (form ? form.getAttribute("action") : "") + "|" + (claim ? claim.value : "") + "|" + input.name;
+  }
+
+  const shown = {};
+
+  function replace(el, html) {
+    if (shown[el.id] === html) return;  // the same again (a reconnect): leave the forms alone
+    shown[el.id] = html;
+    const typed = {};
+    let focused = null;
+    el.querySelectorAll("input:not([type=hidden])").forEach(function (i) {
+      if (i.value) typed[key(i)] = i.value;
+      if (i === document.activeElement) focused = key(i);
+    });
+    el.innerHTML = html;
+    el.querySelectorAll("input:not([type=hidden])").forEach(function (i) {
+      const k = key(i);
+      if (k in typed) i.value = typed[k];
+      if (k === focused) i.focus();
+    });
+  }
+
+  function state(text, stale) {
+    if (live) live.textContent = text;
+    document.body.classList.toggle("stale", stale);
+  }
+
+  function connect() {
+    const es = new EventSource("/events");
+    es.addEventListener("update", function (ev) {
+      const parts = JSON.parse(ev.data);
+      Object.keys(parts).forEach(function (id) {
+        const el = document.getElementById(id);
+        if (el) replace(el, parts[id]);
+      });
+      state("live", false);
+    });
+    es.addEventListener("ended", function () { location.reload(); });  // the session ended: log in again
+    es.onopen = function () { state("live", false); };
+    es.onerror = function () {
+      state("reconnecting…", true);
+      if (es.readyState === EventSource.CLOSED) setTimeout(function () { location.reload(); }, 3000);
+    };
+  }
+
+  if (document.getElementById("meters")) connect();
+})();

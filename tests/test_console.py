@@ -1,0 +1,311 @@
+"""The pit console (controller/console, docs/console.md): its pure pages and checks, its command line, the
+daemon's `authenticate`, and the console as a process over HTTP against a daemon on the rig: CSRF and origin
+checks, no secret in a URL or its log, approvals decided by the daemon, the login, and the event stream."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.app.control import ControlServer
+from controller.app.table import TableDaemon
+from controller.console import page
+
+from consolerig import (
+    CONSOLE,
+    RIG,
+    ROYAL,
+    SECRET,
+    SUPERVISOR,
+    TABLE,
+    console_on_rig,
+    console_process,
+    csrf_of,
+    self_signed,
+)
+from rigtable import daemon_on_rig, lock_round, until, with_supervisor
+
+FLOOR = {"supervisor": SUPERVISOR, "secret": SECRET}
+WRONG = "not-the-secret-42"
+
+
+# --- pure --------------------------------------------------------------------------------------------
+
+
+def test_the_listening_address_is_parsed_and_loopback_told_apart():
+    assert page.parse_listen("127.0.0.1:8480") == ("127.0.0.1", 8480)
+    assert page.parse_listen("[::1]:80") == ("::1", 80)
+    for bad in ("8480", ":8480", "host:http", "host:0", "host:70000"):
+        with pytest.raises(ValueError):
+            page.parse_listen(bad)
+    assert all(page.is_loopback(h) for h in ("127.0.0.1", "127.3.2.1", "::1", "localhost", "LOCALHOST"))
+    assert not any(page.is_loopback(h) for h in ("0.0.0.0", "::", "10.1.2.3", "pit.example", "localhost.evil"))
+
+
+def test_only_the_box_own_name_and_a_same_origin_form_are_taken():
+    assert page.host_allowed("127.0.0.1:8480", 8480) and page.host_allowed("localhost:8480", 8480)
+    assert not page.host_allowed("evil.example:8480", 8480)  # DNS rebinding
+    assert not page.host_allowed("127.0.0.1:8481", 8480) and not page.host_allowed(None, 8480)
+    me = "http://127.0.0.1:8480"
+    assert page.same_origin(me, None, me) and page.same_origin(None, me + "/x?y", me)
+    assert not page.same_origin("http://evil.example", me + "/", me)  # Origin wins over Referer
+    assert not page.same_origin(None, "http://evil.example/", me) and not page.same_origin(None, None, me)
+    assert not page.same_origin("null", None, me)
+    assert page.secret_in_query(["a", "Secret"]) and not page.secret_in_query(["supervisor"])
+
+
+def test_money_is_shown_as_the_sign_reads_it_exactly():
+    assert page.dollars("10000.00") == "$10,000.00"
+    assert page.dollars("123456789012345678.15") == "$123,456,789,012,345,678.15"  # no float on the way
+    assert page.dollars(None) == "—" and page.dollars("<b>") == "&lt;b&gt;"
+
+
+def test_whatever_the_daemon_says_is_escaped_on_the_page():
+    evil = "<script>alert(1)</script>"
+    snap = {"status": {"table": evil, "meters": [{"meter": evil, "amount": "1.00"}], "blocks": [],
+                       "devices": [{"id": evil, "kind": "sign", "up": False, "errors": 1, "last_error": evil}],
+                       "round": {"id": evil, "phase": "dealing"}},
+            "round": {"claims": [{"claim_id": evil, "seat": 1, "spot": evil, "status": "pending", "amount": "5.00",
+                                  "description": evil}]},
+            "history": [{"meter": evil, "hand": evil, "amount": "1.00", "time": "2026"}]}
+    html = page.page(page.sections(snap, None, '"tok'), csrf='"tok', flash=evil)
+    assert "<script>alert" not in html and "&lt;script&gt;" in html and 'value="&quot;tok"' in html
+    assert html.count('<script src="/static/console.js" defer></script>') == 1  # the one script, no inline one
+
+
+def test_a_daemon_not_answering_is_said_and_the_last_state_stays():
+    snap = {"status": {"meters": [{"meter": "main", "amount": "10000.15"}]}, "round": {}, "history": []}
+    parts = page.sections(snap, "no such socket", "t")
+    assert "not answering (no such socket)" in parts["daemon"] and "$10,000.15" in parts["meters"]
+    assert "Waiting for the daemon" in page.sections(None, "no such socket", "t")["meters"]
+
+
+# --- the command line --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--listen", "0.0.0.0:8480"], "not a loopback address: on the network the console needs --tls-cert"),
+    (["--listen", "10.0.0.5:8480", "--tls-cert", "c.pem"], "--tls-cert and --tls-key go together"),
+    (["--listen", "nowhere"], "--listen: 'nowhere' is not HOST:PORT"),
+    (["--listen", "10.0.0.5:8480", "--tls-cert", "no.pem", "--tls-key", "no.key"], "--tls-cert no.pem"),
+])
+def test_the_network_without_tls_is_refused_in_one_line(tmp_path, args, says):
+    r = subprocess.run([str(CONSOLE), *args], capture_output=True, text=True, cwd=tmp_path, timeout=60)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.splitlines()) == 1 and says in r.stderr, r.stderr
+
+
+# --- the daemon's `authenticate` ------------------------------------------------------------------------
+
+
+async def test_authenticate_checks_a_credential_through_the_throttled_check(tmp_path):
+    async with console_on_rig(tmp_path) as (daemon, _rig, _console):
+        assert await daemon.call("authenticate", dict(FLOOR)) == {"supervisor": SUPERVISOR}
+        with pytest.raises(PermissionError, match="not accepted"):
+            await daemon.call("authenticate", {"supervisor": SUPERVISOR, "secret": WRONG})
+        with pytest.raises(PermissionError):
+            await daemon.call("authenticate", {"supervisor": SUPERVISOR})
+        for _ in range(3):  # five wrong guesses of one user: locked out, as for approve
+            with pytest.raises(PermissionError):
+                await daemon.call("authenticate", {"supervisor": SUPERVISOR, "secret": WRONG})
+        with pytest.raises(PermissionError, match="too many wrong secrets"):
+            await daemon.call("authenticate", dict(FLOOR))
+
+
+# --- over HTTP -------------------------------------------------------------------------------------------
+
+
+async def _page(http, console, want: str | None = None) -> str:
+    """The page, once it shows `want` (the console polls the daemon every 0.5 s)."""
+    html = ""
+
+    async def get() -> str:
+        nonlocal html
+        async with http.get(console.url) as r:
+            assert r.status == 200
+            html = await r.text()
+        return html
+
+    async with asyncio.timeout(10):
+        while want is not None and want not in await get():
+            await asyncio.sleep(0.05)
+    return html if want is not None else await get()
+
+
+async def test_approvals_go_through_the_daemon_and_no_secret_reaches_a_url_or_the_log(tmp_path):
+    async with console_on_rig(tmp_path) as (daemon, rig, console), console.client() as http:
+        await lock_round(daemon, rig, [(4, "progressive")])
+        claim = (await daemon.call("claim", {"seat": 4, "cards": ROYAL}))["claim_id"]
+        html = await _page(http, console, f'data-claim="{claim}"')
+        token = csrf_of(html)
+        async with http.get(console.url) as r:
+            assert r.headers["X-Frame-Options"] == "DENY" and r.headers["Cache-Control"] == "no-store"
+            assert "script-src 'self'" in r.headers["Content-Security-Policy"]
+            assert "unsafe-inline" not in r.headers["Content-Security-Policy"]
+            cookie = r.headers["Set-Cookie"]
+            assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Secure" not in cookie
+        own = {"Origin": console.origin}
+
+        async def post(data, headers=own, path="approve"):
+            async with http.post(console.url + path, data=data, headers=headers, allow_redirects=False) as r:
+                return r.status, await r.text()
+
+        form = {"csrf": token, "claim_id": claim, **FLOOR}
+        async with http.get(console.url + f"?secret={SECRET}") as r:
+            assert r.status == 400 and "never sent in a URL" in await r.text()
+        async with http.post(console.url + f"approve?secret={SECRET}", data=form, headers=own) as r:
+            assert r.status == 400
+        assert (await post({**form, "csrf": "forged"}))[0] == 403  # no token of this session
+        assert (await post({k: v for k, v in form.items() if k != "csrf"}))[0] == 403
+        assert (await post(form, {"Origin": "http://evil.example"}))[0] == 403  # another site's form
+        assert (await post(form, {}))[0] == 403  # neither Origin nor Referer
+        async with http.get(console.url, headers={"Host": f"evil.example:{console.url.split(':')[-1][:-1]}"}) as r:
+            assert r.status == 421  # DNS rebinding: the box's own name only
+        assert daemon.desk.state.claims[0].status == "pending"  # none of these reached the daemon
+
+        assert (await post({**form, "secret": ""}))[0] == 303  # the daemon refuses, the page says so
+        assert "refused: supervisor name or credential not accepted" in await _page(http, console)
+        assert (await post({**form, "secret": WRONG}))[0] == 303
+        assert "refused" in await _page(http, console)
+        assert daemon.desk.state.claims[0].status == "pending"
+
+        assert (await post(form))[0] == 303
+        html = await _page(http, console, "No claim awaits a supervisor")
+        assert daemon.desk.state.claims[0].status == "paid"
+        assert daemon.ledger.state["main"].current_cents == 1_000_000  # reset to $10,000.00
+        await _page(http, console, 'data-meter="main">$10,000.00<')
+    log = console.log.read_text()
+    entries = [json.loads(line) for line in log.splitlines()]
+    assert any(e["event"] == "console request" and e["method"] == "POST" and e["path"] == "/approve"
+               for e in entries)
+    assert any(e["event"] == "console action done" and e["claim"] == claim for e in entries)
+    assert SECRET not in log and WRONG not in log and "secret=" not in log and token not in log
+
+
+async def test_a_meter_change_is_on_the_open_page_within_a_second(tmp_path):
+    async with console_on_rig(tmp_path) as (daemon, rig, console), console.client() as http:
+        await _page(http, console, 'data-meter="main">$10,000.00<')
+        changed_at: dict[str, float] = {}
+
+        async def stream() -> None:
+            async with http.get(console.url + "events") as r:
+                assert r.headers["Content-Type"] == "text/event-stream"
+                async for line in r.content:
+                    meters = json.loads(line[5:]).get("meters", "") if line.startswith(b"data:") else ""
+                    if 'data-meter="main">' in meters and 'data-meter="main">$10,000.00<' not in meters:
+                        changed_at["page"] = time.monotonic()
+                        return
+
+        async def daemon_side() -> None:
+            await until(lambda: daemon.ledger.state["main"].current_cents != 1_000_000, "the meter grew")
+            changed_at["daemon"] = time.monotonic()
+
+        async with asyncio.timeout(20), asyncio.TaskGroup() as tg:
+            tg.create_task(stream())
+            tg.create_task(daemon_side())
+            await lock_round(daemon, rig, [(4, "progressive")])  # a $1 wager: its contribution to the meter
+        delay = changed_at["page"] - changed_at["daemon"]
+        print(f"meter change on the page {delay * 1000:.0f} ms after the daemon's")
+        assert delay < 1.0
+
+
+async def test_on_the_network_a_supervisor_logs_in_and_guesses_are_cut_short(tmp_path):
+    cert, key = await asyncio.to_thread(self_signed, tmp_path)
+    async with console_on_rig(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key), tls=True) as (
+            daemon, _rig, console), console.client() as http:
+        async with http.get(console.url, allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/login"
+            assert r.headers["Strict-Transport-Security"]
+        async with http.get(console.url + "events") as r:
+            assert r.status == 403
+        async with http.get(console.url + "login") as r:
+            token = csrf_of(await r.text())
+            assert "Secure" in r.headers["Set-Cookie"]
+        own = {"Origin": console.origin}
+
+        async def login(secret: str) -> str:
+            async with http.post(console.url + "login", data={"csrf": token, "supervisor": SUPERVISOR,
+                                                               "secret": secret}, headers=own) as r:
+                return await r.text()
+
+        for _ in range(3):
+            assert "not logged in: supervisor name or credential not accepted" in await login(WRONG)
+        # the address is locked out by the console (3 wrong) before the daemon locks its user out (5)
+        assert "too many wrong secrets from this address" in await login(SECRET)
+        assert await daemon.call("authenticate", dict(FLOOR)) == {"supervisor": SUPERVISOR}
+        console_log = console.log.read_text()
+        assert "console secret guesses: address locked out" in console_log and SECRET not in console_log
+
+
+async def test_after_a_login_the_page_is_served_and_a_new_session_made(tmp_path):
+    cert, key = await asyncio.to_thread(self_signed, tmp_path)
+    async with console_on_rig(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key), tls=True) as (
+            _daemon, _rig, console), console.client() as http:
+        async with http.get(console.url + "login") as r:
+            token = csrf_of(await r.text())
+            before = r.cookies["pit_session"].value
+        async with http.post(console.url + "login", data={"csrf": token, **FLOOR},
+                             headers={"Origin": console.origin}, allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/"
+            after = r.cookies["pit_session"].value
+            assert after != before  # a session planted before the login is worth nothing
+        html = await _page(http, console, 'id="meters"')
+        assert f"<span>{SUPERVISOR}</span>" in html and csrf_of(html) != token
+        async with http.post(console.url + "logout", data={"csrf": csrf_of(html)},
+                             headers={"Origin": console.origin}, allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/login"
+        async with http.get(console.url, allow_redirects=False, cookies={"pit_session": after}) as r:
+            assert r.status == 303  # the session is gone on the server, not only from the browser
+
+
+def test_the_page_files_are_package_data():
+    from controller.console.server import static_files
+
+    files = static_files()
+    assert set(files) == {"console.js", "console.css"}
+    assert len(files["console.js"][0]) < 4096  # a few KB of plain JS, no build step
+
+
+# --- the systemd unit ------------------------------------------------------------------------------------
+
+UNIT = Path(__file__).resolve().parent.parent / "systemd" / "progressive-console.service"
+ANALYZE = shutil.which("systemd-analyze")
+needs_analyze = pytest.mark.skipif(ANALYZE is None and not os.environ.get("CI"),
+                                   reason="systemd-analyze is not installed (CI installs it)")
+
+
+@needs_analyze
+def test_the_console_unit_verifies_and_keeps_its_exposure_low(tmp_path):
+    text = UNIT.read_text()
+    # a user of its own (its wrong guesses lock out only itself), in the socket's group
+    assert "\nDynamicUser=yes\n" in text and "\nSupplementaryGroups=progressive\n" in text
+    assert "--listen 127.0.0.1:8480" in text
+    unit = tmp_path / UNIT.name
+    unit.write_text(text.replace("ExecStart=/usr/bin/progressive-console", f"ExecStart={CONSOLE}"))
+    r = subprocess.run([ANALYZE, "verify", str(unit)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and UNIT.name not in r.stderr, r.stderr
+    r = subprocess.run([ANALYZE, "security", "--offline=yes", str(unit)], capture_output=True, text=True, timeout=60)
+    m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", r.stdout + r.stderr)
+    assert m and float(m.group(1)) <= 2.5, r.stdout + r.stderr
+
+
+async def test_the_page_says_when_the_daemon_is_down_and_recovers_by_itself(tmp_path):
+    sock = tmp_path / "control.sock"
+    async with console_process(sock, tmp_path / "console.log") as console, console.client() as http:
+        assert "The daemon is not answering (no such socket)" in await _page(http, console, "not answering")
+        daemon_class = functools.partial(TableDaemon, control=lambda d: ControlServer(sock, d))
+        async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / "state",
+                                 lambda cfg: with_supervisor(cfg, SUPERVISOR, SECRET)):
+            html = await _page(http, console, "Table <b>CS-07</b>")
+            assert 'data-meter="main">$10,000.00<' in html and "not answering" not in html
+        html = await _page(http, console, "not answering")  # the daemon stopped: the last state stays shown
+        assert 'data-meter="main">$10,000.00<' in html
