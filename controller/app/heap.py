@@ -1,7 +1,7 @@
 """The daemon's heap after start-up, out of the cyclic garbage collector's way.
 
 Everything alive once the daemon is ready (the imports, the configuration, the drivers, the journal's state) lives
-as long as the process. A full collection walks all of it: 30-95 ms on the rig's table box model, on the event
+as long as the process. A full collection walks all of it (30-95 ms in bench/bench_table.py's runs), on the event
 loop, at a moment chosen by allocation counts, so now and then during a lock-out's booking. Frozen (gc.freeze),
 those objects are no longer walked; a full collection scans only what was made since. Reference counting still
 frees them; only a reference cycle among them would be kept, and start-up's objects are kept anyway.
