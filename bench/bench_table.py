@@ -644,6 +644,13 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
         "most about two transactions, where it was up to a whole cycle before; after the read the daemon "
         "itself, the round machine and two fsynced commits, takes the smallest share. The sign's write goes "
         "before any read waiting for the line.",
+        "",
+        "Two stalls of the booking were found by this benchmark and removed: SQLite's automatic checkpoint, which "
+        "folded the WAL into the journal's file inside whichever COMMIT crossed 1,000 pages (~130 ms of one "
+        "booking in 40 at 115,200 baud; the daemon now folds it after each booking, docs/meters.md), and Python's "
+        "full garbage collection, which walked the whole start-up heap on the event loop (30-95 ms measured, at a "
+        "moment set by allocation counts; the daemon now freezes that heap once it is ready, "
+        "controller/app/heap.py). What is left in a slow round is the disk's and the machine's own.",
     ]
     return "\n".join(lines) + "\n"
 

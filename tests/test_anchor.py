@@ -129,6 +129,9 @@ async def test_a_journal_written_again_with_a_changed_field_is_refused(tmp_path,
         await t.start()
         await round_with_payout(t, rig, 1, pay=True)
         await t.stop()
+        # the daemon's process froze its start-up heap once it was ready (controller/app/heap.py)
+        frozen = [e for e in t.log_events() if e["event"] == "start-up heap frozen"]
+        assert len(frozen) == 1 and frozen[0]["objects"] > 10_000, frozen
         forged = tmp_path / "forged"
         forge(t.state_dir, forged)
         audit = await t.ctl("audit", "verify", "--state", str(forged), "--json")

@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     logs.set_table_context(table=cfg.table)
     _log_warnings(cfg, source)
     listen = (cfg.metrics.host, cfg.metrics.port)
-    return run_daemon(lambda: serve(cfg, socket=socket_path(args.socket), listen=listen))
+    # the process's own heap, frozen after start-up (controller/app/heap.py); not where serve runs inside another program
+    return run_daemon(lambda: serve(cfg, socket=socket_path(args.socket), listen=listen, freeze_heap=True))
 
 
 def load_table(source: Path):
@@ -193,6 +194,7 @@ def _main_link(args: argparse.Namespace) -> int:
 async def _run_link(cfg: AuthorityConfig) -> int:
     import structlog
 
+    from ..app.heap import freeze_when_ready
     from ..app.sdnotify import Notifier, watchdog_interval
     from ..ledger.errors import LedgerError
     from ..link.authority import LinkAuthority
@@ -215,6 +217,7 @@ async def _run_link(cfg: AuthorityConfig) -> int:
             tg.create_task(authority.run(), name="authority")
             await authority.ready.wait()
             notifier.ready(f"link authority {cfg.authority}")
+            tg.create_task(freeze_when_ready(authority.ready), name="heap")  # the process's own heap
             interval = watchdog_interval()
             if interval:
                 tg.create_task(_watchdog(authority, notifier, interval), name="watchdog")
@@ -246,13 +249,15 @@ def start_metrics(registry, host: str, port: int):
 Companion = Callable[["TableShell", "asyncio.Task[None]"], Coroutine[Any, Any, None]]
 
 
-async def serve(cfg: TableConfig, *, socket: str, listen: tuple[str, int] | None, companion: Companion | None = None) -> int:
+async def serve(cfg: TableConfig, *, socket: str, listen: tuple[str, int] | None, companion: Companion | None = None,
+                freeze_heap: bool = False) -> int:
     """The table daemon of `cfg` until SIGTERM or SIGINT (a clean stop: 0), its control socket at `socket`, its
     metrics served at `listen` (None: not served). Raises _Ending for anything else."""
     import structlog
 
     from ..app.control import ControlServer
     from ..app.dice_table import DiceTableDaemon
+    from ..app.heap import freeze_when_ready
     from ..app.metrics import Metrics
     from ..app.table import TableDaemon
     from ..config.devices import build_drivers
@@ -281,6 +286,8 @@ async def serve(cfg: TableConfig, *, socket: str, listen: tuple[str, int] | None
         try:
             async with asyncio.TaskGroup() as tg:
                 run = tg.create_task(daemon.run(), name="table")
+                if freeze_heap:
+                    tg.create_task(freeze_when_ready(daemon.ready), name="heap")
                 if companion is not None:
                     tg.create_task(companion(daemon, run), name="companion")
         except* asyncio.CancelledError:
