@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import functools
 from datetime import datetime, timezone
+from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -52,6 +53,30 @@ def approvers_file(directory: Path) -> Path:
                          for n, k in approval_keys().items()), encoding="utf-8")
     p.chmod(0o600)
     return p
+
+
+def password_file(directory: Path, user: str, password: str) -> Path:
+    p = directory / f"{user}.password"
+    p.write_text(password + "\n", encoding="utf-8")
+    p.chmod(0o600)
+    return p
+
+
+def authority_doc(tmp: Path, broker: Broker, tables: tuple[str, ...]) -> dict[str, Any]:
+    """The configuration of an AuthorityProcess of the one linked meter METER for `tables`, on `broker`."""
+    return {
+        "authority": "link-1",
+        "state_dir": str(tmp / "authority" / "state"),
+        "tables": list(tables),
+        "heartbeat": Decimal("0.2"),
+        "meters": {METER: {"reset": "10000.00", "rate": "0.15", "wager_sizes": ["1.00", "5.00"]}},
+        "mqtt": {"host": broker.host, "port": broker.port, "tls": True, "ca_file": str(broker.ca_file),
+                 "username": "authority",
+                 "password_file": str(password_file(tmp, "authority", broker.passwords["authority"]))},
+        "metrics": {"listen": "127.0.0.1:0"},
+        "logging": {"format": "json", "level": "info"},
+        "approvers_file": str(approvers_file(tmp / "authority-files")),
+    }
 
 
 def signed(op: Any, table: str, linked: str = METER, supervisor: str | None = None,
@@ -147,7 +172,7 @@ class AuthorityProcess(TableProcess):
     """The link authority (`progressived --role link --config FILE`) in a child process, with its own directory:
     configuration (written from `doc`, a TOML document as tableproc.dump_toml takes it), journal (`state_dir`),
     log (`log_path`: its JSON lines, every start appended) and stderr. A TableProcess but for its command line
-    (no control socket): `start()` waits for READY=1 on its notify socket, `kill()` is SIGKILL, `stop()` SIGTERM
+    (its control socket reads only): `start()` waits for READY=1 on its notify socket, `kill()` is SIGKILL, `stop()` SIGTERM
     and a clean exit."""
 
     CONFIG_NAME = "authority.toml"
@@ -156,7 +181,7 @@ class AuthorityProcess(TableProcess):
         super().__init__(directory, doc, name=name)
 
     def arguments(self) -> list[str]:
-        return ["--role", "link", "--config", str(self.config_path)]
+        return ["--role", "link", "--config", str(self.config_path), "--socket", str(self.socket)]
 
     async def start(self, *, devices_up: bool = False) -> str:
         return await super().start(devices_up=devices_up)  # an authority has no devices

@@ -15,7 +15,7 @@ CORE = ("controller/cards.py", "controller/hands", "controller/games.py", "contr
         "controller/errors.py", "controller/positions.py", "controller/exits.py", "controller/paytables", "controller/settlement.py", "controller/roundio.py",
         "controller/dice", "controller/odds", "controller/meter", "controller/meter_award.py",
         "controller/meter_ledger.py", "controller/round",
-        "controller/report/day.py", "controller/report/build.py", "controller/report/render.py", "controller/link/schema.py", "controller/link/approval.py",
+        "controller/report/day.py", "controller/report/build.py", "controller/report/render.py", "controller/link/schema.py", "controller/link/approval.py", "controller/link/liveness.py",
         "controller/console/page.py",
         "drivers/modbus/edges.py", "drivers/modbus/codec.py", "drivers/modbus/schedule.py", "drivers/line/frame.py", "drivers/line/protocol.py")
 # The one reader of files in the core: operator paytables (through the bounded reader of config/files.py and the
@@ -27,7 +27,7 @@ SHELL = ("asyncio", "threading", "subprocess", "socket", "ssl", "select", "selec
          "pathlib", "io", "shutil", "tempfile", "time", "random", "secrets", "logging", "structlog", "pydantic",
          "tomllib", "serial", "serial_asyncio_fast", "pymodbus", "aiomqtt", "paho", "prometheus_client",
          "controller.app", "controller.cli", "controller.config", "controller.ledger", "controller.link", "hil")
-CORE_LINK = ("controller.link.schema", "controller.link.approval")  # pure modules of the link: the core may read them
+CORE_LINK = ("controller.link.schema", "controller.link.approval", "controller.link.liveness")  # pure modules of the link: the core may read them
 
 
 def _files(entry: str) -> list[Path]:

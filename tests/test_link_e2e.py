@@ -66,7 +66,7 @@ from hil.rig import Rig
 
 import soak
 from broker import Broker, require_mosquitto
-from linkrig import AuthorityProcess, approvers_file
+from linkrig import AuthorityProcess, approvers_file, password_file
 from rigtable import lit, message, until
 from tableproc import BIN, RIG, Tables
 
@@ -406,13 +406,6 @@ class Monitor:
 
 
 # --- configuration ----------------------------------------------------------------------------------------
-
-
-def password_file(directory: Path, user: str, password: str) -> Path:
-    p = directory / f"{user}.password"
-    p.write_text(password + "\n", encoding="utf-8")
-    p.chmod(0o600)
-    return p
 
 
 def authority_doc(tmp: Path, broker: Broker) -> dict[str, Any]:

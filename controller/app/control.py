@@ -50,6 +50,7 @@ from ..errors import InputError, RulesError
 from .logs import LogBudget
 
 DEFAULT_SOCKET = "/run/progressive/control.sock"
+DEFAULT_LINK_SOCKET = "/run/progressive-link/control.sock"  # the link authority's (read only), beside a table's
 SOCKET_ENV = "PROGRESSIVE_SOCKET"
 KINDS = ("input", "rules", "auth", "unavailable", "internal")
 SECRET_KEYS = frozenset({"secret"})  # compared in lower case

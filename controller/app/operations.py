@@ -39,11 +39,13 @@ OPERATIONS: Mapping[str, Operation] = {
     # only checks the credential (the pit console's login), through the same throttled check as approve
     "authenticate": Operation(supervisor="required"),
 }
+# The link authority's socket: reads only. Nothing on it moves a meter (docs/security.md).
+AUTHORITY_OPERATIONS: Mapping[str, Operation] = {"status": OPERATIONS["status"], "meters": OPERATIONS["meters"]}
 
 
-def check_arguments(op: str, args: Mapping[str, Any]) -> None:
+def check_arguments(op: str, args: Mapping[str, Any], operations: Mapping[str, Operation] = OPERATIONS) -> None:
     """InputError naming the first argument `op` does not take (LookupError for an unknown `op`)."""
-    spec = OPERATIONS.get(op)
+    spec = operations.get(op)
     if spec is None:
         raise LookupError(op)
     for name in args:
@@ -52,4 +54,4 @@ def check_arguments(op: str, args: Mapping[str, Any]) -> None:
             raise InputError(name, f"{op} does not take {name!r} (it takes {takes})")
 
 
-__all__ = ["OPERATIONS", "Operation", "check_arguments"]
+__all__ = ["AUTHORITY_OPERATIONS", "OPERATIONS", "Operation", "check_arguments"]

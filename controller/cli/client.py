@@ -256,6 +256,8 @@ def _report(args: argparse.Namespace, render: Callable[[dict[str, Any]], list[st
 
 
 def _status_lines(st: dict[str, Any]) -> list[str]:
+    if st.get("role") == "link-authority":
+        return _authority_lines(st)
     out = [f"table {_text(st.get('table'))}: {_text(st.get('game'))}, up {_duration(st.get('uptime_seconds'))}"
            + (f" (progressived {st['version']})" if st.get("version") else "")]
     rnd = st.get("round")
@@ -298,6 +300,23 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
     if isinstance(anchor, dict):
         out.append(f"anchor: seq {_text(anchor.get('seq'))} at {_text(anchor.get('at'))}"
                    + (" (keyed)" if anchor.get("mac") else ""))
+    return out
+
+
+def _authority_lines(st: dict[str, Any]) -> list[str]:
+    """A link authority's status: its meters and every linked table, online or OFFLINE, and its last answer."""
+    out = [f"link authority {_text(st.get('authority'))}, up {_duration(st.get('uptime_seconds'))} (progressived "
+           f"{_text(st.get('version'))}); broker {'connected' if st.get('broker_connected') else 'NOT CONNECTED'}; "
+           f"ledger head seq {_text(st.get('ledger_head_seq'))}"]
+    for m in [m for m in st.get("meters") or [] if isinstance(m, dict)]:
+        out.append(f"meter {_text(m.get('meter'))}: ${_text(m.get('amount'))} (reset ${_text(m.get('reset'))})")
+        out += [f"  locked {_text(lk.get('claim'))}: ${_text(lk.get('amount'))} table {_text(lk.get('table'))} seat "
+                f"{_text(lk.get('seat'))}, awaiting approval" for lk in m.get("locked") or [] if isinstance(lk, dict)]
+    for t in [t for t in st.get("tables") or [] if isinstance(t, dict)]:
+        ack = t.get("last_ack") if isinstance(t.get("last_ack"), dict) else None
+        out.append(f"{_text(t.get('table'))}: {'online' if t.get('online') else 'OFFLINE'} since {_text(t.get('since'))}"
+                   f" ({_text(t.get('why'))}); last answered: "
+                   + (f"#{_text(ack.get('seq'))} {_text(ack.get('outcome'))} at {_text(ack.get('at'))}" if ack else "none"))
     return out
 
 

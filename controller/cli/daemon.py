@@ -43,7 +43,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--role", choices=("table", "link"), default="table",
                    help="table: a table's controller (the default); link: the link authority of linked meters")
     p.add_argument("--config", help="the table's (or the link authority's) configuration (TOML)")
-    p.add_argument("--socket", help="control socket (default /run/progressive/control.sock)")
+    p.add_argument("--socket", help="control socket (default /run/progressive/control.sock; with --role link "
+                                    "/run/progressive-link/control.sock)")
     p.add_argument("--log-format", choices=("auto", "json", "console"), help="override the configured format")
     return p.parse_args(argv)
 
@@ -188,12 +189,16 @@ def _main_link(args: argparse.Namespace) -> int:
         return 2
     logs.configure(args.log_format or cfg.logging.format, cfg.logging.level)
     logs.set_table_context(authority=cfg.authority)
-    return run_daemon(lambda: _run_link(cfg))
+    from ..app.control import DEFAULT_LINK_SOCKET
+
+    # $PROGRESSIVE_SOCKET names a table's socket: the authority's is --socket or its own default
+    return run_daemon(lambda: _run_link(cfg, args.socket or DEFAULT_LINK_SOCKET))
 
 
-async def _run_link(cfg: AuthorityConfig) -> int:
+async def _run_link(cfg: AuthorityConfig, socket: str) -> int:
     import structlog
 
+    from ..app.control import ControlServer, ServerError
     from ..app.heap import freeze_when_ready
     from ..app.sdnotify import Notifier, watchdog_interval
     from ..ledger.errors import LedgerError
@@ -212,10 +217,15 @@ async def _run_link(cfg: AuthorityConfig) -> int:
     except OSError as e:
         raise _StartError(f"metrics: cannot listen on {cfg.metrics.listen}: {e}") from None
     log.info("metrics", url=f"http://{cfg.metrics.listen}/metrics")
+    control = ControlServer(socket, authority)  # reads only: status, meters
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(authority.run(), name="authority")
             await authority.ready.wait()
+            try:
+                await control.start()
+            except (ServerError, OSError) as e:
+                raise _StartError(f"control socket {socket}: {e}") from None
             notifier.ready(f"link authority {cfg.authority}")
             tg.create_task(freeze_when_ready(authority.ready), name="heap")  # the process's own heap
             interval = watchdog_interval()
@@ -224,9 +234,10 @@ async def _run_link(cfg: AuthorityConfig) -> int:
     except* asyncio.CancelledError:
         pass
     except* Exception as group:  # noqa: BLE001 - _ending logs each with its traceback and exits with a status
-        raise _ending(group, log, (LedgerError,)) from None
+        raise _ending(group, log, (LedgerError, _StartError)) from None
     finally:
         notifier.stopping()
+        await control.stop()
         server.shutdown()
     return 0
 

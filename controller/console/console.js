@@ -41,6 +41,7 @@
       Object.keys(parts).forEach(function (id) {
         const el = document.getElementById(id);
         if (el) replace(el, parts[id]);
+        else location.reload();  // another kind of daemon answers now (a table, a link authority): its page
       });
       state("live", false);
     });

@@ -81,7 +81,9 @@ class Poller:
     async def poll(self) -> None:
         snapshot, down = self.snapshot, None
         try:
-            snapshot = {op: await self.client.call(op) for op in ("status", "round", "history")}
+            status = await self.client.call("status")
+            snapshot = ({"status": status} if page.is_authority(status)  # its status holds all it shows
+                        else {"status": status, **{op: await self.client.call(op) for op in ("round", "history")}})
             if isinstance(snapshot["status"], dict):  # changes at every answer: not a change to show
                 snapshot["status"].pop("uptime_seconds", None)
         except DaemonUnavailable as e:

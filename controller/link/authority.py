@@ -25,8 +25,12 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from structlog.typing import FilteringBoundLogger
 
+from .. import __version__
 from ..app.anchoring import Anchoring, AnchorMetrics
+from ..app.control import NotAvailable, UnknownOp
 from ..app.logs import LogBudget
+from ..app.operations import AUTHORITY_OPERATIONS, OPERATIONS, check_arguments
+from ..app.views import meter_json
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
 from ..ledger.chain import format_time, utc_now
@@ -36,6 +40,7 @@ from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, Meters, MetersReducer, co
 from ..money import format_cents, parse_cents
 from . import approval, schema
 from .journal_keys import last_link_seqs
+from .liveness import Liveness, table_json
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
 
 if TYPE_CHECKING:
@@ -49,6 +54,7 @@ WIN_KINDS = {"lock-percent-award": "locked", "pay-locked-award": "paid", "releas
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic", "anchor_too_often")
 TableMessage = schema.Op | schema.Hello | schema.JournalAnchor  # what a table sends the authority
+_MESSAGE_TYPE = {schema.Op: "op", schema.Hello: "hello", schema.JournalAnchor: "anchor"}
 
 
 class AuthorityMetrics:
@@ -72,6 +78,18 @@ class AuthorityMetrics:
                                  "What a table asked that an honest table does not: a payment without a verified "
                                  "approval, an award on a round it did not book, hits far beyond the odds",
                                  ["table", "anomaly"], registry=r)
+        self.table_online = Gauge("progressive_link_table_online",
+                                  "1 while the table is connected to the broker as the authority last heard (its hello "
+                                  "or operations: 1; its goodbye or its MQTT will: 0; not heard since the start: 0)",
+                                  ["table"], registry=r)
+        self.table_heard = Gauge("progressive_link_table_last_heard_timestamp_seconds",
+                                 "When the authority last heard a message of the table", ["table"], registry=r)
+        self.table_ack = Gauge("progressive_link_table_last_ack_timestamp_seconds",
+                               "When the authority last journaled and answered an operation of the table", ["table"],
+                               registry=r)
+        self.table_ack_seq = Gauge("progressive_link_table_last_ack_seq",
+                                   "The number of the table's last operation the authority journaled and answered",
+                                   ["table"], registry=r)
         self.anchors = AnchorMetrics(r)
         ProcessCollector(registry=r)  # process_start_time_seconds: a restart shows as its change
         for reason in DROPPED:
@@ -106,6 +124,10 @@ class LinkAuthority:
         self._tg: asyncio.TaskGroup | None = None
         self._budget = LogBudget(1, LOG_EVERY_S)  # _log_limited: one line per kind and table in LOG_EVERY_S
         self._anchored_at: dict[str, float] = {}  # table -> when its last anchor was journaled (monotonic)
+        self.liveness = Liveness(cfg.tables, time.time())  # each table online or OFFLINE, its last answer
+        self._started = time.monotonic()
+        for t in cfg.tables:
+            self.metrics.table_online.labels(t).set(0)
 
     # --- start-up ------------------------------------------------------------------------------------
 
@@ -126,6 +148,10 @@ class LinkAuthority:
                     log.warning("linked meter parameters changed by the configuration", meter=m.id)
             self.keys = JournalReader(led.db_path)
             self.next_seq = {t: n + 1 for t, n in last_link_seqs(self.keys).items()}
+            for t, n in self.next_seq.items():
+                if t in self.liveness.tables:  # answered before this start: when is in the journal, not here
+                    self.liveness.answered(t, n - 1, "journaled", None)
+                    self.metrics.table_ack_seq.labels(t).set(n - 1)
             for _key, found in self.keys.entries(ANCHOR_PREFIX):
                 a = _journaled_anchor(found.body)
                 if a.table not in self.anchors or a.seq > self.anchors[a.table].seq:
@@ -200,11 +226,14 @@ class LinkAuthority:
         except InputError as e:
             self._drop("bad_schema", table=table, error=str(e))
             return
-        if not isinstance(msg, TableMessage):
+        if not isinstance(msg, (schema.Op, schema.Hello, schema.JournalAnchor, schema.TableOffline)):
             self._drop("bad_schema", table=table, error=f"{type(msg).__name__} is not a table's message")
             return
         if msg.table != table:
             self._drop("wrong_table", table=table, claims=msg.table)
+            return
+        self._liveness(table, msg)
+        if isinstance(msg, schema.TableOffline):
             return
         q = self._queues.get(table)
         if q is None:
@@ -215,6 +244,28 @@ class LinkAuthority:
             q.put_nowait(msg)
         except asyncio.QueueFull:
             self._drop("queue_full", table=table)
+
+    def _liveness(self, table: str, msg: schema.TableOffline | TableMessage) -> None:
+        """Online at any message of the table's own, OFFLINE at its goodbye or its will (only its own topic can
+        say either: the broker's ACL and the wrong_table check)."""
+        now = time.time()
+        if isinstance(msg, schema.TableOffline):
+            if self.liveness.offline(table, msg.reason, now):
+                (log.info if msg.reason == "stopped" else log.warning)("linked table offline", table=table,
+                                                                      reason=msg.reason)
+            online = 0
+        else:
+            if self.liveness.heard(table, _MESSAGE_TYPE[type(msg)], now):
+                log.info("linked table online", table=table)
+            online = 1
+        self.metrics.table_online.labels(table).set(online)
+        self.metrics.table_heard.labels(table).set(now)
+
+    def _answered(self, table: str, seq: int, outcome: str) -> None:
+        now = time.time()
+        self.liveness.answered(table, seq, outcome, now)
+        self.metrics.table_ack.labels(table).set(now)
+        self.metrics.table_ack_seq.labels(table).set(seq)
 
     def _drop(self, reason: str, **detail: Any) -> None:
         self.metrics.dropped.labels(reason).inc()
@@ -327,6 +378,7 @@ class LinkAuthority:
             self._odds.saw(op, self.metrics, log)
         self.metrics.commit_latency.observe(time.perf_counter() - t0)
         self.next_seq[op.table] = op.seq + 1
+        self._answered(op.table, op.seq, "refused" if isinstance(answer, schema.Refused) else "applied")
         await self._reply(op.table, answer)
 
     def _unapproved(self, op: schema.Op) -> tuple[str, str] | None:
@@ -381,6 +433,40 @@ class LinkAuthority:
         claim = op.body.get("claim")
         lock = meter.locked.get(claim) if meter is not None and isinstance(claim, str) else None
         return (lock.seat, lock.shares) if lock is not None else (0, 1)
+
+    # --- the control socket (read only) ----------------------------------------------------------------
+
+    async def call(self, op: str, args: dict[str, Any]) -> Any:
+        """The authority's control socket: reads only (docs/operations.md). Nothing on it moves a meter."""
+        if op not in AUTHORITY_OPERATIONS:
+            if op in OPERATIONS:
+                raise NotAvailable(f"{op}: not offered by the link authority: its socket answers "
+                                   f"{' and '.join(AUTHORITY_OPERATIONS)} only (it changes nothing)")
+            raise UnknownOp(op)
+        check_arguments(op, args, AUTHORITY_OPERATIONS)
+        if self.ledger is None:
+            raise NotAvailable("the link authority is not running its journal (starting or stopping)")
+        if op == "meters":
+            return [meter_json(s) for _m, s in sorted(self.ledger.state.items())]
+        return self.status()
+
+    def status(self) -> dict[str, Any]:
+        """The authority, its meters and every configured table as it knows them (docs/operations.md)."""
+        assert self.ledger is not None
+        return {
+            "role": "link-authority",
+            "authority": self.cfg.authority,
+            "version": __version__,
+            "broker_connected": bool(self.mqtt is not None and self.mqtt.connected),
+            "meters": [{"meter": m, "amount": format_cents(s.current_cents), "reset": format_cents(s.params.reset_cents),
+                        "locked": [{"claim": c, "amount": format_cents(lk.amount_cents), "table": lk.table,
+                                    "seat": lk.seat} for c, lk in sorted(s.locked.items())]}
+                       for m, s in sorted(self.ledger.state.items())],
+            "tables": [table_json(t, st, (a.seq, a.at) if (a := self.anchors.get(t)) else None)
+                       for t, st in self.liveness.tables.items()],
+            "ledger_head_seq": self.ledger.head.seq,
+            "uptime_seconds": round(time.monotonic() - self._started),
+        }
 
     # --- messages out --------------------------------------------------------------------------------
 

@@ -10,8 +10,10 @@ recognizing progressive wagers (58 Pa. Code 605a.8; New York 5321.18) and resume
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +32,7 @@ from .outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, Outbox, OutboxReducer, Se
 log = structlog.get_logger("controller.link.client")
 
 RESEND_AFTER = 2.0  # seconds without an answer before the outbox is sent again
+GOODBYE_TIMEOUT = 1.0  # seconds a clean stop waits for the broker to take the table's `offline`
 
 
 class LinkRefused(InputError):
@@ -47,6 +50,10 @@ class TableLink:
         self.topics = schema.Topics(mqtt.topic_prefix)
         self.timeout = float(mqtt.link_timeout)
         self.settings = settings if settings is not None else MqttSettings.from_config(mqtt)
+        # The broker tells the authority when this table's connection drops (a crash, a cut cable): its will, on
+        # its own up topic (the ACL lets it write there only; docs/link-protocol.md, "Liveness").
+        lost = schema.encode(schema.TableOffline(table, "lost"))
+        self.settings = replace(self.settings, will=(self.topics.up(table), lost, False))
         self.state_dir = Path(state_dir)
         self.on_alive, self.on_meter, self.on_win = on_alive, on_meter, on_win
         self.clock = clock
@@ -93,8 +100,21 @@ class TableLink:
                 tg.create_task(self._resender(), name="link-resend")
                 tg.create_task(self._watch(), name="link-watch")
                 self.opened.set()
+                try:
+                    await asyncio.Future()  # until cancelled: the stop
+                finally:
+                    await self._goodbye()
         finally:
             self._tg = None
+
+    async def _goodbye(self) -> None:
+        """A clean stop says so before the connection closes (a clean disconnect sends no will), to an authority
+        that takes `offline` (an older one would drop it and count it as a bad schema). Best effort."""
+        if self.mqtt is None or not self.mqtt.connected or not self.accepts("offline"):
+            return
+        with contextlib.suppress(LinkDown, TimeoutError):
+            await self.mqtt.publish(self.topics.up(self.table), schema.encode(schema.TableOffline(self.table, "stopped")),
+                                    qos=1, timeout=GOODBYE_TIMEOUT)
 
     def status(self) -> dict[str, Any]:
         """For `progressivectl status`: whether the authority is heard, and what waits for it."""

@@ -35,7 +35,8 @@ BASE_OPS = frozenset({
 ADDED_OPS = frozenset({"pay-percent-award"})
 TABLE_OPS = BASE_OPS | ADDED_OPS
 # Messages added to version 1 since, announced the same way: `anchor`, a table's journal head (docs/security.md).
-ADDED_MESSAGES = frozenset({"anchor"})
+# `offline`, a table saying it leaves the broker (its clean stop; its MQTT will when its connection drops).
+ADDED_MESSAGES = frozenset({"anchor", "offline"})
 ANNOUNCED = TABLE_OPS | ADDED_MESSAGES  # what an authority of this version lists in its `expect`
 
 
@@ -198,10 +199,20 @@ class Status:
     state: str  # "online" or "offline" (the authority's MQTT will)
 
 
+@dataclass(frozen=True)
+class TableOffline:
+    """Table -> authority: the table's link is gone: `stopped` (its clean stop, sent before it disconnects) or
+    `lost` (its MQTT will: the broker sends it when the table's connection drops without a goodbye)."""
+
+    table: str
+    reason: str  # one of OFFLINE_REASONS
+
+
 WIN_STATES = ("locked", "paid", "released")
+OFFLINE_REASONS = ("stopped", "lost")
 
 # Every message of the protocol, either way.
-Message = Op | Hello | Ack | Refused | Expect | JournalAnchor | MeterValue | Win | Heartbeat | Status
+Message = Op | Hello | Ack | Refused | Expect | JournalAnchor | MeterValue | Win | Heartbeat | Status | TableOffline
 
 
 def encode(msg: Message) -> bytes:
@@ -239,6 +250,8 @@ def encode(msg: Message) -> bytes:
                  "meters": {m: format_cents(c) for m, c in sorted(msg.meters.items())}}
         case Status():
             d = {"type": "status", "authority": msg.authority, "state": msg.state}
+        case TableOffline():
+            d = {"type": "offline", "table": msg.table, "reason": msg.reason}
         case _:
             raise TypeError(f"not a link message: {msg!r}")
     return json.dumps({"v": VERSION, **d}, separators=(",", ":"), sort_keys=True).encode()
@@ -310,6 +323,11 @@ def decode(topic: str, payload: bytes) -> Message:
             if state not in ("online", "offline"):
                 raise _bad(topic, "state", f"{state!r}; online or offline")
             return Status(r.name("authority"), state)
+        case "offline":
+            reason = r.text("reason")
+            if reason not in OFFLINE_REASONS:
+                raise _bad(topic, "reason", f"{reason!r}; one of {', '.join(OFFLINE_REASONS)}")
+            return TableOffline(r.name("table"), reason)
         case other:
             raise _bad(topic, "type", f"unknown message type {other!r}")
 
