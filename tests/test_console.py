@@ -89,6 +89,44 @@ def test_a_daemon_not_answering_is_said_and_the_last_state_stays():
     assert "Waiting for the daemon" in page.sections(None, "no such socket", "t")["meters"]
 
 
+SERIES = {"day": [{"meter": "main", "span": "day", "start": "2026-11-30T11:00:00+00:00",
+                   "end": "2026-11-30T15:00:00+00:00", "opening": "10000.00", "closing": "10000.00",
+                   "high": "10012.345678", "low": "10000.00", "entries": 5,
+                   "points": [["2026-11-30T11:00:00+00:00", "10000.00"], ["2026-11-30T12:00:00+00:00", "10012.345678"],
+                              ["2026-11-30T13:00:00+00:00", "10000.00"], ["2026-11-30T15:00:00+00:00", "10000.00"]]}],
+          "30d": [{"meter": "main", "span": "30d", "start": "2026-11-01T10:00:00+00:00",
+                   "end": "2026-11-30T15:00:00+00:00", "opening": "10500.00", "closing": "10000.00",
+                   "high": "10900.00", "low": "10000.00", "entries": 900,
+                   "points": [["2026-11-01T10:00:00+00:00", "10500.00"], ["2026-11-20T10:00:00+00:00", "10900.00"],
+                              ["2026-11-20T11:00:00+00:00", "10000.00"], ["2026-11-30T15:00:00+00:00", "10000.00"]]}]}
+
+
+def test_the_plots_are_drawn_from_the_daemon_series_with_their_amounts_said():
+    snap = {"status": {"meters": [{"meter": "main", "amount": "10000.00"}]}, "round": {}, "history": [],
+            "series": SERIES}
+    html = page.sections(snap, None, "t")["plots"]
+    assert html.count("<svg") == 2 and html.count('role="img"') == 2
+    assert '<figure class="plot" data-meter="main" data-span="day">' in html and 'data-span="30d"' in html
+    day, month = html.split('data-span="30d"')
+    assert ('aria-label="meter main over the gaming day so far: $10000.00 at the start, $10000.00 at the end, '
+            'high $10012.345678, low $10000.00"') in day
+    assert "high $10,012.35, low $10,000.00; 5 changes" in day  # the caption as the sign reads it
+    assert "$10500.00 at the start" in month and "2026-11-01 UTC" in month
+    (line,) = re.findall(r'<polyline [^>]*points="([^"]*)"', day)
+    ys = [int(p.split(",")[1]) for p in line.split()]  # integer pixels only
+    assert all(re.fullmatch(r"\d+,\d+", p) for p in line.split())
+    assert min(ys) < max(ys) and ys[-1] == max(ys)  # the reset: back to the bottom of the plot (the low)
+    assert "<script" not in html
+    # what the daemon says is escaped; an answer that is not a series, or a refusal, is one line
+    evil = {"day": [{**SERIES["day"][0], "meter": "<b>x"}], "30d": [{"meter": "main", "points": "nonsense"}]}
+    html = page.sections({**snap, "series": evil}, None, "t")["plots"]
+    assert "<b>x" not in html and "&lt;b&gt;x" in html and "not shown" in html
+    html = page.sections({**snap, "series": {"error": "unknown operation 'meter_series'"}}, None, "t")["plots"]
+    assert "not available: unknown operation" in html
+    assert "asked once a minute" in page.sections({**snap, "series": None}, None, "t")["plots"]
+    assert "Meters over time" in page.page(page.sections(snap, None, "t"), csrf="t")
+
+
 # --- the command line --------------------------------------------------------------------------------
 
 

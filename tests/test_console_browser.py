@@ -1,7 +1,7 @@
 """The pit console in a real browser: Debian's headless Chromium, driven through its chromedriver by Selenium
 (nothing downloaded; .ci/run installs both). A hit is dealt on the rig and claimed; the claim shows up on the
 open page by itself (the event stream), a supervisor approves it there through the form, and the page's meter
-and the rig's sign show the reset amount. With PROGRESSIVE_SCREENSHOTS=1 the screenshots of docs/console.md
+and the rig's sign show the reset amount; the meters' plots are on the page. With PROGRESSIVE_SCREENSHOTS=1 the screenshots of docs/console.md
 are written again (docs/images/)."""
 
 from __future__ import annotations
@@ -125,5 +125,9 @@ async def test_a_claim_on_the_rig_is_approved_on_the_page_and_the_meter_resets(t
                         lambda: f"the reset amount on the sign: {rig.sign()}")
             history = _text(driver, "#history")
             assert grown in history and SUPERVISOR in history
+            plots = await asyncio.to_thread(
+                _wait, driver, lambda d: d.find_elements("css selector", '#plots figure[data-meter="main"] svg'),
+                "the meter's plots")
+            assert len(plots) == 2 and "over the gaming day so far" in plots[0].get_attribute("aria-label")
             await asyncio.to_thread(_shot, driver, tmp_path, "console-after-approval.png")
     assert SECRET not in console.log.read_text()

@@ -42,6 +42,7 @@ OPS: dict[str, dict[str, Any]] = {
     "round": {},
     "meters": {},
     "history": {},
+    "meter_series": {"span": "30d", "meter": "main"},
     "void": {"reason": "misdeal", "supervisor": "ann", "secret": SECRET},
     "settle": {"round_id": "CS-07-r12"},
     "deck_replaced": {"supervisor": "ann", "secret": SECRET},

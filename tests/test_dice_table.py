@@ -64,6 +64,7 @@ async def test_hot_roller_series_on_the_rig(tmp_path):
             status = await daemon.call("status", {})
             assert status["round"] == {"id": "CR-01-s1", "phase": "betting"} and status["blocks"] == []
             assert status["meters"] == [] and status["dice"]["markers"] == []
+            assert await daemon.call("meter_series", {"span": "30d"}) == []  # no meter, no series
 
             # before the come-out roll: acknowledged
             await rig.place_chip(1, HR, 500)

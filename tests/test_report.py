@@ -20,10 +20,22 @@ from controller.ledger.reader import Record as Rec
 from controller.meter import ops as meter_ops
 from controller.meter import params_from_dict
 from controller.meter_ledger import DEFINE_METER, MetersReducer, define_meter_body, op_body
-from controller.money import UNITS_PER_CENT
-from controller.report import day_of, day_report, gaming_day, last_ended, meter_series, parse_day, parse_day_starts
-from controller.report.build import reconcile
-from controller.report.render import render, to_json
+from controller.money import UNITS_PER_CENT, format_units, parse_units
+from controller.report import (
+    day_of,
+    day_report,
+    downsample,
+    gaming_day,
+    last_ended,
+    meter_series,
+    parse_day,
+    parse_day_starts,
+    parse_span,
+    span_edges,
+    span_series,
+)
+from controller.report.build import POINTS_PER_INTERVAL, reconcile
+from controller.report.render import render, series_json, to_json
 
 from reportday import rounds
 
@@ -181,6 +193,103 @@ def test_the_series_a_plot_reads():
     assert set(moved) <= {seq for _, seq, _ in series}
     (m,) = day_report(j.records, DAY).meters.values()
     assert m.series == series
+
+
+def test_a_span_series_is_the_day_reports_series():
+    j = a_day()
+    assert span_series(j.records, DAY.start, DAY.end)["main"] == day_report(j.records, DAY).meters["main"].series
+
+
+def month_of_play(days: int = 30, rounds_a_day: int = 150, jackpot_every: int = 70) -> Journal:
+    """A long journal, built fast through the reducer: every gaming day `rounds_a_day` rounds of $5 and $1 a
+    minute apart, and a royal flush (100% of the meter: it resets to $10,000) every `jackpot_every` rounds."""
+    j = Journal()
+    first = DAY.start - timedelta(days=days - 1)
+    j.add(DEFINE_METER, define_meter_body(PARAMS, "slot-tech 4411", first), first)
+    n = 0
+    for d in range(days):
+        t0 = first + timedelta(days=d, hours=1)
+        for k in range(rounds_a_day):
+            n += 1
+            t, rid = t0 + timedelta(minutes=k), f"r{n}"
+            assert j.op(BookContributions(rid, "CS-07", ((1, 500), (2, 100)), t), t)
+            if n % jackpot_every == 0:
+                assert j.op(PayPercentAward(rid, "CS-07", 1, "royal-flush", "100% of meter", Fraction(100), t,
+                                            "floor 1207"), t)
+            assert j.op(CloseRound(rid, t), t)
+    return j
+
+
+def _falls_to(points, amount):
+    """The times at which a line of (time, units) falls to `amount`."""
+    return [t for (_, a), (t, b) in zip(points, points[1:]) if b == amount and a > amount]
+
+
+def test_a_month_downsampled_keeps_every_reset_and_at_most_400_points():
+    j = month_of_play()
+    assert len(j.records) > 9_000
+    now = DAY.start + timedelta(hours=5)  # the day's rounds: 1 to 3.5 hours after its start
+    reset = PARAMS.reset_units
+    for span, intervals, most in (("30d", 30, 6 * 30), ("day", 400 // POINTS_PER_INTERVAL, 400)):
+        edges = span_edges(span, now, time(6, 0), NY, 400 // POINTS_PER_INTERVAL)
+        assert len(edges) == intervals + 1 and edges[-1] == now
+        full = span_series(j.records, edges[0], now)["main"]
+        (answer,) = series_json({"main": full}, span, edges[0], now, edges)
+        kept = [(datetime.fromisoformat(t), parse_units(a, "a")) for t, a in answer["points"]]
+        assert len(full) > len(kept) and len(kept) <= most, (span, len(full), len(kept))
+        assert kept[0] == (edges[0], full[0][2]) and kept[-1] == (now, full[-1][2])
+        line = [(t, v) for t, _, v in full]
+        resets = _falls_to(line, reset)
+        shown = _falls_to(kept, reset)
+        assert len(resets) == (64 if span == "30d" else 2) and set(shown) <= set(resets)
+
+        def interval(t, edges=edges):
+            return max(i for i, e in enumerate(edges[:-1]) if e <= t)
+
+        assert {interval(t) for t in shown} == {interval(t) for t in resets}  # a reset in each interval that had one
+        if span == "day":
+            assert shown == resets  # intervals of 4.5 minutes here: every reset, at its own time
+        assert (answer["high"], answer["low"]) == (format_units(max(v for _, v in line)), format_units(reset))
+        assert max(v for _, v in kept) == max(v for _, v in line)
+        for i in range(len(edges) - 1):  # and in each interval, the highest amount before its reset
+            inside = [v for t, v in line if edges[i] <= t < edges[i + 1]]
+            if inside:
+                assert max(inside) in {v for t, v in kept if edges[i] <= t < edges[i + 1]}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(0, 50), min_size=1, max_size=300), st.integers(1, 12))
+def test_downsampling_keeps_ends_extremes_and_each_largest_fall(values, intervals):
+    t0 = datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc)
+    points = [(t0 + timedelta(seconds=i), i + 1, v) for i, v in enumerate(values)]
+    edges = [t0 + timedelta(seconds=len(values)) * i // intervals for i in range(intervals + 1)]
+    kept = downsample(points, edges)
+    assert kept == sorted(kept, key=lambda p: p[1]) and set(kept) <= set(points)
+    for i in range(intervals):
+        inside = [p for p in points if edges[i] <= p[0] < edges[i + 1] or (i == intervals - 1 and p[0] >= edges[-1])]
+        mine = [p for p in kept if p in inside]
+        assert len(mine) <= POINTS_PER_INTERVAL
+        if not inside:
+            continue
+        assert inside[0] in mine and inside[-1] in mine
+        assert max(p[2] for p in mine) == max(p[2] for p in inside)
+        assert min(p[2] for p in mine) == min(p[2] for p in inside)
+        drops = [a[2] - b[2] for a, b in zip(inside, inside[1:])]
+        if drops and max(drops) > 0:
+            assert any(a in mine and b in mine for a, b in zip(inside, inside[1:])
+                       if a[2] - b[2] == max(drops))  # both ends of the largest fall: a reset to its full depth
+
+
+def test_span_edges_a_day_so_far_and_thirty_gaming_days_over_a_clock_change():
+    now = datetime(2026, 11, 30, 15, 0, tzinfo=timezone.utc)  # 10:00 in New York
+    day = span_edges("day", now, time(6, 0), NY, 4)
+    assert day == [datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc) + timedelta(hours=1) * i for i in range(5)]
+    month = span_edges("30d", now - timedelta(days=1), time(6, 0), NY, 4)
+    assert len(month) == 31 and month[-1] == now - timedelta(days=1) and month[-2] == DAY.start - timedelta(days=1)
+    assert month[0] == datetime(2026, 10, 31, 10, 0, tzinfo=timezone.utc)  # 06:00 EDT; the clocks go back that night
+    assert (month[1] - month[0], month[2] - month[1]) == (timedelta(hours=25), timedelta(hours=24))
+    with pytest.raises(InputError, match="span: must be \"day\""):
+        parse_span("week", "span")
 
 
 def test_locked_awards_paid_and_released_over_the_ceiling():

@@ -33,6 +33,7 @@ from ..dice.six_eight_shake import BET as SIX_EIGHT_SHAKE
 from ..dice.six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
 from ..errors import InputError, RulesError
 from ..money import format_cents
+from ..report.day import parse_span
 from ..round.machine import seat_disabled_because, seats_marked
 from . import logs
 from .control import NotAvailable
@@ -479,6 +480,9 @@ class DiceTableDaemon(TableShell):
                 return self.round_info()
             case "meters" | "history":
                 return []  # no meter at a dice table
+            case "meter_series":
+                parse_span(args.get("span"), "span")  # a wrong span is refused here as at a card table
+                return []
             case "authenticate":
                 return {"supervisor": await self.supervisor(args)}
             case "close_table":

@@ -27,6 +27,7 @@ OPERATIONS: Mapping[str, Operation] = {
     "round": Operation(),
     "meters": Operation(),
     "history": Operation(),
+    "meter_series": Operation(("span", "meter")),  # read from the journal, kept a minute a span (app/reports.py)
     "settle": Operation(("round_id",), supervisor="optional"),
     "void": Operation(("reason",), supervisor="required"),
     "deck_replaced": Operation(supervisor="required"),

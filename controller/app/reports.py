@@ -1,4 +1,5 @@
-"""The gaming day's report, written by the daemon when a day ends (docs/operations.md, "Gaming day reports").
+"""The gaming day's report, written by the daemon when a day ends (docs/operations.md, "Gaming day reports"); and
+the meters' series over a span for plots (the `meter_series` operation), read from the same journal.
 
 A task of the daemon's TaskGroup: it sleeps until the current gaming day ends (plus a few seconds, so that the
 day's last batch is committed), reads the journal and writes every form of the report in a worker thread, and
@@ -9,22 +10,30 @@ logged with its traceback, and the next day is tried again."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import structlog
 
 from ..config.model import ReportConfig
+from ..errors import InputError
 from ..ledger.chain import utc_now
-from ..report.day import GamingDay, day_of, last_ended
-from ..report.files import first_entry_time, read_report, report_paths, write_report
+from ..report.build import POINTS_PER_INTERVAL
+from ..report.day import SPANS, GamingDay, day_of, last_ended, span_edges
+from ..report.files import Opening, first_entry_time, read_report, read_series, report_paths, write_report
+from ..report.render import series_json
 
 log = structlog.get_logger("table")
 
 SETTLE_S = 5.0  # after the day's end, before reading: a batch stamped before the end is committed by then
 NAP_S = 60.0  # the clock is read again at least this often while waiting (a clock set, a suspend)
 WRITE_TIMEOUT_S = 600.0  # a replay of a long journal takes a while; a report not written by then is a failure
+MAX_POINTS = 400  # a meter_series answer's points a meter, at most: a plot's width in pixels, about
+SERIES_EVERY_S = 60.0  # the journal is read for a span at most this often; an answer is kept (and given) till then
+SERIES_TIMEOUT_S = 120.0
 
 
 class DayReports:
@@ -66,3 +75,49 @@ class DayReports:
             if began is None or began >= day.end:  # the journal did not exist yet that day
                 return None
         return write_report(self.directory, read_report(self.state_dir, day))
+
+
+class MeterSeries:
+    """The `meter_series` operation: each meter's amounts over a span, read from the journal in a worker thread
+    and kept for `every` seconds a span, so that no client (the pit console's pages) makes the daemon read 30 days
+    of journal more often than that; two asking at once wait for one read."""
+
+    def __init__(self, state_dir: Path, cfg: ReportConfig, *, clock: Callable[[], datetime] = utc_now,
+                 every: float = SERIES_EVERY_S, max_points: int = MAX_POINTS) -> None:
+        self.state_dir = Path(state_dir)
+        self.starts_at, self.zone, self.zone_name = cfg.day_starts, cfg.zone, cfg.time_zone
+        self.clock, self.every = clock, every
+        self.intervals = max_points // POINTS_PER_INTERVAL
+        self.reads = 0  # journal reads made (the tests count them)
+        self._kept: dict[str, tuple[float, list[dict[str, Any]]]] = {}
+        self._openings: dict[str, Opening | None] = {}  # span -> its opening meters: the next read starts there
+        self._locks = {span: asyncio.Lock() for span in SPANS}
+
+    async def get(self, span: str, meter: str | None = None) -> list[dict[str, Any]]:
+        """The answer for `span` (checked by the caller), of every meter or only of `meter` (InputError: none
+        such in the span)."""
+        async with self._locks[span]:
+            kept = self._kept.get(span)
+            if kept is None or time.monotonic() - kept[0] >= self.every:
+                kept = (time.monotonic(), await self._read(span))
+                self._kept[span] = kept
+        answer = kept[1]
+        if meter is None:
+            return answer
+        mine = [m for m in answer if m["meter"] == meter]
+        if not mine:
+            have = ", ".join(m["meter"] for m in answer) or "none"
+            raise InputError("meter", f"no meter {meter!r} in the journal over {span} (meters: {have})")
+        return mine
+
+    async def _read(self, span: str) -> list[dict[str, Any]]:
+        now = self.clock()
+        edges = span_edges(span, now, self.starts_at, self.zone, self.intervals, self.zone_name)
+        began = time.monotonic()
+        async with asyncio.timeout(SERIES_TIMEOUT_S):
+            series, self._openings[span] = await asyncio.to_thread(read_series, self.state_dir, edges[0], edges[-1],
+                                                                   self._openings.get(span))
+        self.reads += 1
+        log.info("meter series read", span=span, meters=len(series), points=sum(len(p) for p in series.values()),
+                 ms=round((time.monotonic() - began) * 1000, 1))
+        return series_json(series, span, edges[0], edges[-1], edges)

@@ -43,6 +43,7 @@ from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
 from ..meter_ledger import Meters as MeterStates
 from ..money import UNITS_PER_CENT, format_cents, parse_units
 from ..positions import position_name
+from ..report.day import parse_span
 from ..round import claim_machine as cm
 from ..round import detect, machine
 from ..round import model as rm
@@ -55,7 +56,7 @@ from .linked import LinkedMeterView
 from .meter_port import LinkedMeters, LocalMeters, Meters
 from .metrics import Metrics
 from .operations import check_arguments
-from .reports import DayReports
+from .reports import DayReports, MeterSeries
 from .sdnotify import Notifier
 from .setup import standalone_meters, table_rules
 from .shell import ControlFactory, TableShell, close_buses
@@ -79,6 +80,7 @@ class TableDaemon(TableShell):
         self.rules = table_rules(cfg)
         self._draw = draw
         self.clock = clock  # the gaming day's (tests move it)
+        self.series = MeterSeries(cfg.state_dir, cfg.report, clock=clock)
         self.ledger: Ledger[MeterStates] | None = None
         self.anchoring: Anchoring | None = None
         self.meters: Meters | None = None
@@ -633,6 +635,11 @@ class TableDaemon(TableShell):
                 return [meter_json(s) for _m, s in sorted(self.ledger.state.items())]
             case "history":
                 return [hit_json(m, h) for m, s in sorted(self.ledger.state.items()) for h in s.history]
+            case "meter_series":
+                meter = args.get("meter")
+                if meter is not None and not isinstance(meter, str):
+                    raise InputError("meter", f"must be a meter's id (a string), not {meter!r}")
+                return await self.series.get(parse_span(args.get("span"), "span"), meter)
             case "settle":
                 who = await self.supervisor(args) if "supervisor" in args else None
                 return await self._settle(args.get("round_id"), who)

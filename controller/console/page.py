@@ -1,20 +1,25 @@
-"""The console's pages as pure functions of what the daemon answered (`status`, `round`, `history`) and of the
+"""The console's pages as pure functions of what the daemon answered (`status`, `round`, `history`, and
+`meter_series` for the plots) and of the
 session (its CSRF token, its supervisor): no I/O here. Every text from the daemon is HTML-escaped.
 
 A page is a list of sections, each rendered on its own (`sections`), so that the server can push only the
-sections that changed to an open page. A new section (the meters' plots, later) is one more entry of SECTIONS
-and one more function."""
+sections that changed to an open page. A new section is one more entry of SECTIONS and one more function."""
 
 from __future__ import annotations
 
 import ipaddress
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from html import escape
 from typing import Any
 from urllib.parse import urlsplit
 
-SECTIONS = ("daemon", "meters", "claims", "round", "history", "devices")
+from ..errors import InputError
+from ..money import parse_units
+from ..report.render import series_svg
+
+SECTIONS = ("daemon", "meters", "claims", "round", "history", "devices", "plots")
 HISTORY_SHOWN = 25  # the hit history's last entries on the page (the regulations ask for at least the last 25)
 LOOPBACK_NAMES = frozenset({"localhost"})
 
@@ -199,11 +204,50 @@ def _history(history: list[Mapping[str, Any]]) -> str:
             f"<tbody>{rows}</tbody></table>")
 
 
+# span -> (the plot's heading, what the plot is over, its time labels' format)
+PLOTS = {"day": ("The gaming day so far", "the gaming day so far", "%H:%M UTC"),
+         "30d": ("The last 30 gaming days", "the last 30 gaming days", "%Y-%m-%d UTC")}
+
+
+def _plot(m: Mapping[str, Any], span: str) -> str:
+    """One meter's plot over `span` from its `meter_series` answer; a line saying so when the answer is not one."""
+    heading, over, time_format = PLOTS[span]
+    try:
+        points = [(datetime.fromisoformat(t), parse_units(a, "points")) for t, a in m["points"]]
+        start, end = datetime.fromisoformat(m["start"]), datetime.fromisoformat(m["end"])
+        svg = series_svg(str(m["meter"]), points, start, end, over=over, time_format=time_format)
+    except (KeyError, TypeError, ValueError, InputError) as e:
+        return f"<p>{_e(heading)}: not shown (the daemon's answer is not a series: {_e(e)}).</p>"
+    return (f'<figure class="plot" data-meter="{_e(m["meter"])}" data-span="{_e(span)}">{svg}'
+            f'<figcaption>{_e(heading)}: {dollars(m.get("opening"))} at the start, {dollars(m.get("closing"))} '
+            f'now; high {dollars(m.get("high"))}, low {dollars(m.get("low"))}; {_e(m.get("entries"))} changes'
+            f'</figcaption></figure>')
+
+
+def _plots(series: Mapping[str, Any] | None) -> str:
+    """Each meter's plots, over the gaming day so far and over the last 30 gaming days (`meter_series`)."""
+    if series is None:
+        return "<p>Waiting for the daemon's series (asked once a minute).</p>"
+    if series.get("error"):
+        return f'<p class="alarm">The plots are not available: {_e(series["error"])}</p>'
+    by_meter: dict[str, dict[str, Mapping[str, Any]]] = {}
+    for span in PLOTS:
+        for m in series.get(span) or []:
+            if isinstance(m, Mapping):
+                by_meter.setdefault(str(m.get("meter")), {})[span] = m
+    if not by_meter:
+        return "<p>No meter in the journal.</p>"
+    return "".join(f'<h3>{_e(meter)}</h3><div class="plots">'
+                   + "".join(_plot(spans[span], span) for span in PLOTS if span in spans) + "</div>"
+                   for meter, spans in sorted(by_meter.items()))
+
+
 def sections(snapshot: Mapping[str, Any] | None, down: str | None, csrf: str,
              supervisor: str | None = None) -> dict[str, str]:
-    """Each section's inner HTML: from the last `snapshot` ({"status", "round", "history"}); `down` says why the
-    daemon does not answer now (the last snapshot stays shown, marked by the daemon section). A link authority's
-    snapshot ({"status"} only) has the sections of AUTHORITY_SECTIONS."""
+    """Each section's inner HTML: from the last `snapshot` ({"status", "round", "history"}, and "series": span ->
+    the `meter_series` answer, or {"error": why}); `down` says why the daemon does not answer now (the last
+    snapshot stays shown, marked by the daemon section). A link authority's snapshot ({"status"} only) has the
+    sections of AUTHORITY_SECTIONS."""
     if snapshot is not None and is_authority(snapshot["status"]):
         return authority_sections(snapshot["status"], down)
     daemon = _daemon(snapshot["status"] if snapshot and down is None else None, down)
@@ -218,11 +262,12 @@ def sections(snapshot: Mapping[str, Any] | None, down: str | None, csrf: str,
         "devices": _devices(status),
         "claims": _claims(rnd, csrf, supervisor),
         "history": _history(snapshot["history"]),
+        "plots": _plots(snapshot.get("series")),
     }
 
 
 TITLES = {"daemon": "Controller", "meters": "Meters", "round": "Round", "devices": "Devices",
-          "claims": "Claims awaiting a supervisor", "history": "Hit history"}
+          "claims": "Claims awaiting a supervisor", "history": "Hit history", "plots": "Meters over time"}
 
 
 def _head(title: str) -> str:

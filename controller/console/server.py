@@ -2,8 +2,9 @@
 control socket (the daemon gains no network listener). docs/console.md says how to run it and what it shows;
 docs/security.md its threat model.
 
-One poller asks the daemon (`status`, `round`, `history`) every POLL_S and wakes the open pages' event streams
-(SSE) when something changed: the daemon is asked the same however many pages are open. Approve, reject and the
+One poller asks the daemon (`status`, `round`, `history`) every POLL_S, and `meter_series` (the plots) every
+SERIES_S, and wakes the open pages' event streams (SSE) when something changed: the daemon is asked the same
+however many pages are open. Approve, reject and the
 login forward the supervisor's name and secret once to the daemon, which checks them (off its loop, throttled);
 the console checks no credential itself and keeps none. Its access log names method, path and status, never a
 query string or a body.
@@ -40,6 +41,10 @@ log = structlog.get_logger("console")
 DEFAULT_LISTEN = "127.0.0.1:8480"
 POLL_S = 0.5  # the daemon is asked this often: a change is on the page within 1 s
 ASK_TIMEOUT_S = 5.0  # one request to the daemon (approve waits for the payout's journal entries)
+SERIES_S = 60.0  # the plots are asked this often (the daemon reads its journal for them at most once a minute)
+SERIES_RETRY_S = 5.0  # ... or this soon again while the daemon does not answer
+SERIES_TIMEOUT_S = 150.0  # the daemon reads up to 30 days of journal for an answer (its own limit is 120 s)
+SPANS = ("day", "30d")
 ACTION_TIMEOUT_S = 30.0
 KEEPALIVE_S = 15.0  # an event stream with nothing new gets a comment this often (proxies, dead tablets)
 WRITE_TIMEOUT_S = 10.0
@@ -59,11 +64,17 @@ COOKIE = "pit_session"
 
 
 class Poller:
-    """The daemon's last answers, asked every POLL_S (at once after `kick`); `wait` returns at the next change."""
+    """The daemon's last answers, asked every POLL_S (at once after `kick`), the plots' series every SERIES_S (on a
+    connection of their own: a long read of the journal holds up no other answer); `wait` returns at the next
+    change."""
 
-    def __init__(self, client: ControlClient, interval: float = POLL_S) -> None:
+    def __init__(self, client: ControlClient, interval: float = POLL_S, series_client: ControlClient | None = None,
+                 series_interval: float = SERIES_S) -> None:
         self.client = client
         self.interval = interval
+        self.series_client = series_client or client
+        self.series_interval = series_interval
+        self.series: dict[str, Any] | None = None  # span -> the meter_series answer, or {"error": why}
         self.snapshot: dict[str, Any] | None = None
         self.down: str | None = "not asked yet"
         self.version = 0
@@ -71,19 +82,45 @@ class Poller:
         self._kick = asyncio.Event()
 
     async def run(self) -> None:
+        async with asyncio.TaskGroup() as tg:
+            tg.create_task(self._series_loop(), name="series")
+            while True:
+                await self.poll()
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.interval):
+                        await self._kick.wait()
+                self._kick.clear()
+
+    async def _series_loop(self) -> None:
         while True:
-            await self.poll()
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.interval):
-                    await self._kick.wait()
-            self._kick.clear()
+            answered = await self.poll_series()
+            await asyncio.sleep(self.series_interval if answered else SERIES_RETRY_S)
+
+    async def poll_series(self) -> bool:
+        """Ask the daemon for the plots' series (every span); whether it answered (a refusal is an answer)."""
+        try:
+            series: dict[str, Any] = {span: await self.series_client.call("meter_series", span=span)
+                                      for span in SPANS}
+        except DaemonUnavailable:
+            return False  # the status poll says so on the page
+        except ControlError as e:
+            series = {"error": str(e)}
+        if series != self.series:
+            self.series = series
+            if self.snapshot is not None:
+                self.snapshot = {**self.snapshot, "series": series}
+            self.wake()
+        return True
 
     async def poll(self) -> None:
         snapshot, down = self.snapshot, None
         try:
             status = await self.client.call("status")
-            snapshot = ({"status": status} if page.is_authority(status)  # its status holds all it shows
-                        else {"status": status, **{op: await self.client.call(op) for op in ("round", "history")}})
+            if page.is_authority(status):  # its status holds all it shows
+                snapshot = {"status": status}
+            else:
+                snapshot = {"status": status, **{op: await self.client.call(op) for op in ("round", "history")}}
+                snapshot["series"] = self.series
             if isinstance(snapshot["status"], dict):  # changes at every answer: not a change to show
                 snapshot["status"].pop("uptime_seconds", None)
         except DaemonUnavailable as e:
@@ -499,7 +536,7 @@ def options(argv: list[str] | None) -> Options:
 async def serve(opts: Options) -> int:
     client = ControlClient(opts.socket, timeout=ASK_TIMEOUT_S)
     actions = ControlClient(opts.socket, timeout=ACTION_TIMEOUT_S)
-    poller = Poller(client)
+    poller = Poller(client, series_client=ControlClient(opts.socket, timeout=SERIES_TIMEOUT_S))
     static = await asyncio.to_thread(static_files)
     console = Console(poller, actions, opts.port, opts.tls is not None, static)
     runner = web.AppRunner(application(console), access_log_class=AccessLog, handle_signals=False,

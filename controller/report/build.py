@@ -13,7 +13,8 @@ or `build_report` raises InvariantViolation naming the meter and the figures.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -389,30 +390,71 @@ def _tally(awards: Iterable[Award], key: Any) -> dict[str, tuple[int, int]]:
     return dict(sorted(out.items()))
 
 
+def split_at(records: Iterable[JournalRecord], start: datetime) -> tuple[Meters, Head, Iterator[JournalRecord]]:
+    """`records` (the journal's entries in order, from its first) cut at the first entry stamped at or after
+    `start`: the meters those before it leave, the last entry before it, and the entries from it on (an iterator
+    over the rest of `records`). A clock stepped back after `start` keeps its entries after the cut."""
+    it = iter(records)
+    meters: dict[str, MeterState] = {}
+    before = Head(0, "", None)
+    for r in it:
+        if r.time >= start:
+            return MappingProxyType(meters), before, _chain(r, it)
+        _, meters = _step(meters, r)
+        before = Head(r.seq, r.hash, r.time)
+    return MappingProxyType(meters), before, iter(())
+
+
+def _until(records: Iterator[JournalRecord], end: datetime) -> Iterator[JournalRecord]:
+    """The entries up to the first one stamped at or after `end`."""
+    for r in records:
+        if r.time >= end:
+            return
+        yield r
+
+
 def day_report(records: Iterable[JournalRecord], day: GamingDay) -> DayReport:
     """The report of `day` from the journal's entries in order, from its first: those before the first entry
     stamped at or after the day's start make the opening meters; the day's entries follow it up to the first one
     stamped at or after the day's end (a clock stepped back inside a day keeps its entries in the day)."""
-    it = iter(records)
-    meters: dict[str, MeterState] = {}
-    before = Head(0, "", None)
-    pending: JournalRecord | None = None
-    for r in it:
-        if r.time >= day.start:
-            pending = r
-            break
-        _, meters = _step(meters, r)
-        before = Head(r.seq, r.hash, r.time)
+    opening, before, rest = split_at(records, day.start)
+    return build_report(day, opening, _until(rest, day.end), before)
 
-    def of_day() -> Iterator[JournalRecord]:
-        if pending is None:
-            return
-        for r in _chain(pending, it):
-            if r.time >= day.end:
-                return
-            yield r
 
-    return build_report(day, MappingProxyType(meters), of_day(), before)
+def span_series(records: Iterable[JournalRecord], start: datetime,
+                end: datetime) -> dict[str, list[tuple[datetime, int, int]]]:
+    """`meter_series` over [start, end) from the journal's entries in order, from its first (those before `start`
+    make the opening meters, as for `day_report`): each meter's line spans the plot from `start` to `end`."""
+    opening, _, rest = split_at(records, start)
+    return meter_series(opening, _until(rest, end), start, end)
+
+
+# A span's interval keeps at most this many points: its first, last, highest and lowest, and both ends of its
+# largest fall (a reset after a jackpot: shown to its full depth even when a lower amount came earlier).
+POINTS_PER_INTERVAL = 6
+
+
+def downsample(points: Sequence[tuple[datetime, int, int]],
+               edges: Sequence[datetime]) -> list[tuple[datetime, int, int]]:
+    """At most POINTS_PER_INTERVAL of `points` ((time, seq, units), in journal order) for each interval between
+    consecutive `edges` (rising; a point before the first edge counts in the first interval, one at or after the
+    last in the last): the interval's first and last points, its highest and lowest, and the two points either
+    side of its largest fall, kept in their order. A fall between two intervals is kept by their last and first."""
+    if len(edges) < 2:
+        raise ValueError("downsample needs at least two edges (one interval)")
+    last = len(edges) - 2
+    groups: dict[int, list[tuple[datetime, int, int]]] = {}
+    for p in points:
+        groups.setdefault(min(max(bisect_right(edges, p[0]) - 1, 0), last), []).append(p)
+    out: list[tuple[datetime, int, int]] = []
+    for i in sorted(groups):
+        g = groups[i]
+        keep = {0, len(g) - 1, max(range(len(g)), key=lambda k: g[k][2]), min(range(len(g)), key=lambda k: g[k][2])}
+        fall = max(range(1, len(g)), key=lambda k: g[k - 1][2] - g[k][2], default=None)
+        if fall is not None and g[fall - 1][2] > g[fall][2]:
+            keep |= {fall - 1, fall}
+        out += [g[k] for k in sorted(keep)]
+    return out
 
 
 def _chain(first: JournalRecord, rest: Iterator[JournalRecord]) -> Iterator[JournalRecord]:

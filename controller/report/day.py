@@ -73,5 +73,30 @@ def last_ended(now: datetime, starts_at: time, zone: tzinfo, zone_name: str = ""
     return gaming_day(current.day - timedelta(days=1), starts_at, zone, zone_name)
 
 
+SPANS = {"day": 1, "30d": 30}  # a plot's span -> gaming days: the current one so far, or it and the 29 before
+
+
+def parse_span(text: object, field: str) -> str:
+    """A plot's span: "day" (the current gaming day so far) or "30d" (the last 30 gaming days, this one too)."""
+    if text not in SPANS:
+        raise InputError(field, f"must be \"day\" (the gaming day so far) or \"30d\" (the last 30 gaming days), "
+                                f"not {text!r}")
+    return str(text)
+
+
+def span_edges(span: str, now: datetime, starts_at: time, zone: tzinfo, intervals: int,
+               zone_name: str = "") -> list[datetime]:
+    """The edges of a plot's intervals over `span` up to `now` (aware), in UTC: the first is the span's start, the
+    last `now`. "30d": one interval a gaming day (30; a day of 23 or 25 hours stays one day). "day": the gaming
+    day so far cut into `intervals` of equal length (to the microsecond: no float)."""
+    current = day_of(now, starts_at, zone, zone_name)
+    if span == "30d":
+        days = [gaming_day(current.day - timedelta(days=n), starts_at, zone, zone_name)
+                for n in range(SPANS[span] - 1, -1, -1)]
+        return [d.start for d in days] + [_utc(now)]
+    length = _utc(now) - current.start
+    return [current.start + length * i // intervals for i in range(intervals + 1)]
+
+
 def _utc(t: datetime) -> datetime:
     return t.astimezone(timezone.utc)

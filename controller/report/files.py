@@ -3,13 +3,16 @@ written whole (a temporary name, synced, renamed). Blocking: call from a thread.
 
 from __future__ import annotations
 
+import itertools
 import os
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from ..ledger import journal
 from ..ledger.reader import JournalReader
-from .build import DayReport, day_report
+from ..meter_ledger import Meters
+from .build import DayReport, day_report, meter_series, split_at
 from .day import GamingDay
 from .render import FORMS, render
 
@@ -18,6 +21,32 @@ def read_report(state_dir: Path, day: GamingDay) -> DayReport:
     """The report of `day` from the journal in `state_dir` (InvariantViolation if it does not reconcile)."""
     with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
         return day_report(reader.records(until=day.end), day)
+
+
+@dataclass(frozen=True)
+class Opening:
+    """The meters at a span's start, kept from one read to the next (the entries before it do not change)."""
+
+    start: datetime
+    meters: Meters
+    before_seq: int  # the last entry before the span's first
+
+
+def read_series(state_dir: Path, start: datetime, end: datetime,
+                opening: Opening | None = None) -> tuple[dict[str, list[tuple[datetime, int, int]]], Opening | None]:
+    """Each meter's amounts over [start, end) from the journal in `state_dir` (`span_series`), and the opening to
+    keep for the next read. With `opening` of the same start, only the span's entries are read, when the span's
+    first entry still follows it (else, as without: every entry up to `end`, those before `start` replayed)."""
+    with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
+        if opening is not None and opening.start == start:
+            rest = reader.records(since=start, until=end)
+            first = next(rest, None)
+            if first is not None and first.seq == opening.before_seq + 1:
+                return meter_series(opening.meters, itertools.chain([first], rest), start, end), opening
+        meters, before, span = split_at(reader.records(until=end), start)
+        head = next(span, None)
+        kept = None if head is None else Opening(start, meters, before.seq)
+        return meter_series(meters, itertools.chain([head] if head else [], span), start, end), kept
 
 
 def first_entry_time(state_dir: Path) -> datetime | None:
