@@ -1,6 +1,6 @@
 """How long the soaks run: a short run by default (every check still made), the long one with PROGRESSIVE_SOAK=1.
 
-    CYCLES = cycles("LEDGER_CRASH_CYCLES", default=120, soak=5000)
+    CYCLES = cycles("LEDGER_CRASH_CYCLES", default=60, soak=5000)
 
 A test's own variable wins (LEDGER_CRASH_CYCLES=N); otherwise PROGRESSIVE_SOAK=1 gives the soak's count. Tests
 using it are marked `soak` (pytestmark), so `./test -m soak` runs just them and `-m "not soak"` leaves them out.

@@ -56,7 +56,7 @@ TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
 SUPERVISOR, SECRET = "floor-1", "s3cret-floor"
 FLOOR = {"supervisor": SUPERVISOR, "secret": SECRET}
 PROG, BONUS, ON_DEALER = "progressive", "five-card-hand-bonus", "five-card-hand-bonus-dealer"
-EXAMPLES = soak.cycles("PROGRESSIVE_MODEL_EXAMPLES", default=9, soak=200)
+EXAMPLES = soak.cycles("PROGRESSIVE_MODEL_EXAMPLES", default=5, soak=200)
 pytestmark = soak.mark
 # Each example starts a daemon (and restarts it): shrinking a failure takes minutes, so only when asked for.
 PHASES = tuple(Phase) if os.environ.get("PROGRESSIVE_MODEL_SHRINK") else (Phase.explicit, Phase.reuse, Phase.generate)
@@ -546,6 +546,6 @@ def shared_broker(tmp_path_factory):
 def test_claim_desk_on_a_linked_meter(shared_broker):
     LinkedClaimDeskModel.broker = shared_broker
     run = LinkedClaimDeskModel.TestCase
-    run.settings = settings(max_examples=max(1, EXAMPLES // 3), stateful_step_count=20, deadline=None,
+    run.settings = settings(max_examples=max(2, EXAMPLES // 3), stateful_step_count=20, deadline=None,
                             suppress_health_check=list(HealthCheck), phases=PHASES)
     run("runTest").runTest()

@@ -32,7 +32,7 @@ from crash_pipe import Moments, kill_cycle
 from ledger_child import Accounts
 
 CHILD = Path(__file__).resolve().parent / "ledger_child.py"
-CYCLES = soak.cycles("LEDGER_CRASH_CYCLES", default=120, soak=5000)
+CYCLES = soak.cycles("LEDGER_CRASH_CYCLES", default=60, soak=5000)
 pytestmark = soak.mark
 SEED = int(os.environ.get("LEDGER_CRASH_SEED", str(random.SystemRandom().randrange(2**32))))
 LANES = 2            # independent state directories run side by side (two cores)

@@ -36,7 +36,7 @@ import soak
 from crash_pipe import Moments, kill_cycle
 
 CHILD = Path(__file__).resolve().parent / "meter_child.py"
-CYCLES = soak.cycles("METER_CRASH_CYCLES", default=70, soak=3000)
+CYCLES = soak.cycles("METER_CRASH_CYCLES", default=40, soak=3000)
 pytestmark = soak.mark
 SEED = int(os.environ.get("METER_CRASH_SEED", str(random.SystemRandom().randrange(2**32))))
 LANES = 2            # independent state directories run side by side
