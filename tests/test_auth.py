@@ -174,3 +174,29 @@ async def test_a_guess_flood_on_the_control_socket_leaves_the_table_polling(tmp_
         assert lockout.requests - polls >= spent / 1.0  # the lock-out button was read all along (many a second)
         with pytest.raises(ControlError, match=f"too many wrong secrets for user {os.getuid()}"):
             await ControlClient(sock).call("void", reason="x", supervisor="floor-1", secret=SECRET)
+
+
+def test_a_stop_during_the_decoys_hash_is_not_held_by_it(tmp_path):
+    """The decoy is hashed at start-up in the lowest-priority thread, which a busy box starves (over 20 s was
+    seen): a daemon stopped then must not wait for it. A process whose check still hashes exits at once."""
+    import subprocess
+    import sys
+    import textwrap
+
+    costly = hash_credential(SECRET, SCRYPT, n=2**15, r=8, p=12)  # a second or more of CPU at nice 19
+    script = textwrap.dedent(f"""
+        from controller.app.auth import SupervisorCheck
+        from controller.app.metrics import Metrics
+        from controller.config.credentials import parse_credential
+        from controller.config.model import Supervisor
+        check = SupervisorCheck([Supervisor("floor-1", parse_credential({costly!r}))], Metrics("T"))
+        check.close()
+        print("closed", flush=True)
+    """)
+    with subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True) as proc:
+        assert proc.stdout is not None and proc.stdout.readline() == "closed\n"
+        t0 = time.monotonic()
+        proc.wait(timeout=120)
+        took = time.monotonic() - t0
+    assert proc.returncode == 0
+    assert took < 0.5, f"the process waited {took:.1f} s for the decoy's hash"

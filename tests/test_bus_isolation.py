@@ -4,6 +4,7 @@ gets its own answer. Driven poll by poll over a serial line and over Modbus TCP:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 import pytest
@@ -49,3 +50,35 @@ async def test_a_line_where_every_unit_is_silent_is_still_reopened(transport):
         while not await lock.poll_once():  # the backoff ends: opened again, answered
             pass
         assert rig.bus.connects > connects
+
+
+@run_async
+async def test_a_stop_swallowed_inside_a_poll_still_ends_the_device():
+    """pymodbus waits with asyncio.wait_for, which on Python 3.11 drops a cancellation that meets a reply in the
+    same pass of the loop: a daemon told to stop then waited for ever on its device task. The device's loop
+    honours a cancellation that a poll swallowed."""
+    async with serial_rig(LOCKOUT) as rig:
+        lock = rig.device("lockout")
+        polled = asyncio.Event()
+
+        async def swallowing_poll() -> bool:  # as wait_for does when the reply and the cancellation meet
+            polled.set()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.sleep(30)
+            return True
+
+        lock.poll_once = swallowing_poll
+        task = asyncio.create_task(lock.run(lambda event: None))
+        await asyncio.wait_for(polled.wait(), 5)
+        task.cancel()
+        done, _ = await asyncio.wait({task}, timeout=5)  # not wait_for: it would wait for the cancellation too
+        if not done:  # the loop went on polling: end it otherwise, then fail
+
+            async def broken_poll() -> bool:
+                raise RuntimeError("stopped by the test")
+
+            lock.poll_once = broken_poll
+            task.cancel()
+            await asyncio.wait({task}, timeout=35)
+            pytest.fail("the device went on polling after it was told to stop")
+        assert task.cancelled()

@@ -20,13 +20,15 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import os
+import queue
 import secrets
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import structlog
 
@@ -39,6 +41,7 @@ if TYPE_CHECKING:
     from .metrics import Metrics
 
 log = structlog.get_logger("control")
+T = TypeVar("T")
 
 QUEUE = 8  # checks waiting for the hashing thread at most
 USER_LIMIT = 5  # wrong guesses of one user within WINDOW_S before it is locked out
@@ -92,8 +95,7 @@ class SupervisorCheck:
         self._metrics = metrics
         self._users = Guesses(USER_LIMIT, clock)
         self._names = Guesses(NAME_LIMIT, clock)
-        self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="secret-check",
-                                                           initializer=_lowest_priority)
+        self._pool = HashingThread()
         self._waiting = 0
         self._decoy = self._pool.submit(_decoy, list(self._supervisors.values()))  # made off the event loop
 
@@ -146,6 +148,43 @@ class SupervisorCheck:
                 log.error("supervisor secret guesses: locked out", scope=scope, peer_uid=uid,
                           supervisor=name if isinstance(name, str) else repr(name)[:64], seconds=LOCK_S,
                           limit=guesses.limit, last=why)
+
+
+class HashingThread(concurrent.futures.Executor):
+    """One daemon thread at the lowest priority that runs the checks in turn. Not a ThreadPoolExecutor: the
+    interpreter joins those at exit, so a stop right after start-up waited for the decoy's hash, which a busy box
+    gives a nice-19 thread little CPU for (over 20 s seen); a hash abandoned at exit holds nothing."""
+
+    def __init__(self) -> None:
+        self._work: queue.SimpleQueue[tuple[concurrent.futures.Future[Any], Callable[..., Any], tuple[Any, ...]]
+                                      | None] = queue.SimpleQueue()
+        self._closed = False
+        threading.Thread(target=self._run, name="secret-check", daemon=True).start()
+
+    def submit(self, fn: Callable[..., T], /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[T]:
+        if self._closed:
+            raise RuntimeError("the secret checks are closed")
+        future: concurrent.futures.Future[T] = concurrent.futures.Future()
+        self._work.put((future, functools.partial(fn, **kwargs) if kwargs else fn, args))
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self._closed = True
+        self._work.put(None)  # the thread ends after the check it is in; the ones waiting are cancelled
+
+    def _run(self) -> None:
+        _lowest_priority()
+        while (item := self._work.get()) is not None:
+            future, fn, args = item
+            if self._closed:  # closed: what still waits is cancelled, not hashed
+                future.cancel()
+                continue
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(fn(*args))
+            except BaseException as e:  # noqa: BLE001 - the caller gets it through the future
+                future.set_exception(e)
 
 
 def _lowest_priority() -> None:

@@ -119,7 +119,7 @@ class _AttemptFailed(Exception):
         self.detail = detail
 
 
-def _raise_if_cancelled() -> None:
+def raise_if_cancelled() -> None:
     """pymodbus awaits replies with asyncio.wait_for, which on Python 3.11 drops a cancellation when the reply
     arrives in the same pass of the loop: the task would go on polling after being told to stop. Honour a
     pending cancellation here. (The timeout above cancels with the same mechanism; its expiry is also a
@@ -334,7 +334,7 @@ class ModbusBus:
             async with asyncio.timeout(self.settings.timeout) as timeout:
                 att.timeout = timeout
                 reply = await self._call(client, att.unit, att.fc, address, count, values)
-                _raise_if_cancelled()
+                raise_if_cancelled()
         except TimeoutError:
             raise self._failure(att, "timed out") from None
         except ConnectionException as exc:
@@ -497,6 +497,7 @@ class ModbusBus:
         try:
             async with asyncio.timeout(self.settings.timeout * 2):
                 ok = await client.connect()
+                raise_if_cancelled()  # pymodbus connects through asyncio.wait_for too (see raise_if_cancelled)
         except TimeoutError:
             ok = False
         if not ok:

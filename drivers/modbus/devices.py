@@ -44,7 +44,7 @@ from drivers.events import (
 from drivers.health import Backoff, DeviceHealth
 
 from . import frames
-from .bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected
+from .bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected, raise_if_cancelled
 from .codec import DataType
 from .edges import PressCounter, RisingEdge, Sensed, WagerEdges
 from .registermap import ButtonMode, Kind, Point, RegisterMap, Table
@@ -152,6 +152,7 @@ class ModbusDevice:
         role = Role(self.kind.value)
         not_before = 0.0
         while True:
+            raise_if_cancelled()  # a stop swallowed inside pymodbus still ends the loop (drivers/modbus/bus.py)
             async with self.bus.scheduler.turn(Read(self.name, role, self.poll_interval, not_before=not_before)):
                 await self.poll_once()
             if self.health.up is False:
