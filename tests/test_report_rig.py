@@ -159,11 +159,19 @@ async def test_the_daemon_writes_the_report_when_the_day_ends_and_a_missed_one_a
     assert doc["day"] == today
     assert not [e for e in logs if e["event"] in ("gaming day report not written", "task failed")]
 
-    # stopped over the day's end, the report missing: written at the next start
+    # stopped over the day's end, the report missing: written at the next start. Whoever can write the reports
+    # directory planted links under the report's names and the temporary names an earlier writer used: they
+    # neither stand for the report nor get written through.
+    victim = tmp_path / "victim"
+    victim.write_text("not a report", encoding="utf-8")
     for p in out.iterdir():
         p.unlink()
+        p.symlink_to(victim)
+        (out / f".{p.name}.tmp").symlink_to(victim)
     with capture_logs() as logs:
         shift[0] += timedelta(hours=1)
         async with table(tmp_path, clock=lambda: utc_now() + shift[0]):
             await until(lambda: [e for e in logs if e["event"] == "gaming day report written"], "the missed report")
     assert (out / f"report-{today}.html").read_text().count("<svg") == 2  # a plot a meter
+    assert victim.read_text(encoding="utf-8") == "not a report"
+    assert all(not (out / f"report-{today}.{x}").is_symlink() for x in ("csv", "html", "json", "txt"))

@@ -54,8 +54,9 @@ MAX_SECRET = 1024  # characters: no secret is longer, and hashing a longer one w
 class Guesses:
     """Wrong guesses by key within WINDOW_S, and the lock-outs they earned."""
 
-    def __init__(self, limit: int, clock: Callable[[], float]) -> None:
+    def __init__(self, limit: int, clock: Callable[[], float], *, lock_s: float = LOCK_S) -> None:
         self.limit = limit
+        self.lock_s = lock_s
         self._clock = clock
         self._seen: dict[object, deque[float]] = {}
         self._locked: dict[object, float] = {}  # key -> until
@@ -80,7 +81,7 @@ class Guesses:
             seen.popleft()
         if len(seen) >= self.limit:
             seen.clear()
-            self._locked[key] = now + LOCK_S
+            self._locked[key] = now + self.lock_s
             return True
         return False
 

@@ -23,7 +23,7 @@ from ..errors import InputError
 from ..ledger.chain import utc_now
 from ..report.build import POINTS_PER_INTERVAL
 from ..report.day import SPANS, GamingDay, day_of, last_ended, span_edges
-from ..report.files import Opening, first_entry_time, read_report, read_series, report_paths, write_report
+from ..report.files import Opening, first_entry_time, read_report, read_series, write_report, written
 from ..report.render import series_json
 
 log = structlog.get_logger("table")
@@ -69,7 +69,7 @@ class DayReports:
 
     def _write_day(self, day: GamingDay, missing_only: bool) -> Path | None:
         if missing_only:
-            if all(p.exists() for p in report_paths(self.directory, day).values()):
+            if written(self.directory, day):
                 return None
             began = first_entry_time(self.state_dir)
             if began is None or began >= day.end:  # the journal did not exist yet that day

@@ -10,7 +10,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Mapping
 from datetime import datetime
-from decimal import Decimal, InvalidOperation
+from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from html import escape
 from typing import Any
 from urllib.parse import urlsplit
@@ -87,6 +87,9 @@ def same_origin(origin: str | None, referer: str | None, expected: str) -> bool:
 # --- money ---------------------------------------------------------------------------------------------
 
 
+CENT = Decimal("0.01")
+
+
 def dollars(amount: object) -> str:
     """A decimal string of dollars from the daemon ("10000.00") as the sign reads it: $10,000.00."""
     if not isinstance(amount, str):
@@ -95,7 +98,9 @@ def dollars(amount: object) -> str:
         value = Decimal(amount)
     except InvalidOperation:
         return escape(amount)
-    return f"${value:,.2f}" if value.is_finite() else escape(amount)
+    if not value.is_finite():
+        return escape(amount)
+    return f"${value.quantize(CENT, rounding=ROUND_FLOOR):,}"  # parts of a cent are not shown: the sign floors them
 
 
 # --- sections ------------------------------------------------------------------------------------------

@@ -31,7 +31,7 @@ import structlog
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from ..app.auth import LOCK_S, Guesses
+from ..app.auth import WINDOW_S, Guesses
 from ..app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
 from ..exits import EXIT_BAD_INPUT
 from . import page
@@ -54,8 +54,9 @@ MAX_SESSIONS = 256
 MAX_STREAMS = 32
 MAX_BODY = 16 * 1024
 # Wrong secrets (login, approve, reject) from one address within controller.app.auth.WINDOW_S before the console
-# locks that address out for LOCK_S: fewer than the daemon's USER_LIMIT (5), so that one address guessing cannot
-# lock the console's own user out of the daemon for everyone.
+# locks that address out for a whole WINDOW_S: fewer than the daemon's USER_LIMIT (5) in its window, so that one
+# address guessing cannot lock the console's own user out of the daemon for everyone. Secrets go through the
+# console one at a time, so a burst from one address is counted before its next guess is sent.
 SECRET_LIMIT = 3
 COOKIE = "pit_session"
 
@@ -206,7 +207,10 @@ class Console:
     tls: bool
     static: dict[str, tuple[bytes, str]]
     sessions: Sessions = field(default_factory=Sessions)
-    guesses: Guesses = field(default_factory=lambda: Guesses(SECRET_LIMIT, time.monotonic))
+    # locked for the daemon's whole window: SECRET_LIMIT a window from one address stays under its USER_LIMIT
+    guesses: Guesses = field(default_factory=lambda: Guesses(SECRET_LIMIT, time.monotonic, lock_s=WINDOW_S))
+    # one secret at a time through the console: a burst from one address is counted before its next is sent
+    secret_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     streams: int = 0
 
@@ -296,6 +300,8 @@ def _html(request: web.Request, render: Callable[[Console, Session, str | None],
     sid, session = console.session(request)
     if sid is None or session is None:
         sid, session = console.sessions.new()
+    elif session.supervisor is None:
+        session.expires = console.sessions.clock() + ANONYMOUS_S  # renewed at every page, as ANONYMOUS_S says
     flash, session.flash = session.flash, None
     response = web.Response(text=render(console, session, flash), content_type="text/html")
     console.set_cookie(response, sid, session)
@@ -358,15 +364,23 @@ async def _forward(request: web.Request, op: str, args: dict[str, str]) -> Any:
     DaemonUnavailable when not done."""
     console: Console = request.app["console"]
     remote = ("address", request.remote)
+    async with console.secret_turn:
+        return await _forward_in_turn(console, request, remote, op, args)
+
+
+async def _forward_in_turn(console: Console, request: web.Request, remote: tuple[str, str | None], op: str,
+                           args: dict[str, str]) -> Any:
     left = console.guesses.locked_for(remote)
     if left:
         raise ControlError("auth", f"too many wrong secrets from this address: try again in {left:.0f} s")
     try:
         result = await console.client.call(op, **args)
     except ControlError as e:
-        if e.kind == "auth" and console.guesses.wrong(remote):
+        # the daemon's own lock-out is not this address's guess (a supervisor trying meanwhile is not counted)
+        guess = e.kind == "auth" and "too many wrong secrets" not in str(e)
+        if guess and console.guesses.wrong(remote):
             log.error("console secret guesses: address locked out", remote=request.remote, limit=SECRET_LIMIT,
-                      seconds=LOCK_S)
+                      seconds=WINDOW_S)
         log.warning("console action refused", op=op, claim=args.get("claim_id"), supervisor=args.get("supervisor"),
                     remote=request.remote, kind=e.kind, error=str(e))
         raise

@@ -250,13 +250,14 @@ class LinkAuthority:
         say either: the broker's ACL and the wrong_table check)."""
         now = time.time()
         if isinstance(msg, schema.TableOffline):
-            if self.liveness.offline(table, msg.reason, now):
-                (log.info if msg.reason == "stopped" else log.warning)("linked table offline", table=table,
-                                                                      reason=msg.reason)
+            if self.liveness.offline(table, msg.reason, now):  # a line a table and interval: a flapping table
+                self._log_limited(f"offline:{table}", "linked table offline",  # cannot fill the log
+                                  level="info" if msg.reason == "stopped" else "warning", table=table,
+                                  reason=msg.reason)
             online = 0
         else:
             if self.liveness.heard(table, _MESSAGE_TYPE[type(msg)], now):
-                log.info("linked table online", table=table)
+                self._log_limited(f"online:{table}", "linked table online", level="info", table=table)
             online = 1
         self.metrics.table_online.labels(table).set(online)
         self.metrics.table_heard.labels(table).set(now)

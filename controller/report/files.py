@@ -3,8 +3,11 @@ written whole (a temporary name, synced, renamed). Blocking: call from a thread.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
+import stat
+import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -56,6 +59,18 @@ def first_entry_time(state_dir: Path) -> datetime | None:
     return None if first is None else first.time
 
 
+def written(directory: Path, day: GamingDay) -> bool:
+    """Whether every form of `day`'s report is in `directory` as a regular file (a link or anything else planted
+    there does not count: the report is written over it)."""
+    for path in report_paths(directory, day).values():
+        try:
+            if not stat.S_ISREG(os.lstat(path).st_mode):
+                return False
+        except FileNotFoundError:
+            return False
+    return True
+
+
 def report_paths(directory: Path, day: GamingDay) -> dict[str, Path]:
     """form -> the file the report of `day` is written to: report-YYYY-MM-DD.{txt,json,csv,html}."""
     return {form: Path(directory) / f"report-{day.day.isoformat()}.{suffix}" for form, suffix in FORMS.items()}
@@ -67,12 +82,20 @@ def write_report(directory: Path, report: DayReport) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     paths = report_paths(directory, report.day)
     for form, path in paths.items():
-        tmp = path.with_name(f".{path.name}.tmp")
-        with open(tmp, "w", encoding="utf-8", newline="") as f:
-            f.write(render(report, form))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # A fresh name made with O_EXCL (mkstemp): a link planted in the directory under a name we would use is
+        # never followed, so no file elsewhere (the journal, the anchor) is written through it.
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        try:
+            os.fchmod(fd, 0o640)  # the daemon's group (accounting's reader) reads it, as before
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+                f.write(render(report, form))
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)  # replaces a link at `path` itself, never its target
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(fd)
