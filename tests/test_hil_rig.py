@@ -242,17 +242,19 @@ def test_start_stop_leaves_no_fds_tasks_or_threads(tmp_path: Path) -> None:
     import threading
 
     async def main() -> None:
-        before_fds, before_threads = fds(), threading.active_count()
+        # the threads by identity, not by count: a thread of an earlier test may end meanwhile
+        before_fds, before_threads = fds(), set(threading.enumerate())
         rig = fake_rig(TABLE, tmp_path)
         async with rig:
             assert rig.running
             assert fds() > before_fds  # the wires' PTYs are open
-            assert threading.active_count() == before_threads + 4  # one relay per wire: bus-a + 3 lines
+            relays = set(threading.enumerate()) - before_threads
+            assert len(relays) == 4, relays  # one relay per wire: bus-a + 3 lines
             assert all(b.running for b in FakeModbusBus.instances[-2:])
             assert all(d.running for d in FakeLineDevice.instances[-3:])
         assert not rig.running
         assert fds() == before_fds
-        assert threading.active_count() == before_threads
+        assert not any(t.is_alive() for t in relays) and not set(threading.enumerate()) - before_threads
         assert not any(b.running for b in FakeModbusBus.instances[-2:])
         assert not any(d.running for d in FakeLineDevice.instances[-3:])
         assert asyncio.all_tasks() == {asyncio.current_task()}
