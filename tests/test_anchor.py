@@ -382,6 +382,20 @@ def _key(path: Path, size: int = 32, mode: int = 0o400) -> Path:
     return path
 
 
+def test_a_random_key_ending_in_a_newline_byte_is_kept_whole(tmp_path):
+    """`head -c 32 /dev/urandom` ends in 0x0a once in 256 keys: that key is 32 bytes, not a line of 31."""
+    from controller.ledger.anchor import load_key
+
+    raw = os.urandom(31) + b"\n"
+    path = tmp_path / "journal.key"
+    path.write_bytes(raw)
+    path.chmod(0o400)
+    assert load_key(path) == raw
+    (tmp_path / "text.key").write_bytes(b"k" * 40 + b"\n")
+    (tmp_path / "text.key").chmod(0o400)
+    assert load_key(tmp_path / "text.key") == b"k" * 40  # a line of text: its newline is not part of the key
+
+
 def test_the_anchor_section_is_read_with_its_defaults(tmp_path):
     from test_config import base, write
 

@@ -146,7 +146,9 @@ def load_key(path: Path) -> bytes:
     if mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise AnchorError(f"{path}: the journal key can be read by other users (mode {stat.filemode(mode)}): "
                           f"chmod 0400 {path}, owned by the user the daemon runs as")
-    key = data[:-1] if data.endswith(b"\n") else data  # a key written as a line of text is the same key
+    # A key written as a line of text is the same key without its newline; a random key whose last byte happens to
+    # be a newline (1 in 256 of `head -c 32 /dev/urandom`) is kept whole: the same file gives the same key always.
+    key = data[:-1] if data.endswith(b"\n") and len(data) > KEY_BYTES else data
     if len(key) < KEY_BYTES:
         raise AnchorError(f"{path}: a journal key has at least {KEY_BYTES} bytes, this one {len(key)}")
     return key
