@@ -96,9 +96,5 @@ def write_report(directory: Path, report: DayReport) -> Path:
             with contextlib.suppress(OSError):
                 os.unlink(tmp)
             raise
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+    journal.fsync_path(directory)  # the renames durable
     return paths["json"]
