@@ -8,11 +8,12 @@ venv_ensure() {
     fi
     stamp=".venv/.installed-${extras:-base}"
     if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-        .venv/bin/python -m pip install --quiet --upgrade pip
+        # the venv's own pip (Python 3.11's installs editable pyproject packages) without upgrading it, and no
+        # bytecode compiled ahead for every installed module: Python writes it for those imported, on first use
         if [ -n "$extras" ]; then
-            .venv/bin/python -m pip install --quiet -e ".[$extras]"
+            PIP_DISABLE_PIP_VERSION_CHECK=1 .venv/bin/python -m pip install --quiet --no-compile -e ".[$extras]"
         else
-            .venv/bin/python -m pip install --quiet -e .
+            PIP_DISABLE_PIP_VERSION_CHECK=1 .venv/bin/python -m pip install --quiet --no-compile -e .
         fi
         touch "$stamp"
     fi

@@ -35,9 +35,20 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     return True
 
 
+# Tests of 10 s and more on a loaded two-core machine that are neither soaks nor grouped (measured with
+# --durations): started with the first, for the same reason.
+LONG = ("tests/test_lint.py::test_the_code_type_checks", "tests/test_console_browser.py",
+        "tests/test_meter_series.py::test_a_long_journal", "tests/test_demo.py::test_demo_plays_rounds",
+        "tests/test_anchor.py::test_an_older_copy", "tests/test_meter.py::test_random_operations")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The soaks and the groups that must share a worker (the README's commands on one fresh checkout, ~100 s)
-    first: each worker starts on a long test and ends on short ones, so that no worker is left alone with a long
-    test at the end of the run."""
-    items.sort(key=lambda item: 0 if item.get_closest_marker("soak") or item.get_closest_marker("xdist_group")
-               else 1)
+    first, then the other long tests: each worker starts on a long test and ends on short ones, so that no worker
+    is left alone with a long test at the end of the run."""
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("soak") or item.get_closest_marker("xdist_group"):
+            return 0
+        return 1 if item.nodeid.startswith(LONG) else 2
+
+    items.sort(key=rank)
