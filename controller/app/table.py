@@ -43,7 +43,6 @@ from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
 from ..meter_ledger import Meters as MeterStates
 from ..money import UNITS_PER_CENT, format_cents, parse_units
 from ..positions import position_name
-from ..report.day import parse_span
 from ..round import claim_machine as cm
 from ..round import detect, machine
 from ..round import model as rm
@@ -636,10 +635,7 @@ class TableDaemon(TableShell):
             case "history":
                 return [hit_json(m, h) for m, s in sorted(self.ledger.state.items()) for h in s.history]
             case "meter_series":
-                meter = args.get("meter")
-                if meter is not None and not isinstance(meter, str):
-                    raise InputError("meter", f"must be a meter's id (a string), not {meter!r}")
-                return await self.series.get(parse_span(args.get("span"), "span"), meter)
+                return await self.series.answer(args)
             case "settle":
                 who = await self.supervisor(args) if "supervisor" in args else None
                 return await self._settle(args.get("round_id"), who)
