@@ -57,7 +57,7 @@ from .metrics import Metrics
 from .operations import check_arguments
 from .reports import DayReports, MeterSeries
 from .sdnotify import Notifier
-from .setup import standalone_meters, table_rules
+from .setup import award_spots, standalone_meters, table_rules
 from .shell import ControlFactory, TableShell, close_buses
 from .views import hit_json, meter_json
 
@@ -77,6 +77,7 @@ class TableDaemon(TableShell):
                  draw: Callable[[int], int] = secrets.randbelow, clock: Callable[[], datetime] = utc_now) -> None:
         super().__init__(cfg, devices, buses=buses, metrics=metrics, notifier=notifier, control=control)
         self.rules = table_rules(cfg)
+        self.metrics.percent_award_chances(award_spots(cfg, self.rules))
         self._draw = draw
         self.clock = clock  # the gaming day's (tests move it)
         self.series = MeterSeries(cfg.state_dir, cfg.report, clock=clock)
