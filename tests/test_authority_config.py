@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+from datetime import time
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -135,6 +136,14 @@ def test_a_minimal_file_takes_the_defaults(tmp_path):
     assert cfg.state_dir == tmp_path / "state"  # relative to the file
     assert cfg.heartbeat == 1.0 and cfg.description == ""
     assert cfg.mqtt.client_id == "link-1" and cfg.mqtt.port == 8883 and cfg.mqtt.tls
+
+
+def test_the_gaming_day_of_the_plots_is_a_tables_report_section_without_its_dir(tmp_path):
+    assert load_authority_config(write(tmp_path, base())).report.day_starts == time(6, 0)
+    cfg = load_authority_config(write(tmp_path, broken(report={"day_starts": "08:00", "time_zone": "Europe/Paris"})))
+    assert (cfg.report.day_starts, cfg.report.time_zone) == (time(8, 0), "Europe/Paris")
+    assert "no gaming day report" in one(problems(tmp_path, broken(report={"dir": "reports"})), "report.dir").message
+    one(problems(tmp_path, broken(report={"time_zone": "Mars/Olympus"})), "report.time_zone")
 
 
 def test_a_table_file_is_not_an_authority_file(tmp_path):

@@ -13,6 +13,7 @@ import signal
 import sys
 import time
 from dataclasses import asdict
+from datetime import datetime
 from pathlib import Path
 
 import aiohttp
@@ -24,6 +25,8 @@ from controller.link import liveness, schema
 from controller.link.authority import LinkAuthority
 from controller.link.client import TableLink
 from controller.meter import ops
+from controller.money import format_units
+from controller.report.files import read_series
 
 from broker import ROOT, require_mosquitto, start_broker
 from consolerig import console_process
@@ -176,7 +179,7 @@ async def test_the_last_answer_advances_and_the_socket_and_the_console_only_read
             assert status["role"] == "link-authority" and status["meters"][0]["amount"] == "10001.80"
             head = status["ledger_head_seq"]
             client = ControlClient(authority.socket)
-            for op in sorted(set(OPERATIONS) - {"status", "meters"}):
+            for op in sorted(set(OPERATIONS) - {"status", "meters", "meter_series"}):
                 with pytest.raises(ControlError) as refused:
                     await client.call(op)
                 assert refused.value.kind == "unavailable" and "not offered by the link authority" in str(refused.value)
@@ -185,6 +188,17 @@ async def test_the_last_answer_advances_and_the_socket_and_the_console_only_read
                     await client.call(op, **args)
                 assert refused.value.kind == "input", refused.value
             assert [m["meter"] for m in await client.call("meters")] == [METER]
+            # the linked meter's plot, from the authority's journal: the reset, then each booking's contributions
+            (plot,) = await client.call("meter_series", span="day")
+            assert plot["meter"] == METER and plot["closing"] == "10001.80" and plot["opening"] == "10000.00", plot
+            state = Path(authority.doc["state_dir"])
+            edges = (datetime.fromisoformat(plot["start"]), datetime.fromisoformat(plot["end"]))
+            journal, _ = await asyncio.to_thread(read_series, state, *edges)
+            read = [[t.isoformat(), format_units(u)] for t, _, u in journal[METER]]
+            assert [a for _, a in read] == ["10000.00", "10000.90", "10001.80", "10001.80"], read  # defined, 2 rounds
+            assert all(p in read for p in plot["points"]) and plot["points"][-1] == read[-1], (plot, read)
+            assert plot["entries"] == 3 and plot["high"] == "10001.80", plot
+            assert await client.call("meter_series", span="30d", meter=METER) != []
             assert (await authority.control("status"))["ledger_head_seq"] == head  # nothing asked changed anything
             assert oct(authority.socket.stat().st_mode & 0o777) == "0o660"
 
@@ -195,9 +209,16 @@ async def test_the_last_answer_advances_and_the_socket_and_the_console_only_read
             async with console_process(authority.socket, tmp_path / "console.log") as console:
                 async with console.client() as http:
                     html = await until_page(http, console.url, "Linked tables")
+                    figure = f'<figure class="plot" data-meter="{METER}" data-span="30d">'
+                    plots = await until_page(http, console.url, figure)
+                    seq = await link.send(ops.BookContributions("fcp-02-r3", "fcp-02", ((1, 100),), AT), "fchb", "r3:book")
+                    await link.answer(seq, WAIT)
+                    assert figure in await until_page(http, console.url, "#3 applied")  # kept at the next status
                 assert '<tr class="up" data-table="fcp-02"><td>fcp-02</td><td class="state">online</td>' in html
                 assert '<tr class="down" data-table="cs-01"><td>cs-01</td><td class="state">OFFLINE</td>' in html
                 assert "#2 applied" in html and "$10,001.80" in html
+                assert "Linked meters over time" in plots and f'data-meter="{METER}" data-span="day"' in plots
+                assert "$10,000.00 at the start, $10,001.80 now" in plots, plots
                 assert "/approve" not in html and "/reject" not in html
         finally:
             task.cancel()

@@ -5,7 +5,9 @@ days of rounds) the answer stays within 400 points a meter and keeps every day's
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import threading
 import time
 from dataclasses import replace
 from datetime import datetime, timedelta, timezone
@@ -15,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from controller.app.control import NotAvailable
 from controller.app.reports import MAX_POINTS, MeterSeries
 from controller.app.table import TableDaemon
 from controller.config.model import ReportConfig
@@ -23,6 +26,7 @@ from controller.ledger import Ledger
 from controller.meter import BookContributions, CloseRound, PayPercentAward, params_from_dict
 from controller.meter_ledger import MetersReducer, define_meter_body, op_body
 from controller.money import parse_units
+from controller.report.files import read_series
 
 from rigtable import daemon_on_rig, drawing, lock_round, with_supervisor
 
@@ -140,3 +144,47 @@ async def test_a_long_journal_stays_within_the_bound_and_keeps_every_day_reset(t
     # a wrong opening kept (another journal's) is not used: the entries after it do not follow it
     again._openings["30d"] = replace(opening, before_seq=opening.before_seq - 1)
     assert await again.get("30d") == [month] and again._openings["30d"] == opening
+
+
+# --- one read a span at a time ------------------------------------------------------------------------------
+
+
+async def test_requests_during_a_slow_read_share_it_and_one_that_times_out_leaves_it_to_fill_the_answer(tmp_path):
+    """A client asking again and again while a read of the journal is slow (here held in its thread) makes no
+    second read: each request waits for the one under way, is refused at its timeout, and the read, when it ends,
+    fills the kept answer that the next request gets without reading."""
+    state = tmp_path / "state"
+    ledger = Ledger.open(state, MetersReducer(), software_digest="sha256:test", clock=lambda: NOW - timedelta(hours=1))
+    params = params_from_dict({"meter_id": "main", "reset": RESET, "rate": "0.15", "wager_sizes": ["5.00"]}, "params")
+    try:
+        ledger.submit_future("define-meter", define_meter_body(params, "slot-tech 4411", NOW), "define").result(10)
+    finally:
+        ledger.close()
+    release, reads = threading.Event(), []
+
+    def held_reader(*args):
+        reads.append(args[1])
+        if not release.wait(30):
+            raise TimeoutError("the test never released the read")
+        return read_series(*args)
+
+    series = MeterSeries(state, ReportConfig(clock_time(6, 0), "America/New_York", None), clock=lambda: NOW,
+                         timeout=0.05, reader=held_reader)
+    async def refused(request) -> None:
+        with pytest.raises(NotAvailable, match="still being read"):
+            await request
+
+    await asyncio.gather(*(refused(series.get("day")) for _ in range(5)))  # at once
+    for _ in range(3):  # one after another, each after the last one's refusal
+        await refused(series.get("day", "main"))
+    assert len(reads) == 1 and series.reads == 0
+    await refused(series.get("30d"))  # another span: a read of its own
+    assert len(reads) == 2
+
+    release.set()
+    for task in list(series._reading.values()):  # the reads under way end (no request waits for them now)
+        await asyncio.wait_for(task, 10)
+    assert series.reads == 2 and not series._reading
+    (main,) = await series.get("day")
+    assert main["meter"] == "main" and main["closing"] == RESET
+    assert await series.get("30d", "main") and len(reads) == 2 and series.reads == 2  # from the kept answers

@@ -7,11 +7,17 @@ import shutil
 import socket
 import subprocess
 import urllib.request
+from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
 from controller import __version__
 from controller.app.metrics import Metrics
+from controller.app.setup import award_spots, table_rules
+from controller.config.load import load_config
+
+TABLES = Path(__file__).resolve().parent.parent / "config" / "tables"
 
 PROMTOOL = shutil.which("promtool")
 
@@ -43,6 +49,7 @@ def sample() -> Metrics:
     m.anchors.anchor_seq.set(118)
     m.anchors.anchor_problems.labels("missing").inc()
     m.auth_lockouts.labels("user").inc()
+    m.percent_award_chances({})
     return m
 
 
@@ -84,3 +91,25 @@ def test_http_endpoint_serves_metrics():
         server.shutdown()
         server.server_close()
         thread.join(10)
+
+
+def test_each_spot_exports_its_own_odds_of_a_percentage_award():
+    """The chance the alerting rules hold a table's hits to (ProgressiveHitsBeyondOdds): exact, from the paytable,
+    a game's own: Four Card Poker's four of a kind (the Four-Card Progressive) 16 times a royal or straight flush;
+    a wager without a percentage award (the Bad Beat Bonus) 0; counted at the first scrape, not before."""
+    chances = {}
+    for game in ("caribbean-stud", "four-card-poker"):
+        cfg = load_config(TABLES / f"{game}.toml")
+        m = Metrics(cfg.table)
+        m.percent_award_chances(award_spots(cfg, table_rules(cfg)))
+        assert m.chances is not None and m.chances._chances is None  # registered, nothing counted yet
+        for family in m.registry.collect():
+            if family.name == "progressive_percent_award_probability":
+                chances[game] = {s.labels["spot"]: s.value for s in family.samples}
+    royal_or_straight_flush, four_of_a_kind = float(Fraction(40, 2_598_960)), float(Fraction(624, 2_598_960))
+    assert chances["caribbean-stud"] == {"progressive": royal_or_straight_flush,
+                                         "five-card-hand-bonus": royal_or_straight_flush,
+                                         "five-card-hand-bonus-dealer": royal_or_straight_flush}, chances
+    fcp = chances["four-card-poker"]
+    assert fcp["four-card-progressive"] == four_of_a_kind and fcp["five-card-progressive"] == royal_or_straight_flush
+    assert fcp.get("bad-beat", 0.0) == 0.0, fcp

@@ -33,7 +33,9 @@ KEYWORDS = {"and", "or", "unless", "by", "without", "on", "ignoring", "group_lef
 def exported() -> set[str]:
     """Every series name the table daemon and the link authority export, from their registries."""
     names = {"up"}  # Prometheus' own, per scrape target
-    for registry in (Metrics("t1").registry, AuthorityMetrics().registry):
+    table = Metrics("t1")
+    table.percent_award_chances({})  # a card table's (counted from its paytables)
+    for registry in (table.registry, AuthorityMetrics().registry):
         for family in registry.collect():
             if family.type == "counter":
                 names.add(family.name + "_total")

@@ -7,11 +7,21 @@ two decimals are not. The journal, not these numbers, is the record; the metrics
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator, Mapping
+
+import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import start_http_server
+from prometheus_client.registry import Collector
 
 from .. import __version__
+from ..odds import percent_of_meter_chance
+from ..paytables.model import Paytable
 from .anchoring import AnchorMetrics
+
+log = structlog.get_logger("table")
 
 # Latencies from a sub-millisecond COMMIT to a slow lock-out over a congested bus.
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
@@ -83,6 +93,13 @@ class Metrics:
         self.internal_errors = Counter("progressive_internal_errors_total",
                                        "Unexpected failures of the daemon's own tasks (each logged with its "
                                        "traceback)", ["task"], registry=r)
+        self.chances: PercentAwardChances | None = None  # a card table's (percent_award_chances)
+
+    def percent_award_chances(self, spots: Mapping[str, tuple[str, str, Paytable]]) -> None:
+        """Export each spot's chance of a percentage-of-meter award (spot -> game, wager, paytable); once."""
+        if self.chances is None:
+            self.chances = PercentAwardChances(spots)
+            self.registry.register(self.chances)
 
     def set_phase(self, phase: str) -> None:
         for p in ROUND_PHASES:
@@ -94,3 +111,35 @@ class Metrics:
     def serve(self, host: str, port: int):
         """Serve /metrics on host:port in a thread of its own; returns (server, thread)."""
         return start_http_server(port, addr=host, registry=self.registry)
+
+
+class PercentAwardChances(Collector):
+    """`progressive_percent_award_probability{spot}`: the chance that one wager on the spot wins an award that is a
+    percentage of a meter, from its paytable's exact hand counts. The alerting rules compare a table's hits with the
+    wagers times it (ProgressiveHitsBeyondOdds), so that a game whose percentage awards are frequent (Four Card
+    Poker's four of a kind, 2.4 in 10,000) is held to its own odds. Counted at the first scrape, in the scrape's
+    thread (about a second, never on the daemon's loop), then kept."""
+
+    NAME = "progressive_percent_award_probability"
+    HELP = "Chance that one wager on the spot wins a percentage-of-meter award (exact, from the paytable)"
+
+    def __init__(self, spots: Mapping[str, tuple[str, str, Paytable]]) -> None:
+        self._spots = dict(spots)
+        self._lock = threading.Lock()  # two scrapes at once count once
+        self._chances: dict[str, float] | None = None
+
+    def describe(self) -> Iterator[Metric]:  # registered without counting anything
+        yield GaugeMetricFamily(self.NAME, self.HELP, labels=["spot"])
+
+    def collect(self) -> Iterator[Metric]:
+        with self._lock:
+            if self._chances is None:
+                try:
+                    self._chances = {spot: float(percent_of_meter_chance(*of)) for spot, of in self._spots.items()}
+                except Exception as e:  # a metric missing is not a daemon stopping: the alert cannot fire, said here
+                    log.exception("percentage award chances not counted", error=f"{type(e).__name__}: {e}")
+                    self._chances = {}
+        family = GaugeMetricFamily(self.NAME, self.HELP, labels=["spot"])
+        for spot, chance in sorted(self._chances.items()):
+            family.add_metric([spot], chance)
+        yield family

@@ -41,7 +41,7 @@ OPERATIONS: Mapping[str, Operation] = {
     "authenticate": Operation(supervisor="required"),
 }
 # The link authority's socket: reads only. Nothing on it moves a meter (docs/security.md).
-AUTHORITY_OPERATIONS: Mapping[str, Operation] = {"status": OPERATIONS["status"], "meters": OPERATIONS["meters"]}
+AUTHORITY_OPERATIONS: Mapping[str, Operation] = {op: OPERATIONS[op] for op in ("status", "meters", "meter_series")}
 
 
 def check_arguments(op: str, args: Mapping[str, Any], operations: Mapping[str, Operation] = OPERATIONS) -> None:

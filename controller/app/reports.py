@@ -10,8 +10,9 @@ logged with its traceback, and the next day is tried again."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -22,9 +23,10 @@ from ..config.model import ReportConfig
 from ..errors import InputError
 from ..ledger.chain import utc_now
 from ..report.build import POINTS_PER_INTERVAL
-from ..report.day import SPANS, GamingDay, day_of, last_ended, span_edges
+from ..report.day import GamingDay, day_of, last_ended, parse_span, span_edges
 from ..report.files import Opening, first_entry_time, read_report, read_series, write_report, written
 from ..report.render import series_json
+from .control import NotAvailable
 
 log = structlog.get_logger("table")
 
@@ -33,7 +35,7 @@ NAP_S = 60.0  # the clock is read again at least this often while waiting (a clo
 WRITE_TIMEOUT_S = 600.0  # a replay of a long journal takes a while; a report not written by then is a failure
 MAX_POINTS = 400  # a meter_series answer's points a meter, at most: a plot's width in pixels, about
 SERIES_EVERY_S = 60.0  # the journal is read for a span at most this often; an answer is kept (and given) till then
-SERIES_TIMEOUT_S = 120.0
+SERIES_TIMEOUT_S = 120.0  # a request waits this long for the span's read, then is refused (the read goes on)
 
 
 class DayReports:
@@ -80,28 +82,47 @@ class DayReports:
 class MeterSeries:
     """The `meter_series` operation: each meter's amounts over a span, read from the journal in a worker thread
     and kept for `every` seconds a span, so that no client (the pit console's pages) makes the daemon read 30 days
-    of journal more often than that; two asking at once wait for one read."""
+    of journal more often than that. One read a span at a time: a request made while the span's read runs waits
+    for that read, and one that waits longer than `timeout` is refused while the read goes on and fills the kept
+    answer (a client asking again and again cannot pile up reads, each a thread). Used by a table's daemon and
+    by the link authority over its own journal."""
 
     def __init__(self, state_dir: Path, cfg: ReportConfig, *, clock: Callable[[], datetime] = utc_now,
-                 every: float = SERIES_EVERY_S, max_points: int = MAX_POINTS) -> None:
+                 every: float = SERIES_EVERY_S, max_points: int = MAX_POINTS, timeout: float = SERIES_TIMEOUT_S,
+                 reader: Callable[..., tuple[dict[str, Any], Opening | None]] = read_series) -> None:
         self.state_dir = Path(state_dir)
         self.starts_at, self.zone, self.zone_name = cfg.day_starts, cfg.zone, cfg.time_zone
-        self.clock, self.every = clock, every
+        self.clock, self.every, self.timeout, self.reader = clock, every, timeout, reader
         self.intervals = max_points // POINTS_PER_INTERVAL
         self.reads = 0  # journal reads made (the tests count them)
         self._kept: dict[str, tuple[float, list[dict[str, Any]]]] = {}
         self._openings: dict[str, Opening | None] = {}  # span -> its opening meters: the next read starts there
-        self._locks = {span: asyncio.Lock() for span in SPANS}
+        self._reading: dict[str, asyncio.Task[list[dict[str, Any]]]] = {}  # span -> its read under way
+
+    async def answer(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+        """The operation's answer to `args` (span, and meter or none), each checked (InputError naming it)."""
+        meter = args.get("meter")
+        if meter is not None and not isinstance(meter, str):
+            raise InputError("meter", f"must be a meter's id (a string), not {meter!r}")
+        return await self.get(parse_span(args.get("span"), "span"), meter)
 
     async def get(self, span: str, meter: str | None = None) -> list[dict[str, Any]]:
         """The answer for `span` (checked by the caller), of every meter or only of `meter` (InputError: none
-        such in the span)."""
-        async with self._locks[span]:
-            kept = self._kept.get(span)
-            if kept is None or time.monotonic() - kept[0] >= self.every:
-                kept = (time.monotonic(), await self._read(span))
-                self._kept[span] = kept
-        answer = kept[1]
+        such in the span; NotAvailable: the span's read has not ended within the timeout)."""
+        kept = self._kept.get(span)
+        if kept is None or time.monotonic() - kept[0] >= self.every:
+            task = self._reading.get(span)
+            if task is None:  # decided before any await: never two reads of a span
+                task = self._reading[span] = asyncio.create_task(self._read(span), name=f"meter series {span}")
+                task.add_done_callback(functools.partial(self._read_ended, span))
+            try:
+                async with asyncio.timeout(self.timeout):
+                    answer = await asyncio.shield(task)  # a waiter given up on (or cancelled) leaves the read on
+            except TimeoutError:
+                raise NotAvailable(f"the journal is still being read for the {span} series (over {self.timeout:g} s):"
+                                   " the answer is kept when the read ends; ask again later") from None
+        else:
+            answer = kept[1]
         if meter is None:
             return answer
         mine = [m for m in answer if m["meter"] == meter]
@@ -110,14 +131,21 @@ class MeterSeries:
             raise InputError("meter", f"no meter {meter!r} in the journal over {span} (meters: {have})")
         return mine
 
+    def _read_ended(self, span: str, task: asyncio.Task[list[dict[str, Any]]]) -> None:
+        if self._reading.get(span) is task:
+            del self._reading[span]
+        if not task.cancelled() and (e := task.exception()) is not None:  # retrieved here: waiters or none
+            log.error("meter series not read", span=span, error=f"{type(e).__name__}: {e}", exc_info=e)
+
     async def _read(self, span: str) -> list[dict[str, Any]]:
         now = self.clock()
         edges = span_edges(span, now, self.starts_at, self.zone, self.intervals, self.zone_name)
         began = time.monotonic()
-        async with asyncio.timeout(SERIES_TIMEOUT_S):
-            series, self._openings[span] = await asyncio.to_thread(read_series, self.state_dir, edges[0], edges[-1],
-                                                                   self._openings.get(span))
+        series, self._openings[span] = await asyncio.to_thread(self.reader, self.state_dir, edges[0], edges[-1],
+                                                               self._openings.get(span))
         self.reads += 1
         log.info("meter series read", span=span, meters=len(series), points=sum(len(p) for p in series.values()),
                  ms=round((time.monotonic() - began) * 1000, 1))
-        return series_json(series, span, edges[0], edges[-1], edges)
+        answer = series_json(series, span, edges[0], edges[-1], edges)
+        self._kept[span] = (began, answer)  # kept as of the read's start, whether anyone still waits for it
+        return answer

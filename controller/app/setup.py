@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 from ..config.model import StandaloneMeter, TableConfig
+from ..paytables.model import Paytable
 from ..positions import DEALER
 from ..round.model import SpotRule, TableRules
+
+
+def award_spots(cfg: TableConfig, rules: TableRules) -> dict[str, tuple[str, str, Paytable]]:
+    """Each spot's game, wager and paytable: what its chance of a percentage-of-meter award is counted from."""
+    return {s: (cfg.game.id, cfg.wagers[r.wager].wager.id, cfg.wagers[r.wager].paytable) for s, r in rules.spots.items()}
 
 
 def table_rules(cfg: TableConfig) -> TableRules:

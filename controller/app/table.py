@@ -43,7 +43,6 @@ from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
 from ..meter_ledger import Meters as MeterStates
 from ..money import UNITS_PER_CENT, format_cents, parse_units
 from ..positions import position_name
-from ..report.day import parse_span
 from ..round import claim_machine as cm
 from ..round import detect, machine
 from ..round import model as rm
@@ -58,7 +57,7 @@ from .metrics import Metrics
 from .operations import check_arguments
 from .reports import DayReports, MeterSeries
 from .sdnotify import Notifier
-from .setup import standalone_meters, table_rules
+from .setup import award_spots, standalone_meters, table_rules
 from .shell import ControlFactory, TableShell, close_buses
 from .views import hit_json, meter_json
 
@@ -78,6 +77,7 @@ class TableDaemon(TableShell):
                  draw: Callable[[int], int] = secrets.randbelow, clock: Callable[[], datetime] = utc_now) -> None:
         super().__init__(cfg, devices, buses=buses, metrics=metrics, notifier=notifier, control=control)
         self.rules = table_rules(cfg)
+        self.metrics.percent_award_chances(award_spots(cfg, self.rules))
         self._draw = draw
         self.clock = clock  # the gaming day's (tests move it)
         self.series = MeterSeries(cfg.state_dir, cfg.report, clock=clock)
@@ -636,10 +636,7 @@ class TableDaemon(TableShell):
             case "history":
                 return [hit_json(m, h) for m, s in sorted(self.ledger.state.items()) for h in s.history]
             case "meter_series":
-                meter = args.get("meter")
-                if meter is not None and not isinstance(meter, str):
-                    raise InputError("meter", f"must be a meter's id (a string), not {meter!r}")
-                return await self.series.get(parse_span(args.get("span"), "span"), meter)
+                return await self.series.answer(args)
             case "settle":
                 who = await self.supervisor(args) if "supervisor" in args else None
                 return await self._settle(args.get("round_id"), who)

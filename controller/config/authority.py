@@ -25,13 +25,13 @@ from .check_meters import METER_ID
 from .fields import did_you_mean, show, unknown_key
 from .files import show_path
 from .load import TABLE_ID, _Checker, in_file_order
-from .model import AnchorConfig, LoggingConfig, MetricsConfig, MqttConfig, StandaloneMeter
+from .model import AnchorConfig, LoggingConfig, MetricsConfig, MqttConfig, ReportConfig, StandaloneMeter
 from .problems import ConfigError, Problem, join
 from .toml import read_toml
 
 AUTHORITY_TOP_KEYS = (
     "authority", "description", "state_dir", "tables", "heartbeat", "approvers_file", "meters", "metrics",
-    "logging", "mqtt", "anchor",
+    "logging", "mqtt", "anchor", "report",
 )
 AUTHORITY_REQUIRED_HINTS = {
     "authority": 'authority = "link-1": the link authority\'s id, as its heartbeats name it',
@@ -75,6 +75,8 @@ class AuthorityConfig:
     # Empty: no payment is approved (every one is refused).
     approvers: Mapping[str, bytes] = field(default_factory=dict)
     anchor: AnchorConfig = field(default_factory=AnchorConfig)
+    # The gaming day of the linked meters' plots (`meter_series`); its `dir` is not taken: no report is written.
+    report: ReportConfig = field(default_factory=ReportConfig)
 
     def summary(self) -> dict[str, Any]:
         """What the configuration sets up, for people and scripts (``check-config``)."""
@@ -162,6 +164,10 @@ class _AuthorityChecker(_Checker):
             self._authority_mqtt(doc["mqtt"], authority, tables)
         approvers = self._approvers(doc["approvers_file"]) if "approvers_file" in doc else {}
         self._anchor(doc.get("anchor"), state_dir)
+        self._report(doc.get("report"))
+        if isinstance(doc.get("report"), dict) and "dir" in doc["report"]:
+            self.add("report.dir", "the link authority writes no gaming day report (its plots read the journal)",
+                     'leave dir out: [report] takes day_starts and time_zone here')
 
         if self.problems or authority is None or state_dir is None or self.mqtt is None:
             return None
@@ -178,6 +184,7 @@ class _AuthorityChecker(_Checker):
             description=description,
             approvers=approvers,
             anchor=self.anchor,
+            report=self.report,
         )
 
     # --- top-level values --------------------------------------------------------------------------

@@ -254,7 +254,7 @@ def sections(snapshot: Mapping[str, Any] | None, down: str | None, csrf: str,
     snapshot stays shown, marked by the daemon section). A link authority's snapshot ({"status"} only) has the
     sections of AUTHORITY_SECTIONS."""
     if snapshot is not None and is_authority(snapshot["status"]):
-        return authority_sections(snapshot["status"], down)
+        return authority_sections(snapshot["status"], down, snapshot.get("series"))
     daemon = _daemon(snapshot["status"] if snapshot and down is None else None, down)
     if snapshot is None:
         waiting = "<p>Waiting for the daemon.</p>"
@@ -299,8 +299,9 @@ def page(parts: Mapping[str, str], *, csrf: str, flash: str | None = None, super
 
 # --- the link authority's view: its linked meters and every linked table --------------------------------
 
-AUTHORITY_SECTIONS = ("daemon", "meters", "tables")
-AUTHORITY_TITLES = {"daemon": "Link authority", "meters": "Linked meters", "tables": "Linked tables"}
+AUTHORITY_SECTIONS = ("daemon", "meters", "tables", "plots")
+AUTHORITY_TITLES = {"daemon": "Link authority", "meters": "Linked meters", "tables": "Linked tables",
+                    "plots": "Linked meters over time"}
 
 
 def is_authority(status: object) -> bool:
@@ -347,11 +348,13 @@ def _tables(status: Mapping[str, Any]) -> str:
             f"<tbody>{''.join(rows)}</tbody></table>")
 
 
-def authority_sections(status: Mapping[str, Any], down: str | None) -> dict[str, str]:
+def authority_sections(status: Mapping[str, Any], down: str | None,
+                       series: Mapping[str, Any] | None = None) -> dict[str, str]:
     """The sections of a link authority's page: itself, its linked meters and every table it links (online or
-    OFFLINE, since when, its last operation answered). Nothing on it acts: the authority's socket only reads."""
+    OFFLINE, since when, its last operation answered), and the linked meters' plots from its journal (`series` as
+    a table's). Nothing on it acts: the authority's socket only reads."""
     return {"daemon": _authority(status if down is None else None, down), "meters": _linked_meters(status),
-            "tables": _tables(status)}
+            "tables": _tables(status), "plots": _plots(series)}
 
 
 def login_page(*, csrf: str, message: str | None = None) -> str:

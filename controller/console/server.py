@@ -117,8 +117,8 @@ class Poller:
         snapshot, down = self.snapshot, None
         try:
             status = await self.client.call("status")
-            if page.is_authority(status):  # its status holds all it shows
-                snapshot = {"status": status}
+            if page.is_authority(status):  # its status holds all it shows, beside the plots
+                snapshot = {"status": status, "series": self.series}
             else:
                 snapshot = {"status": status, **{op: await self.client.call(op) for op in ("round", "history")}}
                 snapshot["series"] = self.series

@@ -30,6 +30,7 @@ from ..app.anchoring import Anchoring, AnchorMetrics
 from ..app.control import NotAvailable, UnknownOp
 from ..app.logs import LogBudget
 from ..app.operations import AUTHORITY_OPERATIONS, OPERATIONS, check_arguments
+from ..app.reports import MeterSeries
 from ..app.views import meter_json
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
@@ -114,6 +115,7 @@ class LinkAuthority:
         self.approvers: Mapping[str, bytes] = cfg.approvers
         self.anchoring: Anchoring | None = None
         self._odds = _HitRate()
+        self.series = MeterSeries(cfg.state_dir, cfg.report)
         self.mqtt: MqttLink | None = None
         self.ready = asyncio.Event()
         self._queues: dict[str, asyncio.Queue[TableMessage]] = {}
@@ -442,13 +444,15 @@ class LinkAuthority:
         if op not in AUTHORITY_OPERATIONS:
             if op in OPERATIONS:
                 raise NotAvailable(f"{op}: not offered by the link authority: its socket answers "
-                                   f"{' and '.join(AUTHORITY_OPERATIONS)} only (it changes nothing)")
+                                   f"{', '.join(AUTHORITY_OPERATIONS)} only (it changes nothing)")
             raise UnknownOp(op)
         check_arguments(op, args, AUTHORITY_OPERATIONS)
         if self.ledger is None:
             raise NotAvailable("the link authority is not running its journal (starting or stopping)")
         if op == "meters":
             return [meter_json(s) for _m, s in sorted(self.ledger.state.items())]
+        if op == "meter_series":  # the linked meters' plots, from the authority's journal as a table's from its own
+            return await self.series.answer(args)
         return self.status()
 
     def status(self) -> dict[str, Any]:

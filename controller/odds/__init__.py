@@ -3,7 +3,7 @@
 from .badbeat import BadBeatCounts, bad_beat_counts
 from .counts import HandCounts, clear_caches, hand_counts
 from .render import render_text, to_json
-from .report import LOSING, Bonus, OddsReport, Outcome, break_even_meter, odds_report
+from .report import LOSING, Bonus, OddsReport, Outcome, break_even_meter, odds_report, percent_of_meter_chance
 
 __all__ = [
     "LOSING",
@@ -17,6 +17,7 @@ __all__ = [
     "clear_caches",
     "hand_counts",
     "odds_report",
+    "percent_of_meter_chance",
     "render_text",
     "to_json",
 ]

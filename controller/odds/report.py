@@ -266,6 +266,19 @@ def break_even_meter(rows: list[tuple[Fraction, Award]], wager_cents: int) -> in
     return low * UNITS_PER_CENT
 
 
+def percent_of_meter_chance(game_id: str, wager_id: str, paytable: Paytable) -> Fraction:
+    """The chance that one wager wins an award that is a percentage of the meter (its rows' hands counted
+    exactly; 0 without such a row, counting nothing). What the alerting rules compare a table's hits with."""
+    g = game(game_id, "game")
+    w = wager(g, wager_id, "wager")
+    pt = _check_paytable(g, w, paytable)
+    if g.dice or not any(isinstance(p.award, PercentOfMeter) for p in pt.pays):
+        return Fraction(0)
+    rows, _, _ = _card_rows(w, pt)
+    return sum((r.probability for r in rows if r.pay is not None and isinstance(r.pay.award, PercentOfMeter)),
+               Fraction(0))
+
+
 def odds_report(
     game_id: str,
     wager_id: str,
