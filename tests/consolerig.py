@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import functools
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -26,6 +27,15 @@ CONSOLE = Path(sys.executable).parent / "progressive-console"
 SUPERVISOR, SECRET = "floor-1", "s3cret-floor"
 ROYAL = ["AS", "KS", "QS", "JS", "TS"]  # Progressive Payout Wager: 100% of the meter, which resets
 START_S = 15.0
+# What systemd does for a .socket unit: the listening socket as fd 3, $LISTEN_FDS and $LISTEN_PID (this very
+# process: exec keeps it), then the console's own command line.
+ACTIVATE = ("import os, sys; os.dup2(int(sys.argv[1]), 3); os.environ.update(LISTEN_FDS='1', "
+            "LISTEN_PID=str(os.getpid())); os.execv(sys.argv[2], sys.argv[2:])")
+
+
+def activated(sock: socket.socket, *args: str) -> list[str]:
+    """The console's command line, started as by systemd with `sock` (pass_fds=(sock.fileno(),))."""
+    return [sys.executable, "-c", ACTIVATE, str(sock.fileno()), str(CONSOLE), *args]
 
 
 class Console:
@@ -58,12 +68,19 @@ def self_signed(directory: Path) -> tuple[Path, Path]:
 
 
 @contextlib.asynccontextmanager
-async def console_process(sock: Path, log: Path, *args: str, tls: bool = False):
-    port = free_port()
+async def console_process(sock: Path, log: Path, *args: str, tls: bool = False,
+                          listening: socket.socket | None = None):
+    """The console on a free port of its own, or serving on `listening` as under systemd's socket activation."""
+    own = ("--socket", str(sock), "--log-format", "json", *args)
+    if listening is None:
+        port = free_port()
+        command, fds = [str(CONSOLE), "--listen", f"127.0.0.1:{port}", *own], ()
+    else:
+        port = listening.getsockname()[1]
+        command, fds = activated(listening, *own), (listening.fileno(),)
     with open(log, "ab") as out:
-        proc = await asyncio.create_subprocess_exec(
-            str(CONSOLE), "--socket", str(sock), "--listen", f"127.0.0.1:{port}", "--log-format", "json", *args,
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = await asyncio.create_subprocess_exec(*command, stdout=out, stderr=subprocess.STDOUT,
+                                                    stdin=subprocess.DEVNULL, pass_fds=fds)
     console = Console(f"{'https' if tls else 'http'}://127.0.0.1:{port}/", log, proc)
     try:
         await until(lambda: proc.returncode is not None or '"console serving"' in log.read_text(),
@@ -87,3 +104,12 @@ async def console_on_rig(tmp_path: Path, *args: str, tls: bool = False):
                              lambda cfg: with_supervisor(cfg, SUPERVISOR, SECRET)) as (daemon, rig):
         async with console_process(sock, tmp_path / "console.log", *args, tls=tls) as console:
             yield daemon, rig, console
+
+
+@contextlib.asynccontextmanager
+async def tls_console_on_rig(tmp_path: Path):
+    """(daemon, rig, console) as console_on_rig, the console served with TLS on the test's own certificate (a
+    supervisor's login required)."""
+    cert, key = await asyncio.to_thread(self_signed, tmp_path)
+    async with console_on_rig(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key), tls=True) as found:
+        yield found

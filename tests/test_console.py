@@ -5,20 +5,25 @@ checks, no secret in a URL or its log, approvals decided by the daemon, the logi
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import errno
 import functools
 import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import time
 from pathlib import Path
 
+import aiohttp
 import pytest
 
+from controller.app import sdlisten
 from controller.app.control import ControlServer
 from controller.app.table import TableDaemon
-from controller.console import page
+from controller.console import gate, page, server
 
 from consolerig import (
     CONSOLE,
@@ -27,10 +32,11 @@ from consolerig import (
     SECRET,
     SUPERVISOR,
     TABLE,
+    activated,
     console_on_rig,
     console_process,
     csrf_of,
-    self_signed,
+    tls_console_on_rig,
 )
 from rigtable import daemon_on_rig, lock_round, until, with_supervisor
 
@@ -67,6 +73,53 @@ def test_money_is_shown_as_the_sign_reads_it_exactly():
     assert page.dollars("10000.00") == "$10,000.00"
     assert page.dollars("123456789012345678.15") == "$123,456,789,012,345,678.15"  # no float on the way
     assert page.dollars(None) == "—" and page.dollars("<b>") == "&lt;b&gt;"
+
+
+def test_a_form_token_is_signed_bound_to_its_cookie_and_expires():
+    now = [1000.0]
+    signer = server.Signer(clock=lambda: now[0], lifetime=3600)
+    me, other = "a" * 43, "b" * 43
+    token = signer.token(me)
+    assert signer.valid(me, token) and token != signer.token(me)  # a nonce each
+    assert not signer.valid(other, token)  # fetched with another cookie: worth nothing
+    issued, nonce, mac = token.split(".")
+    assert not signer.valid(me, f"{int(issued) + 60}.{nonce}.{mac}")  # its time is under the MAC
+    assert not signer.valid(me, "") and not signer.valid(me, "x.y") and not signer.valid(me, token + "." * 200)
+    assert not server.Signer(clock=lambda: now[0]).valid(me, token)  # a restart: a new key
+    now[0] += 3600
+    assert signer.valid(me, token)
+    now[0] += 1
+    assert not signer.valid(me, token)
+    flash = signer.flash(me, "claim CS-07-r1-c1: approved <b>")
+    assert signer.read_flash(me, flash) == "claim CS-07-r1-c1: approved <b>"
+    assert signer.read_flash(other, flash) is None and signer.read_flash(me, "SGk.00") is None
+    assert signer.read_flash(me, None) is None
+
+
+def test_the_sockets_systemd_passes_are_taken_for_this_process_only_and_the_variables_unset():
+    env = {"LISTEN_PID": "1", "LISTEN_FDS": "1", "LISTEN_FDNAMES": "x", "OTHER": "y"}
+    assert sdlisten.listen_fds(env) == [] and env == {"OTHER": "y"}  # another process's (pid 1's)
+    assert sdlisten.listen_fds(env) == []  # not activated
+    for bad, says in (({"LISTEN_PID": "me", "LISTEN_FDS": "1"}, "LISTEN_PID='me'"),
+                      ({"LISTEN_PID": str(os.getpid()), "LISTEN_FDS": "0"}, "LISTEN_FDS='0'"),
+                      ({"LISTEN_PID": str(os.getpid())}, "LISTEN_FDS=None")):
+        with pytest.raises(ValueError, match=re.escape(says)):
+            sdlisten.listen_fds(bad)
+        assert bad == {}
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp, pytest.raises(ValueError, match="not a TCP"):
+        sdlisten.tcp_listener(udp.fileno())
+    with socket.socket() as tcp, pytest.raises(ValueError, match="not listening"):
+        sdlisten.tcp_listener(tcp.fileno())
+
+
+def test_connections_are_counted_per_address_and_in_all():
+    c = gate.Connections(per_address=2, total=3)
+    assert c.take("10.0.0.1") is None and c.take("10.0.0.1") is None
+    assert "2 connections from one address" in (c.take("10.0.0.1") or "")
+    assert c.take("10.0.0.2") is None
+    assert "3 connections at once" in (c.take("10.0.0.3") or "")
+    c.give_back("10.0.0.1")
+    assert c.take("10.0.0.3") is None and c.open == {"10.0.0.1": 1, "10.0.0.2": 1, "10.0.0.3": 1}
 
 
 def test_whatever_the_daemon_says_is_escaped_on_the_page():
@@ -140,6 +193,15 @@ def test_the_network_without_tls_is_refused_in_one_line(tmp_path, args, says):
     r = subprocess.run([str(CONSOLE), *args], capture_output=True, text=True, cwd=tmp_path, timeout=60)
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.splitlines()) == 1 and says in r.stderr, r.stderr
+
+
+def test_a_socket_systemd_passes_that_is_not_a_listening_tcp_one_is_refused_in_one_line(tmp_path):
+    with socket.socket() as tcp, socket.create_server(("127.0.0.1", 0)) as listening:
+        for sock, args, says in ((tcp, (), "the socket systemd passed: fd 3: a TCP socket that is not listening"),
+                                 (listening, ("--listen", "127.0.0.1:1"), "the socket systemd passed listens on")):
+            r = subprocess.run(activated(sock, *args), capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                               pass_fds=(sock.fileno(),))
+            assert r.returncode == 2 and len(r.stderr.splitlines()) == 1 and says in r.stderr, r.stderr
 
 
 # --- the daemon's `authenticate` ------------------------------------------------------------------------
@@ -257,9 +319,7 @@ async def test_a_meter_change_is_on_the_open_page_within_a_second(tmp_path):
 
 
 async def test_on_the_network_a_supervisor_logs_in_and_guesses_are_cut_short(tmp_path):
-    cert, key = await asyncio.to_thread(self_signed, tmp_path)
-    async with console_on_rig(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key), tls=True) as (
-            daemon, _rig, console), console.client() as http:
+    async with tls_console_on_rig(tmp_path) as (daemon, _rig, console), console.client() as http:
         async with http.get(console.url, allow_redirects=False) as r:
             assert r.status == 303 and r.headers["Location"] == "/login"
             assert r.headers["Strict-Transport-Security"]
@@ -291,9 +351,7 @@ async def test_on_the_network_a_supervisor_logs_in_and_guesses_are_cut_short(tmp
 
 
 async def test_after_a_login_the_page_is_served_and_a_new_session_made(tmp_path):
-    cert, key = await asyncio.to_thread(self_signed, tmp_path)
-    async with console_on_rig(tmp_path, "--tls-cert", str(cert), "--tls-key", str(key), tls=True) as (
-            _daemon, _rig, console), console.client() as http:
+    async with tls_console_on_rig(tmp_path) as (_daemon, _rig, console), console.client() as http:
         async with http.get(console.url + "login") as r:
             token = csrf_of(await r.text())
             before = r.cookies["pit_session"].value
@@ -311,6 +369,149 @@ async def test_after_a_login_the_page_is_served_and_a_new_session_made(tmp_path)
             assert r.status == 303  # the session is gone on the server, not only from the browser
 
 
+async def test_a_flood_of_login_forms_pushes_no_visitor_s_token_out(tmp_path):
+    """A login form's token is signed, not stored: any number of visitors leaves the first one's form good."""
+    async with tls_console_on_rig(tmp_path) as (_daemon, _rig, console), console.client() as http:
+        async with http.get(console.url + "login") as r:
+            token = csrf_of(await r.text())
+        flood = 4 * server.MAX_SESSIONS  # the cap of the table that anonymous visitors' tokens lived in before
+        strangers = aiohttp.ClientSession(cookie_jar=aiohttp.DummyCookieJar(),  # a new visitor every time
+                                          connector=aiohttp.TCPConnector(ssl=False, limit=8))
+        async with strangers:
+            async def visit() -> None:
+                async with strangers.get(console.url + "login") as r:
+                    assert r.status == 200 and "pit_session" in r.headers["Set-Cookie"]
+                    await r.read()
+
+            started = time.monotonic()
+            await asyncio.gather(*(visit() for _ in range(flood)))
+            print(f"{flood} login forms in {time.monotonic() - started:.2f} s")
+        async with http.post(console.url + "login", data={"csrf": token, **FLOOR},
+                             headers={"Origin": console.origin}, allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/", await r.text()
+        assert f"<span>{SUPERVISOR}</span>" in await _page(http, console, 'id="meters"')
+
+
+async def test_with_login_always_the_loopback_console_asks_for_a_login_too(tmp_path):
+    async with console_process(tmp_path / "control.sock", tmp_path / "console.log", "--login", "always") as console, \
+            console.client() as http:
+        async with http.get(console.url, allow_redirects=False) as r:
+            assert r.status == 303 and r.headers["Location"] == "/login"
+        async with http.get(console.url + "events") as r:
+            assert r.status == 403
+        async with http.get(console.url + "login") as r:
+            assert r.status == 200 and "Secure" not in r.headers["Set-Cookie"]  # plain HTTP on loopback
+            token = csrf_of(await r.text())
+        async with http.post(console.url + "login", data={"csrf": token, **FLOOR},
+                             headers={"Origin": console.origin}) as r:  # no daemon to check the secret
+            assert "not logged in: " in await r.text()
+        async with http.get(console.url, allow_redirects=False) as r:
+            assert r.status == 303
+
+
+async def test_the_console_serves_on_the_socket_systemd_holds_and_a_visitor_waits_through_a_restart(tmp_path):
+    sock = tmp_path / "control.sock"
+    with socket.create_server(("127.0.0.1", 0)) as listening:  # what progressive-console.socket holds
+        port = listening.getsockname()[1]
+        async with console_process(sock, tmp_path / "first.log", listening=listening) as console, \
+                console.client() as http:
+            assert "The daemon is not answering" in await _page(http, console, "not answering")
+        serving = [e for e in map(json.loads, (tmp_path / "first.log").read_text().splitlines())
+                   if e["event"] == "console serving"]
+        assert serving[0]["inherited"] is True and serving[0]["url"] == f"http://127.0.0.1:{port}/"
+        with pytest.raises(OSError) as squatter:  # the console is down: the port is still held
+            socket.create_server(("127.0.0.1", port)).close()
+        assert squatter.value.errno == errno.EADDRINUSE
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # queued by the kernel meanwhile
+        try:
+            writer.write(b"GET / HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % port)
+            async with console_process(sock, tmp_path / "second.log", listening=listening):
+                async with asyncio.timeout(10):
+                    assert (await reader.readuntil(b"\r\n")).startswith(b"HTTP/1.1 200 ")
+        finally:
+            writer.close()
+
+
+async def test_slow_and_crowding_clients_are_cut_off(tmp_path):
+    """Raw sockets against the console process: a trickled request head or body is cut off; event streams are
+    capped per client address and in all; connections per address."""
+    async with console_process(tmp_path / "control.sock", tmp_path / "console.log") as console:
+        port = int(console.origin.rsplit(":", 1)[1])
+        head = b"Host: 127.0.0.1:%d\r\nCookie: pit_session=%s\r\n" % (port, b"c" * 43)
+
+        async def connect(source: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+            return await asyncio.open_connection("127.0.0.1", port, local_addr=(source, 0))
+
+        async def trickled(source: str, start: bytes) -> tuple[bytes, float]:
+            """What the console answers to `start` followed by a byte every 0.3 s, and after how long it closed."""
+            reader, writer = await connect(source)
+            begun = time.monotonic()
+
+            async def trickle() -> None:
+                writer.write(start)
+                with contextlib.suppress(ConnectionError):
+                    while not writer.is_closing():
+                        await asyncio.sleep(0.3)  # the pace of a slow client, not a wait for the server
+                        writer.write(b"X")
+                        await writer.drain()
+
+            async with asyncio.timeout(15), asyncio.TaskGroup() as tg:
+                sending = tg.create_task(trickle())
+                try:
+                    answer = await reader.read()
+                except ConnectionError:
+                    answer = b""
+                elapsed = time.monotonic() - begun
+                sending.cancel()
+            writer.close()
+            return answer, elapsed
+
+        async def stream(source: str) -> tuple[bytes, asyncio.StreamWriter]:
+            reader, writer = await connect(source)
+            writer.write(b"GET /events HTTP/1.1\r\n" + head + b"Connection: close\r\n\r\n")
+            async with asyncio.timeout(5):
+                status = await reader.readuntil(b"\r\n")
+                if not status.startswith(b"HTTP/1.1 200 "):
+                    status += await reader.read()
+            return status, writer
+
+        async def crowd() -> None:
+            streams = [await stream("127.0.0.1") for _ in range(server.MAX_STREAMS_PER_ADDRESS)]
+            assert all(s.startswith(b"HTTP/1.1 200 ") for s, _ in streams)
+            refused, _ = await stream("127.0.0.1")
+            assert refused.startswith(b"HTTP/1.1 429 ") and b"pages open from one address" in refused
+            for n in range(2, 2 + server.MAX_STREAMS // server.MAX_STREAMS_PER_ADDRESS - 1):
+                streams += [await stream(f"127.0.0.{n}") for _ in range(server.MAX_STREAMS_PER_ADDRESS)]
+            assert all(s.startswith(b"HTTP/1.1 200 ") for s, _ in streams) and len(streams) == server.MAX_STREAMS
+            refused, _ = await stream("127.0.0.20")
+            assert refused.startswith(b"HTTP/1.1 503 ") and b"pages open at once" in refused
+            streams.pop(0)[1].close()  # a page goes away: its place is free within a second
+            async with asyncio.timeout(3):
+                while not (got := await stream("127.0.0.1"))[0].startswith(b"HTTP/1.1 200 "):
+                    got[1].close()
+            for _, writer in [*streams, got]:
+                writer.close()
+            idle = [await connect("127.0.0.30") for _ in range(gate.MAX_PER_ADDRESS)]
+            reader, writer = await connect("127.0.0.30")
+            async with asyncio.timeout(5):
+                refused = await reader.read()
+            assert refused.startswith(b"HTTP/1.1 503 ") and b"connections from one address" in refused
+            for _, w in [*idle, (reader, writer)]:
+                w.close()
+
+        async with asyncio.TaskGroup() as tg:
+            slow_head = tg.create_task(trickled("127.0.0.40", b"GET / HTTP/1.1\r\n" + head + b"X-Slow: "))
+            slow_body = tg.create_task(trickled(
+                "127.0.0.41", b"POST /login HTTP/1.1\r\n" + head + b"Origin: %s\r\nContent-Length: 900\r\n"
+                b"Content-Type: application/x-www-form-urlencoded\r\n\r\ncsrf=" % console.origin.encode()))
+            tg.create_task(crowd())
+        (answer, head_s), (body_answer, body_s) = slow_head.result(), slow_body.result()
+        print(f"trickled head cut off after {head_s:.2f} s, trickled body answered 408 and closed after {body_s:.2f} s")
+        assert answer == b"" and gate.HEAD_S - 0.5 < head_s < gate.HEAD_S + 2
+        assert body_answer.startswith(b"HTTP/1.1 408 ") and server.BODY_S - 0.5 < body_s < server.BODY_S + 2
+    assert "console connection refused" in console.log.read_text()
+
+
 def test_the_page_files_are_package_data():
     from controller.console.server import static_files
 
@@ -322,6 +523,7 @@ def test_the_page_files_are_package_data():
 # --- the systemd unit ------------------------------------------------------------------------------------
 
 UNIT = Path(__file__).resolve().parent.parent / "systemd" / "progressive-console.service"
+SOCKET_UNIT = UNIT.with_suffix(".socket")
 ANALYZE = shutil.which("systemd-analyze")
 needs_analyze = pytest.mark.skipif(ANALYZE is None and not os.environ.get("CI"),
                                    reason="systemd-analyze is not installed (CI installs it)")
@@ -332,11 +534,15 @@ def test_the_console_unit_verifies_and_keeps_its_exposure_low(tmp_path):
     text = UNIT.read_text()
     # a user of its own (its wrong guesses lock out only itself), in the socket's group
     assert "\nDynamicUser=yes\n" in text and "\nSupplementaryGroups=progressive\n" in text
-    assert "--listen 127.0.0.1:8480" in text
+    # the port is the socket unit's (held while the console is down), the service started by it
+    assert "--listen" not in text and "\nRequires=progressive-console.socket\n" in text
+    assert "\nListenStream=127.0.0.1:8480\n" in SOCKET_UNIT.read_text()
     unit = tmp_path / UNIT.name
     unit.write_text(text.replace("ExecStart=/usr/bin/progressive-console", f"ExecStart={CONSOLE}"))
-    r = subprocess.run([ANALYZE, "verify", str(unit)], capture_output=True, text=True, timeout=60)
-    assert r.returncode == 0 and UNIT.name not in r.stderr, r.stderr
+    shutil.copyfile(SOCKET_UNIT, tmp_path / SOCKET_UNIT.name)
+    r = subprocess.run([ANALYZE, "verify", str(tmp_path / SOCKET_UNIT.name), str(unit)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0 and UNIT.name not in r.stderr and SOCKET_UNIT.name not in r.stderr, r.stderr
     r = subprocess.run([ANALYZE, "security", "--offline=yes", str(unit)], capture_output=True, text=True, timeout=60)
     m = re.search(r"Overall exposure level for \S+: (\d+\.\d+)", r.stdout + r.stderr)
     assert m and float(m.group(1)) <= 2.5, r.stdout + r.stderr

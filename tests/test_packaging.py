@@ -67,6 +67,7 @@ def test_the_debian_package_describes_itself(release) -> None:
     assert fields["Depends"].startswith("python3.") and "systemd" in fields["Depends"]
     listing = subprocess.run(["dpkg-deb", "-c", deb], capture_output=True, text=True, check=True).stdout
     for path in ("./usr/lib/systemd/system/progressived.service", "./usr/lib/systemd/system/progressived-link.service",
+                 "./usr/lib/systemd/system/progressive-console.socket",
                  "./usr/lib/sysusers.d/progressive.conf", "./usr/lib/tmpfiles.d/progressive.conf",
                  "./usr/share/doc/table-progressive/operations.md", "./opt/progressive/pyvenv.cfg"):
         assert f" {path}\n" in listing, path

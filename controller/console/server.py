@@ -6,7 +6,8 @@ One poller asks the daemon (`status`, `round`, `history`) every POLL_S, and `met
 SERIES_S, and wakes the open pages' event streams (SSE) when something changed: the daemon is asked the same
 however many pages are open. Approve, reject and the
 login forward the supervisor's name and secret once to the daemon, which checks them (off its loop, throttled);
-the console checks no credential itself and keeps none. Its access log names method, path and status, never a
+the console checks no credential itself and keeps none, and keeps nothing for a visitor who has not logged in
+(the forms' tokens are signed, `Signer`). Its access log names method, path and status, never a
 query string or a body.
 """
 
@@ -14,15 +15,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
+import hashlib
 import hmac
 import importlib.resources
 import json
+import re
 import secrets
 import signal
+import socket
 import ssl
 import sys
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -31,10 +37,11 @@ import structlog
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
+from ..app import sdlisten
 from ..app.auth import WINDOW_S, Guesses
 from ..app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
 from ..exits import EXIT_BAD_INPUT
-from . import page
+from . import gate, page
 
 log = structlog.get_logger("console")
 
@@ -47,18 +54,25 @@ SERIES_TIMEOUT_S = 150.0  # the daemon reads up to 30 days of journal for an ans
 SPANS = ("day", "30d")
 ACTION_TIMEOUT_S = 30.0
 KEEPALIVE_S = 15.0  # an event stream with nothing new gets a comment this often (proxies, dead tablets)
+GONE_S = 1.0  # an event stream sees this soon that its page went away, and frees its place under the caps
 WRITE_TIMEOUT_S = 10.0
 LOGIN_S = 8 * 3600  # a login lasts a shift
-ANONYMOUS_S = 3600  # a session without a login (its CSRF token): renewed at every page
-MAX_SESSIONS = 256
+CSRF_S = 3600  # a form's token lasts this long (an open page's event stream ends before, and the page reloads)
+MAX_SESSIONS = 256  # logins (each made only after the daemon accepted a secret)
 MAX_STREAMS = 32
+MAX_STREAMS_PER_ADDRESS = 8
 MAX_BODY = 16 * 1024
+BODY_S = 5.0  # a form's body arrives within this after its head
+FLASH_S = 60  # an action's answer waits this long for the next page
+MAX_FLASH = 1000  # characters of it
 # Wrong secrets (login, approve, reject) from one address within controller.app.auth.WINDOW_S before the console
 # locks that address out for a whole WINDOW_S: fewer than the daemon's USER_LIMIT (5) in its window, so that one
 # address guessing cannot lock the console's own user out of the daemon for everyone. Secrets go through the
 # console one at a time, so a burst from one address is counted before its next guess is sent.
 SECRET_LIMIT = 3
 COOKIE = "pit_session"
+FLASH_COOKIE = "pit_flash"
+COOKIE_VALUE = re.compile(r"[A-Za-z0-9_-]{43}")  # secrets.token_urlsafe(32)
 
 
 # --- the daemon, asked once for every page -------------------------------------------------------------
@@ -158,15 +172,15 @@ class Poller:
 
 @dataclass
 class Session:
-    csrf: str
+    supervisor: str  # who logged in
     expires: float  # time.monotonic()
-    supervisor: str | None = None  # who logged in (with a login required)
-    flash: str | None = None
 
 
 @dataclass
 class Sessions:
-    """In memory only: a restart of the console logs everyone out."""
+    """Supervisors' logins, in memory only: a restart of the console logs everyone out. A visitor who has not
+    logged in has no entry here (their forms' tokens are signed, `Signer`): only a login, which the daemon
+    accepted, makes one."""
 
     clock: Callable[[], float] = time.monotonic
     table: dict[str, Session] = field(default_factory=dict)
@@ -178,15 +192,13 @@ class Sessions:
             return None
         return s
 
-    def new(self, supervisor: str | None = None) -> tuple[str, Session]:
+    def new(self, supervisor: str) -> tuple[str, Session]:
         now = self.clock()
-        if len(self.table) >= MAX_SESSIONS:
-            for sid in [k for k, v in self.table.items() if v.expires <= now]:
-                del self.table[sid]
-        if len(self.table) >= MAX_SESSIONS:  # the anonymous one that ends soonest makes room
-            anonymous = [k for k, v in self.table.items() if v.supervisor is None] or list(self.table)
-            del self.table[min(anonymous, key=lambda k: self.table[k].expires)]
-        s = Session(secrets.token_urlsafe(32), now + (LOGIN_S if supervisor else ANONYMOUS_S), supervisor)
+        for sid in [k for k, v in self.table.items() if v.expires <= now]:
+            del self.table[sid]
+        if len(self.table) >= MAX_SESSIONS:  # the login that ends soonest makes room
+            del self.table[min(self.table, key=lambda k: self.table[k].expires)]
+        s = Session(supervisor, now + LOGIN_S)
         sid = secrets.token_urlsafe(32)
         self.table[sid] = s
         return sid, s
@@ -194,6 +206,43 @@ class Sessions:
     def end(self, sid: str | None) -> None:
         if sid:
             self.table.pop(sid, None)
+
+
+class Signer:
+    """The forms' CSRF tokens and an action's one-time answer, signed instead of stored: nothing is kept per
+    visitor, so a flood of visitors pushes no one's token out. Each is bound to the browser's session cookie (a
+    visitor's random value, or a login's id): one fetched with another cookie is worth nothing. The key is made
+    at start: a restart makes every open form out of date."""
+
+    def __init__(self, key: bytes | None = None, clock: Callable[[], float] = time.monotonic,
+                 lifetime: float = CSRF_S) -> None:
+        self._key = key or secrets.token_bytes(32)
+        self.clock, self.lifetime = clock, lifetime
+
+    def _mac(self, *fields: str) -> str:
+        return hmac.new(self._key, "\n".join(fields).encode(), hashlib.sha256).hexdigest()
+
+    def token(self, binding: str) -> str:
+        """`issued.nonce.mac`: issued (whole seconds of the clock) and a random nonce, under the key."""
+        issued, nonce = str(int(self.clock())), secrets.token_urlsafe(12)
+        return f"{issued}.{nonce}.{self._mac('csrf', binding, issued, nonce)}"
+
+    def valid(self, binding: str, token: str) -> bool:
+        parts = token.split(".") if len(token) <= 128 else []
+        if len(parts) != 3 or not parts[0].isdigit():
+            return False
+        age = self.clock() - int(parts[0])
+        return 0 <= age <= self.lifetime and hmac.compare_digest(parts[2], self._mac("csrf", binding, *parts[:2]))
+
+    def flash(self, binding: str, text: str) -> str:
+        data = base64.urlsafe_b64encode(text[:MAX_FLASH].encode()).decode().rstrip("=")
+        return f"{data}.{self._mac('flash', binding, data)}"
+
+    def read_flash(self, binding: str, value: str | None) -> str | None:
+        data, _, mac = (value or "").partition(".")
+        if not data or not hmac.compare_digest(mac, self._mac("flash", binding, data)):
+            return None
+        return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)).decode(errors="replace")
 
 
 # --- the application -----------------------------------------------------------------------------------
@@ -206,28 +255,42 @@ class Console:
     port: int
     tls: bool
     static: dict[str, tuple[bytes, str]]
+    login_always: bool = False  # a supervisor logs in on loopback too (a box with several local accounts)
     sessions: Sessions = field(default_factory=Sessions)
+    signer: Signer = field(default_factory=Signer)
     # locked for the daemon's whole window: SECRET_LIMIT a window from one address stays under its USER_LIMIT
     guesses: Guesses = field(default_factory=lambda: Guesses(SECRET_LIMIT, time.monotonic, lock_s=WINDOW_S))
     # one secret at a time through the console: a burst from one address is counted before its next is sent
     secret_turn: asyncio.Lock = field(default_factory=asyncio.Lock)
     closing: asyncio.Event = field(default_factory=asyncio.Event)
     streams: int = 0
+    streams_from: Counter[str] = field(default_factory=Counter)  # open event streams per client address
 
     @property
     def login_required(self) -> bool:
-        return self.tls  # served beyond the box itself (TLS is required there): a supervisor logs in
+        return self.tls or self.login_always  # beyond the box itself (TLS is required there) a supervisor logs in
 
     def origin(self, request: web.Request) -> str:
         return f"{'https' if self.tls else 'http'}://{request.host}"
 
     def session(self, request: web.Request) -> tuple[str | None, Session | None]:
+        """The browser's session cookie (what its tokens are bound to), and its login if it is one."""
         sid = request.cookies.get(COOKIE)
+        if sid is None or not COOKIE_VALUE.fullmatch(sid):
+            return None, None
         return sid, self.sessions.get(sid)
 
-    def set_cookie(self, response: web.StreamResponse, sid: str, session: Session) -> None:
+    def set_cookie(self, response: web.StreamResponse, sid: str, session: Session | None) -> None:
+        """A login's cookie lasts as long as it does; a visitor's until the browser closes."""
+        max_age = None if session is None else int(session.expires - self.sessions.clock())
         response.set_cookie(COOKIE, sid, httponly=True, samesite="Strict", secure=self.tls, path="/",
-                            max_age=int(session.expires - self.sessions.clock()))
+                            max_age=max_age)
+
+    def set_flash(self, response: web.StreamResponse, sid: str, text: str) -> None:
+        """An action's answer, for the next page of this browser only (signed: another port of this host, which
+        shares its cookies, cannot plant one)."""
+        response.set_cookie(FLASH_COOKIE, self.signer.flash(sid, text), httponly=True, samesite="Strict",
+                            secure=self.tls, path="/", max_age=FLASH_S)
 
 
 SECURITY_HEADERS = {
@@ -267,7 +330,7 @@ async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable
     elif not console.tls and not page.host_allowed(request.headers.get("Host"), console.port):
         response = _refuse(421, "this console answers only to its own address on this box")
     elif (console.login_required and not request.path.startswith(("/static/", "/login"))
-          and (session is None or session.supervisor is None)):
+          and session is None):
         response = (_see_other("/login") if request.method == "GET" and request.path == "/"
                     else _refuse(403, "log in first"))
     else:
@@ -280,38 +343,47 @@ async def guard(request: web.Request, handler: Callable[[web.Request], Awaitable
     return response
 
 
-async def _posted(request: web.Request) -> tuple[str, Session, dict[str, str]] | web.Response:
-    """(session id, session, form) of a POST that came from the console's own page with its session's token
-    (CSRF); the refusal otherwise."""
+async def _posted(request: web.Request) -> tuple[str, Session | None, dict[str, str]] | web.Response:
+    """(session cookie, its login if any, form) of a POST that came from the console's own page with a token
+    bound to that cookie (CSRF); the refusal otherwise."""
     console: Console = request.app["console"]
     sid, session = console.session(request)
     if not page.same_origin(request.headers.get("Origin"), request.headers.get("Referer"), console.origin(request)):
         return _refuse(403, "refused: the form did not come from this console's page")
-    form = await request.post()
+    try:
+        async with asyncio.timeout(BODY_S):
+            form = await request.post()
+    except TimeoutError:
+        return _refuse(408, f"refused: the form's body did not arrive within {BODY_S:.0f} s")
     token = form.get("csrf")
-    if sid is None or session is None or not isinstance(token, str) or not hmac.compare_digest(token, session.csrf):
+    if sid is None or not isinstance(token, str) or not console.signer.valid(sid, token):
         return _refuse(403, "refused: the page's form is out of date (reload the page)")
     return sid, session, {k: v for k, v in form.items() if isinstance(v, str)}
 
 
-def _html(request: web.Request, render: Callable[[Console, Session, str | None], str]) -> web.Response:
-    """A page for the request's session (a new one if it has none), with the message of its last action, once."""
+Render = Callable[[Console, str | None, str, str | None], str]  # (console, supervisor, csrf token, flash) -> HTML
+
+
+def _html(request: web.Request, render: Render) -> web.Response:
+    """A page with a fresh token bound to the browser's session cookie (a new random one if it has none), and
+    the answer of its last action, once."""
     console: Console = request.app["console"]
     sid, session = console.session(request)
-    if sid is None or session is None:
-        sid, session = console.sessions.new()
-    elif session.supervisor is None:
-        session.expires = console.sessions.clock() + ANONYMOUS_S  # renewed at every page, as ANONYMOUS_S says
-    flash, session.flash = session.flash, None
-    response = web.Response(text=render(console, session, flash), content_type="text/html")
+    if sid is None:
+        sid = secrets.token_urlsafe(32)
+    flash = console.signer.read_flash(sid, request.cookies.get(FLASH_COOKIE))
+    supervisor = session.supervisor if session else None
+    response = web.Response(text=render(console, supervisor, console.signer.token(sid), flash),
+                            content_type="text/html")
     console.set_cookie(response, sid, session)
+    if FLASH_COOKIE in request.cookies:
+        response.del_cookie(FLASH_COOKIE, path="/")
     return response
 
 
-def _console_page(console: Console, session: Session, flash: str | None) -> str:
-    parts = page.sections(console.poller.snapshot, console.poller.down, session.csrf, session.supervisor)
-    return page.page(parts, csrf=session.csrf, flash=flash, supervisor=session.supervisor,
-                     logout=console.login_required)
+def _console_page(console: Console, supervisor: str | None, csrf: str, flash: str | None) -> str:
+    parts = page.sections(console.poller.snapshot, console.poller.down, csrf, supervisor)
+    return page.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required)
 
 
 async def index(request: web.Request) -> web.Response:
@@ -322,34 +394,49 @@ async def events(request: web.Request) -> web.StreamResponse:
     """The page's event stream: every section at once, then the sections that changed, within POLL_S of the
     daemon's change."""
     console: Console = request.app["console"]
-    _sid, session = console.session(request)
-    if session is None:
+    sid, session = console.session(request)
+    if sid is None:
         return _refuse(403, "no session: reload the page")
+    address = request.remote or "?"
     if console.streams >= MAX_STREAMS:
-        return _refuse(503, f"at most {MAX_STREAMS} pages open at once")
+        return _refuse(503, f"at most {MAX_STREAMS} pages open at once: try again shortly")
+    if console.streams_from[address] >= MAX_STREAMS_PER_ADDRESS:
+        return _refuse(429, f"at most {MAX_STREAMS_PER_ADDRESS} pages open from one address: close some")
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", **SECURITY_HEADERS})
+    csrf = console.signer.token(sid)
+    ends = console.signer.clock() + console.signer.lifetime - KEEPALIVE_S  # before its forms' token is out of date
+    supervisor = session.supervisor if session else None
     console.streams += 1
+    console.streams_from[address] += 1
     try:
         await response.prepare(request)
         await _write(response, b"retry: 1000\n\n")
         sent: dict[str, str] = {}
-        version = -1
-        while not console.closing.is_set() and console.sessions.get(request.cookies.get(COOKIE)) is session:
+        version, written = -1, time.monotonic()
+        while (not console.closing.is_set() and console.signer.clock() < ends
+               and (session is None or console.sessions.get(sid) is session)
+               and request.transport is not None and not request.transport.is_closing()):
             if version != console.poller.version:
                 version = console.poller.version
-                parts = page.sections(console.poller.snapshot, console.poller.down, session.csrf, session.supervisor)
+                parts = page.sections(console.poller.snapshot, console.poller.down, csrf, supervisor)
                 changed = {k: v for k, v in parts.items() if sent.get(k) != v}
                 sent.update(changed)
                 if changed:
                     await _write(response, f"event: update\ndata: {json.dumps(changed)}\n\n".encode())
-            elif await console.poller.wait(version, KEEPALIVE_S) == version and not console.closing.is_set():
+                    written = time.monotonic()
+            elif (await console.poller.wait(version, GONE_S) == version and not console.closing.is_set()
+                  and time.monotonic() - written >= KEEPALIVE_S):
                 await _write(response, b": still here\n\n")
+                written = time.monotonic()
         if not console.closing.is_set():
-            await _write(response, b"event: ended\ndata: {}\n\n")
+            await _write(response, b"event: ended\ndata: {}\n\n")  # the page reloads: a fresh token, or the login
     except (ConnectionError, TimeoutError):
         pass  # the page went away
     finally:
         console.streams -= 1
+        console.streams_from[address] -= 1
+        if console.streams_from[address] <= 0:
+            del console.streams_from[address]
     return response
 
 
@@ -399,19 +486,21 @@ async def _act(request: web.Request, op: str, fields: tuple[str, ...]) -> web.St
     got = await _posted(request)
     if isinstance(got, web.Response):
         return got
-    _sid, session, form = got
+    sid, _session, form = got
     claim = form.get("claim_id", "")
     try:
         result = await _forward(request, op, {k: form.get(k, "") for k in fields})
     except ControlError as e:
-        session.flash = f"{op} of {claim} refused: {e}"
+        flash = f"{op} of {claim} refused: {e}"
     except DaemonUnavailable as e:
-        session.flash = f"{op} of {claim} not done: the daemon is not answering ({e.reason})"
+        flash = f"{op} of {claim} not done: the daemon is not answering ({e.reason})"
     else:
         message = result.get("message") if isinstance(result, dict) else None
-        session.flash = message if isinstance(message, str) else f"{claim}: {op} done"
+        flash = message if isinstance(message, str) else f"{claim}: {op} done"
     console.poller.kick()
-    return _see_other("/")
+    response = _see_other("/")
+    console.set_flash(response, sid, flash)
+    return response
 
 
 async def approve(request: web.Request) -> web.StreamResponse:
@@ -423,7 +512,7 @@ async def reject(request: web.Request) -> web.StreamResponse:
 
 
 async def login_form(request: web.Request) -> web.Response:
-    return _html(request, lambda _console, session, flash: page.login_page(csrf=session.csrf, message=flash))
+    return _html(request, lambda _console, _supervisor, csrf, flash: page.login_page(csrf=csrf, message=flash))
 
 
 async def login(request: web.Request) -> web.StreamResponse:
@@ -433,13 +522,14 @@ async def login(request: web.Request) -> web.StreamResponse:
     got = await _posted(request)
     if isinstance(got, web.Response):
         return got
-    sid, session, form = got
+    sid, _session, form = got
     try:
         result = await _forward(request, "authenticate", {"supervisor": form.get("supervisor", ""),
                                                           "secret": form.get("secret", "")})
     except (ControlError, DaemonUnavailable) as e:
-        session.flash = f"not logged in: {e}"
-        return _see_other("/login")
+        refused = _see_other("/login")
+        console.set_flash(refused, sid, f"not logged in: {e}")
+        return refused
     console.sessions.end(sid)
     new_sid, new = console.sessions.new(supervisor=str(result.get("supervisor")))
     log.info("console login", remote=request.remote, supervisor=new.supervisor)
@@ -499,6 +589,9 @@ def static_files() -> dict[str, tuple[bytes, str]]:
 # --- the process ---------------------------------------------------------------------------------------
 
 
+Listener = socket.socket  # (Options.socket is the control socket's path)
+
+
 @dataclass(frozen=True)
 class Options:
     socket: str
@@ -507,6 +600,8 @@ class Options:
     tls: ssl.SSLContext | None
     log_format: str
     log_level: str
+    login_always: bool = False
+    sock: Listener | None = None  # inherited from systemd (socket activation): host and port are its own
 
 
 def options(argv: list[str] | None) -> Options:
@@ -514,8 +609,10 @@ def options(argv: list[str] | None) -> Options:
     p = argparse.ArgumentParser(prog="progressive-console", description="The pit's web console (docs/console.md).")
     p.add_argument("--socket", help="the daemon's control socket (default: $PROGRESSIVE_SOCKET, else "
                                     "/run/progressive/control.sock)")
-    p.add_argument("--listen", default=DEFAULT_LISTEN, help=f"HOST:PORT to serve on (default {DEFAULT_LISTEN}); "
-                                                            "a host beyond loopback needs --tls-cert and --tls-key")
+    p.add_argument("--listen", help=f"HOST:PORT to serve on (default {DEFAULT_LISTEN}, or the socket systemd "
+                                    "passed); a host beyond loopback needs --tls-cert and --tls-key")
+    p.add_argument("--login", choices=("auto", "always"), default="auto",
+                   help="auto: a supervisor logs in when the console is served with TLS; always: on loopback too")
     p.add_argument("--tls-cert", help="the server's certificate chain (PEM): serves HTTPS, with a supervisor's login")
     p.add_argument("--tls-key", help="the certificate's private key (PEM)")
     p.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
@@ -527,13 +624,22 @@ def options(argv: list[str] | None) -> Options:
         return SystemExit(EXIT_BAD_INPUT)
 
     try:
-        host, port = page.parse_listen(a.listen)
+        host, port = page.parse_listen(a.listen or DEFAULT_LISTEN)
     except ValueError as e:
         raise bad(f"--listen: {e}") from None
+    sock = _inherited(bad)
+    if sock is not None:
+        got_host, got_port = sock.getsockname()[:2]
+        if a.listen is not None and (host, port) != (got_host, got_port):
+            sock.close()
+            raise bad(f"--listen {a.listen}: the socket systemd passed listens on {got_host}:{got_port} (its "
+                      "ListenStream=): say the address there only")
+        host, port = got_host, got_port
+    where = a.listen or f"{host}:{port}"
     if bool(a.tls_cert) != bool(a.tls_key):
         raise bad("--tls-cert and --tls-key go together")
     if not page.is_loopback(host) and not a.tls_cert:
-        raise bad(f"--listen {a.listen}: not a loopback address: on the network the console needs --tls-cert and "
+        raise bad(f"--listen {where}: not a loopback address: on the network the console needs --tls-cert and "
                   "--tls-key (and then asks for a supervisor's login)")
     context = None
     if a.tls_cert:
@@ -544,7 +650,25 @@ def options(argv: list[str] | None) -> Options:
         except (OSError, ssl.SSLError) as e:
             raise bad(f"--tls-cert {a.tls_cert} / --tls-key {a.tls_key}: cannot be loaded: "
                       f"{getattr(e, 'strerror', None) or e}") from None
-    return Options(socket_path(a.socket), host, port, context, a.log_format, a.log_level)
+    return Options(socket_path(a.socket), host, port, context, a.log_format, a.log_level,
+                   login_always=a.login == "always", sock=sock)
+
+
+def _inherited(bad: Callable[[str], SystemExit]) -> socket.socket | None:
+    """The one listening TCP socket systemd passed (progressive-console.socket), or None when started without."""
+    try:
+        fds = sdlisten.listen_fds()
+        if len(fds) > 1:
+            raise ValueError(f"LISTEN_FDS={len(fds)}: the console serves one socket (one ListenStream=)")
+        return sdlisten.tcp_listener(fds[0]) if fds else None
+    except ValueError as e:
+        raise bad(f"the socket systemd passed: {e}") from None
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening socket on (host, port): OSError when the address is taken or not this box's."""
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    return socket.create_server((host, port), family=family)
 
 
 async def serve(opts: Options) -> int:
@@ -552,19 +676,22 @@ async def serve(opts: Options) -> int:
     actions = ControlClient(opts.socket, timeout=ACTION_TIMEOUT_S)
     poller = Poller(client, series_client=ControlClient(opts.socket, timeout=SERIES_TIMEOUT_S))
     static = await asyncio.to_thread(static_files)
-    console = Console(poller, actions, opts.port, opts.tls is not None, static)
+    console = Console(poller, actions, opts.port, opts.tls is not None, static, login_always=opts.login_always)
     runner = web.AppRunner(application(console), access_log_class=AccessLog, handle_signals=False,
-                           shutdown_timeout=2.0)
+                           shutdown_timeout=2.0, **gate.HANDLER_ARGS)
     await runner.setup()
     try:
-        site = web.TCPSite(runner, opts.host, opts.port, ssl_context=opts.tls)
-        try:
-            await site.start()
-        except OSError as e:
-            print(f"progressive-console: --listen {opts.host}:{opts.port}: {e.strerror or e}", file=sys.stderr)
-            return EXIT_BAD_INPUT
-        log.info("console serving", url=f"{'https' if opts.tls else 'http'}://{opts.host}:{opts.port}/",
-                 socket=opts.socket, login=console.login_required)
+        sock = opts.sock
+        if sock is None:
+            try:
+                sock = await asyncio.to_thread(_bind, opts.host, opts.port)
+            except OSError as e:
+                print(f"progressive-console: --listen {opts.host}:{opts.port}: {e.strerror or e}", file=sys.stderr)
+                return EXIT_BAD_INPUT
+        site = gate.GatedSite(runner, sock, ssl_context=opts.tls)
+        await site.start()
+        log.info("console serving", url=site.name, socket=opts.socket, login=console.login_required,
+                 inherited=opts.sock is not None)
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -589,4 +716,4 @@ def main(argv: list[str] | None = None) -> int:
     return asyncio.run(serve(opts))
 
 
-__all__ = ["Console", "Poller", "Session", "Sessions", "application", "main", "options", "serve"]
+__all__ = ["Console", "Poller", "Session", "Sessions", "Signer", "application", "main", "options", "serve"]
