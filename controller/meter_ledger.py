@@ -15,6 +15,8 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .errors import InputError, RulesError
+from .faults import KINDS as FAULT_KINDS
+from .faults import check_body as check_fault
 from .meter import (
     MeterParams,
     MeterState,
@@ -127,6 +129,8 @@ class MetersReducer:
             return state, _claim_record(body)
         if kind == TABLE_STATE:
             return state, _table_state(body)
+        if kind in FAULT_KINDS:  # a device fault, a wagering block, the watch of them (controller/faults.py)
+            return state, check_fault(kind, body)
         if kind == TABLE_ANCHOR:
             if not (isinstance(body.get("table"), str) and isinstance(body.get("seq"), int)
                     and isinstance(body.get("hash"), str) and isinstance(body.get("at"), str)):

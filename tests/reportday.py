@@ -1,12 +1,18 @@
 """The rounds of a gaming day that the report's tests build their journals from (tests/test_report.py,
-tests/test_report_cli.py)."""
+tests/test_report_cli.py), and a journal of records as the ledger would give them (tests/test_report.py,
+tests/test_faults.py)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from fractions import Fraction
+from typing import Any
 
+from controller.errors import InputError
+from controller.ledger.reader import Record as Rec
 from controller.meter import ops as meter_ops
+from controller.meter_ledger import MetersReducer, op_body
 
 
 def rounds(table: str, at: datetime) -> list[meter_ops.Op]:
@@ -21,3 +27,26 @@ def rounds(table: str, at: datetime) -> list[meter_ops.Op]:
         meter_ops.BookContributions("r2", table, ((2, 500), (3, 500)), at),
         meter_ops.VoidRound("r2", at, "misdeal"),
     ]
+
+
+class Journal:
+    """Entries as the ledger journals them: each applied through the meters' reducer, its result recorded; a
+    refused operation is not journaled."""
+
+    def __init__(self) -> None:
+        self.reducer = MetersReducer()
+        self.state = self.reducer.initial()
+        self.records: list[Rec] = []
+
+    def add(self, kind: str, body: dict[str, Any], at: datetime) -> bool:
+        body = json.loads(json.dumps(body))  # as decoded from the journal
+        try:
+            self.state, result = self.reducer.apply(self.state, kind, body)
+        except InputError:
+            return False
+        seq = len(self.records) + 1
+        self.records.append(Rec(seq, at, f"k{seq}", kind, body, json.loads(json.dumps(result)), f"{seq:064x}"))
+        return True
+
+    def op(self, op: meter_ops.Op, at: datetime, meter: str = "main") -> bool:
+        return self.add(op.kind, op_body(meter, op), at)

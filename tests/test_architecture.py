@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CORE = ("controller/cards.py", "controller/hands", "controller/games.py", "controller/awards.py", "controller/money.py",
         "controller/errors.py", "controller/positions.py", "controller/exits.py", "controller/paytables", "controller/settlement.py", "controller/roundio.py",
         "controller/dice", "controller/odds", "controller/meter", "controller/meter_award.py",
-        "controller/meter_ledger.py", "controller/round",
+        "controller/meter_ledger.py", "controller/faults.py", "controller/round",
         "controller/report/day.py", "controller/report/build.py", "controller/report/render.py", "controller/link/schema.py", "controller/link/approval.py", "controller/link/liveness.py",
         "controller/console/page.py",
         "drivers/modbus/edges.py", "drivers/modbus/codec.py", "drivers/modbus/schedule.py", "drivers/line/frame.py", "drivers/line/protocol.py")

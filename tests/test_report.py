@@ -4,7 +4,6 @@ included), the series a plot reads, and the property: any sequence of meter oper
 
 from __future__ import annotations
 
-import json
 from dataclasses import replace
 from datetime import date, datetime, time, timedelta, timezone
 from fractions import Fraction
@@ -16,10 +15,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.errors import InputError, InvariantViolation
-from controller.ledger.reader import Record as Rec
 from controller.meter import ops as meter_ops
 from controller.meter import params_from_dict
-from controller.meter_ledger import DEFINE_METER, MetersReducer, define_meter_body, op_body
+from controller.meter_ledger import DEFINE_METER, define_meter_body
 from controller.money import UNITS_PER_CENT, format_units, parse_units
 from controller.report import (
     day_of,
@@ -37,7 +35,7 @@ from controller.report import (
 from controller.report.build import POINTS_PER_INTERVAL, reconcile
 from controller.report.render import render, series_json, to_json
 
-from reportday import rounds
+from reportday import Journal, rounds
 
 Adjust, BookContributions, ChangeParams, CloseRound = (meter_ops.Adjust, meter_ops.BookContributions,
                                                        meter_ops.ChangeParams, meter_ops.CloseRound)
@@ -50,29 +48,6 @@ BEFORE = DAY.start - timedelta(hours=2)
 IN = DAY.start + timedelta(hours=1)
 PARAMS = params_from_dict({"meter_id": "main", "reset": "10000.00", "rate": "0.15", "reserve_rate": "0.05",
                            "wager_sizes": ["1.00", "5.00"]}, "params")
-
-
-class Journal:
-    """Entries as the ledger journals them: each applied through the meters' reducer, its result recorded; a
-    refused operation is not journaled."""
-
-    def __init__(self) -> None:
-        self.reducer = MetersReducer()
-        self.state = self.reducer.initial()
-        self.records: list[Rec] = []
-
-    def add(self, kind: str, body: dict[str, Any], at: datetime) -> bool:
-        body = json.loads(json.dumps(body))  # as decoded from the journal
-        try:
-            self.state, result = self.reducer.apply(self.state, kind, body)
-        except InputError:
-            return False
-        seq = len(self.records) + 1
-        self.records.append(Rec(seq, at, f"k{seq}", kind, body, json.loads(json.dumps(result)), f"{seq:064x}"))
-        return True
-
-    def op(self, op: meter_ops.Op, at: datetime, meter: str = "main") -> bool:
-        return self.add(op.kind, op_body(meter, op), at)
 
 
 def a_day() -> Journal:

@@ -1,6 +1,6 @@
 """`progressivectl report --state DIR --day YYYY-MM-DD` in each form, on a journal written by the ledger with its
-clock set to a known gaming day; bad input is one line and status 2; a journal whose recorded result was changed
-does not reconcile (status 1)."""
+clock set to a known gaming day; bad input is one line and status 2; a journal changed behind its hash chain's back
+is refused naming the entry, and one whose chain a forger made again does not reconcile (status 1 both)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.ledger import Ledger
+from controller.ledger import Ledger, chain
 from controller.meter import BookContributions, params_from_dict
 from controller.meter_ledger import MetersReducer, define_meter_body, op_body
 
@@ -123,15 +123,64 @@ def test_a_state_directory_without_a_journal(tmp_path):
     assert proc.returncode == 2 and "--state" in proc.stderr and "holds no journal" in proc.stderr
 
 
-def test_a_changed_result_does_not_reconcile(state_dir, tmp_path):
-    copy = tmp_path / "copy"
-    shutil.copytree(state_dir, copy)
+def _changed(copy: Path) -> int:
+    """The r1 booking's recorded contribution changed in the journal at `copy`; its seq."""
     con = sqlite3.connect(copy / "ledger.sqlite3")
     (seq, text), = con.execute("SELECT seq, entry FROM entries WHERE entry LIKE '%\"r1\"%book-contributions%'")
     con.execute("UPDATE entries SET entry = ? WHERE seq = ?", (text.replace('"contributed":"1.05"',
                                                                             '"contributed":"1.06"'), seq))
     con.commit()
     con.close()
+    return seq
+
+
+def _rechain(copy: Path, seq: int) -> None:
+    """As a forger would: every entry from `seq` on linked and hashed again, each checkpoint's digest of its segment
+    made again, so that the chain holds."""
+    con = sqlite3.connect(copy / "ledger.sqlite3", isolation_level=None)
+    rows = con.execute("SELECT seq, key, entry FROM entries ORDER BY seq").fetchall()
+    prev, texts, hashes = chain.GENESIS_PREV, {}, {}
+    for s, key, text in rows:
+        e = json.loads(text)
+        if s >= seq:
+            e[0] = prev
+            if e[4] == "checkpoint":
+                first, last = e[5]["segment"]["first"], e[5]["segment"]["last"]
+                digest = chain.SegmentDigest()
+                for k in range(first, last + 1):
+                    digest.add(hashes[k], rows[k - 1][1], texts[k])
+                e[5]["segment"]["sha256"] = digest.hexdigest()
+            text = chain.canonical(e)
+            con.execute("UPDATE entries SET entry = ?, hash = ? WHERE seq = ?", (text, chain.entry_hash(text), s))
+        texts[s], hashes[s] = text, chain.entry_hash(text)
+        prev = hashes[s]
+    con.close()
+
+
+def test_a_journal_changed_behind_the_chains_back_is_refused_naming_the_entry(state_dir, tmp_path):
+    """An entry changed in a copy, its hash not made again: no figure is printed, one line names the entry."""
+    copy = tmp_path / "copy"
+    shutil.copytree(state_dir, copy)
+    seq = _changed(copy)
+    proc = report(copy, "--day", "2026-11-30", "--json")
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.count("\n") == 1
+    assert f"no report: the journal {copy / 'ledger.sqlite3'} is damaged: entry {seq}: its contents do not match " \
+           "its hash" in proc.stderr
+    # an entry deleted: the first missing is named
+    con = sqlite3.connect(copy / "ledger.sqlite3", isolation_level=None)
+    con.execute("DELETE FROM entries WHERE seq = ?", (seq - 1,))
+    con.close()
+    proc = report(copy, "--day", "2026-11-30")
+    assert proc.returncode == 1 and proc.stdout == "" and f"entry {seq - 1}: missing" in proc.stderr
+
+
+def test_a_changed_result_with_the_chain_made_again_does_not_reconcile(state_dir, tmp_path):
+    """A forger who makes the chain again after the entry passes the chain's check, not the replay."""
+    copy = tmp_path / "copy"
+    shutil.copytree(state_dir, copy)
+    seq = _changed(copy)
+    _rechain(copy, seq)
     proc = report(copy, "--day", "2026-11-30")
     assert proc.returncode == 1 and proc.stdout == ""
     assert f"the gaming day 2026-11-30 does not reconcile: entry {seq}: book-contributions" in proc.stderr

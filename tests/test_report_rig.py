@@ -1,6 +1,7 @@
 """The gaming day's report of a day played on the rig: rounds with wagers on several seats, a hit claimed and
-approved by a floorperson, a bonus the table pays, a void; every figure of the report checked against sums made
-here straight from the journal's entries (not through controller/report/). And the daemon writes the report when
+approved by a floorperson, a bonus the table pays, a void, the lock-out's device and a seat's gone silent and back
+(the table blocked), the table closed; every figure of the report checked against sums made here straight from the journal's entries (not
+through controller/report/). And the daemon writes the report when
 the day ends, and at a start the report of the last ended day that it missed."""
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from controller.app import reports
+from controller.app import fault_journal, reports
 from controller.app.table import TableDaemon
 from controller.config.model import ReportConfig
 from controller.ledger.chain import utc_now
 from controller.ledger.reader import JournalReader
 from controller.money import UNITS_PER_CENT, parse_cents, parse_units
 from controller.report import GamingDay, day_report
+from drivers import events as ev
 
 from rigtable import daemon_on_rig, drawing, lock_round, until, with_supervisor
 
@@ -53,11 +55,22 @@ async def claimed(daemon, seat, cards, spot="progressive"):
         await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
 
 
+def ended(db) -> int:
+    """The ends of faults and blocks journaled so far."""
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute("SELECT count(*) FROM journal WHERE kind IN ('device-fault', 'wagering-block') AND "
+                           "json_extract(body, '$.event') IN ('up', 'unblocked')").fetchone()[0]
+    finally:
+        con.close()
+
+
 def signed(text: str) -> int:
     return -parse_units(text[1:], "x") if text.startswith("-") else parse_units(text, "x")
 
 
-async def test_every_figure_of_a_day_on_the_rig_is_the_journals_own_sum(tmp_path):
+async def test_every_figure_of_a_day_on_the_rig_is_the_journals_own_sum(tmp_path, monkeypatch):
+    monkeypatch.setattr(fault_journal, "HOLD", timedelta(seconds=0.3))  # an end journaled 0.3 s after the return
     async with table(tmp_path) as (daemon, rig):
         await lock_round(daemon, rig, [(1, "progressive"), (3, "progressive")])  # before the day
         await daemon.call("settle", {"round_id": "CS-07-r1"})
@@ -71,7 +84,19 @@ async def test_every_figure_of_a_day_on_the_rig_is_the_journals_own_sum(tmp_path
         await daemon.call("settle", {"round_id": "CS-07-r3"})
         await lock_round(daemon, rig, [(5, "progressive"), (3, BONUS)])  # a spot's chip stays: new spots
         await daemon.call("void", {"reason": "misdeal", **FLOOR})
+        # the lock-out's device and seat 3's stop answering (as with their cables out: the rig's mute; pulling the
+        # bus's cable takes 9 devices down and 10 s more) and come back; the table closed meanwhile
+        rig.mute("lockout", True)
+        rig.mute("seat-3", True)
+        await until(lambda: daemon._info["lockout"].up is False and daemon._info["seat-3"].up is False, "both down")
+        await daemon.call("close_table", FLOOR)
+        rig.mute("lockout", False)
+        rig.mute("seat-3", False)
+        await until(lambda: daemon._info["lockout"].up and daemon._info["seat-3"].up, "both back")
+        await daemon.call("open_table", FLOOR)
         db = daemon.ledger.db_path
+        await until(lambda: ended(db) == 4, lambda: f"the ends journaled: {ended(db)} of 4")
+        await daemon.call("close_table", FLOOR)  # and closed again at the daemon's stop: the stop ends it
     day = GamingDay(date.today(), start, start + timedelta(days=1), time(0, 0), "UTC")
     with JournalReader(db) as r:
         report = day_report(r.records(), day)
@@ -136,6 +161,47 @@ async def test_every_figure_of_a_day_on_the_rig_is_the_journals_own_sum(tmp_path
     assert [e.detail.split()[0] for e in report.table_events if e.kind == "claim"] == \
         [e[5]["claim"]["id"] for e in during if e[4] == "claim"]
 
+    # --- device faults and blocked time, from the same entries: each down or block paired with what ended it ---
+    def at(e):
+        return datetime.fromisoformat(e[5]["at"])
+
+    opened, spans = {}, []  # (kind, name) -> its starting entry; (kind, name, start, end, flaps) ended
+    for e in rows:
+        if e[4] == "fault-watch":
+            spans += [(k, n, at(s), at(e), 0) for (k, n), s in opened.items()]
+            opened = {}
+        elif e[4] in ("device-fault", "wagering-block"):
+            name = e[5].get("device") or e[5]["block"]
+            if e[5]["event"] in ("down", "blocked"):
+                opened[e[4], name] = e
+            else:
+                spans.append((e[4], name, at(opened.pop((e[4], name))), at(e), e[5]["flaps"]))
+    spans += [(k, n, at(s), day.end, 0) for (k, n), s in opened.items()]
+    clip = [(k, n, max(a, day.start), min(b, day.end), f) for k, n, a, b, f in spans if b > day.start]
+
+    def seconds(kind, name=None):
+        return sum(((b - a) for k, n, a, b, _ in clip if k == kind and name in (None, n)), timedelta(0))
+
+    devices = {d.device: d for d in report.faults.devices}
+    assert sorted(devices) == ["lockout", "seat-3"]
+    for name, d in devices.items():
+        mine = [c for c in clip if c[:2] == ("device-fault", name)]
+        assert (len(d.faults), d.down, d.flaps) == (len(mine), seconds("device-fault", name), sum(c[4] for c in mine))
+        assert (d.first, d.last) == (mine[0][2], mine[-1][3])
+    assert devices["seat-3"].seats == (3,) and devices["lockout"].seats == ()
+    assert [len(d.faults) for d in devices.values()] == [1, 1] and devices["lockout"].down > timedelta(0)
+    blocks = {b.block: b for b in report.faults.blocks}
+    assert sorted(blocks) == ["closed", "device"] and [o.ended_by for o in blocks["closed"].blocks] == ["unblocked", "stop"]
+    for name, b in blocks.items():
+        assert (len(b.blocks), b.time) == (len([c for c in clip if c[:2] == ("wagering-block", name)]),
+                                           seconds("wagering-block", name))
+    # the union of the blocks: each second of the day counted once, whatever blocked it
+    edges = sorted({t for k, _, a, b, _ in clip if k == "wagering-block" for t in (a, b)})
+    assert report.faults.blocked == sum((hi - lo for lo, hi in zip(edges, edges[1:])
+                                         if any(a <= lo and hi <= b for k, _, a, b, _ in clip
+                                                if k == "wagering-block")), timedelta(0))
+    assert report.faults.blocked < seconds("wagering-block")  # the two causes overlapped
+
 
 async def test_the_daemon_writes_the_report_when_the_day_ends_and_a_missed_one_at_start(tmp_path, monkeypatch):
     monkeypatch.setattr(reports, "SETTLE_S", 0.2)
@@ -175,3 +241,24 @@ async def test_the_daemon_writes_the_report_when_the_day_ends_and_a_missed_one_a
     assert (out / f"report-{today}.html").read_text().count("<svg") == 2  # a plot a meter
     assert victim.read_text(encoding="utf-8") == "not a report"
     assert all(not (out / f"report-{today}.{x}").is_symlink() for x in ("csv", "html", "json", "txt"))
+
+
+async def test_a_flapping_device_is_one_fault_in_the_journal(tmp_path, monkeypatch):
+    """The lock-out's device drops and comes back 50 times in a row (as a loose cable does): one fault and one block
+    in the journal, down once and back once, the 49 returns in between folded in as flaps."""
+    monkeypatch.setattr(fault_journal, "HOLD", timedelta(seconds=0.5))
+    async with table(tmp_path) as (daemon, _rig):
+        emit = daemon.emit_for("lockout")
+        for _ in range(50):
+            emit(ev.DeviceDown("lockout", "no reply"))
+            emit(ev.DeviceUp("lockout"))
+        db = daemon.ledger.db_path
+        await until(lambda: ended(db) == 2, lambda: f"the ends journaled: {ended(db)} of 2")
+        con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+        rows = [(k, json.loads(b)) for k, b in con.execute(
+            "SELECT kind, body FROM journal WHERE kind IN ('device-fault', 'wagering-block') ORDER BY seq")]
+        con.close()
+    assert [(k, b["event"], b["flaps"]) for k, b in rows] == [
+        ("device-fault", "down", 0), ("wagering-block", "blocked", 0),
+        ("device-fault", "up", 49), ("wagering-block", "unblocked", 49)]
+    assert rows[0][1]["reason"] == "no reply" and rows[1][1]["sources"] == ["lockout"]

@@ -51,6 +51,7 @@ from . import linked, logs
 from .anchoring import Anchoring
 from .claim_desk import ClaimDesk, RoundView
 from .control import PEER
+from .fault_journal import FaultJournal
 from .linked import LinkedMeterView
 from .meter_port import LinkedMeters, LocalMeters, Meters
 from .metrics import Metrics
@@ -83,6 +84,7 @@ class TableDaemon(TableShell):
         self.series = MeterSeries(cfg.state_dir, cfg.report, clock=clock)
         self.ledger: Ledger[MeterStates] | None = None
         self.anchoring: Anchoring | None = None
+        self.faults: FaultJournal | None = None  # device faults and blocks into the journal
         self.meters: Meters | None = None
         self.desk: ClaimDesk | None = None
         self.state: rm.TableState | None = None
@@ -138,6 +140,9 @@ class TableDaemon(TableShell):
                                    "anchor-compare")
                 link.on_anchor = compare
             await asyncio.to_thread(self.anchoring.check)  # a journal rolled back or rewritten: refused here
+            faults = FaultJournal(self.ledger)
+            await asyncio.to_thread(faults.start)
+            self.faults = faults
             if self.link is not None:
                 await asyncio.to_thread(self.link.open)
             self.meters = Meters(LocalMeters(self.ledger), LinkedMeters(self.link) if self.link is not None else None)
@@ -166,6 +171,7 @@ class TableDaemon(TableShell):
                         self.apply(rm.BlockRaised(rm.Block.LINK, "link"))
                     self.spawn(self.link.run(), "link", fatal=True)
                 await self.start_services(tg, "rounds")
+                self.spawn(faults.run(), "fault-journal")
                 await self.anchoring.anchor("start")
                 self.spawn(self.anchoring.run(), "anchor")
                 self.spawn(DayReports(self.cfg.state_dir, self.cfg.report, clock=self.clock).run(), "day-report")
@@ -178,6 +184,9 @@ class TableDaemon(TableShell):
             self.supervisors.close()
             await close_buses(self.buses)
             led, self.ledger = self.ledger, None
+            if self.faults is not None:
+                self.faults.stop()  # queued: the ledger's close writes it
+                self.faults = None
             if led is not None:
                 await asyncio.to_thread(led.close)
                 if self.anchoring is not None and led.failed is None:
@@ -315,6 +324,9 @@ class TableDaemon(TableShell):
 
     def device_changed(self, name: str, up: bool) -> None:
         seats = self.seats_of(name)
+        if self.faults is not None:
+            info = self._info[name]
+            self.faults.device(name, up, kind=info.kind, seats=seats, reason=info.last_error or "")
         if seats:  # a seat's wagering device: its seats only; the rest of the table wagers on
             self.apply(rm.SeatsUp(name) if up else rm.SeatsDown(name, seats))
         else:
@@ -396,6 +408,8 @@ class TableDaemon(TableShell):
             bus.scheduler.set_phase(bus_phase)
         for block in rm.Block:
             self.metrics.blocked.labels(block.value).set(1 if out.state.blocks.get(block) else 0)
+        if self.faults is not None:
+            self.faults.blocks({b.value: sources for b, sources in out.state.blocks.items()})
         for effect in out.effects:
             self._effect(effect)
         self.sign.offline(out.state.blocked)

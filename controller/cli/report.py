@@ -1,6 +1,7 @@
 """`progressivectl report --state DIR --day YYYY-MM-DD`: the gaming day's report of a state directory, read off-line
-(read-only; the daemon may be running). Exit status: 0 written; 1 the day does not reconcile (a journaled result
-that its replay does not give, books that do not balance); 2 bad input."""
+(read-only; the daemon may be running), its hash chain checked as it is read. Exit status: 0 written; 1 the journal
+is damaged (the chain broken: the line names the entry) or the day does not reconcile (a journaled result that its
+replay does not give, books that do not balance); 2 bad input."""
 
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def _day(args: Any) -> GamingDay:
 
 
 def cmd_report(args: Any) -> int:
-    from ..ledger import journal
+    from ..ledger import LedgerDamaged, journal
     from ..report.files import read_report
     from ..report.render import render
 
@@ -68,6 +69,10 @@ def cmd_report(args: Any) -> int:
     except PermissionError:
         raise InputError("--state", f"{args.state}: permission denied: the journal is the daemon's user's only "
                                     "(run this as root, or as that user)") from None
+    except LedgerDamaged as e:  # the chain broken: no figure of it is printed
+        where = f"entry {e.seq}: " if e.seq is not None else ""
+        print(f"progressivectl: no report: the journal {e.path} is damaged: {where}{e.problem}", file=sys.stderr)
+        return EXIT_DAMAGED
     except InvariantViolation as e:
         print(f"progressivectl: the gaming day {day.day} does not reconcile: {e}", file=sys.stderr)
         return EXIT_DAMAGED

@@ -5,6 +5,7 @@ ledger's writer that knows the journal's tables.
     reader.lookup("CS-07-r3:book:main")      # Found(seq, kind, body, result), or None
     reader.keys("CS-07-r3-c")                # every key with that prefix, in key order
     for r in reader.records(since, until):   # Record(seq, time, key, kind, body, result, hash), in seq order
+    for r in reader.verified(until):         # the same from entry 1, the hash chain checked as it goes
     await reader.alookup(...)                # the same off the event loop (a worker thread)
     reader.close()
 
@@ -15,6 +16,7 @@ committed when the read began: a reader next to a running writer never sees half
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from . import journal
-from .chain import Entry, format_time
+from .chain import GENESIS_PREV, Entry, format_time
+from .errors import LedgerDamaged
+from .verify import Bad, ChainScan
 
 
 @dataclass(frozen=True)
@@ -55,7 +59,8 @@ RECORDS_CHUNK = 2000  # entries read at a time: the lock is not held across a lo
 
 class JournalReader:
     def __init__(self, db: Path) -> None:
-        self._conn = journal.connect(Path(db), "ro")
+        self.path = Path(db)
+        self._conn = journal.connect(self.path, "ro")
         self._lock = threading.Lock()
 
     def __enter__(self) -> JournalReader:
@@ -123,6 +128,34 @@ class JournalReader:
                     return
                 yield Record(e.seq, datetime.fromisoformat(e.time), e.key, e.kind, e.body, e.result, digest)
                 after = e.seq
+
+    def verified(self, until: datetime | None = None) -> Iterator[Record]:
+        """The entries from entry 1 in seq order up to the first stamped at or after `until` (None: to the head), as
+        records() gives them, each checked as it is read as start-up checks the chain (controller/ledger/verify.py):
+        its hash, its link to the entry before, its number, its key, a checkpoint's digest of its segment. Raises
+        LedgerDamaged naming the first bad entry before giving it: nothing after a break in the chain is read."""
+        scan = ChainScan(1, GENESIS_PREV, 1)
+        after = 0
+        end = None if until is None else format_time(until)
+        try:
+            while True:
+                with self._lock:
+                    rows = self._conn.execute("SELECT seq, key, entry, hash FROM entries WHERE seq > ? ORDER BY seq "
+                                              "LIMIT ?", (after, RECORDS_CHUNK)).fetchall()
+                if not rows:
+                    if scan.expected == 1:
+                        raise Bad(1, "missing (the journal has no entries)")
+                    return
+                for seq, key, text, digest in rows:
+                    e = scan.feed(seq, key, text, digest)
+                    if end is not None and e.time >= end:
+                        return
+                    yield Record(e.seq, datetime.fromisoformat(e.time), e.key, e.kind, e.body, e.result, digest)
+                    after = seq
+        except Bad as b:
+            raise LedgerDamaged(self.path, b.seq, b.text) from None
+        except sqlite3.DatabaseError as e:
+            raise LedgerDamaged(self.path, None, f"the database file cannot be read ({e})") from None
 
     async def alookup(self, key: str) -> Found | None:
         return await asyncio.to_thread(self.lookup, key)

@@ -9,6 +9,9 @@ for everything the meter holds (visible + reserve + overflow + locked awards):
     opening + contributions + seed + adjustments - payouts = closing
 
 or `build_report` raises InvariantViolation naming the meter and the figures.
+
+The day's device faults and blocked time are the outages the journal's fault entries make (controller/faults.py),
+those open at the opening included, clipped to the day.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ from __future__ import annotations
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Protocol
 
 from ..errors import InvariantViolation
+from ..faults import DEVICE_FAULT, WAGERING_BLOCK, FaultBook, FaultRecord, Outage, covered
+from ..faults import KINDS as FAULT_KINDS
 from ..meter import MeterState, apply, initial_state, params_from_dict, params_to_dict
 from ..meter import ops as meter_ops
 from ..meter._check import parse_moment
@@ -31,19 +36,13 @@ from .day import GamingDay
 METER_KINDS = frozenset(meter_ops.OPS)
 
 
-class JournalRecord(Protocol):
+class JournalRecord(FaultRecord, Protocol):
     """One journal entry as the report reads it (controller.ledger.reader.Record is one)."""
 
-    @property
-    def seq(self) -> int: ...
     @property
     def time(self) -> datetime: ...
     @property
     def key(self) -> str: ...
-    @property
-    def kind(self) -> str: ...
-    @property
-    def body(self) -> Mapping[str, Any]: ...
     @property
     def result(self) -> Any: ...
     @property
@@ -182,6 +181,44 @@ class Head:
 
 
 @dataclass(frozen=True)
+class DeviceFaults:
+    """One device's faults of the day (those open at its opening or close too), and how long it was down within the
+    day: each fault from its drop to its return (a fault open at the close, to the close), clipped to the day."""
+
+    device: str
+    kind: str
+    seats: tuple[int, ...]  # whose wagering it disables (none: the whole table)
+    faults: tuple[Outage, ...]
+    down: timedelta
+    first: datetime  # the first fault's start, or the day's start if it was open then
+    last: datetime  # the last fault's end, or the day's end if it is open then
+
+    @property
+    def flaps(self) -> int:
+        return sum(o.flaps for o in self.faults)
+
+    @property
+    def open_at_close(self) -> bool:
+        return self.faults[-1].end is None
+
+
+@dataclass(frozen=True)
+class BlockTime:
+    """Progressive wagering disabled for one cause during the day: each time, and how long within the day."""
+
+    block: str
+    blocks: tuple[Outage, ...]
+    time: timedelta
+
+
+@dataclass(frozen=True)
+class DayFaults:
+    devices: tuple[DeviceFaults, ...] = ()
+    blocks: tuple[BlockTime, ...] = ()
+    blocked: timedelta = timedelta(0)  # disabled for any cause (causes at once counted once)
+
+
+@dataclass(frozen=True)
 class DayReport:
     day: GamingDay
     meters: Mapping[str, MeterDay]
@@ -189,6 +226,23 @@ class DayReport:
     first_seq: int | None  # the day's first entry (None: none)
     entries: int  # the day's entries
     table_events: tuple[TableEvent, ...]
+    faults: DayFaults = DayFaults()
+
+
+def day_faults(book: FaultBook, day: GamingDay) -> DayFaults:
+    """The day's device faults and blocked time from the outages `book` rebuilt from the journal up to the close."""
+    found = book.outages(day.start, day.end)
+    devices = []
+    for name in sorted({o.name for o in found if o.kind == DEVICE_FAULT}):
+        mine = tuple(o for o in found if o.kind == DEVICE_FAULT and o.name == name)
+        d = mine[-1].detail
+        devices.append(DeviceFaults(name, str(d.get("device_kind", "")), tuple(d.get("seats", ())), mine,
+                                    covered(mine, day.start, day.end), max(mine[0].start, day.start),
+                                    min(mine[-1].end or day.end, day.end)))
+    blocks = [o for o in found if o.kind == WAGERING_BLOCK]
+    times = tuple(BlockTime(b, mine, covered(mine, day.start, day.end))
+                  for b in sorted({o.name for o in blocks}) for mine in [tuple(o for o in blocks if o.name == b)])
+    return DayFaults(tuple(devices), times, covered(blocks, day.start, day.end))
 
 
 def replay(records: Iterable[JournalRecord], state: Meters | None = None) -> Meters:
@@ -201,17 +255,22 @@ def replay(records: Iterable[JournalRecord], state: Meters | None = None) -> Met
 
 
 def build_report(day: GamingDay, opening: Meters, records: Iterable[JournalRecord],
-                 before: Head = Head(0, "", None)) -> DayReport:
+                 before: Head = Head(0, "", None), faults: FaultBook | None = None) -> DayReport:
     """The report of `day` from the meters at its opening and the journal's entries of the day, in order.
-    `before`: the last entry before the day (the head, when the day has no entry). Raises InvariantViolation
+    `before`: the last entry before the day (the head, when the day has no entry); `faults`: the device faults and
+    blocks open at the day's opening (as `split_at` left them; none: an empty journal before the day). Raises InvariantViolation
     when a journaled result is not what replaying its entry gives, or a meter's reconciliation does not balance."""
     meters: dict[str, MeterState] = dict(opening)
     days = {m: _new_day(m, s, day) for m, s in sorted(opening.items())}
     head, first, count = before, None, 0
     events: list[TableEvent] = []
+    book = faults if faults is not None else FaultBook()
     for r in records:
         first = r.seq if first is None else first
         head, count = Head(r.seq, r.hash, r.time), count + 1
+        if r.kind in FAULT_KINDS:
+            book.feed(r)
+            continue
         if r.kind == CLAIM:
             c = r.body.get("claim", {})
             events.append(TableEvent(r.seq, r.time, "claim", f"{c.get('id', '')} {r.body.get('event', '')}"))
@@ -231,7 +290,8 @@ def build_report(day: GamingDay, opening: Meters, records: Iterable[JournalRecor
         d.closing = Holdings.of(meters.get(m))
         d.series.append((day.end, head.seq, d.closing.current))
         reconcile(d)
-    return DayReport(day, MappingProxyType(dict(sorted(days.items()))), head, first, count, tuple(events))
+    return DayReport(day, MappingProxyType(dict(sorted(days.items()))), head, first, count, tuple(events),
+                     day_faults(book, day))
 
 
 def reconcile(d: MeterDay) -> None:
@@ -390,19 +450,27 @@ def _tally(awards: Iterable[Award], key: Any) -> dict[str, tuple[int, int]]:
     return dict(sorted(out.items()))
 
 
-def split_at(records: Iterable[JournalRecord], start: datetime) -> tuple[Meters, Head, Iterator[JournalRecord]]:
+def split_at(records: Iterable[JournalRecord], start: datetime,
+             faults: FaultBook | None = None) -> tuple[Meters, Head, Iterator[JournalRecord]]:
     """`records` (the journal's entries in order, from its first) cut at the first entry stamped at or after
     `start`: the meters those before it leave, the last entry before it, and the entries from it on (an iterator
-    over the rest of `records`). A clock stepped back after `start` keeps its entries after the cut."""
+    over the rest of `records`). A clock stepped back after `start` keeps its entries after the cut. With `faults`,
+    the device faults and blocks of the entries before the cut are fed to it: what is open at the cut stays."""
     it = iter(records)
     meters: dict[str, MeterState] = {}
     before = Head(0, "", None)
     for r in it:
         if r.time >= start:
-            return MappingProxyType(meters), before, _chain(r, it)
+            break
+        if faults is not None and r.kind in FAULT_KINDS:
+            faults.feed(r)
         _, meters = _step(meters, r)
         before = Head(r.seq, r.hash, r.time)
-    return MappingProxyType(meters), before, iter(())
+    else:
+        r = None
+    if faults is not None:
+        faults.forget_ended()
+    return MappingProxyType(meters), before, iter(()) if r is None else _chain(r, it)
 
 
 def _until(records: Iterator[JournalRecord], end: datetime) -> Iterator[JournalRecord]:
@@ -417,8 +485,9 @@ def day_report(records: Iterable[JournalRecord], day: GamingDay) -> DayReport:
     """The report of `day` from the journal's entries in order, from its first: those before the first entry
     stamped at or after the day's start make the opening meters; the day's entries follow it up to the first one
     stamped at or after the day's end (a clock stepped back inside a day keeps its entries in the day)."""
-    opening, before, rest = split_at(records, day.start)
-    return build_report(day, opening, _until(rest, day.end), before)
+    faults = FaultBook()
+    opening, before, rest = split_at(records, day.start, faults)
+    return build_report(day, opening, _until(rest, day.end), before, faults)
 
 
 def span_series(records: Iterable[JournalRecord], start: datetime,

@@ -21,9 +21,11 @@ from .render import FORMS, render
 
 
 def read_report(state_dir: Path, day: GamingDay) -> DayReport:
-    """The report of `day` from the journal in `state_dir` (InvariantViolation if it does not reconcile)."""
+    """The report of `day` from the journal in `state_dir`, its hash chain checked as it is read: LedgerDamaged naming
+    the first bad entry (no figure is made of a journal changed behind the chain's back), InvariantViolation if the
+    day does not reconcile."""
     with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
-        return day_report(reader.records(until=day.end), day)
+        return day_report(reader.verified(until=day.end), day)
 
 
 @dataclass(frozen=True)

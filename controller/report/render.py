@@ -9,18 +9,42 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
+from ..faults import Outage
 from ..money import format_cents, format_units
-from .build import DayReport, Holdings, MeterDay, downsample
-
-FAULTS_SOURCE = ("Device faults and blocked time are not in the journal: the daemon's log has them (\"wagering "
-                 "disabled\" and \"wagering enabled\" with the block and its source, \"seat wagering disabled\" with "
-                 "the device), and the metrics progressive_wagering_blocked and progressive_device_up; the journal "
-                 "keeps only what a supervisor lifts (a deck blocked, a void asked for), listed here as table "
-                 "events.")
+from .build import DayFaults, DayReport, Holdings, MeterDay, downsample
 
 
 def _t(t: datetime | None) -> str | None:
     return None if t is None else t.isoformat()
+
+
+def seconds(t: timedelta) -> str:
+    """A duration as a decimal string of seconds, exact to the microsecond ("83.000250")."""
+    us = t // timedelta(microseconds=1)
+    return f"{us // 1_000_000}.{us % 1_000_000:06d}"
+
+
+def _outage(o: Outage, start: datetime, end: datetime) -> dict[str, Any]:
+    out: dict[str, Any] = {"from_seq": o.start_seq, "to_seq": o.end_seq, "from": _t(o.start), "to": _t(o.end),
+                           "ended_by": o.ended_by or None, "flaps": o.flaps, "seconds": seconds(o.within(start, end))}
+    if "reason" in o.detail:
+        out["reason"] = o.detail["reason"]
+    if "sources" in o.detail:
+        out["sources"] = list(o.detail["sources"])
+    return out
+
+
+def faults_json(f: DayFaults, start: datetime, end: datetime) -> dict[str, Any]:
+    """The day's device faults (by device) and blocked time (by cause), from the journal."""
+    return {
+        "device_faults": [{"device": d.device, "kind": d.kind, "seats": list(d.seats), "count": len(d.faults),
+                           "flaps": d.flaps, "first": _t(d.first), "last": _t(d.last), "down_seconds": seconds(d.down),
+                           "open_at_close": d.open_at_close, "faults": [_outage(o, start, end) for o in d.faults]}
+                          for d in f.devices],
+        "blocked": {"seconds": seconds(f.blocked),
+                    "by_reason": [{"block": b.block, "count": len(b.blocks), "seconds": seconds(b.time),
+                                   "blocks": [_outage(o, start, end) for o in b.blocks]} for b in f.blocks]},
+    }
 
 
 def _holdings(h: Holdings) -> dict[str, str]:
@@ -95,7 +119,7 @@ def to_json(r: DayReport) -> dict[str, Any]:
         "meters": [meter_json(d) for d in r.meters.values()],
         "table_events": [{"seq": e.seq, "time": _t(e.time), "kind": e.kind, "detail": e.detail}
                          for e in r.table_events],
-        "device_faults": {"source": "log", "note": FAULTS_SOURCE},
+        **faults_json(r.faults, g.start, g.end),
     }
 
 
@@ -122,6 +146,18 @@ def _figures(d: MeterDay) -> list[tuple[str, str]]:
     return rows
 
 
+def _fault_figures(f: DayFaults) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    for d in f.devices:
+        rows += [(f"device {d.device}: faults", str(len(d.faults))), (f"device {d.device}: flaps", str(d.flaps)),
+                 (f"device {d.device}: down seconds", seconds(d.down)),
+                 (f"device {d.device}: open at close", str(d.open_at_close).lower())]
+    rows.append(("blocked seconds", seconds(f.blocked)))
+    for b in f.blocks:
+        rows += [(f"blocked {b.block}: count", str(len(b.blocks))), (f"blocked {b.block}: seconds", seconds(b.time))]
+    return rows
+
+
 def _csv_field(v: object) -> str:
     s = str(v)
     return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',"\r\n') else s
@@ -132,6 +168,7 @@ def to_csv(r: DayReport) -> str:
     day = r.day.day.isoformat()
     for d in r.meters.values():
         lines += [",".join(_csv_field(x) for x in (day, d.meter_id, k, v)) for k, v in _figures(d)]
+    lines += [",".join(_csv_field(x) for x in (day, "", k, v)) for k, v in _fault_figures(r.faults)]
     lines.append(",".join(_csv_field(x) for x in (day, "", "head seq", r.head.seq)))
     lines.append(",".join(_csv_field(x) for x in (day, "", "head hash", r.head.hash)))
     return "\r\n".join(lines) + "\r\n"
@@ -184,8 +221,34 @@ def to_text(r: DayReport) -> str:
         out.append("")
     out.append("Table events (journaled):" if r.table_events else "Table events (journaled): none")
     out += [f"  #{e.seq} {_t(e.time)} {e.kind}: {e.detail}" for e in r.table_events]
-    out += ["", FAULTS_SOURCE, ""]
+    out += ["", *_faults_text(r), ""]
     return "\n".join(out)
+
+
+# what ended a fault or a block, for people
+_ENDED = {"up": "back", "unblocked": "lifted", "start": "ended by the controller's restart (when it ended, unseen)",
+          "stop": "ended by the controller's stop"}
+
+
+def _faults_text(r: DayReport) -> list[str]:
+    f, g = r.faults, r.day
+    out = ["Device faults (journaled):" if f.devices else "Device faults (journaled): none"]
+    for d in f.devices:
+        what = f"seats {', '.join(map(str, d.seats))}" if d.seats else "the whole table"
+        out.append(f"  {d.device} ({d.kind}, disables {what}): {len(d.faults)} faults, {d.flaps} flaps, down "
+                   f"{seconds(d.down)} s from {_t(d.first)} to {_t(d.last)}" + (", down at the close" if d.open_at_close
+                                                                                 else ""))
+        out += [f"    down #{o.start_seq} {_t(o.start)} ({o.detail.get('reason') or 'no reason given'}), "
+                + (f"{_ENDED.get(o.ended_by, o.ended_by)} #{o.end_seq} {_t(o.end)}" if o.end else "not back at the close")
+                + f": {seconds(o.within(g.start, g.end))} s this day, {o.flaps} flaps" for o in d.faults]
+    out.append(f"Progressive wagering blocked (journaled): {seconds(f.blocked)} s in all")
+    for b in f.blocks:
+        out.append(f"  {b.block}: {len(b.blocks)} times, {seconds(b.time)} s")
+        out += [f"    from #{o.start_seq} {_t(o.start)} " + (f"{_ENDED.get(o.ended_by, o.ended_by)} #{o.end_seq} {_t(o.end)}"
+                                                          if o.end else "to the close (still blocked)")
+                + f" by {', '.join(o.detail.get('sources', ())) or '?'}: {seconds(o.within(g.start, g.end))} s, "
+                f"{o.flaps} flaps" for o in b.blocks]
+    return out
 
 
 # --- HTML ------------------------------------------------------------------------------------------
@@ -305,9 +368,22 @@ def to_html(r: DayReport) -> str:
             f"adjustments - {rh['payouts']} payouts = {rh['closing']}") + " (balanced)</p></section>")
     parts.append("<h2>Table events</h2>" + _list(["entry", "time", "kind", "detail"],
                                                   [[e.seq, _t(e.time), e.kind, e.detail] for e in r.table_events]))
-    parts.append(f'<h2>Device faults and blocked time</h2><p class="note">{escape(FAULTS_SOURCE)}</p>')
+    parts.append(_faults_html(r))
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def _faults_html(r: DayReport) -> str:
+    f, g = r.faults, r.day
+    devices = _list(["device", "kind", "disables", "faults", "flaps", "first", "last", "down (s)", "down at the close"],
+                    [[d.device, d.kind, ", ".join(map(str, d.seats)) or "the table", len(d.faults), d.flaps, _t(d.first),
+                      _t(d.last), seconds(d.down), "yes" if d.open_at_close else "no"] for d in f.devices])
+    each = _list(["device", "down (entry)", "at", "reason", "back (entry)", "at", "flaps", "this day (s)"],
+                 [[d.device, o.start_seq, _t(o.start), o.detail.get("reason", ""), o.end_seq or "", _t(o.end) or "open",
+                   o.flaps, seconds(o.within(g.start, g.end))] for d in f.devices for o in d.faults])
+    blocks = _list(["cause", "times", "seconds"], [[b.block, len(b.blocks), seconds(b.time)] for b in f.blocks])
+    return (f"<h2>Device faults</h2>{devices}{each if f.devices else ''}<h2>Progressive wagering blocked</h2>"
+            f"<p>{escape(seconds(f.blocked))} s in all (causes at once counted once).</p>{blocks}")
 
 
 def render(r: DayReport, form: str) -> str:
