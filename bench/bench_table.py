@@ -334,9 +334,12 @@ async def latency_run(baud: int, rounds: int, warmup: int, seed: int, work: Path
         own_mean = mean_of("progressive_lockout_latency_seconds")
         window_mean = mean_of("progressive_lockout_window_seconds")
         commit_mean = mean_of("progressive_ledger_commit_seconds")
+        commits = daemon_metric(t, "progressive_ledger_commit_seconds_count")
+        fast = daemon_metric(t, 'progressive_ledger_commit_seconds_bucket{le="0.1"}')
     out: dict = {"baud": baud, "rounds": len(samples), "wire_ms": cycle * 1e3, "load": max(loads),
                  "lockout_period_ms": period * 1e3, "own_mean_ms": own_mean, "window_mean_ms": window_mean,
-                 "commit_mean_ms": commit_mean}
+                 "commit_mean_ms": commit_mean, "commits": int(commits or 0),
+                 "slow_commits": int((commits or 0) - (fast or 0))}
     for k in ("frozen", "booked", "sign"):
         v = [s[k] * 1e3 for s in samples]
         out[k] = {"p50": percentile(v, 0.5), "p99": percentile(v, 0.99), "max": max(v), "mean": statistics.mean(v)}
@@ -597,6 +600,12 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
                   for r in results if r["baud"] in LATENCY_BEFORE]
         if values:
             goals.append(_goal(name, limit, values))
+    floors = [f"at {r['baud']:,} baud the lock-out was read every {r['lockout_period_ms']:.0f} ms while betting "
+              f"({r['lockout_period_ms'] / r['wire_ms']:.2f}x the cycle's wire time), so a press just after a read "
+              f"is seen no sooner than that plus the next read's own transaction; {r['slow_commits']} of the "
+              f"daemon's {r['commits']} ledger commits took over 100 ms (its `progressive_ledger_commit_seconds`: "
+              "an fsync held up by the disk, which shows in the committed and sign columns)"
+              for r in results]
     load = max(r["load"] for r in results)
     lines = [
         LATENCY_SECTION,
@@ -636,6 +645,8 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
         *rows,
         "",
         "Goals (p99, against the cycle's wire time in the same run): " + "; ".join(goals) + ".",
+        "",
+        "What bounds them in this run: " + "; ".join(floors) + ".",
         "",
         "Where the time goes: " + "; ".join(parts) + ".",
         "",
@@ -798,8 +809,8 @@ def main() -> None:
                 f"{k} p50 {r[k]['p50']:.1f} p99 {r[k]['p99']:.1f} ms" for k in ("frozen", "booked", "sign")) +
                 f"  ({r['rounds']} rounds; frozen->booked {r['frozen_to_booked_ms']:.1f} ms, daemon's own mean "
                 f"{_ms(r['own_mean_ms'])} ms, lock-out window mean {_ms(r['window_mean_ms'])} ms, commit mean "
-                f"{_ms(r['commit_mean_ms'], 2)} ms; lock-out read every {r['lockout_period_ms']:.0f} ms while "
-                "betting)", flush=True)
+                f"{_ms(r['commit_mean_ms'], 2)} ms, {r['slow_commits']} of {r['commits']} over 100 ms; lock-out read every "
+                f"{r['lockout_period_ms']:.0f} ms while betting)", flush=True)
         res = asyncio.run(resources_run(args.resources_baud, args.idle, args.play, args.seed, work,
                                         mix_rounds=args.mix_rounds, betting_s=args.betting_s,
                                         dealing_s=args.dealing_s))

@@ -27,11 +27,14 @@ from typing import Any
 import structlog
 from aiohttp import web
 
+from ..app.logs import LogBudget
+
 log = structlog.get_logger("console")
 
 HEAD_S = 5.0  # a request line and headers arrive within this, and an idle kept-alive connection is closed after it
 MAX_PER_ADDRESS = 24  # connections from one address (a browser opens 6 to a site, plus a page's event stream)
 MAX_CONNECTIONS = 256
+REFUSAL_LOG_S = 10.0  # a refused connection is logged once in this, per address, with how many were not
 
 # AppRunner's keyword arguments for the handler of each connection
 # (a body left unread after a refusal is drained for lingering_time, then the connection closed)
@@ -51,6 +54,7 @@ class Connections:
     def __init__(self, per_address: int = MAX_PER_ADDRESS, total: int = MAX_CONNECTIONS) -> None:
         self.per_address, self.total = per_address, total
         self.open: Counter[str] = Counter()
+        self.refusals = LogBudget(1, REFUSAL_LOG_S)  # a flood of connections must not flood the log too
 
     def take(self, address: str) -> str | None:
         """None, the connection counted; else why it is refused."""
@@ -80,7 +84,10 @@ class _Gate(asyncio.Protocol):
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
         refused = self._connections.take(address)
         if refused is not None:
-            log.warning("console connection refused", remote=address, reason=refused)
+            held = self._connections.refusals.take(address)
+            if held is not None:
+                log.warning("console connection refused", remote=address, reason=refused,
+                            **({"not_logged_before": held} if held else {}))
             assert isinstance(transport, asyncio.WriteTransport)
             transport.write(_refusal(refused))
             transport.close()
