@@ -58,6 +58,19 @@ def csrf_of(html: str) -> str:
     return found.group(1)
 
 
+async def login_form(http: aiohttp.ClientSession, console: Console) -> tuple[str, str]:
+    """What a visitor who has not logged in gets where a login is required: the page sends them to /login (with
+    HSTS under TLS), its event stream is refused; then the login form's token and the cookie it set."""
+    async with http.get(console.url, allow_redirects=False) as r:
+        assert r.status == 303 and r.headers["Location"] == "/login"
+        assert ("Strict-Transport-Security" in r.headers) == console.url.startswith("https:"), r.headers
+    async with http.get(console.url + "events") as r:
+        assert r.status == 403
+    async with http.get(console.url + "login") as r:
+        assert r.status == 200
+        return csrf_of(await r.text()), r.headers["Set-Cookie"]
+
+
 def self_signed(directory: Path) -> tuple[Path, Path]:
     """A certificate for 127.0.0.1 and its key (openssl: .ci/run installs it)."""
     cert, key = directory / "console.crt", directory / "console.key"

@@ -19,6 +19,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry
 
 from controller.config.authority import AuthorityConfig
+from controller.config.credentials import PBKDF2, hash_credential
 from controller.config.model import MqttConfig, StandaloneMeter
 from controller.link import approval
 from controller.link.authority import LinkAuthority
@@ -27,7 +28,7 @@ from controller.meter.params import MeterParams
 
 from broker import Broker
 from rigtable import until
-from tableproc import TableProcess
+from tableproc import TEST_PBKDF2_ITERATIONS, TableProcess
 
 PREFIX = "progressive/v1"
 METER = "fchb-link"
@@ -51,6 +52,19 @@ def approvers_file(directory: Path) -> Path:
     p.parent.mkdir(parents=True, exist_ok=True)
     p.write_text("".join(f'[[approvers]]\nname = "{n}"\napproval_key = "{approval.encode_key(k)}"\n\n'
                          for n, k in approval_keys().items()), encoding="utf-8")
+    p.chmod(0o600)
+    return p
+
+
+def supervisors_file(directory: Path, supervisors: dict[str, str], *,
+                     iterations: int = TEST_PBKDF2_ITERATIONS) -> Path:
+    """A supervisors file (name -> secret, each hashed with PBKDF2 at `iterations`), readable by its owner only, as
+    a table's is installed."""
+    p = Path(directory) / "supervisors.toml"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_text("".join(f'[[supervisors]]\nname = "{n}"\n'
+                         f'credential = "{hash_credential(s, PBKDF2, iterations=iterations)}"\n\n'
+                         for n, s in supervisors.items()), encoding="utf-8")
     p.chmod(0o600)
     return p
 

@@ -43,7 +43,7 @@ def test_wrong_guesses_lock_out_and_the_lock_lifts():
     assert not g.wrong("u") and not g.wrong("u")  # a right secret cleared the count
 
 
-def checker(monkeypatch, credential: str) -> tuple[SupervisorCheck, list]:
+def checker(monkeypatch, credential: str, metrics: Metrics | None = None) -> tuple[SupervisorCheck, list]:
     """A check of one supervisor, recording every credential a secret is hashed against."""
     hashed = []
     real = auth.verify_credential
@@ -53,7 +53,8 @@ def checker(monkeypatch, credential: str) -> tuple[SupervisorCheck, list]:
         return real(secret, cred)
 
     monkeypatch.setattr(auth, "verify_credential", verify)
-    return SupervisorCheck([Supervisor("floor-1", parse_credential(credential))], Metrics("t")), hashed
+    supervisors = [Supervisor("floor-1", parse_credential(credential))]
+    return SupervisorCheck(supervisors, (metrics or Metrics("t")).auth), hashed
 
 
 async def test_an_unknown_name_costs_what_a_known_one_does(monkeypatch):
@@ -72,8 +73,8 @@ async def test_an_unknown_name_costs_what_a_known_one_does(monkeypatch):
 
 async def test_a_guessing_user_is_locked_out_others_are_not_and_a_name_is_locked_after_many(monkeypatch):
     cred = hash_credential(SECRET, "pbkdf2_sha256", iterations=100_000)
-    check, hashed = checker(monkeypatch, cred)
-    metrics = check._metrics
+    metrics = Metrics("t")
+    check, hashed = checker(monkeypatch, cred, metrics)
     try:
         with capture_logs() as logs:
             for _ in range(USER_LIMIT):
@@ -189,7 +190,7 @@ def test_a_stop_during_the_decoys_hash_is_not_held_by_it(tmp_path):
         from controller.app.metrics import Metrics
         from controller.config.credentials import parse_credential
         from controller.config.model import Supervisor
-        check = SupervisorCheck([Supervisor("floor-1", parse_credential({costly!r}))], Metrics("T"))
+        check = SupervisorCheck([Supervisor("floor-1", parse_credential({costly!r}))], Metrics("T").auth)
         check.close()
         print("closed", flush=True)
     """)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_config import TABLES, dumps
+from test_config import CREDENTIAL, TABLES, dumps
 
 from controller.cli import ctl
 from controller.config import ConfigError, Problem, StandaloneMeter
@@ -348,6 +348,32 @@ def test_all_problems_at_once_in_the_files_order(tmp_path):
         load_authority_config(write(tmp_path, doc))
     assert e.value.problems == found
     assert str(e.value).splitlines()[1].startswith(f"{tmp_path / 'link.toml'}: authority: ")
+
+
+def test_the_supervisors_of_the_console_s_login_are_read_as_a_table_s(tmp_path):
+    """[[supervisors]] or supervisors_file, by a table's own checks, with its warning for hashes others can read;
+    optional at the authority (nobody logs in to its console without them)."""
+    assert load_authority_config(write(tmp_path, base())).supervisors == ()
+    sup = tmp_path / "supervisors.toml"
+    sup.write_text(dumps({"supervisors": [{"name": "Pit Boss", "credential": CREDENTIAL}]}), encoding="utf-8")
+    sup.chmod(0o600)
+    in_file = write(tmp_path, broken(supervisors_file="supervisors.toml"))
+    cfg = load_authority_config(in_file)
+    assert [s.name for s in cfg.supervisors] == ["Pit Boss"] and cfg.warnings == ()
+    assert cfg.summary()["supervisors"] == 1
+    sup.chmod(0o640)
+    (w,) = load_authority_config(in_file).warnings
+    assert w.path == "supervisors_file" and "holds the supervisors' credential hashes and can be read by its group " \
+        "(mode 0640)" in w.message and "chmod 0600" in w.hint, w
+    inline = write(tmp_path, broken(supervisors=[{"name": "Pit Boss", "credential": CREDENTIAL}]), "inline.toml")
+    inline.chmod(0o644)
+    (w,) = load_authority_config(inline).warnings
+    assert w.path == "supervisors" and "supervisors_file" in w.hint, w
+    both = broken(supervisors_file="supervisors.toml", supervisors=[{"name": "Pit Boss", "credential": CREDENTIAL}])
+    assert "both list supervisors" in one(problems(tmp_path, both), "supervisors_file").message
+    bad = broken(supervisors=[{"name": "Pit Boss", "credential": "letmein-please"}])
+    found = one(problems(tmp_path, bad), "supervisors[0].credential")
+    assert "letmein-please" not in found.line()  # a credential that may be a password is never repeated
 
 
 def test_unreadable_and_malformed(tmp_path):

@@ -21,6 +21,7 @@ import pytest
 
 from controller.app.control import ControlClient, ControlError
 from controller.app.operations import OPERATIONS
+from controller.config.credentials import PBKDF2_ITERATIONS
 from controller.link import liveness, schema
 from controller.link.authority import LinkAuthority
 from controller.link.client import TableLink
@@ -29,8 +30,8 @@ from controller.money import format_units
 from controller.report.files import read_series
 
 from broker import ROOT, require_mosquitto, start_broker
-from consolerig import console_process
-from linkrig import AT, METER, AuthorityProcess, LinkRig, authority_doc, mqtt_config
+from consolerig import SECRET, SUPERVISOR, console_process, csrf_of, login_form, self_signed
+from linkrig import AT, METER, AuthorityProcess, LinkRig, authority_doc, mqtt_config, supervisors_file
 from rigtable import until
 
 TABLES = ("cs-01", "fcp-02")
@@ -179,7 +180,7 @@ async def test_the_last_answer_advances_and_the_socket_and_the_console_only_read
             assert status["role"] == "link-authority" and status["meters"][0]["amount"] == "10001.80"
             head = status["ledger_head_seq"]
             client = ControlClient(authority.socket)
-            for op in sorted(set(OPERATIONS) - {"status", "meters", "meter_series"}):
+            for op in sorted(set(OPERATIONS) - {"status", "meters", "meter_series", "authenticate"}):
                 with pytest.raises(ControlError) as refused:
                     await client.call(op)
                 assert refused.value.kind == "unavailable" and "not offered by the link authority" in str(refused.value)
@@ -187,6 +188,10 @@ async def test_the_last_answer_advances_and_the_socket_and_the_console_only_read
                 with pytest.raises(ControlError) as refused:
                     await client.call(op, **args)
                 assert refused.value.kind == "input", refused.value
+            with pytest.raises(ControlError) as refused:  # the console's login, at an authority listing nobody
+                await client.call("authenticate", supervisor=SUPERVISOR, secret=SECRET)
+            assert refused.value.kind == "unavailable" and "\n" not in str(refused.value), refused.value
+            assert str(refused.value).startswith("no supervisors are configured at the authority: "), refused.value
             assert [m["meter"] for m in await client.call("meters")] == [METER]
             # the linked meter's plot, from the authority's journal: the reset, then each booking's contributions
             (plot,) = await client.call("meter_series", span="day")
@@ -220,11 +225,95 @@ async def test_the_last_answer_advances_and_the_socket_and_the_console_only_read
                 assert "Linked meters over time" in plots and f'data-meter="{METER}" data-span="day"' in plots
                 assert "$10,000.00 at the start, $10,001.80 now" in plots, plots
                 assert "/approve" not in html and "/reject" not in html
+                async with console.client() as http:  # a login, at an authority that lists no supervisor
+                    async with http.get(console.url + "login") as r:
+                        token = csrf_of(await r.text())
+                    async with http.post(console.url + "login", headers={"Origin": console.origin},
+                                         data={"csrf": token, "supervisor": SUPERVISOR, "secret": SECRET}) as r:
+                        said = await r.text()  # the login page again, with why
+                assert "not logged in: no supervisors are configured at the authority" in said, said
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
             link.close()
+
+
+ITERATIONS = PBKDF2_ITERATIONS  # the default cost: a check takes the authority a tenth of a second of CPU or more
+
+
+def cpu_seconds(pid: int) -> float:
+    """The CPU time a process used so far, all its threads (utime + stime of /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def test_on_the_network_the_authoritys_console_asks_for_a_login_the_authority_checks(tmp_path, broker):
+    """Served with TLS, the authority's console opens its page to a supervisor the authority lists, checked by its
+    socket's `authenticate` as a table checks one: a wrong secret and an unknown name refused alike, each counted,
+    the unknown name hashed against the decoy (it costs the authority the CPU a real check does); no secret in
+    either log; and nothing more on the socket than a login (approve is still not offered)."""
+    doc = authority_doc(tmp_path, broker, TABLES)
+    doc["supervisors_file"] = str(supervisors_file(tmp_path / "authority-files", {SUPERVISOR: SECRET},
+                                                   iterations=ITERATIONS))
+    authority = AuthorityProcess(tmp_path / "authority", doc)
+    cert, key = await asyncio.to_thread(self_signed, tmp_path)
+    wrong = "not-the-s3cret"
+    try:
+        await authority.start()
+        tls = ("--tls-cert", str(cert), "--tls-key", str(key))
+        async with console_process(authority.socket, tmp_path / "console.log", *tls, tls=True) as console, \
+                console.client() as http:
+            token, cookie = await login_form(http, console)  # nothing but the login page before a login
+            assert "Secure" in cookie
+
+            async def login(name: str, secret: str) -> tuple[str, str, float]:
+                """Where the login sends the browser, what the login page then says, and the authority's CPU."""
+                pid = authority.pid
+                assert pid is not None
+                before = cpu_seconds(pid)
+                async with http.post(console.url + "login", data={"csrf": token, "supervisor": name, "secret": secret},
+                                     headers={"Origin": console.origin}, allow_redirects=False) as r:
+                    where = r.headers["Location"]
+                used = cpu_seconds(pid) - before
+                async with http.get(console.url + "login") as r:
+                    return where, await r.text(), used
+
+            async def failures() -> str:
+                text = await metrics(authority)
+                return next(line for line in text.splitlines() if line.startswith("progressive_auth_failures_total "))
+
+            where, said, unknown_cpu = await login("nobody-here", wrong)
+            assert where == "/login" and "not logged in: supervisor name or credential not accepted" in said, said
+            assert await failures() == "progressive_auth_failures_total 1.0"
+            where, said, wrong_cpu = await login(SUPERVISOR, wrong)  # refused in the same words
+            assert where == "/login" and "not logged in: supervisor name or credential not accepted" in said, said
+            assert await failures() == "progressive_auth_failures_total 2.0"
+            # the unknown name hashed too (the decoy, of the supervisor's cost): its answer cannot tell it apart
+            assert wrong_cpu >= 0.05 and unknown_cpu >= 0.5 * wrong_cpu, (wrong_cpu, unknown_cpu)
+
+            where, _said, _cpu = await login(SUPERVISOR, SECRET)
+            assert where == "/"
+            html = await until_page(http, console.url, "Linked tables")
+            assert f"<span>{SUPERVISOR}</span>" in html and "/approve" not in html, html
+            assert all(f'data-table="{t}"><td>{t}</td>' in html for t in TABLES), html
+            assert await failures() == "progressive_auth_failures_total 2.0"
+            with pytest.raises(ControlError) as refused:  # a right secret opens the page, and moves nothing
+                await authority.control("approve", claim_id="cs-01-r1-c1:1", supervisor=SUPERVISOR, secret=SECRET)
+            assert refused.value.kind == "unavailable" and "not offered by the link authority" in str(refused.value)
+        console_log = (tmp_path / "console.log").read_text()
+        assert '"console login"' in console_log
+        logs = authority.log_path.read_text() + authority.stderr_path.read_text()
+        refusals = [e for e in authority.log_events() if e.get("event") == "control-refused"]
+        assert [e["kind"] for e in refusals] == ["auth", "auth", "unavailable"], refusals
+        for secret in (SECRET, wrong):
+            assert secret not in logs and secret not in console_log
+        print(f"the authority's CPU for a wrong secret {wrong_cpu:.2f} s, for an unknown name {unknown_cpu:.2f} s "
+              f"(PBKDF2 {ITERATIONS:,})")
+    finally:
+        if authority.running:
+            assert await authority.stop() == 0
+        authority.close()
 
 
 async def until_page(http: aiohttp.ClientSession, url: str, text: str) -> str:

@@ -36,6 +36,7 @@ from consolerig import (
     console_on_rig,
     console_process,
     csrf_of,
+    login_form,
     tls_console_on_rig,
 )
 from rigtable import daemon_on_rig, lock_round, until, with_supervisor
@@ -320,14 +321,8 @@ async def test_a_meter_change_is_on_the_open_page_within_a_second(tmp_path):
 
 async def test_on_the_network_a_supervisor_logs_in_and_guesses_are_cut_short(tmp_path):
     async with tls_console_on_rig(tmp_path) as (daemon, _rig, console), console.client() as http:
-        async with http.get(console.url, allow_redirects=False) as r:
-            assert r.status == 303 and r.headers["Location"] == "/login"
-            assert r.headers["Strict-Transport-Security"]
-        async with http.get(console.url + "events") as r:
-            assert r.status == 403
-        async with http.get(console.url + "login") as r:
-            token = csrf_of(await r.text())
-            assert "Secure" in r.headers["Set-Cookie"]
+        token, cookie = await login_form(http, console)
+        assert "Secure" in cookie
         own = {"Origin": console.origin}
 
         async def login(secret: str) -> str:
@@ -395,13 +390,8 @@ async def test_a_flood_of_login_forms_pushes_no_visitor_s_token_out(tmp_path):
 async def test_with_login_always_the_loopback_console_asks_for_a_login_too(tmp_path):
     async with console_process(tmp_path / "control.sock", tmp_path / "console.log", "--login", "always") as console, \
             console.client() as http:
-        async with http.get(console.url, allow_redirects=False) as r:
-            assert r.status == 303 and r.headers["Location"] == "/login"
-        async with http.get(console.url + "events") as r:
-            assert r.status == 403
-        async with http.get(console.url + "login") as r:
-            assert r.status == 200 and "Secure" not in r.headers["Set-Cookie"]  # plain HTTP on loopback
-            token = csrf_of(await r.text())
+        token, cookie = await login_form(http, console)
+        assert "Secure" not in cookie  # plain HTTP on loopback
         async with http.post(console.url + "login", data={"csrf": token, **FLOOR},
                              headers={"Origin": console.origin}) as r:  # no daemon to check the secret
             assert "not logged in: " in await r.text()

@@ -44,11 +44,11 @@ def sample() -> Metrics:
     m.claims.labels("paid").inc()
     m.claims_pending.set(1)
     m.internal_errors.labels("book").inc()
-    m.auth_failures.inc()
+    m.auth.failures.inc()
     m.anchors.ledger_head.set(120)
     m.anchors.anchor_seq.set(118)
     m.anchors.anchor_problems.labels("missing").inc()
-    m.auth_lockouts.labels("user").inc()
+    m.auth.lockouts.labels("user").inc()
     m.percent_award_chances({})
     return m
 

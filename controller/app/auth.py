@@ -28,17 +28,15 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import structlog
+from prometheus_client import CollectorRegistry, Counter
 
 from ..config.credentials import Credential, hash_credential, parse_credential, verify_credential
 from ..config.model import Supervisor
 from ..link.approval import approval_key
 from .control import NotAvailable
-
-if TYPE_CHECKING:
-    from .metrics import Metrics
 
 log = structlog.get_logger("control")
 T = TypeVar("T")
@@ -49,6 +47,17 @@ NAME_LIMIT = 10  # wrong guesses for one supervisor name within WINDOW_S before 
 WINDOW_S = 600.0
 LOCK_S = 300.0
 MAX_SECRET = 1024  # characters: no secret is longer, and hashing a longer one would cost more
+
+
+class AuthMetrics:
+    """The checks' counters, in a daemon's registry (a table's, a link authority's)."""
+
+    def __init__(self, registry: CollectorRegistry) -> None:
+        self.failures = Counter("progressive_auth_failures_total",
+                                "Supervisor secrets not accepted (wrong, unknown name, malformed)", registry=registry)
+        self.lockouts = Counter("progressive_auth_lockouts_total",
+                                "Lock-outs after too many wrong supervisor secrets, by what was locked out",
+                                ["scope"], registry=registry)
 
 
 class Guesses:
@@ -90,7 +99,7 @@ class Guesses:
 
 
 class SupervisorCheck:
-    def __init__(self, supervisors: Iterable[Supervisor], metrics: Metrics, *,
+    def __init__(self, supervisors: Iterable[Supervisor], metrics: AuthMetrics, *,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._supervisors = {s.name: s.credential for s in supervisors}
         self._metrics = metrics
@@ -142,10 +151,10 @@ class SupervisorCheck:
         return name, derived
 
     def _wrong(self, name: object, uid: int | None, why: str) -> None:
-        self._metrics.auth_failures.inc()
+        self._metrics.failures.inc()
         for key, guesses, scope in ((("uid", uid), self._users, "user"), (("name", name), self._names, "name")):
             if guesses.wrong(key):
-                self._metrics.auth_lockouts.labels(scope).inc()
+                self._metrics.lockouts.labels(scope).inc()
                 log.error("supervisor secret guesses: locked out", scope=scope, peer_uid=uid,
                           supervisor=name if isinstance(name, str) else repr(name)[:64], seconds=LOCK_S,
                           limit=guesses.limit, last=why)
@@ -206,4 +215,4 @@ def _decoy(credentials: Iterable[Credential]) -> Credential:
     return parse_credential(hash_credential(secret, model.scheme, iterations=model.iterations))
 
 
-__all__ = ["LOCK_S", "NAME_LIMIT", "QUEUE", "USER_LIMIT", "WINDOW_S", "Guesses", "SupervisorCheck"]
+__all__ = ["LOCK_S", "NAME_LIMIT", "QUEUE", "USER_LIMIT", "WINDOW_S", "AuthMetrics", "Guesses", "SupervisorCheck"]

@@ -20,6 +20,7 @@ from .. import __version__
 from ..odds import percent_of_meter_chance
 from ..paytables.model import Paytable
 from .anchoring import AnchorMetrics
+from .auth import AuthMetrics
 
 log = structlog.get_logger("table")
 
@@ -85,11 +86,7 @@ class Metrics:
                               ["outcome"], registry=r)
         self.claims_pending = Gauge("progressive_claims_pending", "Claims awaiting a supervisor's approval",
                                     registry=r)
-        self.auth_failures = Counter("progressive_auth_failures_total",
-                                     "Supervisor secrets not accepted (wrong, unknown name, malformed)", registry=r)
-        self.auth_lockouts = Counter("progressive_auth_lockouts_total",
-                                     "Lock-outs after too many wrong supervisor secrets, by what was locked out",
-                                     ["scope"], registry=r)
+        self.auth = AuthMetrics(r)  # the supervisor checks' (controller.app.auth)
         self.internal_errors = Counter("progressive_internal_errors_total",
                                        "Unexpected failures of the daemon's own tasks (each logged with its "
                                        "traceback)", ["task"], registry=r)

@@ -40,8 +40,10 @@ OPERATIONS: Mapping[str, Operation] = {
     # only checks the credential (the pit console's login), through the same throttled check as approve
     "authenticate": Operation(supervisor="required"),
 }
-# The link authority's socket: reads only. Nothing on it moves a meter (docs/security.md).
-AUTHORITY_OPERATIONS: Mapping[str, Operation] = {op: OPERATIONS[op] for op in ("status", "meters", "meter_series")}
+# The link authority's socket: reads only, and checks a secret for its console's login. Nothing on it moves a meter
+# (docs/security.md).
+AUTHORITY_OPERATIONS: Mapping[str, Operation] = {op: OPERATIONS[op]
+                                                 for op in ("status", "meters", "meter_series", "authenticate")}
 
 
 def check_arguments(op: str, args: Mapping[str, Any], operations: Mapping[str, Operation] = OPERATIONS) -> None:

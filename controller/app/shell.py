@@ -86,7 +86,7 @@ class TableShell:
                 for s in d.seats:
                     self._seat_device[s] = d.name
         self.sign = Sign(cfg.table, [self._outputs[d.name] for d in cfg.devices_of("sign") if d.name in self._outputs])
-        self.supervisors = SupervisorCheck(cfg.supervisors, self.metrics)
+        self.supervisors = SupervisorCheck(cfg.supervisors, self.metrics.auth)
         self._tasks: asyncio.TaskGroup | None = None
         self.ready = asyncio.Event()
         self.started_at = time.monotonic()

@@ -189,6 +189,7 @@ def _main_link(args: argparse.Namespace) -> int:
         return 2
     logs.configure(args.log_format or cfg.logging.format, cfg.logging.level)
     logs.set_table_context(authority=cfg.authority)
+    _log_warnings(cfg, Path(args.config))  # a supervisors' file others can read, as at a table
     from ..app.control import DEFAULT_LINK_SOCKET
 
     # $PROGRESSIVE_SOCKET names a table's socket: the authority's is --socket or its own default

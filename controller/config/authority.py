@@ -5,8 +5,10 @@
 
 A link authority (`progressived --role link`) owns linked progressive meters (§ 605a.8) that many tables
 share over MQTT. Its file is checked exactly as a table's: the same checks of the meters ($10,000 floor,
-rate, reserve, ceiling, wager sizes), of [mqtt], [metrics] and [logging], each problem with its TOML path
-and a hint, carried by the same ConfigError. The format is in docs/configuration.md ("The link authority").
+rate, reserve, ceiling, wager sizes), of [mqtt], [metrics] and [logging], of the supervisors who may log in
+to its console ([[supervisors]] or supervisors_file, with the same warning for hashes others can read), each
+problem with its TOML path and a hint, carried by the same ConfigError. The format is in docs/configuration.md
+("The link authority").
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
-from os import PathLike
+from os import PathLike, stat_result
 from pathlib import Path
 from typing import Any
 
@@ -25,13 +27,13 @@ from .check_meters import METER_ID
 from .fields import did_you_mean, show, unknown_key
 from .files import show_path
 from .load import TABLE_ID, _Checker, in_file_order
-from .model import AnchorConfig, LoggingConfig, MetricsConfig, MqttConfig, ReportConfig, StandaloneMeter
+from .model import AnchorConfig, LoggingConfig, MetricsConfig, MqttConfig, ReportConfig, StandaloneMeter, Supervisor
 from .problems import ConfigError, Problem, join
 from .toml import read_toml
 
 AUTHORITY_TOP_KEYS = (
     "authority", "description", "state_dir", "tables", "heartbeat", "approvers_file", "meters", "metrics",
-    "logging", "mqtt", "anchor", "report",
+    "logging", "mqtt", "anchor", "report", "supervisors", "supervisors_file",
 )
 AUTHORITY_REQUIRED_HINTS = {
     "authority": 'authority = "link-1": the link authority\'s id, as its heartbeats name it',
@@ -70,13 +72,15 @@ class AuthorityConfig:
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     description: str = ""
-    warnings: tuple[Problem, ...] = ()  # as a table's (none is found in an authority's file yet)
+    warnings: tuple[Problem, ...] = ()  # as a table's: check-config prints them, the daemon logs them
     # Who may approve a payment from a linked meter: supervisor's name -> approval key (controller.link.approval).
     # Empty: no payment is approved (every one is refused).
     approvers: Mapping[str, bytes] = field(default_factory=dict)
     anchor: AnchorConfig = field(default_factory=AnchorConfig)
     # The gaming day of the linked meters' plots (`meter_series`); its `dir` is not taken: no report is written.
     report: ReportConfig = field(default_factory=ReportConfig)
+    # Who may log in to the authority's console (its socket's `authenticate`), as at a table; none: nobody can.
+    supervisors: tuple[Supervisor, ...] = ()
 
     def summary(self) -> dict[str, Any]:
         """What the configuration sets up, for people and scripts (``check-config``)."""
@@ -98,6 +102,7 @@ class AuthorityConfig:
             "tables": list(self.tables),
             "meters": meters,
             "heartbeat": self.heartbeat,
+            "supervisors": len(self.supervisors),
             "mqtt": {"host": q.host, "port": q.port, "tls": q.tls, "client_id": q.client_id,
                      "username": q.username, "topic_prefix": q.topic_prefix, "protocol": q.protocol},
         }
@@ -106,9 +111,9 @@ class AuthorityConfig:
 def load_authority_config(path: str | PathLike[str]) -> AuthorityConfig:
     """The link authority's configuration in `path`, checked whole. Raises ConfigError carrying every
     problem."""
-    cfg, problems = _run(path)
+    cfg, problems, warnings = _run(path)
     if problems or cfg is None:
-        raise ConfigError(str(path), problems or [Problem("", "could not be read")])
+        raise ConfigError(str(path), problems or [Problem("", "could not be read")], warnings)
     return cfg
 
 
@@ -124,14 +129,15 @@ def is_authority_config(path: str | PathLike[str]) -> bool:
     return doc is not None and "authority" in doc and "table" not in doc
 
 
-def _run(path: str | PathLike[str]) -> tuple[AuthorityConfig | None, list[Problem]]:
+def _run(path: str | PathLike[str]) -> tuple[AuthorityConfig | None, list[Problem], list[Problem]]:
     p = Path(path)
-    doc, problem, _ = read_toml(p, "the link authority's TOML configuration file")
+    doc, problem, st = read_toml(p, "the link authority's TOML configuration file")
     if doc is None:
-        return None, [problem or Problem("", "could not be read")]
+        return None, [problem or Problem("", "could not be read")], []
     checker = _AuthorityChecker(p.resolve().parent)
-    cfg = checker.run(doc, p)
-    return cfg, in_file_order(doc, checker.problems.items)  # in the order of the file's sections
+    cfg = checker.run(doc, p, st)
+    # in the order of the file's sections
+    return cfg, in_file_order(doc, checker.problems.items), in_file_order(doc, checker.warnings.items)
 
 
 class _AuthorityChecker(_Checker):
@@ -139,7 +145,7 @@ class _AuthorityChecker(_Checker):
     `_meter`, its [mqtt], [metrics] and [logging] by the table's own checks."""
 
     def run(self, doc: dict[str, Any], source: Path,  # type: ignore[override]
-            source_stat: object = None) -> AuthorityConfig | None:
+            source_stat: stat_result | None = None) -> AuthorityConfig | None:
         for key in doc:
             if key not in AUTHORITY_TOP_KEYS:
                 self.add(join("", key), "unknown key", did_you_mean(key, AUTHORITY_TOP_KEYS))
@@ -163,6 +169,7 @@ class _AuthorityChecker(_Checker):
         if "mqtt" in doc:
             self._authority_mqtt(doc["mqtt"], authority, tables)
         approvers = self._approvers(doc["approvers_file"]) if "approvers_file" in doc else {}
+        self._supervisor_source(doc, source, source_stat)  # the table's own checks, warnings included
         self._anchor(doc.get("anchor"), state_dir)
         self._report(doc.get("report"))
         if isinstance(doc.get("report"), dict) and "dir" in doc["report"]:
@@ -185,7 +192,12 @@ class _AuthorityChecker(_Checker):
             approvers=approvers,
             anchor=self.anchor,
             report=self.report,
+            supervisors=tuple(self.supervisors),
+            warnings=tuple(self.warnings.items),
         )
+
+    def _supervisors_required(self) -> bool:
+        return False  # they only log in to the console: approvals are verified by approvers_file
 
     # --- top-level values --------------------------------------------------------------------------
 

@@ -66,9 +66,14 @@ class SupervisorChecks(Checker):
         if isinstance(listed, list) and listed and (exposed := readable_by_others(path, read.stat, *HASHES)):
             self.warnings.add(at, *exposed)
 
+    def _supervisors_required(self) -> bool:
+        """Whether at least one supervisor must be listed: at a table with a meter (a link authority's login
+        is optional)."""
+        return bool(self.meter_linked)
+
     def _supervisors(self, raw: object) -> None:
         if raw is None:
-            if self.meter_linked:
+            if self._supervisors_required():
                 self.add("supervisors", "is required: a floorperson or above validates each progressive payout "
                          f"({SUPERVISOR_SOURCE})",
                          '[[supervisors]] with name = "..." and credential = the line `progressivectl '
@@ -78,7 +83,7 @@ class SupervisorChecks(Checker):
             self.add("supervisors", f"must be an array of tables ([[supervisors]]), not {show(raw)}",
                      '[[supervisors]] name = "..." credential = "scrypt$..."')
             return
-        if not raw and self.meter_linked:
+        if not raw and self._supervisors_required():
             self.add("supervisors", f"no supervisor: a floorperson or above validates each progressive payout "
                      f"({SUPERVISOR_SOURCE})", "add a [[supervisors]] entry")
         names: dict[str, str] = {}

@@ -27,7 +27,8 @@ from structlog.typing import FilteringBoundLogger
 
 from .. import __version__
 from ..app.anchoring import Anchoring, AnchorMetrics
-from ..app.control import NotAvailable, UnknownOp
+from ..app.auth import AuthMetrics, SupervisorCheck
+from ..app.control import PEER, NotAvailable, UnknownOp
 from ..app.logs import LogBudget
 from ..app.operations import AUTHORITY_OPERATIONS, OPERATIONS, check_arguments
 from ..app.reports import MeterSeries
@@ -92,6 +93,7 @@ class AuthorityMetrics:
                                    "The number of the table's last operation the authority journaled and answered",
                                    ["table"], registry=r)
         self.anchors = AnchorMetrics(r)
+        self.auth = AuthMetrics(r)  # the console's logins, checked as at a table
         ProcessCollector(registry=r)  # process_start_time_seconds: a restart shows as its change
         for reason in DROPPED:
             self.dropped.labels(reason)
@@ -113,6 +115,8 @@ class LinkAuthority:
         self.anchors: dict[str, schema.JournalAnchor] = {}  # table -> the last anchor of its journal it sent
         # Who approves payments from the linked meters (name -> approval key): none listed, none is paid.
         self.approvers: Mapping[str, bytes] = cfg.approvers
+        # Who may log in to the authority's console (made in `run`): none listed, nobody can.
+        self.supervisors: SupervisorCheck | None = None
         self.anchoring: Anchoring | None = None
         self._odds = _HitRate()
         self.series = MeterSeries(cfg.state_dir, cfg.report)
@@ -182,6 +186,8 @@ class LinkAuthority:
             self._dirty.add(mid)
             self.metrics.meter_cents.labels(mid).set(self.ledger.state[mid].current_cents)
         self.mqtt = MqttLink(self.settings, (self.topics.all_up,), ignore_retained=True)
+        if self.cfg.supervisors:  # their secrets checked off the loop, one at a time, throttled, as at a table
+            self.supervisors = SupervisorCheck(self.cfg.supervisors, self.metrics.auth)
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
@@ -204,6 +210,9 @@ class LinkAuthority:
                     except OSError as e:
                         log.error("journal anchor not written at close", error=e.strerror or str(e))
             self.anchoring.close()
+            if self.supervisors is not None:
+                self.supervisors.close()
+                self.supervisors = None
 
 
     async def _on_connect(self) -> None:
@@ -440,7 +449,8 @@ class LinkAuthority:
     # --- the control socket (read only) ----------------------------------------------------------------
 
     async def call(self, op: str, args: dict[str, Any]) -> Any:
-        """The authority's control socket: reads only (docs/operations.md). Nothing on it moves a meter."""
+        """The authority's control socket: reads only, and checks a supervisor's secret for the console's login
+        (docs/operations.md). Nothing on it moves a meter."""
         if op not in AUTHORITY_OPERATIONS:
             if op in OPERATIONS:
                 raise NotAvailable(f"{op}: not offered by the link authority: its socket answers "
@@ -453,7 +463,17 @@ class LinkAuthority:
             return [meter_json(s) for _m, s in sorted(self.ledger.state.items())]
         if op == "meter_series":  # the linked meters' plots, from the authority's journal as a table's from its own
             return await self.series.answer(args)
+        if op == "authenticate":
+            return {"supervisor": await self._authenticate(args)}
         return self.status()
+
+    async def _authenticate(self, args: dict[str, Any]) -> str:
+        """The console's login: the supervisor's name if the secret is theirs (controller.app.auth, as a table's
+        `authenticate`); PermissionError otherwise. It opens the page only: nothing here approves or moves."""
+        if self.supervisors is None:
+            raise NotAvailable("no supervisors are configured at the authority: nobody can log in to its console "
+                               "(supervisors_file in its configuration)")
+        return await self.supervisors.check(args.get("supervisor"), args.get("secret"), PEER.get().get("peer_uid"))
 
     def status(self) -> dict[str, Any]:
         """The authority, its meters and every configured table as it knows them (docs/operations.md)."""
