@@ -37,12 +37,14 @@ from consolerig import (
     console_process,
     csrf_of,
     login_form,
+    self_signed,
     tls_console_on_rig,
 )
 from rigtable import daemon_on_rig, lock_round, until, with_supervisor
 
 FLOOR = {"supervisor": SUPERVISOR, "secret": SECRET}
 WRONG = "not-the-secret-42"
+TYPED = "hunter2-typed-as-the-name"
 
 
 # --- pure --------------------------------------------------------------------------------------------
@@ -222,6 +224,18 @@ async def test_authenticate_checks_a_credential_through_the_throttled_check(tmp_
             await daemon.call("authenticate", dict(FLOOR))
 
 
+def test_refused_connections_from_many_addresses_are_logged_a_bounded_number_of_times():
+    from structlog.testing import capture_logs
+
+    crowded = gate.Connections(per_address=0)
+    with capture_logs() as logged:
+        for i in range(5_000):  # an IPv6 /64 has 2**64 source addresses
+            address = f"2001:db8::{i:x}"
+            crowded.log_refusal(address, crowded.take(address) or "")
+    assert len(logged) == gate.REFUSAL_LINES
+    assert len(crowded.refusals._spent) <= crowded.refusals.max_keys + 1
+
+
 # --- over HTTP -------------------------------------------------------------------------------------------
 
 
@@ -275,7 +289,7 @@ async def test_approvals_go_through_the_daemon_and_no_secret_reaches_a_url_or_th
 
         assert (await post({**form, "secret": ""}))[0] == 303  # the daemon refuses, the page says so
         assert "refused: supervisor name or credential not accepted" in await _page(http, console)
-        assert (await post({**form, "secret": WRONG}))[0] == 303
+        assert (await post({**form, "supervisor": TYPED, "secret": WRONG}))[0] == 303  # a secret in the name field
         assert "refused" in await _page(http, console)
         assert daemon.desk.state.claims[0].status == "pending"
 
@@ -290,6 +304,8 @@ async def test_approvals_go_through_the_daemon_and_no_secret_reaches_a_url_or_th
                for e in entries)
     assert any(e["event"] == "console action done" and e["claim"] == claim for e in entries)
     assert SECRET not in log and WRONG not in log and "secret=" not in log and token not in log
+    assert TYPED not in log and any(  # a refused name is logged as a fingerprint only
+        e["event"] == "console action refused" and e["supervisor"] == server._typed(TYPED) for e in entries)
 
 
 async def test_a_meter_change_is_on_the_open_page_within_a_second(tmp_path):
@@ -505,6 +521,75 @@ async def test_slow_and_crowding_clients_are_cut_off(tmp_path):
         assert answer == b"" and gate.HEAD_S - 0.5 < head_s < gate.HEAD_S + 2
         assert body_answer.startswith(b"HTTP/1.1 408 ") and server.BODY_S - 0.5 < body_s < server.BODY_S + 2
     assert console.log.read_text().count("console connection refused") == 1
+
+
+async def test_tls_connections_are_counted_before_their_handshake(tmp_path):
+    """Silent TCP connections to the TLS console (no ClientHello) count against the caps while their handshakes
+    wait: one address holds at most MAX_PER_ADDRESS of the console's open files; another still gets its page."""
+    cert, key = await asyncio.to_thread(self_signed, tmp_path)
+    async with console_process(tmp_path / "control.sock", tmp_path / "console.log", "--tls-cert", str(cert),
+                               "--tls-key", str(key), tls=True) as console:
+        port = int(console.origin.rsplit(":", 1)[1])
+        fds = functools.partial(lambda pid: len(os.listdir(f"/proc/{pid}/fd")), console.proc.pid)
+        at_rest = fds()
+        silent = [await asyncio.open_connection("127.0.0.1", port, local_addr=("127.0.0.60", 0))
+                  for _ in range(gate.MAX_PER_ADDRESS + 40)]
+        reads = [asyncio.ensure_future(reader.read()) for reader, _ in silent]
+        closed, waiting = await asyncio.wait(reads, timeout=gate.HEAD_S - 2)  # before any handshake's own timer
+        held = fds() - at_rest
+        print(f"{len(silent)} silent connections from one address: {len(closed)} closed at once, "
+              f"the console holds {held} more files")
+        assert len(closed) == 40 and len(waiting) == gate.MAX_PER_ADDRESS and held <= gate.MAX_PER_ADDRESS + 2
+        async with console.client() as http, http.get(console.url + "login", ssl=False) as r:
+            assert r.status == 200  # from 127.0.0.1: another address
+        for _, writer in silent:
+            writer.close()
+        await asyncio.wait(waiting, timeout=gate.HEAD_S)
+    assert console.log.read_text().count("console connection refused") == 1
+
+
+async def test_bad_input_is_refused_in_one_line_and_kept_out_of_the_log(tmp_path):
+    """A token or cookie that is not ASCII, a form that cannot be read, a request aiohttp cannot parse: each is
+    answered 400/403 in one line, not 500; the request's text (a secret in it) is not logged; the console serves on."""
+    async with console_process(tmp_path / "control.sock", tmp_path / "console.log") as console:
+        port = int(console.origin.rsplit(":", 1)[1])
+        head = f"Host: 127.0.0.1:{port}\r\nOrigin: {console.origin}\r\nCookie: pit_session={'c' * 43}"
+
+        async def ask(request: str) -> bytes:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(request.encode("latin-1"))
+            async with asyncio.timeout(5):
+                answer = await reader.read()
+            writer.close()
+            return answer
+
+        def post(body: str, ctype: str = "application/x-www-form-urlencoded") -> str:
+            return (f"POST /approve HTTP/1.1\r\n{head}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
+                    f"Connection: close\r\n\r\n{body}")
+
+        cases = {
+            "csrf=%C2%B2.a.b&claim_id=x": (post("csrf=%C2%B2.a.b&claim_id=x"), 403),  # "²": a digit to isdigit()
+            "a MAC not ASCII": (post("csrf=1.nonce.%C3%A9&claim_id=x"), 403),
+            "multipart without boundary": (post("x", "multipart/form-data"), 400),
+            "charset=bogus": (post("csrf=1", "application/x-www-form-urlencoded; charset=bogus-xx"), 400),
+            "a flash cookie not ASCII": (f"GET / HTTP/1.1\r\n{head}; pit_flash=a.\xc3\xa9\r\nConnection: close\r\n\r\n",
+                                          200),
+            "a chunk size that is a secret": (
+                f"POST /approve HTTP/1.1\r\n{head}\r\nTransfer-Encoding: chunked\r\n"
+                "Content-Type: application/x-www-form-urlencoded\r\n\r\nsupervisor=floor-1&secret=HUNTER2-CHUNK\r\n\r\n",
+                400),
+        }
+        for name, (request, status) in cases.items():
+            answer = await ask(request)
+            assert answer.startswith(b"HTTP/1.1 %d " % status) or answer.startswith(b"HTTP/1.0 %d " % status), \
+                (name, answer[:200])
+            if status != 200:
+                assert answer.split(b"\r\n\r\n", 1)[1].count(b"\n") <= 4, (name, answer)  # no traceback
+        assert (await ask(f"GET /login HTTP/1.1\r\n{head}\r\nConnection: close\r\n\r\n")).startswith(b"HTTP/1.1 200 ")
+    log = console.log.read_text()
+    entries = [json.loads(line) for line in log.splitlines()]
+    assert "HUNTER2" not in log and "Traceback" not in log and not any(e["level"] == "error" for e in entries)
+    assert [(e["status"], e["remote"]) for e in entries if e["event"] == "console bad request"] == [(400, "127.0.0.1")]
 
 
 def test_the_page_files_are_package_data():

@@ -103,6 +103,20 @@ def event_names() -> list[tuple[str, int, str]]:
     return found
 
 
+def test_a_log_budget_forgets_passed_windows_and_caps_its_keys():
+    """Keys from a flood (one per source address) neither grow the budget without end nor flood the log: past
+    max_keys new keys share one budget, and keys whose window has passed are forgotten."""
+    now = [0.0]
+    budget = logs.LogBudget(1, 10.0, clock=lambda: now[0], max_keys=100)
+    told = [budget.take(f"2001:db8::{i:x}") for i in range(100_000)]
+    assert len(budget._spent) == 101 and told.count(None) == 100_000 - 101  # 100 keys and the others' one line
+    assert budget.take("2001:db8::5") is None  # a key kept keeps its own budget
+    now[0] = 10.0  # every window has passed: the flood's keys are forgotten, a new key has a budget of its own
+    assert budget.take("10.0.0.1") == 0 and budget.take("10.0.0.1") is None
+    assert len(budget._spent) == 3  # the new key, and the two with a count not yet told:
+    assert budget.owed("2001:db8::5") == 1 and budget.take(logs.LogBudget.OTHERS) == 100_000 - 101
+
+
 def _literals(arg: ast.expr) -> list[str]:
     """The strings an event-name argument may be: a literal, either side of `a if c else b`."""
     if isinstance(arg, ast.Constant) and isinstance(arg.value, str):

@@ -78,15 +78,30 @@ def unbind(*keys: str) -> None:
 class LogBudget:
     """At most `burst` log lines per key (a user, a table and kind of message) in `window` seconds; what is not
     logged is counted, and the count goes with the next line logged: nobody on the other end of a socket or a topic
-    can flood the log (the metrics count every one)."""
+    can flood the log (the metrics count every one). At most `max_keys` keys are kept: beyond them, new keys share
+    one budget (OTHERS) until the keys whose window has passed are forgotten."""
 
-    def __init__(self, burst: int, window: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.burst, self.window, self._clock = burst, window, clock
+    OTHERS = "(others)"  # the one key for every key beyond max_keys
+
+    def __init__(self, burst: int, window: float, clock: Callable[[], float] = time.monotonic,
+                 max_keys: int = 4096) -> None:
+        self.burst, self.window, self._clock, self.max_keys = burst, window, clock, max_keys
         self._spent: dict[Hashable, tuple[float, int, int]] = {}  # key -> (window start, logged, not logged)
+        self._next_prune = 0.0
+
+    def _prune(self, now: float) -> None:
+        """Forget the keys whose window has passed with nothing left untold (at most once a window: amortized)."""
+        self._spent = {k: v for k, v in self._spent.items() if now - v[0] < self.window or v[2]}
+        self._next_prune = now + self.window
 
     def take(self, key: Hashable) -> int | None:
         """None: do not log this one; else how many before it were not logged (and are now told)."""
         now = self._clock()
+        if key not in self._spent and len(self._spent) >= self.max_keys:
+            if now >= self._next_prune:
+                self._prune(now)
+            if len(self._spent) >= self.max_keys:
+                key = self.OTHERS  # a flood of new keys shares one budget instead of growing the dict
         start, logged, skipped = self._spent.get(key, (now, 0, 0))
         if now - start >= self.window:
             start, logged = now, 0

@@ -7,9 +7,12 @@ and fails if aiohttp changes under them).
   bytes arriving, and closes the connection if no whole request head has arrived by then: with HEAD_S as
   `keepalive_timeout`, a client that trickles its headers is dropped HEAD_S after it connected (or after its
   last answer). A request's body is read under a timeout by the handler itself (server.BODY_S).
-- A TLS handshake gets HEAD_S too (asyncio's default is 60 s).
-- Connections per client address, and in all: one over either cap is answered 503 in one line and closed
-  before aiohttp sees it.
+- Connections per client address, and in all, counted when the TCP connection is made, before any TLS
+  handshake: one over either cap is answered 503 in one line (closed at once under TLS) before aiohttp sees it.
+  A counted connection's TLS handshake then gets HEAD_S (asyncio's default is 60 s).
+- Refused connections are logged once per address in REFUSAL_LOG_S, and at most REFUSAL_LINES in that time in all.
+- aiohttp's own server log (a request it could not parse, a handler's error) goes through ServerLog: a bad
+  request is one budgeted line without the request's text, which may hold a supervisor's secret.
 
 aiohttp's `handler_cancellation` stays off: a handler that sent a supervisor's secret to the daemon runs to its
 end even if the browser goes away, so that a wrong secret is always counted against its address.
@@ -18,6 +21,7 @@ end even if the browser goes away, so that a wrong secret is always counted agai
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import ssl
 from collections import Counter
@@ -26,6 +30,7 @@ from typing import Any
 
 import structlog
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError
 
 from ..app.logs import LogBudget
 
@@ -35,6 +40,8 @@ HEAD_S = 5.0  # a request line and headers arrive within this, and an idle kept-
 MAX_PER_ADDRESS = 24  # connections from one address (a browser opens 6 to a site, plus a page's event stream)
 MAX_CONNECTIONS = 256
 REFUSAL_LOG_S = 10.0  # a refused connection is logged once in this, per address, with how many were not
+REFUSAL_LINES = 20  # refused connections logged in REFUSAL_LOG_S from all addresses together
+BAD_REQUEST_LINES = 20  # requests aiohttp could not parse, logged in REFUSAL_LOG_S
 
 # AppRunner's keyword arguments for the handler of each connection
 # (a body left unread after a refusal is drained for lingering_time, then the connection closed)
@@ -55,6 +62,13 @@ class Connections:
         self.per_address, self.total = per_address, total
         self.open: Counter[str] = Counter()
         self.refusals = LogBudget(1, REFUSAL_LOG_S)  # a flood of connections must not flood the log too
+        self.all_refusals = LogBudget(REFUSAL_LINES, REFUSAL_LOG_S)  # nor one from many addresses
+
+    def log_refusal(self, address: str, reason: str) -> None:
+        held = self.refusals.take(address)
+        if held is not None and self.all_refusals.take(None) is not None:
+            log.warning("console connection refused", remote=address, reason=reason,
+                        **({"not_logged_before": held} if held else {}))
 
     def take(self, address: str) -> str | None:
         """None, the connection counted; else why it is refused."""
@@ -72,10 +86,12 @@ class Connections:
 
 
 class _Gate(asyncio.Protocol):
-    """Counts the connection in, then hands every event of the transport to aiohttp's own handler."""
+    """Counts the connection in, upgrades it to TLS if the console serves TLS, then hands every event of the
+    transport to aiohttp's own handler."""
 
-    def __init__(self, inner: Callable[[], asyncio.Protocol], connections: Connections) -> None:
-        self._make_inner, self._connections = inner, connections
+    def __init__(self, inner: Callable[[], asyncio.Protocol], connections: Connections,
+                 tls: ssl.SSLContext | None, handshakes: set[asyncio.Task[None]]) -> None:
+        self._make_inner, self._connections, self._tls, self._handshakes = inner, connections, tls, handshakes
         self._inner: asyncio.Protocol | None = None
         self._address: str | None = None
 
@@ -83,16 +99,36 @@ class _Gate(asyncio.Protocol):
         peer = transport.get_extra_info("peername")
         address = str(peer[0]) if isinstance(peer, tuple) and peer else "?"
         refused = self._connections.take(address)
+        assert isinstance(transport, asyncio.Transport)
         if refused is not None:
-            held = self._connections.refusals.take(address)
-            if held is not None:
-                log.warning("console connection refused", remote=address, reason=refused,
-                            **({"not_logged_before": held} if held else {}))
-            assert isinstance(transport, asyncio.WriteTransport)
-            transport.write(_refusal(refused))
+            self._connections.log_refusal(address, refused)
+            if self._tls is None:  # a TLS client could not read a plain answer
+                transport.write(_refusal(refused))
             transport.close()
             return
         self._address = address
+        if self._tls is None:
+            self._hand_over(transport)
+            return
+        transport.pause_reading()  # the ClientHello waits for the handshake
+        task = asyncio.get_running_loop().create_task(self._handshake(transport, self._tls))
+        self._handshakes.add(task)
+        task.add_done_callback(self._handshakes.discard)
+
+    async def _handshake(self, transport: asyncio.Transport, tls: ssl.SSLContext) -> None:
+        try:
+            secure = await asyncio.get_running_loop().start_tls(transport, self, tls, server_side=True,
+                                                                ssl_handshake_timeout=HEAD_S)
+        except (OSError, TimeoutError, ssl.SSLError, ConnectionError) as e:
+            # start_tls closed the transport: a client that did not finish its handshake in time, or not TLS
+            log.debug("console TLS handshake not done", remote=self._address, error=type(e).__name__)
+            self.connection_lost(None)
+            return
+        if secure is None or self._address is None:  # closed meanwhile
+            return
+        self._hand_over(secure)
+
+    def _hand_over(self, transport: asyncio.BaseTransport) -> None:
         self._inner = self._make_inner()
         self._inner.connection_made(transport)
 
@@ -140,6 +176,29 @@ class GatedSite(web.BaseSite):
         server = self._runner.server
         assert server is not None
         loop = asyncio.get_running_loop()
+        handshakes: set[asyncio.Task[None]] = set()  # held here so that none is collected while it runs
+        # no ssl= here: asyncio would call connection_made only after the handshake, past the caps
         self._server = await loop.create_server(  # BaseSite.stop() closes what is kept here
-            lambda: _Gate(server, self.connections), sock=self._sock, ssl=self._ssl_context,
-            ssl_handshake_timeout=HEAD_S if self._ssl_context else None)
+            lambda: _Gate(server, self.connections, self._ssl_context, handshakes), sock=self._sock)
+
+
+class ServerLog(logging.Logger):
+    """aiohttp's server logger for the console: a request aiohttp could not parse is one budgeted line naming
+    the address, the status and the kind of fault, never the request's text (its body may hold a supervisor's
+    secret); an error of the console's own code keeps its traceback; aiohttp's debug lines are dropped."""
+
+    def __init__(self) -> None:
+        super().__init__("console.server")
+        self.budget = LogBudget(BAD_REQUEST_LINES, REFUSAL_LOG_S)
+
+    def debug(self, *args: Any, **kw: Any) -> None:
+        pass
+
+    def exception(self, msg: object, *args: object, exc_info: Any = True, **kw: Any) -> None:
+        if isinstance(exc_info, HttpProcessingError):
+            held = self.budget.take(None)
+            if held is not None:
+                log.warning("console bad request", remote=args[0] if args else "?", status=exc_info.code,
+                            fault=type(exc_info).__name__, **({"not_logged_before": held} if held else {}))
+            return
+        log.error("console request failed", remote=args[0] if args else None, exc_info=exc_info)

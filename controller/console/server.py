@@ -229,10 +229,10 @@ class Signer:
 
     def valid(self, binding: str, token: str) -> bool:
         parts = token.split(".") if len(token) <= 128 else []
-        if len(parts) != 3 or not parts[0].isdigit():
+        if len(parts) != 3 or not (parts[0].isascii() and parts[0].isdigit()):  # "²" is a digit to isdigit()
             return False
         age = self.clock() - int(parts[0])
-        return 0 <= age <= self.lifetime and hmac.compare_digest(parts[2], self._mac("csrf", binding, *parts[:2]))
+        return 0 <= age <= self.lifetime and _same(parts[2], self._mac("csrf", binding, *parts[:2]))
 
     def flash(self, binding: str, text: str) -> str:
         data = base64.urlsafe_b64encode(text[:MAX_FLASH].encode()).decode().rstrip("=")
@@ -240,9 +240,14 @@ class Signer:
 
     def read_flash(self, binding: str, value: str | None) -> str | None:
         data, _, mac = (value or "").partition(".")
-        if not data or not hmac.compare_digest(mac, self._mac("flash", binding, data)):
+        if not data or not _same(mac, self._mac("flash", binding, data)):
             return None
         return base64.urlsafe_b64decode(data + "=" * (-len(data) % 4)).decode(errors="replace")
+
+
+def _same(given: str, mac: str) -> bool:
+    """compare_digest on bytes: on a str it raises TypeError if the text typed is not ASCII."""
+    return hmac.compare_digest(given.encode(errors="replace"), mac.encode())
 
 
 # --- the application -----------------------------------------------------------------------------------
@@ -355,6 +360,8 @@ async def _posted(request: web.Request) -> tuple[str, Session | None, dict[str, 
             form = await request.post()
     except TimeoutError:
         return _refuse(408, f"refused: the form's body did not arrive within {BODY_S:.0f} s")
+    except (ValueError, LookupError):  # no multipart boundary, an unknown charset ...
+        return _refuse(400, "refused: the form's body could not be read (send it from the console's page)")
     token = form.get("csrf")
     if sid is None or not isinstance(token, str) or not console.signer.valid(sid, token):
         return _refuse(403, "refused: the page's form is out of date (reload the page)")
@@ -455,6 +462,13 @@ async def _forward(request: web.Request, op: str, args: dict[str, str]) -> Any:
         return await _forward_in_turn(console, request, remote, op, args)
 
 
+def _typed(name: str | None) -> str | None:
+    """A refused supervisor name as a fingerprint: what was typed may be a secret in the wrong field."""
+    if name is None:
+        return None
+    return f"sha256:{hashlib.sha256(name.encode(errors='replace')).hexdigest()[:8]}/{len(name)}"
+
+
 async def _forward_in_turn(console: Console, request: web.Request, remote: tuple[str, str | None], op: str,
                            args: dict[str, str]) -> Any:
     left = console.guesses.locked_for(remote)
@@ -468,7 +482,8 @@ async def _forward_in_turn(console: Console, request: web.Request, remote: tuple
         if guess and console.guesses.wrong(remote):
             log.error("console secret guesses: address locked out", remote=request.remote, limit=SECRET_LIMIT,
                       seconds=WINDOW_S)
-        log.warning("console action refused", op=op, claim=args.get("claim_id"), supervisor=args.get("supervisor"),
+        log.warning("console action refused", op=op, claim=args.get("claim_id"),
+                    supervisor=_typed(args.get("supervisor")),
                     remote=request.remote, kind=e.kind, error=str(e))
         raise
     except DaemonUnavailable as e:
@@ -678,7 +693,7 @@ async def serve(opts: Options) -> int:
     static = await asyncio.to_thread(static_files)
     console = Console(poller, actions, opts.port, opts.tls is not None, static, login_always=opts.login_always)
     runner = web.AppRunner(application(console), access_log_class=AccessLog, handle_signals=False,
-                           shutdown_timeout=2.0, **gate.HANDLER_ARGS)
+                           shutdown_timeout=2.0, logger=gate.ServerLog(), **gate.HANDLER_ARGS)
     await runner.setup()
     try:
         sock = opts.sock
