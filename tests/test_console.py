@@ -567,9 +567,11 @@ async def test_bad_input_is_refused_in_one_line_and_kept_out_of_the_log(tmp_path
             return (f"POST /approve HTTP/1.1\r\n{head}\r\nContent-Type: {ctype}\r\nContent-Length: {len(body)}\r\n"
                     f"Connection: close\r\n\r\n{body}")
 
+        issued = csrf_of((await ask(f"GET /login HTTP/1.1\r\n{head}\r\nConnection: close\r\n\r\n")).decode())
+        issued = issued.split(".")[0]  # a time in the token's life, so that its MAC is compared
         cases = {
             "csrf=%C2%B2.a.b&claim_id=x": (post("csrf=%C2%B2.a.b&claim_id=x"), 403),  # "²": a digit to isdigit()
-            "a MAC not ASCII": (post("csrf=1.nonce.%C3%A9&claim_id=x"), 403),
+            "a MAC not ASCII": (post(f"csrf={issued}.nonce.%C3%A9&claim_id=x"), 403),
             "multipart without boundary": (post("x", "multipart/form-data"), 400),
             "charset=bogus": (post("csrf=1", "application/x-www-form-urlencoded; charset=bogus-xx"), 400),
             "a flash cookie not ASCII": (f"GET / HTTP/1.1\r\n{head}; pit_flash=a.\xc3\xa9\r\nConnection: close\r\n\r\n",
