@@ -39,8 +39,8 @@ def test_wrong_guesses_lock_out_and_the_lock_lifts():
     assert g.locked_for("u") == 1
     now[0] += 1
     assert g.locked_for("u") == 0 and not g.wrong("u")  # counting starts again
-    g.right("u")
-    assert not g.wrong("u") and not g.wrong("u")  # a right secret cleared the count
+    now[0] += auth.WINDOW_S + 1
+    assert not g.wrong("u") and not g.wrong("u")  # the guess before fell out of the window with time
 
 
 def checker(monkeypatch, credential: str, metrics: Metrics | None = None) -> tuple[SupervisorCheck, list]:
@@ -85,7 +85,8 @@ async def test_a_guessing_user_is_locked_out_others_are_not_and_a_name_is_locked
                 await check.check("floor-1", SECRET, uid=1001)  # even the right one: nothing hashed
             assert len(hashed) == n
             assert await check.check("floor-1", SECRET, uid=1002) == "floor-1"  # another user is not locked
-            for uid in range(2000, 2000 + NAME_LIMIT):  # one guess each from many users: the name is locked
+            for uid in range(2000, 2000 + NAME_LIMIT - USER_LIMIT):  # one guess each from more users: the name is
+                # locked (1002's right secret cleared none of the name's count)
                 with pytest.raises(PermissionError):
                     await check.check("floor-1", "guess", uid=uid)
             with pytest.raises(PermissionError, match="too many wrong secrets for supervisor 'floor-1'"):
@@ -94,9 +95,29 @@ async def test_a_guessing_user_is_locked_out_others_are_not_and_a_name_is_locked
         assert [a["scope"] for a in alerts] == ["user", "name"] and alerts[0]["peer_uid"] == 1001
         assert all(a["log_level"] == "error" for a in alerts)
         text = metrics.exposition().decode()
-        assert f"progressive_auth_failures_total {USER_LIMIT + NAME_LIMIT}.0" in text
+        assert f"progressive_auth_failures_total {NAME_LIMIT}.0" in text
         assert 'progressive_auth_lockouts_total{scope="user"} 1.0' in text
         assert 'progressive_auth_lockouts_total{scope="name"} 1.0' in text
+    finally:
+        check.close()
+
+
+async def test_a_right_secret_between_wrong_ones_clears_no_count():
+    """Two wrong guesses at one name, one right secret of another, again and again, as one user: the user is locked
+    out at USER_LIMIT wrong guesses all the same (a right secret used to clear the user's count)."""
+    cred = parse_credential(hash_credential(SECRET, "pbkdf2_sha256", iterations=100_000))
+    check = SupervisorCheck([Supervisor("floor-1", cred), Supervisor("floor-2", cred)], Metrics("t").auth)
+    try:
+        wrong = 0
+        while wrong < USER_LIMIT:
+            for _ in range(min(2, USER_LIMIT - wrong)):
+                with pytest.raises(PermissionError, match="not accepted"):
+                    await check.check("floor-2", "guess", uid=1001)
+                wrong += 1
+            if wrong < USER_LIMIT:
+                assert await check.check("floor-1", SECRET, uid=1001) == "floor-1"
+        with pytest.raises(PermissionError, match="too many wrong secrets for user 1001"):
+            await check.check("floor-1", SECRET, uid=1001)
     finally:
         check.close()
 

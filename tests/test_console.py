@@ -361,6 +361,24 @@ async def test_on_the_network_a_supervisor_logs_in_and_guesses_are_cut_short(tmp
         assert "console secret guesses: address locked out" in console_log and SECRET not in console_log
 
 
+async def test_a_right_secret_between_wrong_ones_clears_no_address_count(tmp_path):
+    """2 wrong secrets, a right one, 1 wrong: the address is locked at its third wrong one all the same (a right
+    secret used to clear the address's count, so one known secret kept a guesser under the limit for ever)."""
+    async with tls_console_on_rig(tmp_path) as (_daemon, _rig, console):
+
+        async def login(secret: str) -> str:
+            async with console.client() as http:  # a fresh browser each time: a login makes a new session
+                token, _ = await login_form(http, console)
+                async with http.post(console.url + "login", data={"csrf": token, "supervisor": SUPERVISOR,
+                                                                   "secret": secret},
+                                     headers={"Origin": console.origin}) as r:
+                    return await r.text()
+
+        for secret in (WRONG, WRONG, SECRET, WRONG):
+            assert "too many wrong secrets" not in await login(secret)
+        assert "too many wrong secrets from this address" in await login(SECRET)
+
+
 async def test_after_a_login_the_page_is_served_and_a_new_session_made(tmp_path):
     async with tls_console_on_rig(tmp_path) as (_daemon, _rig, console), console.client() as http:
         async with http.get(console.url + "login") as r:

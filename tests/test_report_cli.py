@@ -184,3 +184,38 @@ def test_a_changed_result_with_the_chain_made_again_does_not_reconcile(state_dir
     proc = report(copy, "--day", "2026-11-30")
     assert proc.returncode == 1 and proc.stdout == ""
     assert f"the gaming day 2026-11-30 does not reconcile: entry {seq}: book-contributions" in proc.stderr
+
+
+def _moved_past_the_day(copy: Path, *, rechain: bool) -> int:
+    """The day's first entry in the journal at `copy` stamped after the day's close, its own hash made again (and with
+    `rechain`, every later entry linked and hashed again as a forger would); its seq."""
+    con = sqlite3.connect(copy / "ledger.sqlite3", isolation_level=None)
+    seq, text = next((s, t) for s, t in con.execute("SELECT seq, entry FROM entries ORDER BY seq")
+                     if json.loads(t)[3] >= "2026-11-30T11:00")
+    e = json.loads(text)
+    e[3] = "2026-12-01T12:00:00.000000Z"
+    text = chain.canonical(e)
+    con.execute("UPDATE entries SET entry = ?, hash = ? WHERE seq = ?", (text, chain.entry_hash(text), seq))
+    con.close()
+    if rechain:
+        _rechain(copy, seq + 1)
+    return seq
+
+
+def test_an_entry_moved_past_the_days_close_does_not_cut_the_day_short(state_dir, tmp_path):
+    """The day's first entry moved after its close, only its own hash made again: the chain is checked on past the
+    day, and its successor's link names the break; the whole chain made again: the times going back are refused."""
+    copy = tmp_path / "copy"
+    shutil.copytree(state_dir, copy)
+    seq = _moved_past_the_day(copy, rechain=False)
+    proc = report(copy, "--day", "2026-11-30")
+    assert proc.returncode == 1 and proc.stdout == "" and proc.stderr.count("\n") == 1
+    assert f"is damaged: entry {seq + 1}: its prev_hash does not match the hash of entry {seq}" in proc.stderr
+    shutil.rmtree(copy)
+    shutil.copytree(state_dir, copy)
+    seq = _moved_past_the_day(copy, rechain=True)
+    proc = report(copy, "--day", "2026-11-30")
+    assert proc.returncode == 1 and proc.stdout == "" and proc.stderr.count("\n") == 1
+    assert f"does not reconcile: entry {seq + 1}: stamped 2026-11-30T20:00" in proc.stderr
+    assert f"after entry {seq} stamped 2026-12-01T12:00:00.000000Z" in proc.stderr
+    assert report(state_dir, "--day", "2026-11-30").returncode == 0

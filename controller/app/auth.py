@@ -11,7 +11,7 @@ one at a time, at the same cost for a name that is not a supervisor's, and with 
   user, or that name, is locked out for LOCK_S: its checks are refused at once, with nothing hashed. Each
   lock-out is an alert: an error in the log (`supervisor secret guesses: locked out`) and
   `progressive_auth_lockouts_total{scope}`; every wrong guess counts in `progressive_auth_failures_total`.
-  A right secret clears the count of its user and its name. A name locked out by someone guessing it is a
+  A right secret clears no count: wrong guesses fall out of the window only with time. A name locked out by someone guessing it is a
   denial of service to that supervisor for LOCK_S (docs/security.md): the alert says who guessed.
 """
 
@@ -94,9 +94,6 @@ class Guesses:
             return True
         return False
 
-    def right(self, key: object) -> None:
-        self._seen.pop(key, None)
-
 
 class SupervisorCheck:
     def __init__(self, supervisors: Iterable[Supervisor], metrics: AuthMetrics, *,
@@ -146,8 +143,8 @@ class SupervisorCheck:
         if credential is None or not ok:
             self._wrong(name, uid, "unknown name" if credential is None else "wrong secret")
             raise PermissionError("supervisor name or credential not accepted")
-        self._users.right(user)
-        self._names.right(("name", name))
+        # a right secret clears no count: wrong guesses fall out of the window only with time, so guesses between
+        # the logins of a secret one knows still add up (the name's own too: it sums every user's guesses at it)
         return name, derived
 
     def _wrong(self, name: object, uid: int | None, why: str) -> None:

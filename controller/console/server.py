@@ -489,7 +489,6 @@ async def _forward_in_turn(console: Console, request: web.Request, remote: tuple
     except DaemonUnavailable as e:
         log.warning("console action not done", op=op, claim=args.get("claim_id"), reason=e.reason)
         raise
-    console.guesses.right(remote)
     log.info("console action done", op=op, claim=args.get("claim_id"), supervisor=args.get("supervisor"),
              remote=request.remote)
     return result

@@ -24,6 +24,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from ..errors import InvariantViolation
 from . import journal
 from .chain import GENESIS_PREV, Entry, format_time
 from .errors import LedgerDamaged
@@ -133,10 +134,15 @@ class JournalReader:
         """The entries from entry 1 in seq order up to the first stamped at or after `until` (None: to the head), as
         records() gives them, each checked as it is read as start-up checks the chain (controller/ledger/verify.py):
         its hash, its link to the entry before, its number, its key, a checkpoint's digest of its segment. Raises
-        LedgerDamaged naming the first bad entry before giving it: nothing after a break in the chain is read."""
+        LedgerDamaged naming the first bad entry before giving it: nothing after a break in the chain is read.
+        The chain is checked on to the head, the entries from `until` on not given: an entry moved past `until`
+        with only its own hash made again breaks its successor's link. InvariantViolation naming the entry when
+        one stamped before `until` follows one stamped at or after it (the times went back across `until`: the
+        entries before it cannot be told)."""
         scan = ChainScan(1, GENESIS_PREV, 1)
         after = 0
         end = None if until is None else format_time(until)
+        past: Entry | None = None  # the first entry stamped at or after `end`
         try:
             while True:
                 with self._lock:
@@ -148,10 +154,15 @@ class JournalReader:
                     return
                 for seq, key, text, digest in rows:
                     e = scan.feed(seq, key, text, digest)
-                    if end is not None and e.time >= end:
-                        return
-                    yield Record(e.seq, datetime.fromisoformat(e.time), e.key, e.kind, e.body, e.result, digest)
                     after = seq
+                    if end is not None and e.time < end and past is not None:
+                        raise InvariantViolation(
+                            f"entry {seq}: stamped {e.time}, before {end}, after entry {past.seq} stamped "
+                            f"{past.time}: the journal's times go back across {end}")
+                    if end is not None and e.time >= end:
+                        past = past or e
+                        continue
+                    yield Record(e.seq, datetime.fromisoformat(e.time), e.key, e.kind, e.body, e.result, digest)
         except Bad as b:
             raise LedgerDamaged(self.path, b.seq, b.text) from None
         except sqlite3.DatabaseError as e:
