@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import socket
+import ssl
 import subprocess
 import time
 from pathlib import Path
@@ -659,3 +660,42 @@ async def test_the_page_says_when_the_daemon_is_down_and_recovers_by_itself(tmp_
             assert 'data-meter="main">$10,000.00<' in html and "not answering" not in html
         html = await _page(http, console, "not answering")  # the daemon stopped: the last state stays shown
         assert 'data-meter="main">$10,000.00<' in html
+
+
+def _request_behind_the_handshake(port: int) -> bytes:
+    """A TLS client whose last handshake message and first request leave in one segment (as a browser's often
+    do): what the console answers."""
+    ctx = ssl.create_default_context()
+    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE  # the test's own certificate
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = ctx.wrap_bio(incoming, outgoing)
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                s.sendall(outgoing.read())
+                data = s.recv(65536)
+                assert data, "the console closed during the handshake"
+                incoming.write(data)
+        tls.write(b"GET /login HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nConnection: close\r\n\r\n" % port)
+        s.sendall(outgoing.read())  # the client's Finished and the request together
+        reply = b""
+        while b"\r\n" not in reply:
+            data = s.recv(65536)
+            if not data:
+                break
+            incoming.write(data)
+            with contextlib.suppress(ssl.SSLWantReadError):
+                while chunk := tls.read(65536):
+                    reply += chunk
+        return reply
+
+
+async def test_a_request_sent_with_the_last_handshake_message_is_answered(tmp_path):
+    async with tls_console_on_rig(tmp_path) as (_daemon, _rig, console):
+        port = int(console.origin.rsplit(":", 1)[1])
+        for _ in range(5):
+            reply = await asyncio.to_thread(_request_behind_the_handshake, port)
+            assert reply.startswith(b"HTTP/1.1 200 "), reply[:200]

@@ -39,6 +39,7 @@ log = structlog.get_logger("console")
 HEAD_S = 5.0  # a request line and headers arrive within this, and an idle kept-alive connection is closed after it
 MAX_PER_ADDRESS = 24  # connections from one address (a browser opens 6 to a site, plus a page's event stream)
 MAX_CONNECTIONS = 256
+EARLY_BYTES = 64 * 1024  # a request's head and a form's body arriving before the hand-over (more is dropped)
 REFUSAL_LOG_S = 10.0  # a refused connection is logged once in this, per address, with how many were not
 REFUSAL_LINES = 20  # refused connections logged in REFUSAL_LOG_S from all addresses together
 BAD_REQUEST_LINES = 20  # requests aiohttp could not parse, logged in REFUSAL_LOG_S
@@ -94,6 +95,10 @@ class _Gate(asyncio.Protocol):
         self._make_inner, self._connections, self._tls, self._handshakes = inner, connections, tls, handshakes
         self._inner: asyncio.Protocol | None = None
         self._address: str | None = None
+        # what the TLS layer delivers before the handshake's task has handed the connection over (a client sends
+        # its request right behind its last handshake message): kept for aiohttp's handler, not dropped
+        self._early: list[bytes] = []
+        self._early_eof = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         peer = transport.get_extra_info("peername")
@@ -129,15 +134,25 @@ class _Gate(asyncio.Protocol):
         self._hand_over(secure)
 
     def _hand_over(self, transport: asyncio.BaseTransport) -> None:
-        self._inner = self._make_inner()
-        self._inner.connection_made(transport)
+        inner = self._inner = self._make_inner()
+        inner.connection_made(transport)
+        early, self._early = self._early, []
+        for data in early:
+            inner.data_received(data)
+        if self._early_eof and not inner.eof_received():
+            transport.close()
 
     def data_received(self, data: bytes) -> None:
         if self._inner is not None:
             self._inner.data_received(data)
+        elif self._address is not None and sum(map(len, self._early)) + len(data) <= EARLY_BYTES:
+            self._early.append(data)
 
     def eof_received(self) -> bool | None:
-        return self._inner.eof_received() if self._inner is not None else None
+        if self._inner is None:
+            self._early_eof = True  # told to the handler after what came before it
+            return None
+        return self._inner.eof_received()
 
     def pause_writing(self) -> None:
         if self._inner is not None:
