@@ -699,3 +699,12 @@ async def test_a_request_sent_with_the_last_handshake_message_is_answered(tmp_pa
         for _ in range(5):
             reply = await asyncio.to_thread(_request_behind_the_handshake, port)
             assert reply.startswith(b"HTTP/1.1 200 "), reply[:200]
+
+
+async def test_a_flood_of_requests_is_logged_within_the_access_budget(tmp_path):
+    async with console_on_rig(tmp_path) as (_daemon, _rig, console), console.client() as http:
+        for _ in range(150):
+            async with http.get(console.url + "static/console.css") as r:
+                assert r.status == 200
+        lines = console.log.read_text().count('"console request"') or console.log.read_text().count("console request")
+        assert 0 < lines <= 2 * server.ACCESS_LINES[0], lines  # within one or two windows: not one a request

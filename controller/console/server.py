@@ -40,6 +40,7 @@ from aiohttp.abc import AbstractAccessLogger
 from ..app import sdlisten
 from ..app.auth import WINDOW_S, Guesses
 from ..app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
+from ..app.logs import LogBudget
 from ..exits import EXIT_BAD_INPUT
 from . import gate, page
 
@@ -572,12 +573,27 @@ async def static(request: web.Request) -> web.Response:
     return web.Response(body=body, content_type=kind, headers={"Cache-Control": "no-cache"})
 
 
+ACCESS_LINES = (60, 10.0)  # a client address's access lines at most (a page, its files and its stream: a few)
+ACCESS_LINES_ALL = (600, 10.0)  # and all addresses' together: a flood of requests does not flood the log
+PATH_CHARS = 200
+
+
 class AccessLog(AbstractAccessLogger):
-    """Method, path (never the query string), status and time: no body, no cookie, no header."""
+    """Method, path (never the query string; cut to PATH_CHARS), status and time: no body, no cookie, no header.
+    Budgeted per address and in all; a line says how many of its address's were not logged before it. (aiohttp
+    makes one of these per connection: the budgets are the class's.)"""
+
+    per_address = LogBudget(*ACCESS_LINES)
+    overall = LogBudget(*ACCESS_LINES_ALL)
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
-        log.info("console request", method=request.method, path=request.path, status=response.status,
-                 remote=request.remote, ms=round(time * 1000, 1))
+        remote = request.remote or "?"
+        held = AccessLog.per_address.take(remote)
+        if held is None or AccessLog.overall.take(None) is None:
+            return
+        path = request.path if len(request.path) <= PATH_CHARS else request.path[:PATH_CHARS] + "..."
+        log.info("console request", method=request.method, path=path, status=response.status, remote=remote,
+                 ms=round(time * 1000, 1), **({"not_logged_before": held} if held else {}))
 
 
 def application(console: Console) -> web.Application:
