@@ -117,3 +117,17 @@ class LogBudget:
         if skipped:
             self._spent[key] = (start, logged, 0)
         return skipped
+
+
+class KeyedBudget(LogBudget):
+    """A LogBudget per key (a client's address) and at most `overall` lines in the same window across all keys: a
+    flood from many keys does not flood the log either."""
+
+    def __init__(self, burst: int, window: float, *, overall: int,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(burst, window, clock)
+        self.overall = LogBudget(overall, window, clock)
+
+    def take(self, key: Hashable) -> int | None:
+        held = super().take(key)
+        return held if held is not None and self.overall.take(None) is not None else None

@@ -32,7 +32,7 @@ import structlog
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from ..app.logs import LogBudget
+from ..app.logs import KeyedBudget, LogBudget
 
 log = structlog.get_logger("console")
 
@@ -62,26 +62,29 @@ class Connections:
     def __init__(self, per_address: int = MAX_PER_ADDRESS, total: int = MAX_CONNECTIONS) -> None:
         self.per_address, self.total = per_address, total
         self.open: Counter[str] = Counter()
-        self.refusals = LogBudget(1, REFUSAL_LOG_S)  # a flood of connections must not flood the log too
-        self.all_refusals = LogBudget(REFUSAL_LINES, REFUSAL_LOG_S)  # nor one from many addresses
+        self.count = 0  # sum of open's values, kept rather than summed for every connection
+        # a flood of connections must not flood the log too, nor one from many addresses
+        self.refusals = KeyedBudget(1, REFUSAL_LOG_S, overall=REFUSAL_LINES)
 
     def log_refusal(self, address: str, reason: str) -> None:
         held = self.refusals.take(address)
-        if held is not None and self.all_refusals.take(None) is not None:
+        if held is not None:
             log.warning("console connection refused", remote=address, reason=reason,
                         **({"not_logged_before": held} if held else {}))
 
     def take(self, address: str) -> str | None:
         """None, the connection counted; else why it is refused."""
-        if sum(self.open.values()) >= self.total:
+        if self.count >= self.total:
             return f"at most {self.total} connections at once: try again shortly"
         if self.open[address] >= self.per_address:
             return f"at most {self.per_address} connections from one address: close some pages"
         self.open[address] += 1
+        self.count += 1
         return None
 
     def give_back(self, address: str) -> None:
         self.open[address] -= 1
+        self.count -= 1
         if self.open[address] <= 0:
             del self.open[address]
 

@@ -40,7 +40,7 @@ from aiohttp.abc import AbstractAccessLogger
 from ..app import sdlisten
 from ..app.auth import WINDOW_S, Guesses
 from ..app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
-from ..app.logs import LogBudget
+from ..app.logs import KeyedBudget
 from ..exits import EXIT_BAD_INPUT
 from . import gate, page
 
@@ -574,7 +574,7 @@ async def static(request: web.Request) -> web.Response:
 
 
 ACCESS_LINES = (60, 10.0)  # a client address's access lines at most (a page, its files and its stream: a few)
-ACCESS_LINES_ALL = (600, 10.0)  # and all addresses' together: a flood of requests does not flood the log
+ACCESS_LINES_ALL = 600  # and all addresses' together in that time: a flood of requests does not flood the log
 PATH_CHARS = 200
 
 
@@ -583,13 +583,12 @@ class AccessLog(AbstractAccessLogger):
     Budgeted per address and in all; a line says how many of its address's were not logged before it. (aiohttp
     makes one of these per connection: the budgets are the class's.)"""
 
-    per_address = LogBudget(*ACCESS_LINES)
-    overall = LogBudget(*ACCESS_LINES_ALL)
+    budget = KeyedBudget(*ACCESS_LINES, overall=ACCESS_LINES_ALL)
 
     def log(self, request: web.BaseRequest, response: web.StreamResponse, time: float) -> None:
         remote = request.remote or "?"
-        held = AccessLog.per_address.take(remote)
-        if held is None or AccessLog.overall.take(None) is None:
+        held = AccessLog.budget.take(remote)
+        if held is None:
             return
         path = request.path if len(request.path) <= PATH_CHARS else request.path[:PATH_CHARS] + "..."
         log.info("console request", method=request.method, path=path, status=response.status, remote=remote,

@@ -117,18 +117,23 @@ class JournalReader:
                 return
             after = row[0] - 1
         end = None if until is None else format_time(until)
+        for _seq, _key, text, digest in self._rows(after):
+            e = Entry(text)
+            if end is not None and e.time >= end:
+                return
+            yield Record(e.seq, datetime.fromisoformat(e.time), e.key, e.kind, e.body, e.result, digest)
+
+    def _rows(self, after: int) -> Iterator[tuple[int, str, str, str]]:
+        """(seq, key, entry, hash) of the entries after `after` in seq order, read a chunk at a time (the lock is
+        not held while the caller works on a chunk)."""
         while True:
             with self._lock:
-                rows = self._conn.execute("SELECT entry, hash FROM entries WHERE seq > ? ORDER BY seq LIMIT ?",
-                                          (after, RECORDS_CHUNK)).fetchall()
+                rows = self._conn.execute("SELECT seq, key, entry, hash FROM entries WHERE seq > ? ORDER BY seq "
+                                          "LIMIT ?", (after, RECORDS_CHUNK)).fetchall()
             if not rows:
                 return
-            for text, digest in rows:
-                e = Entry(text)
-                if end is not None and e.time >= end:
-                    return
-                yield Record(e.seq, datetime.fromisoformat(e.time), e.key, e.kind, e.body, e.result, digest)
-                after = e.seq
+            yield from rows
+            after = rows[-1][0]
 
     def verified(self, until: datetime | None = None) -> Iterator[Record]:
         """The entries from entry 1 in seq order up to the first stamped at or after `until` (None: to the head), as
@@ -140,29 +145,21 @@ class JournalReader:
         one stamped before `until` follows one stamped at or after it (the times went back across `until`: the
         entries before it cannot be told)."""
         scan = ChainScan(1, GENESIS_PREV, 1)
-        after = 0
         end = None if until is None else format_time(until)
         past: Entry | None = None  # the first entry stamped at or after `end`
         try:
-            while True:
-                with self._lock:
-                    rows = self._conn.execute("SELECT seq, key, entry, hash FROM entries WHERE seq > ? ORDER BY seq "
-                                              "LIMIT ?", (after, RECORDS_CHUNK)).fetchall()
-                if not rows:
-                    if scan.expected == 1:
-                        raise Bad(1, "missing (the journal has no entries)")
-                    return
-                for seq, key, text, digest in rows:
-                    e = scan.feed(seq, key, text, digest)
-                    after = seq
-                    if end is not None and e.time < end and past is not None:
-                        raise InvariantViolation(
-                            f"entry {seq}: stamped {e.time}, before {end}, after entry {past.seq} stamped "
-                            f"{past.time}: the journal's times go back across {end}")
-                    if end is not None and e.time >= end:
-                        past = past or e
-                        continue
-                    yield Record(e.seq, datetime.fromisoformat(e.time), e.key, e.kind, e.body, e.result, digest)
+            for seq, key, text, digest in self._rows(0):
+                e = scan.feed(seq, key, text, digest)
+                if end is not None and e.time < end and past is not None:
+                    raise InvariantViolation(
+                        f"entry {seq}: stamped {e.time}, before {end}, after entry {past.seq} stamped "
+                        f"{past.time}: the journal's times go back across {end}")
+                if end is not None and e.time >= end:
+                    past = past or e
+                    continue
+                yield Record(e.seq, datetime.fromisoformat(e.time), e.key, e.kind, e.body, e.result, digest)
+            if scan.expected == 1:
+                raise Bad(1, "missing (the journal has no entries)")
         except Bad as b:
             raise LedgerDamaged(self.path, b.seq, b.text) from None
         except sqlite3.DatabaseError as e:
