@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from leaks import open_fds, opened_since
 
 from hil.rig import Connection, Rig, RigError
 from hil.rig_config import parse_rig_config
@@ -231,10 +232,6 @@ def run(coro: Any) -> Any:
     return asyncio.run(coro)
 
 
-def fds() -> int:
-    return len(os.listdir("/proc/self/fd"))
-
-
 # --- lifecycle and connections ------------------------------------------------------------------------
 
 
@@ -243,17 +240,17 @@ def test_start_stop_leaves_no_fds_tasks_or_threads(tmp_path: Path) -> None:
 
     async def main() -> None:
         # the threads by identity, not by count: a thread of an earlier test may end meanwhile
-        before_fds, before_threads = fds(), set(threading.enumerate())
+        before_fds, before_threads = open_fds(), set(threading.enumerate())
         rig = fake_rig(TABLE, tmp_path)
         async with rig:
             assert rig.running
-            assert fds() > before_fds  # the wires' PTYs are open
+            assert opened_since(before_fds)  # the wires' PTYs are open
             relays = set(threading.enumerate()) - before_threads
             assert len(relays) == 4, relays  # one relay per wire: bus-a + 3 lines
             assert all(b.running for b in FakeModbusBus.instances[-2:])
             assert all(d.running for d in FakeLineDevice.instances[-3:])
         assert not rig.running
-        assert fds() == before_fds
+        assert not opened_since(before_fds)
         assert not any(t.is_alive() for t in relays) and not set(threading.enumerate()) - before_threads
         assert not any(b.running for b in FakeModbusBus.instances[-2:])
         assert not any(d.running for d in FakeLineDevice.instances[-3:])
@@ -264,7 +261,7 @@ def test_start_stop_leaves_no_fds_tasks_or_threads(tmp_path: Path) -> None:
 
 def test_serve_runs_as_a_task_until_cancelled(tmp_path: Path) -> None:
     async def main() -> None:
-        before = fds()
+        before = open_fds()
         rig = fake_rig(TABLE, tmp_path)
         started = asyncio.Event()
         async with asyncio.TaskGroup() as tg:
@@ -273,7 +270,7 @@ def test_serve_runs_as_a_task_until_cancelled(tmp_path: Path) -> None:
                 await started.wait()
             assert (await rig.roll(2, 2))["device"] == "dice"
             task.cancel()
-        assert not rig.running and fds() == before
+        assert not rig.running and not opened_since(before)
         assert not any(d.running for d in FakeLineDevice.instances[-3:])
 
     run(main())
@@ -286,13 +283,13 @@ def test_failed_start_undoes_what_started(tmp_path: Path) -> None:
             self.fail_start = k["name"] == "shoe"
 
     async def main() -> None:
-        before = fds()
+        before = open_fds()
         rig = fake_rig(TABLE, tmp_path)
         rig._line_device = Failing
         with pytest.raises(RigError, match="shoe: cannot start: OSError: port busy"):
             await rig.start()
         assert not rig.running
-        assert fds() == before
+        assert not opened_since(before)
         assert not any(d.running for d in FakeLineDevice.instances[-3:])
         assert not any(b.running for b in FakeModbusBus.instances[-2:])
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import structlog.testing
+from leaks import open_fds, opened_since
 
 from drivers.events import (
     CardDealt,
@@ -133,7 +133,7 @@ def errors(drivers: Drivers, name: str) -> int:
 
 def test_minimal_table_end_to_end() -> None:
     async def main() -> None:
-        before = len(os.listdir("/proc/self/fd"))
+        before = open_fds()
         async with table(CONFIG / "minimal.toml") as (rig, d):
             assert isinstance(rig.simulator("seat-2"), SimDevice)
             assert await rig.place_chip(2, "progressive", 2500) == {"device": "seat-2", "acknowledged": None}
@@ -155,7 +155,7 @@ def test_minimal_table_end_to_end() -> None:
                                               2: {"accepted": [], "win": True}},
                                     "lockout_lamp": True}
             assert not any(isinstance(e, DeviceDown) for e in d.seen)
-        assert len(os.listdir("/proc/self/fd")) == before
+        assert not opened_since(before)
         assert asyncio.all_tasks() == {asyncio.current_task()}
 
     run(main())
@@ -287,7 +287,7 @@ def test_a_start_that_fails_closes_everything_it_opened(tmp_path: Path) -> None:
             text = (CONFIG / "craps-hot-roller.toml").read_text().replace("port = 0", f"port = {port}")
             cfg = tmp_path / "craps.toml"
             cfg.write_text(text)  # map names still resolve: config/devices/ of the project
-            before = len(os.listdir("/proc/self/fd"))
+            before = open_fds()
             rig = Rig.from_file(cfg)
             with structlog.testing.capture_logs():
                 try:
@@ -297,7 +297,7 @@ def test_a_start_that_fails_closes_everything_it_opened(tmp_path: Path) -> None:
                 else:
                     raise AssertionError("the rig started on a port in use")
             assert not rig.running
-            assert len(os.listdir("/proc/self/fd")) == before
+            assert not opened_since(before)
             assert asyncio.all_tasks() == {asyncio.current_task()}
 
     run(main())

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from leaks import open_fds, opened_since
 
 from controller.cards import parse_card
 from controller.errors import InputError
@@ -63,15 +63,11 @@ LIVELY = dict(ack_timeout=0.05, retries=2, heartbeat_interval=0.1, heartbeat_tim
 SIM_LIVELY = dict(heartbeat_s=0.1, ack_timeout=0.05)
 
 
-def _fds() -> set[str]:
-    return set(os.listdir("/proc/self/fd"))
-
-
 @pytest.fixture(autouse=True)
 def no_leaks():
-    fds, threads = _fds(), threading.active_count()
+    fds, threads = open_fds(), threading.active_count()
     yield
-    assert _fds() == fds, "file descriptors leaked"
+    assert not opened_since(fds), f"file descriptors leaked: {opened_since(fds)}"
     assert threading.active_count() <= threads + 1, "relay threads leaked"  # +1: a pool thread may linger
 
 

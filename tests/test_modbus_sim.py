@@ -11,12 +11,12 @@ import asyncio
 import contextlib
 import functools
 import inspect
-import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from leaks import open_fds, opened_since
 
 from drivers.events import DeviceUp, Event
 from drivers.health import Backoff
@@ -39,21 +39,13 @@ MAPS = ROOT / "config" / "devices"
 TEST_TIMEOUT_S = 20.0
 
 
-def _fds() -> set[str]:
-    """The open descriptors, each by what it is open on (a number reused for another file is another one)."""
-    out = set()
-    for fd in os.listdir("/proc/self/fd"):
-        with contextlib.suppress(OSError):  # the listing's own descriptor, closed by now
-            out.add(f"{fd}:{os.readlink(f'/proc/self/fd/{fd}')}")
-    return out
-
 
 def run_async(fn: Callable) -> Callable:
     """Run an async test in a fresh loop; fail on leaked tasks or file descriptors."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        before = _fds()
+        before = open_fds()
 
         async def main():
             async with asyncio.timeout(TEST_TIMEOUT_S):
@@ -63,7 +55,7 @@ def run_async(fn: Callable) -> Callable:
             assert not leaked, f"tasks left running: {leaked}"
 
         asyncio.run(main())
-        opened = _fds() - before  # one closed meanwhile (a leftover of an earlier test collected) is no leak
+        opened = opened_since(before)
         assert not opened, f"file descriptors leaked: {sorted(opened)}"
 
     return wrapper

@@ -37,10 +37,23 @@ pytestmark = pytest.mark.xdist_group("fresh-checkout")
 
 
 @pytest.fixture(scope="module")
-def checkout(tmp_path_factory) -> Path:
+def checkout(request, tmp_path_factory) -> Path:
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         pytest.skip("not a git checkout")
+    _made_by_one_worker(request, tmp_path_factory)
     return _fresh_checkout(tmp_path_factory.mktemp("clone"))
+
+
+def _made_by_one_worker(request, tmp_path_factory) -> None:
+    """With the group split each worker would make a checkout and install it (a minute of CPU for nothing): it
+    happened silently once, when pytest changed its node ids under pytest-xdist (pytest-xdist#1386)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None or not getattr(request.config.option, "loadgroup", False):
+        return
+    shared = tmp_path_factory.getbasetemp().parent  # one directory a run, each worker's below it
+    (shared / f"fresh-checkout.{worker}").touch()
+    made = sorted(p.name.removeprefix("fresh-checkout.") for p in shared.glob("fresh-checkout.*"))
+    assert made == [worker], f"--dist loadgroup split the group 'fresh-checkout' over workers {made}"
 
 
 def _env() -> dict[str, str]:
