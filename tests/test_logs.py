@@ -67,6 +67,16 @@ def test_stdlib_records_are_rendered_the_same_way(out):
     assert line["logger"] == "controller.ledger" and line["level"] == "error"
 
 
+def test_a_pymodbus_error_is_one_line_without_its_frame_dump(out):
+    from pymodbus.logging import Log
+
+    Log.error("ERROR: request ask for id={} but got id={}, Skipping.", 30, 20)  # pymodbus adds its last frames
+    logging.getLogger("pymodbus.logging").error("no reply\n>>>>> send: 0x1e 0x3\n>>>>> recv: 0x14 0x4")
+    assert [(x["event"], x["level"]) for x in lines(out)] == [
+        ("ERROR: request ask for id=30 but got id=20, Skipping.", "error"), ("no reply", "error")]
+    assert len(out.getvalue().splitlines()) == 2
+
+
 def test_level_filters(out):
     logs.configure("json", "warning", out)
     structlog.get_logger().info("quiet")

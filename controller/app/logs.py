@@ -60,10 +60,21 @@ def configure(fmt: Format = "auto", level: str = "info", stream: IO[str] | None 
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     structlog.processors.format_exc_info, renderer],
     ))
+    handler.addFilter(_pymodbus_first_line)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(lvl)
     logging.getLogger("pymodbus").setLevel(max(lvl, logging.WARNING))  # its INFO is per request
+
+
+def _pymodbus_first_line(record: logging.LogRecord) -> bool:
+    """pymodbus appends its last frames to an error (a dozen lines: a stale reply, a wrong unit): the line keeps
+    its first, which names what happened; the bus reports the frame that went wrong as a device fault."""
+    if record.name.startswith("pymodbus"):
+        message = record.getMessage()
+        if "\n" in message:
+            record.msg, record.args = message.split("\n", 1)[0].rstrip(), None
+    return True
 
 
 def bind(**context: object) -> None:
