@@ -18,7 +18,9 @@ delays or cuts a TCP connection.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
+import time
 from collections.abc import Callable
 from fractions import Fraction
 from pathlib import Path
@@ -58,6 +60,7 @@ class SimDevice:
         self._waiters: list[asyncio.Future[None]] = []
         self._release: asyncio.TimerHandle | None = None
         self.requests = 0  # frames addressed to this unit that reached the device (wait_until sees it grow)
+        self.request_times: collections.deque[float] = collections.deque(maxlen=1024)  # monotonic, the latest
         self.reboots = 0
         # where each input point's registers come from
         self._inputs: dict[Table, dict[int, tuple[Point, int]]] = {t: {} for t in Table}
@@ -361,6 +364,7 @@ class ModbusBusSim:
                 return b""
         elif dev is not None:
             dev.requests += 1
+            dev.request_times.append(time.monotonic())
             dev._notify()
         return data
 

@@ -19,14 +19,11 @@ venv_ensure() {
                 fi
             done
             PIP_DISABLE_PIP_VERSION_CHECK=1 .venv/bin/python -m pip install --quiet --no-compile -e .
-        elif [ -f .venv/.installed-base ] && [ ! pyproject.toml -nt .venv/.installed-base ]; then
-            # the package is installed and current (./run came first): only the extra's own requirements, not
-            # another build of the package (seconds of CPU in an isolated build environment)
-            .venv/bin/python -c 'import sys, tomllib
-print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"][sys.argv[1]]))' \
-                "$extras" > .venv/.requirements-"$extras"
-            PIP_DISABLE_PIP_VERSION_CHECK=1 .venv/bin/python -m pip install --quiet --no-compile \
-                -r .venv/.requirements-"$extras"
+        elif [ -f .venv/.installed-base ] && [ ! pyproject.toml -nt .venv/.installed-base ] \
+                && .venv/bin/python scripts/requirements.py "$extras" > .venv/.requirements; then
+            # the package is installed and current (./run came first): the extras' requirements with the
+            # package's own (so that pip keeps both satisfied), not another build of the package
+            PIP_DISABLE_PIP_VERSION_CHECK=1 .venv/bin/python -m pip install --quiet --no-compile -r .venv/.requirements
         else
             PIP_DISABLE_PIP_VERSION_CHECK=1 .venv/bin/python -m pip install --quiet --no-compile -e ".[$extras]"
         fi

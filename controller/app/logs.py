@@ -56,25 +56,26 @@ def configure(fmt: Format = "auto", level: str = "info", stream: IO[str] | None 
     )
     handler = logging.StreamHandler(stream)
     handler.setFormatter(structlog.stdlib.ProcessorFormatter(
-        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder()],
+        foreign_pre_chain=[*shared, structlog.stdlib.add_logger_name, structlog.stdlib.ExtraAdder(),
+                           _pymodbus_first_line],
         processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta,
                     structlog.processors.format_exc_info, renderer],
     ))
-    handler.addFilter(_pymodbus_first_line)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(lvl)
     logging.getLogger("pymodbus").setLevel(max(lvl, logging.WARNING))  # its INFO is per request
 
 
-def _pymodbus_first_line(record: logging.LogRecord) -> bool:
+def _pymodbus_first_line(_logger: object, _name: str, event: EventDict) -> EventDict:
     """pymodbus appends its last frames to an error (a dozen lines: a stale reply, a wrong unit): the line keeps
-    its first, which names what happened; the bus reports the frame that went wrong as a device fault."""
-    if record.name.startswith("pymodbus"):
-        message = record.getMessage()
-        if "\n" in message:
-            record.msg, record.args = message.split("\n", 1)[0].rstrip(), None
-    return True
+    its first, which names what happened; the bus reports the frame that went wrong as a device fault. (In the
+    formatter: the record itself, which other handlers may see, stays as it is.)"""
+    record = event.get("_record")
+    text = event.get("event")
+    if isinstance(record, logging.LogRecord) and record.name.startswith("pymodbus") and isinstance(text, str):
+        event["event"] = text.split("\n", 1)[0].rstrip()
+    return event
 
 
 def bind(**context: object) -> None:
