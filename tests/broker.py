@@ -137,12 +137,14 @@ def derive_conf(shipped: str, *, port: int, files: dict[str, Path], user: str | 
 class Broker:
     """A Mosquitto process on 127.0.0.1:`port` with its files in `directory` (see `start_broker`)."""
 
-    def __init__(self, directory: Path, users: Iterable[str], *, port: int | None = None) -> None:
+    def __init__(self, directory: Path, users: Iterable[str], *, port: int | None = None,
+                 operators: Iterable[str] = ()) -> None:
         self.mosquitto, self.mosquitto_passwd = require_mosquitto()
         self.directory = directory
         self.host = HOST
         self.port = port if port is not None else free_port()
-        self.passwords = {u: secrets.token_urlsafe(12) for u in users}
+        operators = tuple(operators)
+        self.passwords = {u: secrets.token_urlsafe(12) for u in (*users, *operators)}
         self.proc: subprocess.Popen[bytes] | None = None
         self.paused = False
         directory.mkdir(parents=True, exist_ok=True)
@@ -153,7 +155,10 @@ class Broker:
             _run(self.mosquitto_passwd, *(("-c",) if i == 0 else ()), "-b", str(self.passwd_file), user, password,
                  cwd=directory)
         self.acl_file = directory / "acl"
-        self.acl_file.write_bytes((SHIPPED / "acl").read_bytes())
+        # An operator: a client that may publish and read every topic of the link, as whoever runs the broker can
+        # (the attacks of the broker are run through it).
+        self.acl_file.write_bytes((SHIPPED / "acl").read_bytes() + "".join(
+            f"\nuser {o}\ntopic readwrite progressive/v1/#\n" for o in operators).encode())
         data = directory / "data"
         data.mkdir(exist_ok=True)
         files = {"password_file": self.passwd_file, "acl_file": self.acl_file, "cafile": pki["ca"],
@@ -230,8 +235,8 @@ class Broker:
         return replace(base, **changes)
 
 
-def start_broker(directory: Path, users: Iterable[str]) -> Broker:
-    """A running broker for `users` (table ids and "authority"); call `stop()` when done."""
-    broker = Broker(directory, users)
+def start_broker(directory: Path, users: Iterable[str], operators: Iterable[str] = ()) -> Broker:
+    """A running broker for `users` (table ids and "authority") and `operators` (every topic); call `stop()`."""
+    broker = Broker(directory, users, operators=operators)
     broker.start()
     return broker

@@ -10,21 +10,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import hashlib
 from datetime import datetime, timezone
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CollectorRegistry
 
 from controller.config.authority import AuthorityConfig
 from controller.config.credentials import PBKDF2, hash_credential
 from controller.config.model import MqttConfig, StandaloneMeter
-from controller.link import approval
+from controller.link import approval, signing
 from controller.link.authority import LinkAuthority
 from controller.link.client import TableLink
 from controller.meter.params import MeterParams
+from controller.money import parse_cents
 
 from broker import Broker
 from rigtable import until
@@ -37,6 +41,23 @@ RATE = Fraction(15, 100)
 AT = datetime(2026, 11, 30, 1, 2, 3, tzinfo=timezone.utc)
 # The supervisors who approve payments from the linked meter (name -> secret), as the tables' files list them.
 APPROVERS = {"floor-1": "s3cret-floor", "floor-2": "s3cret-floor-2"}
+
+
+# The link authority's signing key in these tests, and the line the tables trust it by: the same in every process of
+# a test (its child tables and authorities), so made from a fixed seed, as no real key ever is.
+SIGNING_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"the tests' link authority").digest())
+SIGNING_PEM = SIGNING_KEY.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                        serialization.NoEncryption())
+AUTHORITY_KEY = signing.format_public(SIGNING_KEY.public_key())
+
+
+def signing_key_file(directory: Path) -> Path:
+    """The authority's signing key file, as `progressivectl link-key` writes it (readable by its owner only)."""
+    p = Path(directory) / "link-signing.pem"
+    p.parent.mkdir(parents=True, exist_ok=True)
+    p.write_bytes(SIGNING_PEM)
+    p.chmod(0o600)
+    return p
 
 
 @functools.cache
@@ -90,23 +111,30 @@ def authority_doc(tmp: Path, broker: Broker, tables: tuple[str, ...]) -> dict[st
         "metrics": {"listen": "127.0.0.1:0"},
         "logging": {"format": "json", "level": "info"},
         "approvers_file": str(approvers_file(tmp / "authority-files")),
+        "signing_key_file": str(signing_key_file(tmp / "authority-files")),
     }
 
 
 def signed(op: Any, table: str, linked: str = METER, supervisor: str | None = None,
-           locked: dict | None = None) -> dict[str, str]:
+           locked: dict | None = None, lock: Any = None) -> dict[str, str]:
     """The approval of payment `op` by its `approved_by` (or `supervisor`'s key), as a table signs it; a payment of a
-    locked award names the lock by the number and nonce the authority gave it (`locked`: the lock's result)."""
+    locked award names the lock's terms (`lock`: the LockPercentAward sent) with the number, nonce and amount the
+    authority's answer to it gave (`locked`: its result)."""
     body = op.to_dict()
     body.pop("kind")
     if op.kind == "pay-locked-award":
-        body["lock"], body["nonce"] = (locked or {}).get("lock", 0), (locked or {}).get("nonce", "")
+        result = locked or {}
+        number, nonce = result.get("lock", 0), result.get("nonce", "")
+        if lock is not None:
+            body.update(approval.lock_terms(lock, number, nonce, parse_cents(result.get("amount", "0"), "amount")))
+        else:
+            body["lock"], body["nonce"] = number, nonce
     return approval.sign(approval_keys()[supervisor or body["approved_by"]], op.kind, table, linked, body)
 
 
 def mqtt_config(client_id: str, link_timeout: float = 2.0) -> MqttConfig:
     return MqttConfig(host="127.0.0.1", port=0, tls=True, client_id=client_id, topic_prefix=PREFIX,
-                      link_timeout=link_timeout)
+                      link_timeout=link_timeout, authority_keys=(AUTHORITY_KEY,))
 
 
 def authority_config(state_dir: Path, tables: tuple[str, ...], *, heartbeat: float = 0.2,
@@ -114,7 +142,8 @@ def authority_config(state_dir: Path, tables: tuple[str, ...], *, heartbeat: flo
     params = MeterParams(METER, RESET, RATE, (100, 500), ceiling_cents=ceiling_cents)
     return AuthorityConfig(source=state_dir / "authority.toml", authority="link-1", state_dir=state_dir,
                            tables=tables, meters={METER: StandaloneMeter(METER, params)},
-                           mqtt=mqtt_config("authority"), heartbeat=heartbeat, approvers=approval_keys())
+                           mqtt=mqtt_config("authority"), heartbeat=heartbeat, approvers=approval_keys(),
+                           signing_key=SIGNING_KEY)
 
 
 class LinkRig:

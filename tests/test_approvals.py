@@ -23,7 +23,7 @@ from controller.link.mqtt import MqttLink
 from controller.meter import ops
 
 from broker import require_mosquitto, start_broker
-from linkrig import AT, METER, PREFIX, LinkRig, approvers_file, signed
+from linkrig import AT, METER, PREFIX, LinkRig, approvers_file, signed, signing_key_file
 from rigtable import until
 
 TOPICS = schema.Topics(PREFIX)
@@ -55,7 +55,7 @@ class RawTable:
     async def __aenter__(self) -> RawTable:
         self.task = asyncio.create_task(self.mq.run(lambda t, p: self.inbox.append(schema.decode(t, p))))
         await self.mq.wait_connected(10)
-        await self.mq.publish(TOPICS.up(self.table), schema.encode(schema.Hello(self.table, 1)))
+        await self.mq.publish(TOPICS.up(self.table), schema.encode(schema.Hello(self.table, 1, os.urandom(16).hex())))
         await until(lambda: any(isinstance(m, schema.Expect) for m in self.inbox), "the authority's expect")
         self.seq = next(m for m in self.inbox if isinstance(m, schema.Expect)).next_seq - 1
         return self
@@ -118,7 +118,7 @@ async def test_a_tables_mqtt_credentials_alone_cannot_pay_a_linked_jackpot(tmp_p
                 ("an approver's name, signed with a guessed key", as_floor,
                  approval.sign(os.urandom(32), as_floor.kind, TABLE, METER, _body(as_floor)), "does not verify"),
                 ("a true approval of this payment, made for another table", as_floor,
-                 signed(as_floor, "fcp-02", locked=locked.result), "does not verify"),
+                 signed(as_floor, "fcp-02", locked=locked.result, lock=lock(1, f"{TABLE}-r1-c1:0")), "does not verify"),
             ]
             answers = [(what, why, await t.send(op, a)) for what, op, a, why in tries]
         for what, why, answer in answers:
@@ -150,7 +150,7 @@ async def test_an_approval_seen_on_the_wire_pays_only_the_payment_it_approves(tm
             await t.send(book(2))
             locked = await t.send(lock(1, f"{TABLE}-r1-c1:0"))
             first = ops.PayLockedAward(f"{TABLE}-r1-c1:0", "floor-1", AT)
-            seen = signed(first, TABLE, locked=locked.result)  # made at the table with floor-1's secret
+            seen = signed(first, TABLE, locked=locked.result, lock=lock(1, f"{TABLE}-r1-c1:0"))  # floor-1's, at the table
             assert isinstance(await t.send(first, seen), schema.Ack)
             await t.send(lock(2, f"{TABLE}-r2-c1:0"))
             moved = await t.send(ops.PayLockedAward(f"{TABLE}-r2-c1:0", "floor-1", AT), seen)
@@ -179,17 +179,19 @@ async def test_an_approval_replayed_for_the_same_claim_id_locked_again_pays_noth
     try:
         await rig.start_authority()
         async with RawTable(broker) as t:
-            await t.send(book(1))
+            await t.send(book(1, ((3, 100), (4, 100))))
             claim = f"{TABLE}-r1-c1:0"
             locked = await t.send(lock(1, claim))
             first = ops.PayLockedAward(claim, "floor-1", AT)
-            seen = signed(first, TABLE, locked=locked.result)
+            seen = signed(first, TABLE, locked=locked.result, lock=lock(1, claim))
             assert isinstance(await t.send(first, seen), schema.Ack)
             for i in range(2, 6):  # locks given back need no approval: the claim id leaves the meter's memory
-                await t.send(lock(1, f"{TABLE}-r1-c{i}:0"))
+                await t.send(lock(1, f"{TABLE}-r1-c{i}:0", seat=4))
                 await t.send(ops.ReleaseLockedAward(f"{TABLE}-r1-c{i}:0", "nobody", "churn", AT))
             assert claim not in rig.meter().settled_claims
-            again = await t.send(lock(1, claim))
+            same_hand = await t.send(lock(1, claim))  # seat 3's royal flush was paid: never taken twice
+            assert isinstance(same_hand, schema.Refused) and "is paid once" in same_hand.message, same_hand
+            again = await t.send(lock(1, claim, seat=4))
             assert isinstance(again, schema.Ack) and again.result["lock"] != locked.result["lock"]
             replayed = await t.send(first, seen)
         assert isinstance(replayed, schema.Refused) and replayed.field == "approval", replayed
@@ -216,7 +218,7 @@ async def test_an_approval_replayed_at_an_authority_whose_journal_was_wiped_pays
             await t.send(book(1))
             locked = await t.send(lock(1, claim))
             first = ops.PayLockedAward(claim, "floor-1", AT)
-            seen = signed(first, TABLE, locked=locked.result)
+            seen = signed(first, TABLE, locked=locked.result, lock=lock(1, claim))
             assert isinstance(await t.send(first, seen), schema.Ack)
         await rig.stop_authority()
         state = rig.cfg.state_dir
@@ -249,7 +251,7 @@ async def test_an_anchor_message_cannot_stop_the_authority_nor_take_a_newer_anch
         assert rig.authority is not None
         async with RawTable(broker) as t:
             def anchor(seq: int) -> bytes:
-                return json.dumps({"v": 1, "type": "anchor", "table": TABLE, "seq": seq, "hash": "ab" * 32,
+                return json.dumps({"v": schema.VERSION, "type": "anchor", "table": TABLE, "seq": seq, "hash": "ab" * 32,
                                    "at": "2026-12-01T00:00:00Z"}).encode()
 
             await t.mq.publish(TOPICS.up(TABLE), anchor(10**300))
@@ -284,7 +286,7 @@ async def test_a_table_cannot_pay_release_or_lock_another_tables_claims(tmp_path
                                                        Fraction(100), AT, f"{TABLE}-r1-c2:0"))
             assert isinstance(stolen, schema.Refused) and "is not a claim of round fcp-02-r1" in stolen.message
             pay = ops.PayLockedAward(claim, "floor-1", AT)
-            assert isinstance(await a.send(pay, signed(pay, TABLE, locked=locked.result)), schema.Ack)
+            assert isinstance(await a.send(pay, signed(pay, TABLE, locked=locked.result, lock=lock(1, claim))), schema.Ack)
         assert anomalies(rig, "award refused", "fcp-02") == 2 and anomalies(rig, "award refused") == 0
     finally:
         await rig.close()
@@ -354,6 +356,7 @@ def _authority_file(tmp_path: Path, approvers: str | None, mode: int = 0o600) ->
         (tmp_path / "approvers.toml").chmod(mode)
     path = tmp_path / "link.toml"
     path.write_text('authority = "link-1"\nstate_dir = "state"\ntables = ["cs-01"]\napprovers_file = "approvers.toml"\n'
+                    f'signing_key_file = "{signing_key_file(tmp_path)}"\n'
                     '[meters.fchb-link]\nreset = "10000.00"\nrate = "0.15"\nwager_sizes = ["1.00"]\n'
                     '[mqtt]\nhost = "127.0.0.1"\ntls = false\n', encoding="utf-8")
     return path

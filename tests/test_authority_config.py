@@ -28,7 +28,7 @@ from controller.config.authority import (
 )
 from controller.link.mqtt import MqttSettings
 
-from linkrig import approval_keys, approvers_file
+from linkrig import approval_keys, approvers_file, signing_key_file
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "config" / "link" / "authority.toml"
@@ -44,6 +44,7 @@ def install(tmp_path: Path, source: Path = EXAMPLE) -> Path:
     (tmp_path / "mqtt-password").write_text("x\n")
     (tmp_path / "mqtt-password").chmod(0o600)
     approvers_file(tmp_path)
+    signing_key_file(tmp_path)
     return target
 
 
@@ -55,12 +56,15 @@ def base() -> dict[str, Any]:
         "meters": {"fchb-link": {"reset": "10000.00", "rate": "0.15", "wager_sizes": ["1.00"]}},
         "mqtt": {"host": "link.casino.example", "username": "authority"},
         "approvers_file": "approvers.toml",
+        "signing_key_file": "link-signing.pem",
     }
 
 
 def write(tmp_path: Path, doc: dict[str, Any] | str, name: str = "link.toml") -> Path:
     if not (tmp_path / "approvers.toml").exists():
         approvers_file(tmp_path)
+    if not (tmp_path / "link-signing.pem").exists():
+        signing_key_file(tmp_path)
     p = tmp_path / name
     p.write_text(doc if isinstance(doc, str) else dumps(doc), encoding="utf-8")
     return p
@@ -115,7 +119,7 @@ def test_the_example_is_sound_once_installed(tmp_path):
 def test_the_example_in_place_lacks_only_the_sites_files():
     # ca.crt and mqtt-password are the site's own: not shipped, and reported missing until installed.
     found = check_authority_config(EXAMPLE)
-    assert [p.path for p in found] == ["approvers_file", "mqtt.ca_file", "mqtt.password_file"]
+    assert [p.path for p in found] == ["approvers_file", "signing_key_file", "mqtt.ca_file", "mqtt.password_file"]
     assert all("no such file" in p.message for p in found)
 
 
@@ -127,6 +131,7 @@ def test_the_example_of_the_documentation_is_sound(tmp_path):
     for name in ("ca.pem", "authority-password"):
         (tmp_path / "mqtt" / name).write_text("x\n")
         (tmp_path / "mqtt" / name).chmod(0o600)
+    signing_key_file(tmp_path)
     cfg = load_authority_config(write(tmp_path, example.replace("/etc/progressive/", f"{tmp_path}/")))
     assert cfg.authority == "link-1" and list(cfg.meters) == ["fchb-link"]
 
@@ -343,7 +348,7 @@ def test_all_problems_at_once_in_the_files_order(tmp_path):
            "state_dir": "state"}
     found = problems(tmp_path, doc)
     assert [p.path for p in found] == ["seets", "authority", "tables[1]", "heartbeat", "meters.m.linked",
-                                       "meters.m.reset", "mqtt", "approvers_file"]
+                                       "meters.m.reset", "mqtt", "approvers_file", "signing_key_file"]
     with pytest.raises(ConfigError) as e:
         load_authority_config(write(tmp_path, doc))
     assert e.value.problems == found
@@ -435,8 +440,8 @@ def test_installed_command_on_an_authority_file(tmp_path):
     bad = subprocess.run([str(CTL), "check-config", str(EXAMPLE)], capture_output=True, text=True,
                          timeout=120, check=False)
     assert bad.returncode == 2 and bad.stdout == "" and "Traceback" not in bad.stderr
-    assert [line.split(": ")[1] for line in bad.stderr.splitlines()] == ["approvers_file", "mqtt.ca_file",
-                                                                         "mqtt.password_file"]
+    assert [line.split(": ")[1] for line in bad.stderr.splitlines()] == ["approvers_file", "signing_key_file",
+                                                                         "mqtt.ca_file", "mqtt.password_file"]
 
 
 def test_a_table_file_is_still_checked_as_a_table(capsys):

@@ -369,7 +369,7 @@ async def test_an_older_authority_drops_the_new_message_and_goes_on(tmp_path, br
 def test_an_older_decoder_refuses_offline_by_its_type():
     """The message as an older authority's decoder meets it: an unknown type, a SchemaError (its `bad_schema`)."""
     payload = schema.encode(schema.TableOffline("cs-01", "lost"))
-    assert json.loads(payload) == {"v": 1, "type": "offline", "table": "cs-01", "reason": "lost"}
+    assert json.loads(payload) == {"v": schema.VERSION, "type": "offline", "table": "cs-01", "reason": "lost"}
     assert schema.decode("t", payload) == schema.TableOffline("cs-01", "lost")
     with pytest.raises(schema.SchemaError) as e:
         schema.decode("t", payload.replace(b'"lost"', b'"gone"'))

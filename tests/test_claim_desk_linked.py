@@ -24,7 +24,7 @@ from controller.errors import RulesError
 from controller.money import UNITS_PER_CENT
 
 from broker import require_mosquitto, start_broker
-from linkrig import METER, PREFIX, RESET, LinkRig, approval_keys
+from linkrig import AUTHORITY_KEY, METER, PREFIX, RESET, LinkRig, approval_keys
 from rigtable import daemon_on_rig, drawing, lock_round, message, until, win, with_supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,7 +65,8 @@ def _linked(cfg, tmp_path: Path, broker, meter: str = "bonus", sizes: tuple[int,
     password.write_text(broker.passwords[TABLE_ID] + "\n", encoding="utf-8")
     password.chmod(0o600)
     mqtt = MqttConfig(host=broker.host, port=broker.port, tls=True, client_id=TABLE_ID, topic_prefix=PREFIX,
-                      link_timeout=2.0, ca_file=broker.ca_file, username=TABLE_ID, password_file=password)
+                      link_timeout=2.0, ca_file=broker.ca_file, username=TABLE_ID, password_file=password,
+                      authority_keys=(AUTHORITY_KEY,))
     cfg = replace(cfg, meters={**cfg.meters, meter: LinkedMeter(meter, METER, sizes)}, mqtt=mqtt)
     return with_supervisor(cfg, SUPERVISOR, SECRET)
 

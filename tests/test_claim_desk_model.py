@@ -499,7 +499,7 @@ class LinkedClaimDeskModel(ClaimDeskModel):
         super().__init__()
 
     def adjust(self, cfg):
-        from linkrig import METER, PREFIX
+        from linkrig import AUTHORITY_KEY, METER, PREFIX
 
         if not self._auth_loop_started:  # the authority runs in the daemon's event loop
             self._auth_loop_started = True
@@ -509,7 +509,7 @@ class LinkedClaimDeskModel(ClaimDeskModel):
         password.chmod(0o600)
         mqtt = MqttConfig(host=self.broker.host, port=self.broker.port, tls=True, client_id="CS-07",
                           topic_prefix=PREFIX, link_timeout=5.0, ca_file=self.broker.ca_file, username="CS-07",
-                          password_file=password)
+                          password_file=password, authority_keys=(AUTHORITY_KEY,))
         cfg = replace(cfg, meters={**cfg.meters, "bonus": LinkedMeter("bonus", METER, (100,))}, mqtt=mqtt)
         return with_supervisor(cfg, SUPERVISOR, SECRET)
 

@@ -30,6 +30,8 @@ from controller.config.model import MQTT_PROTOCOLS
 from controller.games import GAMES
 from controller.link.mqtt import PROTOCOLS, MqttSettings
 
+from linkrig import AUTHORITY_KEY
+
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = ROOT / "config" / "tables"
 DEVICES = ROOT / "config" / "devices"
@@ -491,7 +493,7 @@ def test_paytable_the_rules_forbid_for_a_linked_meter(tree):
     start = text.index("[meters.main]")
     end = text.index("[meters.bonus]")
     cfg.write_text(text[:start] + '[meters.main]\nlinked = "pa-cs-main"\n\n' + text[end:]
-                   + '\n[mqtt]\nhost = "127.0.0.1"\n')
+                   + f'\n[mqtt]\nhost = "127.0.0.1"\nauthority_keys = ["{AUTHORITY_KEY}"]\n')
     p = one(check_config(cfg), "wagers.progressive.paytable")
     assert "may not be selected for linked games" in p.message and "§ 639a.12(d)(3)" in p.message
 
@@ -734,7 +736,7 @@ def test_password_key_in_a_supervisor(tmp_path):
 
 def test_linked_meter_id(tmp_path):
     doc = linked(base())
-    doc["mqtt"] = {"host": "127.0.0.1"}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "127.0.0.1"}
     doc["meters"]["main"]["linked"] = "pa flop 1"
     p = one(problems(tmp_path, doc), "meters.main.linked")
     assert p.message == "'pa flop 1' is not a meter id of a link authority"
@@ -781,7 +783,7 @@ def test_linked_meter_without_mqtt(tmp_path):
 
 def test_linked_meter_with_mqtt(tmp_path):
     doc = linked(base())
-    doc["mqtt"] = {"host": "link.casino.example", "link_timeout": Decimal("7.5")}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "link.casino.example", "link_timeout": Decimal("7.5")}
     cfg = load_config(write(tmp_path, doc))
     meter = cfg.meters["main"]
     assert isinstance(meter, LinkedMeter) and meter.linked_id == "pa-flop-1" and meter.wager_sizes == (100, 500)
@@ -792,13 +794,13 @@ def test_linked_meter_with_mqtt(tmp_path):
 def test_linked_meter_does_not_take_the_authoritys_parameters(tmp_path):
     doc = linked(base())
     doc["meters"]["main"]["reset"] = "10000.00"
-    doc["mqtt"] = {"host": "127.0.0.1"}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "127.0.0.1"}
     assert "link authority" in one(problems(tmp_path, doc), "meters.main.reset").message
 
 
 def test_mqtt_password_never_inline(tmp_path):
     doc = linked(base())
-    doc["mqtt"] = {"host": "127.0.0.1", "username": "fp-01", "password": "s3cret-s3cret"}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "127.0.0.1", "username": "fp-01", "password": "s3cret-s3cret"}
     p = one(problems(tmp_path, doc), "mqtt.password")
     assert "never written in the configuration" in p.message and "password_file" in p.hint
     assert "s3cret" not in p.line()
@@ -809,7 +811,7 @@ def test_mqtt_password_file_must_be_private(tmp_path):
     secret.write_text("s3cret\n")
     secret.chmod(0o644)
     doc = linked(base())
-    doc["mqtt"] = {"host": "127.0.0.1", "username": "fp-01", "password_file": "mqtt-password"}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "127.0.0.1", "username": "fp-01", "password_file": "mqtt-password"}
     p = one(problems(tmp_path, doc), "mqtt.password_file")
     assert p.message == f"{secret} holds the MQTT password and can be read by its group and others (mode 0644)"
     assert p.hint == f"chmod 0600 {secret}; chown progressive {secret}"
@@ -820,7 +822,7 @@ def test_mqtt_password_file_must_be_private(tmp_path):
 
 def test_mqtt_without_tls_only_on_this_machine(tmp_path):
     doc = linked(base())
-    doc["mqtt"] = {"host": "10.1.2.3", "tls": False}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "10.1.2.3", "tls": False}
     one(problems(tmp_path, doc), "mqtt.tls")
     doc["mqtt"]["host"] = "127.0.0.1"
     assert load_config(write(tmp_path, doc)).mqtt.port == 1883
@@ -829,13 +831,13 @@ def test_mqtt_without_tls_only_on_this_machine(tmp_path):
 def test_mqtt_client_certificate_comes_with_its_key(tmp_path):
     (tmp_path / "cert.pem").write_text("x")
     doc = linked(base())
-    doc["mqtt"] = {"host": "127.0.0.1", "cert_file": "cert.pem"}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "127.0.0.1", "cert_file": "cert.pem"}
     one(problems(tmp_path, doc), "mqtt.key_file")
 
 
 def test_mqtt_protocol_reaches_the_links_settings(tmp_path):
     doc = linked(base())
-    doc["mqtt"] = {"host": "link.casino.example"}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "link.casino.example"}
     assert load_config(write(tmp_path, doc)).mqtt.protocol == "5"  # the default
     doc["mqtt"]["protocol"] = "3.1.1"
     cfg = load_config(write(tmp_path, doc))
@@ -847,7 +849,7 @@ def test_mqtt_protocol_reaches_the_links_settings(tmp_path):
 @pytest.mark.parametrize("value", ["4", "3.1", 5, Decimal("3.1")])
 def test_mqtt_protocol_is_5_or_311_in_quotes(tmp_path, value):
     doc = linked(base())
-    doc["mqtt"] = {"host": "link.casino.example", "protocol": value}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "link.casino.example", "protocol": value}
     p = one(problems(tmp_path, doc), "mqtt.protocol")
     assert p.message.startswith('must be "5" or "3.1.1", not ') and 'protocol = "3.1.1"' in p.hint
     with pytest.raises(ConfigError) as e:

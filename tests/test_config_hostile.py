@@ -30,7 +30,7 @@ from controller.paytables import load_paytable
 from drivers.modbus import RegisterMapError, load_register_map
 from hil.rig_config import RigConfigError, load_rig_config
 
-from linkrig import approvers_file
+from linkrig import AUTHORITY_KEY, approvers_file, signing_key_file
 
 BIN = Path(sys.executable).parent
 LONG = "/tmp/" + "a" * 5000  # a path of 5,005 characters
@@ -171,7 +171,7 @@ def test_other_files_of_the_table_that_are_not_small_regular_files(tmp_path, spe
     assert REASONS[kind] in one(problems(tmp_path, doc), "devices.sign.register_map").message
     doc = base()
     doc["meters"]["main"] = {"linked": "pa-flop-1", "wager_sizes": ["1.00"]}
-    doc["mqtt"] = {"host": "127.0.0.1", "tls": False, "username": "fp-01", "password_file": str(specials[kind])}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "127.0.0.1", "tls": False, "username": "fp-01", "password_file": str(specials[kind])}
     p = one(problems(tmp_path, doc), "mqtt.password_file")
     assert p.message == f"{specials[kind]}: {REASONS[kind].replace('1 MiB', '4 KiB')}"  # a password: 4 KiB at most
 
@@ -197,7 +197,7 @@ def test_an_impossible_path_is_a_problem_at_its_key(tmp_path, key, at, path):
         doc["wagers"]["flop"]["paytable"] = path
     else:
         doc["meters"]["main"] = {"linked": "pa-flop-1", "wager_sizes": ["1.00"]}
-        doc["mqtt"] = {"host": "link.casino.example", "username": "fp-01", key: path}
+        doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "link.casino.example", "username": "fp-01", key: path}
     p = one(problems(tmp_path, doc), at)
     if path == LONG:
         assert p.message == ("the path is 5,005 characters long, more than the 1,024 a path in the configuration "
@@ -279,12 +279,13 @@ def test_seats_of_an_unknown_game_are_bounded(tmp_path):
 def test_the_linked_meters_wager_sizes_and_the_authoritys_tables_are_bounded(tmp_path):
     doc = base()
     doc["meters"]["main"] = {"linked": "pa-flop-1", "wager_sizes": ["20000.00"]}
-    doc["mqtt"] = {"host": "127.0.0.1", "tls": False}
+    doc["mqtt"] = {"authority_keys": [AUTHORITY_KEY], "host": "127.0.0.1", "tls": False}
     p = one(problems(tmp_path, doc), "meters.main.wager_sizes[0]")
     assert p.message == "$20,000.00 is more than $10,000.00, the most an accepted wager may be"
     link = {"authority": "link-1", "state_dir": "state", "tables": [f"t-{i}" for i in range(10_001)],
             "meters": {"m": {"reset": "10000.00", "rate": "0.15", "wager_sizes": ["1.00"]}},
-            "mqtt": {"host": "127.0.0.1", "tls": False}, "approvers_file": str(approvers_file(tmp_path))}
+            "mqtt": {"host": "127.0.0.1", "tls": False}, "approvers_file": str(approvers_file(tmp_path)),
+            "signing_key_file": str(signing_key_file(tmp_path))}
     found = check_authority_config(write(tmp_path, link, "link.toml"))
     assert [(p.path, p.message) for p in found] == [
         ("tables", "10,001 tables, more than the 10,000 one link authority may serve")]

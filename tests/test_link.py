@@ -158,7 +158,7 @@ async def test_messages_the_authority_must_not_apply(tmp_path, broker):
         await rogue.publish(TOPICS.up("rogue"), op_message("rogue", 1, booking("rogue", 1)))
         await until(lambda: dropped(a, "unknown_table") == 1, "a table not in the configuration is dropped")
         mq, t2 = await raw_table(broker, "cs-01", inbox)
-        await mq.publish(TOPICS.up("cs-01"), b'{"v": 1, "type": "op", "table": "cs-01"}')
+        await mq.publish(TOPICS.up("cs-01"), b'{"v": 2, "type": "op", "table": "cs-01"}')
         await until(lambda: dropped(a, "bad_schema") == 1, "a bad payload is dropped")
         await mq.publish(TOPICS.up("cs-01"), op_message("fcp-02", 1, booking("fcp-02", 1)))
         await until(lambda: dropped(a, "wrong_table") == 1, "a payload naming another table is dropped")
@@ -234,8 +234,10 @@ async def test_two_tables_hit_the_top_award_in_the_same_second(tmp_path, broker)
         # Both approved: both paid, in the order the authority recorded the locks.
         pay1, pay2 = ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT), ops.PayLockedAward("fcp-02-r1-c1:0", "floor-2", AT)
         assert sorted((r1["lock"], r2["lock"])) == [1, 2]  # each lock's number on the meter, never given twice
-        await l1.send(pay1, "fchb", "cs-01-r1-c1:pay:0", signed(pay1, "cs-01", locked=r1))
-        await l2.send(pay2, "fchb", "fcp-02-r1-c1:pay:0", signed(pay2, "fcp-02", locked=r2))
+        await l1.send(pay1, "fchb", "cs-01-r1-c1:pay:0",
+                      signed(pay1, "cs-01", locked=r1, lock=lock("cs-01", 1, "cs-01-r1-c1:0")))
+        await l2.send(pay2, "fchb", "fcp-02-r1-c1:pay:0",
+                      signed(pay2, "fcp-02", locked=r2, lock=lock("fcp-02", 1, "fcp-02-r1-c1:0", 2)))
         await rig.all_answered()
         m = rig.meter()
         assert not m.locked and len(m.history) == 2
@@ -290,14 +292,14 @@ async def test_a_shared_award_is_locked_once_and_its_later_shares_paid_by_pay_pe
         with pytest.raises(Exception, match="pays only a later share"):
             await link.answer(early, 10)
         assert rig.meter().current == before
-        seq = await link.send(ops.LockPercentAward("cs-01-r1", "cs-01", 5, "royal-flush (dealer's hand)",
-                                                   "100% of meter", Fraction(100), AT, "cs-01-r1-c1:0", shares=2),
-                              "fchb", "cs-01-r1-c1:lock:0")
+        taken = ops.LockPercentAward("cs-01-r1", "cs-01", 5, "royal-flush (dealer's hand)", "100% of meter",
+                                     Fraction(100), AT, "cs-01-r1-c1:0", shares=2)
+        seq = await link.send(taken, "fchb", "cs-01-r1-c1:lock:0")
         locked = await link.answer(seq, 10)
         per_share = parse_cents(locked["amount"], "amount")
         assert per_share == before // UNITS_PER_CENT // 2
         pay = ops.PayLockedAward("cs-01-r1-c1:0", "floor-1", AT)
-        await link.send(pay, "fchb", "cs-01-r1:dealer:pay:0", signed(pay, "cs-01", locked=locked))
+        await link.send(pay, "fchb", "cs-01-r1:dealer:pay:0", signed(pay, "cs-01", locked=locked, lock=taken))
         await link.send(share(2), "fchb", "cs-01-r1:dealer:pay:1", signed(share(2), "cs-01"))
         await link.send(ops.CloseRound("cs-01-r1", AT), "fchb", "cs-01-r1:close:fchb")
         await rig.all_answered()

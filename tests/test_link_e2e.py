@@ -66,7 +66,7 @@ from hil.rig import Rig
 
 import soak
 from broker import Broker, require_mosquitto
-from linkrig import AuthorityProcess, approvers_file, password_file
+from linkrig import AUTHORITY_KEY, AuthorityProcess, approvers_file, password_file, signing_key_file
 from rigtable import lit, message, until
 from tableproc import BIN, RIG, Tables
 
@@ -422,6 +422,7 @@ def authority_doc(tmp: Path, broker: Broker) -> dict[str, Any]:
         "metrics": {"listen": "127.0.0.1:0"},  # chosen at each start
         "logging": {"format": "json", "level": "info"},
         "approvers_file": str(approvers_file(tmp / "authority-files")),
+        "signing_key_file": str(signing_key_file(tmp / "authority-files")),
     }
 
 
@@ -441,7 +442,7 @@ def table_adjust(tmp: Path, broker: Broker, table: str):
             bus["timeout"] = 1
         doc["mqtt"] = {"host": broker.host, "port": broker.port, "tls": True, "ca_file": str(broker.ca_file),
                        "username": table, "password_file": str(password_file(tmp, table, broker.passwords[table])),
-                       "link_timeout": LINK_TIMEOUT}
+                       "link_timeout": LINK_TIMEOUT, "authority_keys": [AUTHORITY_KEY]}
         return doc
     return adjust
 

@@ -92,7 +92,7 @@ def test_the_units_may_write_the_journal_and_its_anchor_where_the_examples_keep_
     from controller.config import load_config
     from controller.config.authority import load_authority_config
 
-    from linkrig import approvers_file
+    from linkrig import approvers_file, signing_key_file
 
     table = load_config(ROOT / "config" / "tables" / "caribbean-stud.toml")
     writable = _state_directories(ROOT / "systemd" / "progressived.service")
@@ -103,6 +103,7 @@ def test_the_units_may_write_the_journal_and_its_anchor_where_the_examples_keep_
         (tmp_path / name).write_text("x\n")
         (tmp_path / name).chmod(0o600)
     approvers_file(tmp_path)
+    signing_key_file(tmp_path)
     authority = load_authority_config(link)
     writable = _state_directories(ROOT / "systemd" / "progressived-link.service")
     assert {authority.state_dir, authority.anchor.file_for(authority.state_dir).parent} <= writable, writable

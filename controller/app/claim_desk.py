@@ -483,7 +483,7 @@ class ClaimDesk:
         try:
             got = await self._ask_link(cid, i, "locking", "a lock", ask)
         except LinkRefused as err:
-            event = cm.LockRefused(cid, i, err.problem)
+            event = cm.LockRefused(cid, i, err.problem, number_taken=err.field == "seq")
         else:
             if got is None:
                 return

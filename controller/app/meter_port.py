@@ -135,7 +135,7 @@ class LinkedMeters:
         by `claim.by` with `approver_key`: made at the approval, each bound to the one payment it approves."""
         from ..ledger.chain import utc_now
         from ..link import approval
-        from ..round.claims import payout_op
+        from ..round.claims import lock_op, payout_op
 
         out = []
         for i in range(len(claim.payouts)):
@@ -143,9 +143,10 @@ class LinkedMeters:
             if op.kind in approval.APPROVED_KINDS:
                 body = op.to_dict()
                 body.pop("kind")
-                if op.kind == "pay-locked-award":  # the one lock it pays: its number and nonce at the authority
-                    body["lock"], body["nonce"] = next(((n, nonce) for j, n, nonce in claim.lock_numbers if j == i),
-                                                       (0, ""))
+                if op.kind == "pay-locked-award":  # the one lock it pays, and what the supervisor saw it is for
+                    number, nonce = next(((n, nonce) for j, n, nonce in claim.lock_numbers if j == i), (0, ""))
+                    body.update(approval.lock_terms(lock_op(claim, i, table, utc_now()), number, nonce,
+                                                    claim.payouts[i].amount))
                 signed = approval.sign(approver_key, op.kind, table, self.link.linked[claim.meter], body)
                 out.append((i, signed["by"], signed["mac"]))
         return tuple(out)

@@ -57,6 +57,10 @@ class Metrics:
                               registry=r)
         self.round_phase = Gauge("progressive_round_phase", "1 for the phase the current round is in",
                                  ["phase"], registry=r)
+        self.link_rejected = Counter("progressive_link_messages_rejected_total",
+                                     "Messages on the link this table did not act on, by why: not signed by the link "
+                                     "authority, not the answer to what it sent, played back, a meter under its reset",
+                                     ["reason"], registry=r)
         self.blocked = Gauge("progressive_wagering_blocked", "1 while progressive wagering is disabled, by cause",
                              ["block"], registry=r)
         self.seat_disabled = Gauge("progressive_seat_disabled",

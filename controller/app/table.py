@@ -100,7 +100,8 @@ class TableDaemon(TableShell):
         self._kept_write: asyncio.Task[Any] | None = None
         # Linked meters (§ 605a.8) live at the link authority; this table keeps a durable outbox for them.
         self.link = linked.make_link(cfg, on_alive=self._link_alive, on_meter=lambda _m: self._show_meters(),
-                                     on_win=self._link_win)
+                                     on_win=self._link_win,
+                                     on_rejected=lambda reason: self.metrics.link_rejected.labels(reason).inc())
         logs.set_table_context(table=cfg.table)
 
     # --- start-up ----------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""`progressivectl check-config`, `hash-credential` and `approval-key`: a table's or a link authority's
-configuration checked, and the supervisors' entries made for it. Exit status: 0 done (a sound file, perhaps with
+"""`progressivectl check-config`, `hash-credential`, `approval-key` and `link-key`: a table's or a link authority's
+configuration checked, the supervisors' entries made for it, and the authority's signing key. Exit status: 0 done (a sound file, perhaps with
 warnings); 2 bad input or a file with problems."""
 
 from __future__ import annotations
@@ -32,6 +32,14 @@ def add_parsers(sub: Any) -> None:
                             "from the terminal or stdin)")
     y.add_argument("name", help="the supervisor's name, as in the tables' supervisors files")
     y.set_defaults(handler=_cmd_approval_key)
+
+    z = sub.add_parser("link-key",
+                       help="make a link authority's signing key (a new file, readable by its owner only) and print "
+                            "the public key the tables list in [mqtt] authority_keys; with --public, print the public "
+                            "key of an existing file")
+    z.add_argument("file", type=Path, help="the authority's signing_key_file")
+    z.add_argument("--public", action="store_true", help="read the existing file; write nothing")
+    z.set_defaults(handler=_cmd_link_key)
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
@@ -102,6 +110,39 @@ def _cmd_hash_credential(args: argparse.Namespace) -> int:
         print(hash_credential(read_secret("Secret: ", confirm=True), args.scheme))
     except CredentialError as e:
         raise InputError("secret", str(e)) from None
+    return 0
+
+
+def _cmd_link_key(args: argparse.Namespace) -> int:
+    import os
+
+    from ..link import signing
+
+    path: Path = args.file
+    if args.public:
+        try:
+            data = path.read_bytes()
+        except OSError as e:
+            raise InputError("file", f"{path}: cannot read it: {e.strerror or e}") from None
+        try:
+            key = signing.load_private_pem(data)
+        except ValueError as e:
+            raise InputError("file", f"{path}: {e}") from None
+    else:
+        pem = signing.new_private_pem()
+        try:  # never over a key in use: the tables would stop trusting the authority at once
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            raise InputError("file", f"{path} exists: a signing key is never overwritten (--public prints its "
+                                     "public key; a new key goes in a new file, docs/operations.md)") from None
+        except OSError as e:
+            raise InputError("file", f"{path}: cannot create it: {e.strerror or e}") from None
+        with os.fdopen(fd, "wb") as f:
+            f.write(pem)
+            f.flush()
+            os.fsync(f.fileno())
+        key = signing.load_private_pem(pem)
+    print(f'authority_keys = ["{signing.format_public(key.public_key())}"]')
     return 0
 
 

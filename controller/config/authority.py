@@ -20,19 +20,23 @@ from os import PathLike, stat_result
 from pathlib import Path
 from typing import Any
 
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from ..link import signing
 from ..link.approval import decode_key
 from . import schema
 from .check import readable_by_others
 from .check_meters import METER_ID
 from .fields import did_you_mean, show, unknown_key
-from .files import show_path
+from .files import FileRefused, read_file, show_path
 from .load import TABLE_ID, _Checker, in_file_order
 from .model import AnchorConfig, LoggingConfig, MetricsConfig, MqttConfig, ReportConfig, StandaloneMeter, Supervisor
 from .problems import ConfigError, Problem, join
 from .toml import read_toml
 
 AUTHORITY_TOP_KEYS = (
-    "authority", "description", "state_dir", "tables", "heartbeat", "approvers_file", "meters", "metrics",
+    "authority", "description", "state_dir", "tables", "heartbeat", "approvers_file", "signing_key_file", "meters",
+    "metrics",
     "logging", "mqtt", "anchor", "report", "supervisors", "supervisors_file",
 )
 AUTHORITY_REQUIRED_HINTS = {
@@ -44,16 +48,25 @@ AUTHORITY_REQUIRED_HINTS = {
     "approvers_file": 'approvers_file = "approvers.toml": the supervisors whose approval of a payment from a '
                       "linked meter the authority verifies, each with the key `progressivectl approval-key NAME` "
                       "prints (docs/security.md)",
+    "signing_key_file": 'signing_key_file = "link-signing.pem": the key the authority signs every message with; '
+                        "`progressivectl link-key FILE` makes it and prints the public key for the tables' "
+                        "authority_keys (docs/operations.md)",
 }
 APPROVERS = "the approval keys of the supervisors"
 MAX_APPROVERS = 1_000
+MAX_KEY_FILE = 4096  # bytes: a PEM Ed25519 key is 119
 DEFAULT_HEARTBEAT = 1.0  # seconds
 HEARTBEAT_MIN, HEARTBEAT_MAX = Decimal("0.1"), Decimal(60)
 MAX_TABLES = 10_000  # tables allowed to use one link (docs/link-at-scale.md: thousands at most)
 
 _ID_HINT = "1 to 32 letters, digits, '.', '_' or '-', starting with a letter or digit"
 _METER_KEYS = tuple(schema.StandaloneMeterModel.model_fields)
-_TABLE_ONLY_MQTT = ("link_timeout",)  # [mqtt] keys of a table that mean nothing to the authority
+_TABLE_ONLY_MQTT = {  # [mqtt] keys of a table that mean nothing to the authority
+    "link_timeout": ("is a table's setting: the time a table waits for the authority",
+                     "remove it; heartbeat sets how often the authority is heard"),
+    "authority_keys": ("is a table's setting: the keys it checks the authority's messages with",
+                       "remove it; the authority signs with signing_key_file"),
+}
 
 
 @dataclass(frozen=True)
@@ -76,6 +89,8 @@ class AuthorityConfig:
     # Who may approve a payment from a linked meter: supervisor's name -> approval key (controller.link.approval).
     # Empty: no payment is approved (every one is refused).
     approvers: Mapping[str, bytes] = field(default_factory=dict)
+    # What every message the authority publishes is signed with (controller.link.signing). Required in a file.
+    signing_key: Ed25519PrivateKey | None = None
     anchor: AnchorConfig = field(default_factory=AnchorConfig)
     # The gaming day of the linked meters' plots (`meter_series`); its `dir` is not taken: no report is written.
     report: ReportConfig = field(default_factory=ReportConfig)
@@ -169,6 +184,7 @@ class _AuthorityChecker(_Checker):
         if "mqtt" in doc:
             self._authority_mqtt(doc["mqtt"], authority, tables)
         approvers = self._approvers(doc["approvers_file"]) if "approvers_file" in doc else {}
+        signing_key = self._signing_key(doc["signing_key_file"]) if "signing_key_file" in doc else None
         self._supervisor_source(doc, source, source_stat)  # the table's own checks, warnings included
         self._anchor(doc.get("anchor"), state_dir)
         self._report(doc.get("report"))
@@ -190,6 +206,7 @@ class _AuthorityChecker(_Checker):
             logging=self.logging,
             description=description,
             approvers=approvers,
+            signing_key=signing_key,
             anchor=self.anchor,
             report=self.report,
             supervisors=tuple(self.supervisors),
@@ -253,6 +270,24 @@ class _AuthorityChecker(_Checker):
             self.add("heartbeat", f"must be from {HEARTBEAT_MIN} to {HEARTBEAT_MAX} seconds, not {value}", hint)
             return DEFAULT_HEARTBEAT
         return float(value)
+
+    def _signing_key(self, ref: object) -> Ed25519PrivateKey | None:
+        """signing_key_file: the authority's Ed25519 key in PEM, readable by the daemon's user only (whoever reads
+        it can speak as the authority to every table)."""
+        at = "signing_key_file"
+        path = self.secret_file(ref, at, "the link authority's signing key", limit=MAX_KEY_FILE)
+        if path is None:
+            return None
+        try:
+            data = read_file(path, limit=MAX_KEY_FILE).data
+        except FileRefused as e:
+            self.add(at, f"{show_path(str(ref))}: cannot read it: {e.reason}")
+            return None
+        try:
+            return signing.load_private_pem(data)
+        except ValueError as e:
+            self.add(at, f"{show_path(str(ref))}: {e}", AUTHORITY_REQUIRED_HINTS[at])
+            return None
 
     def _approvers(self, ref: object) -> dict[str, bytes]:
         """approvers_file: [[approvers]] entries (name, approval_key), in a file only the daemon's user reads
@@ -336,11 +371,10 @@ class _AuthorityChecker(_Checker):
         body = raw
         if isinstance(raw, dict):
             body = dict(raw)
-            for k in _TABLE_ONLY_MQTT:
+            for k, (message, hint) in _TABLE_ONLY_MQTT.items():
                 if k in body:
                     del body[k]
-                    self.add(join("mqtt", k), "is a table's setting: the time a table waits for the authority",
-                             "remove it; heartbeat sets how often the authority is heard")
+                    self.add(join("mqtt", k), message, hint)
         start = len(self.problems)
         self._mqtt(body, authority)
         for i in range(start, len(self.problems)):  # the table's example, made the authority's

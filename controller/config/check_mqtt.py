@@ -6,6 +6,7 @@ import ipaddress
 import re
 from pathlib import Path
 
+from ..link import signing
 from . import schema
 from .check import Checker, readable_by_others, valid_host
 from .files import MAX_CONFIG_BYTES, MAX_SECRET_BYTES, FileRefused, kind_of, limit_text, probe
@@ -92,6 +93,9 @@ class MqttChecks(Checker):
             ok = False
             self.add("mqtt.topic_prefix", f"{m.topic_prefix!r} is not a topic prefix",
                      "words of letters, digits, '_' and '-' joined by '/', no wildcards, no leading or trailing '/'")
+        keys = self._authority_keys(m.authority_keys)
+        if keys is None:
+            ok = False
         if not ok or not client_id:
             return
         port = m.port if m.port is not None else (8883 if m.tls else 1883)
@@ -99,8 +103,31 @@ class MqttChecks(Checker):
             host=m.host, port=port, tls=m.tls, client_id=client_id, topic_prefix=m.topic_prefix,
             link_timeout=float(m.link_timeout), protocol=m.protocol, ca_file=files["ca_file"],
             cert_file=files["cert_file"], key_file=files["key_file"], username=m.username,
-            password_file=files["password_file"],
+            password_file=files["password_file"], authority_keys=keys or (),
         )
+
+    def _authority_keys(self, listed: list[str] | None) -> tuple[str, ...] | None:
+        """A table's `authority_keys`: required with a linked meter (the table acts only on what the authority
+        signed); None after a problem."""
+        hint = ('authority_keys = ["ed25519:..."]: the line `progressivectl link-key` printed when the authority\'s '
+                "signing key was made (docs/operations.md)")
+        if listed is None:
+            if any(self.meter_linked.values()):
+                self.add("mqtt.authority_keys", "is required with a linked meter: the table acts only on messages "
+                         "the link authority signed", hint)
+                return None
+            return ()
+        if not listed:
+            self.add("mqtt.authority_keys", "must list at least one key", hint)
+            return None
+        ok = True
+        for i, text in enumerate(listed):
+            try:
+                signing.parse_public(text)
+            except ValueError as e:
+                ok = False
+                self.add(join("mqtt", "authority_keys", i), str(e), hint)
+        return tuple(listed) if ok else None
 
 
 def _is_loopback(host: str) -> bool:

@@ -189,6 +189,9 @@ class MqttConfig:
     key_file: Path | None = None
     username: str | None = None
     password_file: Path | None = None
+    # A table's: the link authority's public keys ("ed25519:<hex>", controller.link.signing) under which every
+    # message it acts on must verify; more than one while the authority's key is being replaced.
+    authority_keys: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

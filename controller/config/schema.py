@@ -189,4 +189,5 @@ class MqttModel(Section):
     password_file: str | None = None
     topic_prefix: str = "progressive/v1"
     link_timeout: Seconds = Field(10.0, gt=0, le=300)
+    authority_keys: list[str] | None = Field(None, max_length=8)
     protocol: Annotated[MqttProtocol, PlainValidator(_mqtt_protocol)] = "5"

@@ -24,7 +24,10 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from typing import Any
+from fractions import Fraction
+from typing import Any, Protocol
+
+from ..money import format_cents
 
 # The approval key: scrypt at a fixed cost, so that the table (which derives it from the typed secret) and the
 # authority's configuration (made once) agree; about a tenth of a second.
@@ -32,8 +35,10 @@ KDF_N, KDF_R, KDF_P = 2**14, 8, 1
 KEY_BYTES = 32
 APPROVED_KINDS = frozenset({"pay-locked-award", "pay-percent-award"})
 _WHAT = {  # the fields of each payment an approval is bound to (with the table and the linked meter)
-    # lock, nonce: the number the meter gave the lock and the random value the authority gave it
-    "pay-locked-award": ("claim", "lock", "nonce", "approved_by"),
+    # lock, nonce: the number the meter gave the lock and the random value the authority gave it; the rest is what
+    # the lock is for (lock_terms): the authority pays only a lock that holds what the supervisor saw
+    "pay-locked-award": ("claim", "lock", "nonce", "approved_by", "round_id", "seat", "hand", "award", "percent",
+                         "shares", "amount"),
     "pay-percent-award": ("round_id", "seat", "hand", "award", "percent", "shares", "approved_by"),
 }
 
@@ -62,9 +67,33 @@ def decode_key(text: object) -> bytes:
     return key
 
 
+class _LockLike(Protocol):
+    @property
+    def round_id(self) -> str: ...
+    @property
+    def seat(self) -> int: ...
+    @property
+    def hand(self) -> str: ...
+    @property
+    def award(self) -> str: ...
+    @property
+    def percent(self) -> Fraction: ...
+    @property
+    def shares(self) -> int: ...
+
+
+def lock_terms(lock: _LockLike, number: int, nonce: str, amount_cents: int) -> dict[str, Any]:
+    """What a locked award is for, as a supervisor's approval of its payment names it: the lock (its number and
+    nonce), the round, seat, hand, award, percentage and shares, and the amount of one share. The table takes them
+    from its own lock and the authority's answer to it; the authority from the lock it holds (LockedAward)."""
+    return {"lock": number, "nonce": nonce, "round_id": lock.round_id, "seat": lock.seat, "hand": lock.hand,
+            "award": lock.award, "percent": f"{lock.percent.numerator}/{lock.percent.denominator}",
+            "shares": lock.shares, "amount": format_cents(amount_cents)}
+
+
 def _message(kind: str, table: str, linked: str, body: Mapping[str, Any]) -> bytes:
     fields = {k: body.get(k) for k in _WHAT[kind]}
-    return json.dumps(["progressive-approval/1", kind, table, linked, fields], sort_keys=True,
+    return json.dumps(["progressive-approval/2", kind, table, linked, fields], sort_keys=True,
                       separators=(",", ":")).encode()
 
 
@@ -97,4 +126,4 @@ def check(keys: Mapping[str, bytes], kind: str, table: str, linked: str, body: M
     return None
 
 
-__all__ = ["APPROVED_KINDS", "approval_key", "check", "decode_key", "encode_key", "sign"]
+__all__ = ["APPROVED_KINDS", "approval_key", "check", "decode_key", "encode_key", "lock_terms", "sign"]

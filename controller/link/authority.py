@@ -40,7 +40,7 @@ from ..ledger.errors import KeyConflict
 from ..ledger.reader import Found, JournalReader
 from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, Meters, MetersReducer, configure_meter
 from ..money import format_cents, parse_cents
-from . import approval, schema
+from . import approval, schema, signing
 from .journal_keys import last_link_seqs
 from .liveness import Liveness, table_json
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
@@ -54,7 +54,8 @@ METER_INTERVAL = 0.05  # seconds between two passes of meter values: a sign need
 QUEUE_PER_TABLE = 256  # operations waiting per table; beyond it they are dropped and the table resends
 WIN_KINDS = {"lock-percent-award": "locked", "pay-locked-award": "paid", "release-locked-award": "released"}
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
-DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic", "anchor_too_often")
+DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic", "anchor_too_often",
+           "old_version")
 TableMessage = schema.Op | schema.Hello | schema.JournalAnchor  # what a table sends the authority
 _MESSAGE_TYPE = {schema.Op: "op", schema.Hello: "hello", schema.JournalAnchor: "anchor"}
 
@@ -106,13 +107,18 @@ class LinkAuthority:
         self.cfg = cfg
         self.topics = schema.Topics(cfg.mqtt.topic_prefix)
         self.settings = settings if settings is not None else MqttSettings.from_config(cfg.mqtt)
-        offline = schema.encode(schema.Status(cfg.authority, "offline"))
+        # Everything the authority publishes is signed (controller.link.signing): tables act on nothing else.
+        if cfg.signing_key is None:
+            raise InputError("signing_key_file", "is required: the tables act only on what the authority signs")
+        self.signer = signing.Signer(cfg.signing_key)
+        offline = self.signer.seal(self.topics.status, schema.encode(schema.Status(cfg.authority, "offline")))
         self.settings = _with_will(self.settings, (self.topics.status, offline, True))
         self.metrics = AuthorityMetrics(registry)
         self.ledger: Ledger[Meters] | None = None
         self.keys: JournalReader | None = None
         self.next_seq: dict[str, int] = {}
         self.anchors: dict[str, schema.JournalAnchor] = {}  # table -> the last anchor of its journal it sent
+        self._hellos: dict[str, str] = {}  # table -> the nonce of its last hello, named in each `expect`
         # Who approves payments from the linked meters (name -> approval key): none listed, none is paid.
         self.approvers: Mapping[str, bytes] = cfg.approvers
         # Who may log in to the authority's console (made in `run`): none listed, nobody can.
@@ -235,7 +241,10 @@ class LinkAuthority:
         try:
             msg = schema.decode(topic, payload)
         except InputError as e:
-            self._drop("bad_schema", table=table, error=str(e))
+            if e.field == "v":
+                self._older_version(table, payload, str(e))
+            else:
+                self._drop("bad_schema", table=table, error=str(e))
             return
         if not isinstance(msg, (schema.Op, schema.Hello, schema.JournalAnchor, schema.TableOffline)):
             self._drop("bad_schema", table=table, error=f"{type(msg).__name__} is not a table's message")
@@ -255,6 +264,30 @@ class LinkAuthority:
             q.put_nowait(msg)
         except asyncio.QueueFull:
             self._drop("queue_full", table=table)
+
+    def _older_version(self, table: str, payload: bytes, error: str) -> None:
+        """A table of another version of the protocol: dropped and counted; an operation of a version 1 table is
+        answered with a version 1 refusal, which such a table journals and logs as the authority's answer, so that
+        it stops there with one clear line instead of waiting (nothing of it is applied or paid)."""
+        self._drop("old_version", table=table, error=error)
+        try:
+            d = json.loads(payload)
+        except (UnicodeDecodeError, ValueError, RecursionError):
+            return
+        seq = d.get("seq") if isinstance(d, dict) and d.get("v") == 1 and d.get("type") == "op" else None
+        if type(seq) is not int or not 0 < seq < schema.MAX_COUNT:
+            return
+        refusal = json.dumps({"v": 1, "type": "refused", "seq": seq, "field": "v",
+                              "message": f"this link authority speaks version {schema.VERSION} of the link protocol "
+                                         "and does not apply operations of version 1: upgrade the table"},
+                             sort_keys=True, separators=(",", ":")).encode()
+        if self.mqtt is not None and self._tg is not None:
+            coro = self.mqtt.publish(self.topics.down(table), refusal, qos=1, timeout=PUBLISH_TIMEOUT)
+            self._tg.create_task(_quietly(coro), name=f"old-version:{table}")
+
+    def _expect(self, table: str) -> schema.Expect:
+        return schema.Expect(self.next_seq.get(table, 1), schema.ANNOUNCED, self.anchors.get(table),
+                             frozenset(self.approvers), self._hellos.get(table, ""))
 
     def _liveness(self, table: str, msg: schema.TableOffline | TableMessage) -> None:
         """Online at any message of the table's own, OFFLINE at its goodbye or its will (only its own topic can
@@ -300,14 +333,14 @@ class LinkAuthority:
             msg = await q.get()
             try:
                 if isinstance(msg, schema.Hello):
+                    self._hellos[table] = msg.nonce
                     expected = self.next_seq.get(table, 1)
                     if msg.next_seq < expected:  # the table lost journal entries the authority has applied
                         self.metrics.anomalies.labels(table, "table behind").inc()
                         self._log_limited(f"behind:{table}", "table is behind the authority: its link journal lost "
                                           "entries (or someone with its credentials says so)", table=table,
                                           table_next=msg.next_seq, authority_next=expected)
-                    await self._reply(table, schema.Expect(expected, schema.ANNOUNCED, self.anchors.get(table),
-                                                           frozenset(self.approvers)))
+                    await self._reply(table, self._expect(table))
                 elif isinstance(msg, schema.JournalAnchor):
                     await self._keep_anchor(msg)
                 else:
@@ -324,8 +357,7 @@ class LinkAuthority:
         expected = self.next_seq.get(op.table, 1)
         if op.seq > expected:
             self.metrics.dropped.labels("ahead").inc()
-            await self._reply(op.table, schema.Expect(expected, schema.ANNOUNCED, self.anchors.get(op.table),
-                                                     frozenset(self.approvers)))
+            await self._reply(op.table, self._expect(op.table))
             return
         if op.seq < expected:
             done = await self.keys.alookup(op.key)
@@ -342,10 +374,10 @@ class LinkAuthority:
                 await self._reply(op.table, schema.Refused(
                     op.seq, "seq", f"operation {op.seq} of table {op.table} is another operation in the authority's "
                                    f"journal ({done.kind}): not applied (someone else sent it with this table's "
-                                   "credentials)"))
+                                   "credentials)", schema.op_digest(op)))
                 return
             self.metrics.applied.labels(op.table, "repeat").inc()
-            await self._reply(op.table, _answer(op.seq, done))
+            await self._reply(op.table, _answer(op, done))
             return
         body = {"meter": op.meter, **op.body}
         if op.kind == "lock-percent-award":  # the lock's nonce is the authority's, never a table's
@@ -374,12 +406,12 @@ class LinkAuthority:
             refused = {"table": op.table, "seq": op.seq, "field": e.field, "message": e.problem,
                        "operation": _digest(op)}
             receipt = await self.ledger.submit_async(LINK_REFUSED, refused, op.key)
-            answer = schema.Refused(op.seq, e.field, e.problem)
+            answer = schema.Refused(op.seq, e.field, e.problem, schema.op_digest(op))
             self.metrics.applied.labels(op.table, "refused").inc()
             self._log_limited(f"refused:{op.table}", "table operation refused", level="warning", table=op.table,
                               seq=op.seq, kind=op.kind, error=str(e))
         else:
-            answer = schema.Ack(op.seq, receipt.seq, receipt.result)
+            answer = schema.Ack(op.seq, receipt.seq, receipt.result, schema.op_digest(op))
             self.metrics.applied.labels(op.table, "applied").inc()
             self._dirty.add(op.meter)
             self._dirty_event.set()
@@ -402,7 +434,8 @@ class LinkAuthority:
             lock = meter.locked.get(claim) if meter is not None and isinstance(claim, str) else None
             if lock is None:
                 return None  # nothing to pay: the meter refuses it, naming why
-            body = {**op.body, "lock": lock.number, "nonce": lock.nonce}
+            # what the lock held is for (seat, hand, amount, ...): an approval of another lock does not verify
+            body = {**op.body, **approval.lock_terms(lock, lock.number, lock.nonce, lock.amount_cents)}
         problem = approval.check(self.approvers, op.kind, op.table, op.meter, body, op.approval)
         if problem is None:
             return None
@@ -510,7 +543,8 @@ class LinkAuthority:
         if self.mqtt is None:
             return False
         try:
-            await self.mqtt.publish(topic, schema.encode(msg), qos=qos, retain=retain, timeout=PUBLISH_TIMEOUT)
+            await self.mqtt.publish(topic, self.signer.seal(topic, schema.encode(msg)), qos=qos, retain=retain,
+                                    timeout=PUBLISH_TIMEOUT)
             return True
         except (LinkDown, TimeoutError):
             self.metrics.connected.set(0)
@@ -647,10 +681,19 @@ def _same_operation(op: schema.Op, done: Found) -> bool:
         {k: v for k, v in {"meter": op.meter, **op.body}.items() if k not in added}
 
 
-def _answer(seq: int, done: Found) -> schema.Ack | schema.Refused:
+def _answer(op: schema.Op, done: Found) -> schema.Ack | schema.Refused:
     if done.kind == LINK_REFUSED:
-        return schema.Refused(seq, str(done.body.get("field", "")), str(done.body.get("message", "")))
-    return schema.Ack(seq, done.seq, done.result if isinstance(done.result, dict) else {})
+        return schema.Refused(op.seq, str(done.body.get("field", "")), str(done.body.get("message", "")),
+                              schema.op_digest(op))
+    return schema.Ack(op.seq, done.seq, done.result if isinstance(done.result, dict) else {}, schema.op_digest(op))
+
+
+async def _quietly(coro: Any) -> None:
+    """A best-effort publish: a broker that is down or slow is not an error here."""
+    try:
+        await coro
+    except (LinkDown, TimeoutError):
+        pass
 
 
 def _win(op: schema.Op, entry: int, result: dict[str, Any], seat: int, shares: int) -> schema.Win:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -19,13 +21,15 @@ from typing import Any
 
 import structlog
 
+from ..app.logs import LogBudget
 from ..config.model import MqttConfig
 from ..errors import InputError
 from ..ledger import Ledger, software_digest
 from ..ledger.errors import KeyConflict
 from ..ledger.reader import Found, lookup
 from ..meter import ops as meter_ops
-from . import schema
+from ..meter_award import RESET_FLOOR_CENTS
+from . import schema, signing
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
 from .outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, Outbox, OutboxReducer, Sent, send_body
 
@@ -33,6 +37,8 @@ log = structlog.get_logger("controller.link.client")
 
 RESEND_AFTER = 2.0  # seconds without an answer before the outbox is sent again
 GOODBYE_TIMEOUT = 1.0  # seconds a clean stop waits for the broker to take the table's `offline`
+REJECT_LOG_EVERY_S = 10.0  # one line per kind of message not acted on in this time (every one is counted)
+HELLO_NONCES = 8  # hellos of this table whose `expect` is still taken (the authority may answer an older one late)
 
 
 class LinkRefused(InputError):
@@ -44,6 +50,7 @@ class TableLink:
                  settings: MqttSettings | None = None, on_alive: Callable[[bool], None] = lambda up: None,
                  on_meter: Callable[[str], None] = lambda meter: None,
                  on_win: Callable[[schema.Win], None] = lambda win: None,
+                 on_rejected: Callable[[str], None] = lambda reason: None,
                  clock: Callable[[], float] = time.monotonic, ledger_options: dict[str, Any] | None = None) -> None:
         self.table = table
         self.linked = dict(linked)  # table meter id -> the authority's meter id
@@ -55,7 +62,15 @@ class TableLink:
         lost = schema.encode(schema.TableOffline(table, "lost"))
         self.settings = replace(self.settings, will=(self.topics.up(table), lost, False))
         self.state_dir = Path(state_dir)
-        self.on_alive, self.on_meter, self.on_win = on_alive, on_meter, on_win
+        self.on_alive, self.on_meter, self.on_win, self.on_rejected = on_alive, on_meter, on_win, on_rejected
+        # Only what the link authority signed is acted on (controller.link.signing): the broker and a table's MQTT
+        # password can publish on every topic this table reads.
+        self.verifier = signing.Verifier(mqtt.authority_keys)
+        self.rejected: dict[str, int] = {}  # reason -> messages not acted on (status, metrics)
+        self._warned = LogBudget(1, REJECT_LOG_EVERY_S)
+        self._hello_nonces: deque[str] = deque(maxlen=HELLO_NONCES)  # this connection's hellos, newest last
+        self._heartbeat_at = ""  # the `at` of the newest heartbeat taken: an older one is played back
+        self._wins_seen: dict[str, int] = {}  # authority meter -> the entry of the newest win taken
         self.clock = clock
         self.ledger: Ledger[Outbox] | None = None
         self.mqtt: MqttLink | None = None
@@ -122,7 +137,8 @@ class TableLink:
         box = self.outbox if self.ledger is not None else None
         return {"up": self.alive, "connected": bool(self.mqtt and self.mqtt.connected),
                 "heard_seconds_ago": heard, "timeout_seconds": self.timeout,
-                "waiting": len(box.pending) if box else None, "next_seq": box.next_seq if box else None}
+                "waiting": len(box.pending) if box else None, "next_seq": box.next_seq if box else None,
+                "rejected": dict(sorted(self.rejected.items()))}
 
     def accepts(self, kind: str) -> bool:
         """Whether the authority, as last heard, takes operations of `kind` (an older one takes BASE_OPS only)."""
@@ -205,10 +221,15 @@ class TableLink:
             raise LinkRefused(found.body["field"], found.body["message"])
         return found.body["result"]
 
+    def _op(self, sent: Sent) -> schema.Op:
+        return schema.Op(self.table, sent.seq, sent.kind, sent.linked, dict(sent.body),
+                         None if sent.approval is None else dict(sent.approval))
+
+    def _digest(self, sent: Sent) -> str:
+        return schema.op_digest(self._op(sent))
+
     async def _publish_op(self, sent: Sent) -> bool:
-        op = schema.Op(self.table, sent.seq, sent.kind, sent.linked, dict(sent.body),
-                       None if sent.approval is None else dict(sent.approval))
-        ok = await self._publish(self.topics.up(self.table), op)
+        ok = await self._publish(self.topics.up(self.table), self._op(sent))
         if ok:
             self._last_sent[sent.seq] = self.clock()
         return ok
@@ -265,15 +286,36 @@ class TableLink:
             await self._publish(self.topics.up(self.table), self.anchor)
 
     async def _on_connect(self) -> None:
-        await self._publish(self.topics.up(self.table), schema.Hello(self.table, self.outbox.next_seq))
+        nonce = secrets.token_hex(16)
+        self._hello_nonces.append(nonce)
+        await self._publish(self.topics.up(self.table), schema.Hello(self.table, self.outbox.next_seq, nonce))
 
     # --- receiving -----------------------------------------------------------------------------------
 
+    def _reject(self, reason: str, event: str, **detail: Any) -> None:
+        """A message not acted on: counted by reason, and logged once per reason and REJECT_LOG_EVERY_S (whoever
+        publishes on the table's topics must not be able to fill its log)."""
+        self.rejected[reason] = self.rejected.get(reason, 0) + 1
+        self.on_rejected(reason)
+        held = self._warned.take(reason)
+        if held is not None:
+            log.error(event, reason=reason, table=self.table, **detail,
+                      **({"not_logged_before": held} if held else {}))
+
     def _on_message(self, topic: str, payload: bytes) -> None:
+        problem = self.verifier.check(topic, payload)
         try:
             msg = schema.decode(topic, payload)
         except InputError as e:
-            log.warning("link message dropped", topic=topic, error=str(e))
+            if e.field == "v":  # an authority of another version: one clear line, not one per message
+                self._reject("version", "link message of another protocol version: not acted on", topic=topic,
+                             error=str(e))
+            else:
+                self._reject("bad_schema", "link message dropped", topic=topic, error=str(e))
+            return
+        if problem is not None:
+            self._reject("not_signed", "link message not signed by the link authority: not acted on", topic=topic,
+                         type=type(msg).__name__, error=problem)
             return
         parts = self.topics.parse(topic)
         if isinstance(msg, schema.Status):
@@ -289,20 +331,53 @@ class TableLink:
                 except RuntimeError:
                     coro.close()
             return
-        self._heard()
         match msg:
             case schema.MeterValue() if parts == ("meters", msg.meter):
-                self.values[msg.meter] = msg
-                for local, linked in self.linked.items():
-                    if linked == msg.meter:
-                        self.on_meter(local)
-            case schema.Win():
+                self._meter_value(msg)
+            case schema.Win() if parts == ("meters", msg.meter, "win"):
+                if msg.entry <= self._wins_seen.get(msg.meter, 0):
+                    self._reject("played_back", "a win heard before: not shown again", meter=msg.meter,
+                                 entry=msg.entry)
+                    return
+                self._wins_seen[msg.meter] = msg.entry
+                self._heard()
                 self.on_win(msg)
-            case schema.Ack() | schema.Refused() | schema.Expect():
-                try:
+            case schema.Heartbeat() if parts == ("authority", "heartbeat"):
+                if msg.at <= self._heartbeat_at:  # the same format, UTC: the text orders as the time does
+                    self._reject("played_back", "a heartbeat older than one heard: not taken as the authority's",
+                                 at=msg.at, newest=self._heartbeat_at)
+                    return
+                self._heartbeat_at = msg.at
+                self._heard()
+            case schema.Ack() | schema.Refused() | schema.Expect() if parts == ("tables", self.table, "down"):
+                try:  # heard once matched with what this table asked (_answers_worker)
                     self._down.put_nowait(msg)
                 except asyncio.QueueFull:  # the answer comes again when the outbox is resent
                     log.warning("link answer dropped: queue full", seq=getattr(msg, "seq", None))
+            case _:
+                self._reject("bad_topic", "a link message on a topic it does not belong on: not acted on",
+                             topic=topic, type=type(msg).__name__)
+
+    def _meter_value(self, msg: schema.MeterValue) -> None:
+        """A linked meter's amount for the signs: never one under its reset, nor under the $10,000 floor, and
+        never one older than shown (a value played back): newer in the journal, or sent later by an authority whose
+        journal starts again (a restore)."""
+        if msg.cents < max(msg.reset_cents, RESET_FLOOR_CENTS):
+            self._reject("under_reset", "a linked meter's value under its reset amount: not shown", meter=msg.meter,
+                         amount=msg.cents, reset=msg.reset_cents)
+            return
+        last = self.values.get(msg.meter)
+        if last is not None and msg.entry < last.entry and msg.at <= last.at:
+            self._reject("played_back", "a linked meter's value older than the one shown: not shown",
+                         meter=msg.meter, entry=msg.entry, shown=last.entry)
+            return
+        if last is not None and msg.entry < last.entry:
+            self._wins_seen.pop(msg.meter, None)  # the authority's journal started again: so do its entries
+        self._heard()
+        self.values[msg.meter] = msg
+        for local, linked in self.linked.items():
+            if linked == msg.meter:
+                self.on_meter(local)
 
     def _heard(self) -> None:
         self.last_heard = self.clock()
@@ -329,6 +404,11 @@ class TableLink:
         while True:
             msg = await self._down.get()
             if isinstance(msg, schema.Expect):
+                if msg.hello not in self._hello_nonces:
+                    self._reject("played_back", "an expect that answers no hello of this table: not taken",
+                                 hello=msg.hello)
+                    continue
+                self._heard()
                 self.authority_kinds = msg.kinds if msg.kinds is not None else schema.BASE_OPS
                 self.approvers = msg.approvers
                 if msg.anchor is not None:
@@ -336,8 +416,23 @@ class TableLink:
                 await self._resend()
                 await self._send_anchor()
                 continue
-            if msg.seq not in self.outbox.pending:
+            sent = self.outbox.pending.get(msg.seq)
+            if sent is None:
                 continue  # answered before (a repeat)
+            if msg.op != self._digest(sent):
+                # Signed, but the answer to another operation under this number (one someone else sent first with
+                # this table's credentials, or an old answer played back): this one is asked again.
+                self._reject("not_our_operation", "the authority's answer is for another operation under this "
+                             "number: not taken; the operation is sent again", seq=msg.seq)
+                self._last_sent.pop(msg.seq, None)
+                self._kick.set()
+                continue
+            self._heard()
+            if isinstance(msg, schema.Ack) and sent.kind == "lock-percent-award" and \
+                    msg.result.get("claim") != sent.body.get("claim"):
+                self._reject("not_our_operation", "the authority's answer to a lock names another claim: not taken",
+                             seq=msg.seq, claim=sent.body.get("claim"), answered=msg.result.get("claim"))
+                continue
             assert self.ledger is not None
             if isinstance(msg, schema.Ack):
                 await self.ledger.submit_async(LINK_ACK, {"seq": msg.seq, "entry": msg.entry, "result": msg.result},

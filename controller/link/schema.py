@@ -7,6 +7,7 @@ authority can drop it and count it without guessing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +17,7 @@ from ..money import format_cents, parse_cents
 
 LINK_KEY_PREFIX = "link:"  # the authority journals table T's operation N under "link:T:N"
 
-VERSION = 1
+VERSION = 2  # 2: the authority signs what it says and answers name the operation they answer (signing.py)
 DEFAULT_PREFIX = "progressive/v1"
 MAX_PAYLOAD = 65_536  # bytes; a contribution batch of a 7-seat table is about 400
 MAX_COUNT = 2**63  # sequence numbers, entries and counts: below it (a journal's integers are 64-bit)
@@ -114,6 +115,7 @@ class Hello:
 
     table: str
     next_seq: int  # the sequence number the table will give its next operation
+    nonce: str  # random, new at each hello: the authority's `expect` names it, so an old one cannot be played back
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,7 @@ class Ack:
     seq: int
     entry: int
     result: dict[str, Any]
+    op: str  # op_digest of the operation answered: a table takes the answer only for the operation it sent
 
 
 @dataclass(frozen=True)
@@ -132,6 +135,7 @@ class Refused:
     seq: int
     field: str
     message: str
+    op: str  # op_digest of the operation answered
 
 
 @dataclass(frozen=True)
@@ -146,6 +150,7 @@ class Expect:
     # The names of the supervisors whose approvals of payments the authority verifies (None: an authority that
     # predates approvals): a table refuses an approval by anyone else before it moves any state.
     approvers: frozenset[str] | None = None
+    hello: str = ""  # the nonce of the table's last hello the authority heard ("" before any)
 
 
 @dataclass(frozen=True)
@@ -215,6 +220,15 @@ OFFLINE_REASONS = ("stopped", "lost")
 Message = Op | Hello | Ack | Refused | Expect | JournalAnchor | MeterValue | Win | Heartbeat | Status | TableOffline
 
 
+def op_digest(op: Op) -> str:
+    """What an answer names: SHA-256 of the operation exactly as the table sent it (number, kind, meter, body and
+    approval), so that an answer to another operation under the same number is never taken for its own."""
+    d: dict[str, Any] = {"table": op.table, "seq": op.seq, "kind": op.kind, "meter": op.meter, "body": op.body}
+    if op.approval is not None:
+        d["approval"] = op.approval
+    return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
 def encode(msg: Message) -> bytes:
     """The wire form of a message (compact JSON, keys sorted so equal messages are equal bytes)."""
     match msg:
@@ -224,13 +238,13 @@ def encode(msg: Message) -> bytes:
             if msg.approval is not None:
                 d["approval"] = msg.approval
         case Hello():
-            d = {"type": "hello", "table": msg.table, "next_seq": msg.next_seq}
+            d = {"type": "hello", "table": msg.table, "next_seq": msg.next_seq, "nonce": msg.nonce}
         case Ack():
-            d = {"type": "ack", "seq": msg.seq, "entry": msg.entry, "result": msg.result}
+            d = {"type": "ack", "seq": msg.seq, "entry": msg.entry, "result": msg.result, "op": msg.op}
         case Refused():
-            d = {"type": "refused", "seq": msg.seq, "field": msg.field, "message": msg.message}
+            d = {"type": "refused", "seq": msg.seq, "field": msg.field, "message": msg.message, "op": msg.op}
         case Expect():
-            d = {"type": "expect", "next_seq": msg.next_seq}
+            d = {"type": "expect", "next_seq": msg.next_seq, "hello": msg.hello}
             if msg.kinds is not None:
                 d["kinds"] = sorted(msg.kinds)
             if msg.anchor is not None:
@@ -281,11 +295,11 @@ def decode(topic: str, payload: bytes) -> Message:
             return Op(r.name("table"), r.count("seq", 1), kind, r.name("meter"), r.obj("body"),
                       r.obj("approval") if "approval" in d else None)
         case "hello":
-            return Hello(r.name("table"), r.count("next_seq", 1))
+            return Hello(r.name("table"), r.count("next_seq", 1), r.hex("nonce", 32))
         case "ack":
-            return Ack(r.count("seq", 1), r.count("entry", 1), r.obj("result"))
+            return Ack(r.count("seq", 1), r.count("entry", 1), r.obj("result"), r.hex("op", 64))
         case "refused":
-            return Refused(r.count("seq", 1), r.text("field"), r.text("message"))
+            return Refused(r.count("seq", 1), r.text("field"), r.text("message"), r.hex("op", 64))
         case "expect":
             kinds = None
             if "kinds" in d:
@@ -300,7 +314,7 @@ def decode(topic: str, payload: bytes) -> Message:
                 if not all(isinstance(n, str) and 0 < len(n) <= 64 for n in names):
                     raise _bad(topic, "approvers", "must be a list of supervisors' names")
                 approvers = frozenset(names)
-            return Expect(r.count("next_seq", 1), kinds, anchor, approvers)
+            return Expect(r.count("next_seq", 1), kinds, anchor, approvers, r.hex("hello", 32, empty=True))
         case "anchor":
             return _anchor(topic, d, "")
         case "meter":
@@ -384,6 +398,12 @@ class _Reader:
             shown = v if not isinstance(v, int) or abs(v) < 10**20 else f"a number of {len(str(v))} digits"
             raise _bad(self.topic, self.at + name, f"must be a whole number from {minimum} to {MAX_COUNT - 1}, "
                                                    f"not {shown!r}")
+        return v
+
+    def hex(self, name: str, digits: int, *, empty: bool = False) -> str:
+        v = self.text(name)
+        if not (empty and v == "") and (len(v) != digits or any(c not in "0123456789abcdef" for c in v)):
+            raise _bad(self.topic, self.at + name, f"must be {digits} hex digits")
         return v
 
     def obj(self, name: str) -> dict[str, Any]:

@@ -237,6 +237,7 @@ def _pay_percent(s: MeterState, op: PayPercentAward) -> tuple[MeterState, Effect
             )
             return new, Effect(op.kind, s.current, s.current, op.round_id, paid_cents=sh.per_share_cents, hit=hit)
 
+    _not_awarded_before(s, b, op)
     t = _take(s, b, op)
     shared = b.shared
     if op.shares > 1:
@@ -244,7 +245,7 @@ def _pay_percent(s: MeterState, op: PayPercentAward) -> tuple[MeterState, Effect
             *shared,
             SharedAward(op.hand, op.award, op.percent, op.shares, t.per_share, s.current, t.after, (op.seat,)),
         )
-    booking = replace(b, paid=True, shared=shared)
+    booking = replace(b, paid=True, shared=shared, awarded=_awarded(b, op))
     hit, tallies = _record(
         s, op.round_id, op.table, op.seat, op.hand, op.award, t.per_share, "attendant", op.shares, s.current,
         t.after, op.at, op.approved_by,
@@ -336,6 +337,7 @@ def _lock_percent(s: MeterState, op: LockPercentAward) -> tuple[MeterState, Effe
     if op.claim in s.settled_claims:
         raise RulesError("claim", f"claim {op.claim} was paid or released on meter {s.params.meter_id}")
     b = _payable(s, op.round_id, op.table, op.seat)
+    _not_awarded_before(s, b, op)
     if op.shares > 1:
         for sh in b.shared:
             if (sh.hand, sh.award, sh.percent, sh.shares) == (op.hand, op.award, op.percent, op.shares):
@@ -380,7 +382,7 @@ def _pay_locked(s: MeterState, op: PayLockedAward) -> tuple[MeterState, Effect]:
         meter_awards=s.meter_awards + a.taken_units,
         meter_paid_cents=s.meter_paid_cents + a.amount_cents,
         owed_cents=s.owed_cents + a.taken_cents - a.amount_cents,
-        open_rounds={**s.open_rounds, a.round_id: replace(b, paid=True, shared=shared)},
+        open_rounds={**s.open_rounds, a.round_id: replace(b, paid=True, shared=shared, awarded=_awarded(b, a))},
         locked=_without(s, op.claim),
         settled_claims=_settle(s, op.claim),
         **tallies,
@@ -519,6 +521,25 @@ def _open(s: MeterState, round_id: str) -> Booking:
         why = "it is closed or voided" if round_id in s.recent_rounds else "it was never booked"
         raise RulesError("round_id", f"round {round_id} is not open on meter {s.params.meter_id}: {why}")
     return b
+
+
+def _not_awarded_before(s: MeterState, b: Booking, op: PayPercentAward | LockPercentAward) -> None:
+    """One percentage award per round, seat and hand, whatever the claim id it comes under: a hand paid, or locked
+    and not released, is not taken from the meter again (a second claim of the same hand, or a lock someone else
+    sent in the table's name)."""
+    if op.shares > 1:
+        return  # a shared award is taken once per round and hand: checked with the shares in `_take`
+    label = hit_label(op.hand, op.award)
+    if (op.seat, op.hand, op.award) in b.awarded:
+        raise RulesError("hand", f"{label} of seat {op.seat} was paid in round {op.round_id}: an award is paid once")
+    for claim, a in s.locked.items():
+        if a.round_id == op.round_id and (a.seat, a.hand, a.award) == (op.seat, op.hand, op.award):
+            raise RulesError("hand", f"{label} of seat {a.seat} in round {op.round_id} is locked under claim "
+                                     f"{claim}: it is paid or released before it is locked again")
+
+
+def _awarded(b: Booking, a: PayPercentAward | LockedAward) -> tuple[tuple[int, str, str], ...]:
+    return b.awarded if a.shares > 1 else (*b.awarded, (a.seat, a.hand, a.award))
 
 
 def _payable(s: MeterState, round_id: str, table: str, seat: int) -> Booking:

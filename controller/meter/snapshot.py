@@ -188,13 +188,15 @@ def _booking_to_dict(b: Booking) -> dict[str, Any]:
         d["on_dealer"] = list(b.on_dealer)
     if b.round_meters:
         d["round_meters"] = list(b.round_meters)
+    if b.awarded:
+        d["awarded"] = [{"seat": seat, "hand": hand, "award": award} for seat, hand, award in b.awarded]
     return d
 
 
 def _booking_from_dict(d: object, at: str) -> Booking:
     j = _check.join
     m = _check.obj(d, at, ("table", "wagers", "contributed", "reserved", "overflowed", "booked_at", "paid", "shared"),
-                   ("on_dealer", "round_meters"))
+                   ("on_dealer", "round_meters", "awarded"))
     wagers = []
     for i, w in enumerate(_check.array(m["wagers"], j(at, "wagers"))):
         where = j(at, f"wagers[{i}]")
@@ -234,7 +236,15 @@ def _booking_from_dict(d: object, at: str) -> Booking:
                         for k, x in enumerate(_check.array(m.get("on_dealer", []), j(at, "on_dealer")))),
         round_meters=tuple(_check.identifier(x, j(at, f"round_meters[{k}]"))
                            for k, x in enumerate(_check.array(m.get("round_meters", []), j(at, "round_meters")))),
+        awarded=tuple(_awarded(x, j(at, f"awarded[{k}]"))
+                      for k, x in enumerate(_check.array(m.get("awarded", []), j(at, "awarded")))),
     )
+
+
+def _awarded(d: object, at: str) -> tuple[int, str, str]:
+    m = _check.obj(d, at, ("seat", "hand", "award"))
+    return (_check.integer(m["seat"], _check.join(at, "seat"), minimum=1), _check.text(m["hand"], _check.join(at, "hand")),
+            _check.text(m["award"], _check.join(at, "award")))
 
 
 

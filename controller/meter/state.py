@@ -67,6 +67,9 @@ class Booking:
     shared: tuple[SharedAward, ...] = ()
     on_dealer: tuple[int, ...] = ()  # positions in `wagers` of the wagers on the dealer's hand
     round_meters: tuple[str, ...] = ()  # every meter the round books, when more than one
+    # (seat, hand, award) of each percentage award paid whole in the round: the meter pays one hand's award once,
+    # whatever the claim id it comes under (shared awards are in `shared`)
+    awarded: tuple[tuple[int, str, str], ...] = ()
 
     # Computed once per booking (it is frozen): the invariant sums them over every open round after each
     # operation. cached_property writes the instance's __dict__, which a frozen dataclass allows.

@@ -66,6 +66,9 @@ class LockRefused:
     claim_id: str
     index: int
     problem: str
+    # The authority holds another operation under the lock's number (someone sent it first in the table's name):
+    # whatever that took under the claim's id goes back to the meter too.
+    number_taken: bool = False
 
 
 @dataclass(frozen=True)
@@ -270,7 +273,7 @@ def _lock_refused(rc: RoundClaims, e: LockRefused) -> ClaimStep:
         return ClaimStep(rc)
     c = replace(c, status="refused", reason=f"the link authority refused the lock of payout {e.index}: {e.problem}")
     releases = [Release(c.id, i, "controller", "another lock of the claim was refused") for i in c.locks
-                if i != e.index]
+                if i != e.index or e.number_taken]
     return _with(rc, c, [Record(c, "refused"), *releases, Note("claim refused", {"claim": c.id, "error": c.reason})])
 
 
