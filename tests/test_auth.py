@@ -22,7 +22,7 @@ from controller.app.table import TableDaemon
 from controller.config.credentials import SCRYPT, hash_credential, parse_credential
 from controller.config.model import Supervisor
 
-from rigtable import daemon_on_rig
+from rigtable import daemon_on_rig, with_supervisor
 
 ROOT = Path(__file__).resolve().parent.parent
 TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
@@ -33,17 +33,24 @@ SECRET = "s3cret-floor"
 def test_wrong_guesses_lock_out_and_the_lock_lifts():
     now = [0.0]
     g = Guesses(3, lambda: now[0])
-    assert not g.wrong("u") and not g.wrong("u") and g.locked_for("u") == 0
-    assert g.wrong("u") and g.locked_for("u") == LOCK_S
-    now[0] += LOCK_S - 1
-    assert g.locked_for("u") == 1
-    now[0] += 1
-    assert g.locked_for("u") == 0 and not g.wrong("u")  # counting starts again
-    now[0] += auth.WINDOW_S + 1
-    assert not g.wrong("u") and not g.wrong("u")  # the guess before fell out of the window with time
+
+    def wrong() -> bool:
+        assert g.take("u")
+        return g.wrong("u")
+
+    assert not wrong() and not wrong() and g.locked_for("u") == 0
+    assert wrong() and g.locked_for("u") == auth.WINDOW_S  # the lock-out, and the window its guesses fill
+    assert not g.take("u")  # nothing is checked meanwhile
+    now[0] += LOCK_S + 1
+    assert g.locked_for("u") == auth.WINDOW_S - LOCK_S - 1  # the lock-out is over, its guesses still count
+    now[0] = auth.WINDOW_S + 1
+    assert g.locked_for("u") == 0 and not wrong()  # they fell out of the window with time
+    assert g.take("u") and g.take("u") and not g.take("u")  # places taken before the answers: no third
+    g.give_back("u")  # a right secret gives its place back
+    assert g.take("u")
 
 
-def checker(monkeypatch, credential: str, metrics: Metrics | None = None) -> tuple[SupervisorCheck, list]:
+def checker(monkeypatch, credential: str, metrics: Metrics | None = None, **kw) -> tuple[SupervisorCheck, list]:
     """A check of one supervisor, recording every credential a secret is hashed against."""
     hashed = []
     real = auth.verify_credential
@@ -54,7 +61,7 @@ def checker(monkeypatch, credential: str, metrics: Metrics | None = None) -> tup
 
     monkeypatch.setattr(auth, "verify_credential", verify)
     supervisors = [Supervisor("floor-1", parse_credential(credential))]
-    return SupervisorCheck(supervisors, (metrics or Metrics("t")).auth), hashed
+    return SupervisorCheck(supervisors, (metrics or Metrics("t")).auth, **kw), hashed
 
 
 async def test_an_unknown_name_costs_what_a_known_one_does(monkeypatch):
@@ -118,6 +125,61 @@ async def test_a_right_secret_between_wrong_ones_clears_no_count():
                 assert await check.check("floor-1", SECRET, uid=1001) == "floor-1"
         with pytest.raises(PermissionError, match="too many wrong secrets for user 1001"):
             await check.check("floor-1", SECRET, uid=1001)
+    finally:
+        check.close()
+
+
+async def test_after_a_lock_out_ends_the_guesses_that_earned_it_still_count(monkeypatch):
+    """USER_LIMIT wrong secrets lock a user out; when the lock-out ends, the window still holds them: nothing of
+    the user's is hashed until the oldest is WINDOW_S old (before, the lock-out cleared the count, and USER_LIMIT
+    more were hashed right after it)."""
+    now = [0.0]
+    cred = hash_credential(SECRET, "pbkdf2_sha256", iterations=100_000)
+    check, hashed = checker(monkeypatch, cred, clock=lambda: now[0])
+    try:
+        for _ in range(USER_LIMIT):
+            with pytest.raises(PermissionError, match="not accepted"):
+                await check.check("floor-1", "guess", uid=1001)
+        now[0] += LOCK_S + 1  # the lock-out is over
+        for _ in range(USER_LIMIT):
+            with pytest.raises(PermissionError, match="too many wrong secrets for user 1001: try again in 299 s"):
+                await check.check("floor-1", "guess", uid=1001)
+        assert len(hashed) == USER_LIMIT
+        now[0] = auth.WINDOW_S + 1  # the guesses are older than the window
+        assert await check.check("floor-1", SECRET, uid=1001) == "floor-1"
+    finally:
+        check.close()
+
+
+async def test_two_users_guessing_at_one_name_at_once_never_pass_its_limit(monkeypatch):
+    """Users send QUEUE wrong secrets at once each, one user after the other, at one name: NAME_LIMIT are hashed
+    in all (before: 8 of each of the first two users, 16, because a guess was counted after its hash and the
+    lock-out cleared the count); each user's own burst stops at USER_LIMIT."""
+    cred = hash_credential(SECRET, "pbkdf2_sha256", iterations=100_000)
+    check, hashed = checker(monkeypatch, cred)
+    try:
+        per_user = []
+        for uid in (1001, 1002, 1003):
+            before = len(hashed)
+            answers = await asyncio.gather(*(check.check("floor-1", f"guess-{i}", uid=uid)
+                                             for i in range(auth.QUEUE)), return_exceptions=True)
+            assert all(isinstance(a, PermissionError) for a in answers), answers
+            per_user.append(len(hashed) - before)
+        assert per_user == [USER_LIMIT, NAME_LIMIT - USER_LIMIT, 0]
+        with pytest.raises(PermissionError, match="too many wrong secrets for supervisor 'floor-1'"):
+            await check.check("floor-1", SECRET, uid=1004)
+    finally:
+        check.close()
+
+
+async def test_a_name_typed_in_another_unicode_form_is_the_supervisors_name(monkeypatch):
+    """The name is NFKC-normalized before it is looked up, as the supervisors' names are: a fullwidth "ｆ" is an
+    "f" (before, it was an unknown name, hashed against the decoy and refused)."""
+    cred = hash_credential(SECRET, "pbkdf2_sha256", iterations=100_000)
+    check, hashed = checker(monkeypatch, cred)
+    try:
+        assert await check.check("\uff46loor-1", SECRET, uid=1) == "floor-1"
+        assert hashed[-1] == parse_credential(cred)
     finally:
         check.close()
 
@@ -196,6 +258,36 @@ async def test_a_guess_flood_on_the_control_socket_leaves_the_table_polling(tmp_
         assert lockout.requests - polls >= spent / 1.0  # the lock-out button was read all along (many a second)
         with pytest.raises(ControlError, match=f"too many wrong secrets for user {os.getuid()}"):
             await ControlClient(sock).call("void", reason="x", supervisor="floor-1", secret=SECRET)
+
+
+async def test_a_burst_of_wrong_secrets_on_many_connections_hashes_at_most_the_limit(tmp_path, monkeypatch):
+    """QUEUE wrong secrets sent at once on QUEUE connections of the daemon's control socket, each at another name
+    (the supervisor's, and names nobody has): USER_LIMIT are hashed, the rest refused at once (before, all 8 were
+    hashed: each was counted only after its hash, with the others already queued)."""
+    sock = tmp_path / "control.sock"
+    hashed: list[object] = []
+    real_verify = auth.verify_credential
+
+    def verify(secret, credential):
+        hashed.append(credential)
+        return real_verify(secret, credential)
+
+    monkeypatch.setattr(auth, "verify_credential", verify)
+    daemon_class = functools.partial(TableDaemon, control=lambda d: ControlServer(sock, d))
+    async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / "state",
+                             lambda cfg: with_supervisor(cfg, "floor-1", SECRET)) as (daemon, _rig):
+
+        async def guess(i: int) -> str:
+            with pytest.raises(ControlError) as refused:
+                await ControlClient(sock, timeout=30).call("authenticate", supervisor="floor-1" if i == 0 else
+                                                           f"probe-{i}", secret=f"guess-{i}")
+            return str(refused.value)
+
+        answers = await asyncio.gather(*(guess(i) for i in range(auth.QUEUE)))
+        assert len(hashed) == USER_LIMIT, answers
+        assert sum("not accepted" in a for a in answers) == USER_LIMIT
+        assert sum(f"too many wrong secrets for user {os.getuid()}" in a for a in answers) == auth.QUEUE - USER_LIMIT
+        assert daemon.metrics.registry.get_sample_value("progressive_auth_failures_total") == USER_LIMIT
 
 
 def test_a_stop_during_the_decoys_hash_is_not_held_by_it(tmp_path):

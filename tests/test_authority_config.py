@@ -447,3 +447,20 @@ def test_installed_command_on_an_authority_file(tmp_path):
 def test_a_table_file_is_still_checked_as_a_table(capsys):
     assert ctl.main(["check-config", str(TABLES / "flop-poker.toml")]) == 0
     assert capsys.readouterr().out.splitlines()[1].startswith("table FP-01: ")
+
+
+def test_look_alike_approvers_are_refused_naming_the_file_and_both(tmp_path):
+    """Two approvers whose names read alike (a Cyrillic "о", or one skeleton under UTS #39): refused in one line
+    naming the approvers file and both names (before, each was an approver of its own)."""
+    key = '"approval-key$' + "11" * 32 + '"'
+    approvers = tmp_path / "approvers.toml"
+    approvers.touch(mode=0o600)
+    for look_alike, says in (("fl\u043eor-1", "U+043E CYRILLIC SMALL LETTER O"),
+                             ("fl00r-1", "'fl00r-1' reads as 'flOOr-1' (approvers[0])")):
+        first = "flOOr-1" if look_alike == "fl00r-1" else "floor-1"
+        approvers.write_text(f'[[approvers]]\nname = "{first}"\napproval_key = {key}\n'
+                             f'[[approvers]]\nname = "{look_alike}"\napproval_key = {key}\n', encoding="utf-8")
+        p = one(problems(tmp_path, base()), "approvers_file")
+        assert p.message.startswith("approvers.toml: approvers[1].name: ") and says in p.message, p.message
+    approvers.write_text(f'[[approvers]]\nname = "\uff46loor-1"\napproval_key = {key}\n', encoding="utf-8")
+    assert list(load_authority_config(write(tmp_path, base())).approvers) == ["floor-1"]  # in its NFKC form

@@ -73,9 +73,33 @@ def test_problems_inside_the_file_are_named_at_supervisors_file(tmp_path):
     entries = [ENTRY, {"name": "Pit Boss", "credential": CREDENTIAL}, {"name": "X", "credential": "letmein123"}]
     found = check_config(with_file(tmp_path, entries))
     assert [p.path for p in found] == ["supervisors_file"] * 2
-    assert found[0].message == "supervisors.toml: supervisors[1].name: 'Pit Boss' is already supervisors[0]"
+    assert found[0].message == "supervisors.toml: supervisors[1].name: 'Pit Boss' is listed twice (already supervisors[0])"
     assert found[1].message.startswith("supervisors.toml: supervisors[2].credential: ")
     assert "letmein123" not in found[1].line()  # a credential that may be a password is never repeated
+
+
+def test_look_alike_names_in_the_supervisors_file_are_refused_naming_the_file_and_both(tmp_path):
+    """A Cyrillic "о" in "floor-1" is refused (before, it loaded as a second supervisor whose approvals read as
+    floor-1's in approved_by), and so are two names with one skeleton (UTS #39: "1" and "l"); check-config says so
+    in one line naming the file and both names."""
+    for look_alike, says in (("fl\u043eor-1", "U+043E CYRILLIC SMALL LETTER O"),
+                             ("floor-l", "'floor-l' reads as 'floor-1' (supervisors[0])")):
+        entries = [{"name": "floor-1", "credential": CREDENTIAL}, {"name": look_alike, "credential": CREDENTIAL}]
+        p = one(check_config(with_file(tmp_path, entries)), "supervisors_file")
+        assert p.message.startswith("supervisors.toml: supervisors[1].name: ") and says in p.message, p.message
+        r = ctl("check-config", str(tmp_path / "table.toml"))
+        lines = [line for line in r.stderr.splitlines() if "supervisors[1].name" in line]
+        assert r.returncode != 0 and len(lines) == 1 and "supervisors.toml" in lines[0] and says in lines[0], r.stderr
+
+
+def test_a_supervisors_name_is_read_in_its_nfkc_form(tmp_path):
+    """A fullwidth "ｆ" is an "f": the supervisor is "floor-1", as journaled in approved_by; and "ｆloor-1" beside
+    "floor-1" is the same name listed twice."""
+    cfg = load_config(with_file(tmp_path, [{"name": "\uff46loor-1", "credential": CREDENTIAL}]))
+    assert [s.name for s in cfg.supervisors] == ["floor-1"]
+    entries = [{"name": "floor-1", "credential": CREDENTIAL}, {"name": "\uff46loor-1", "credential": CREDENTIAL}]
+    p = one(check_config(with_file(tmp_path, entries)), "supervisors_file")
+    assert "'floor-1' is listed twice (already supervisors[0])" in p.message
 
 
 def test_a_table_with_a_meter_needs_a_supervisor_in_the_file(tmp_path):

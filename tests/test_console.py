@@ -362,6 +362,43 @@ async def test_on_the_network_a_supervisor_logs_in_and_guesses_are_cut_short(tmp
         assert "console secret guesses: address locked out" in console_log and SECRET not in console_log
 
 
+async def test_every_loopback_address_is_one_client_for_the_guess_count(tmp_path):
+    """Wrong secrets from 127.0.0.2 and 127.0.0.3 at once, 4 each: they share one count, so 3 reach the daemon
+    and both addresses are refused after (before, each address of 127.0.0.0/8 had a count of its own: 6 reached
+    the daemon, past its lock-out of the console's user at 5)."""
+    async with tls_console_on_rig(tmp_path) as (daemon, _rig, console):
+
+        def failures() -> float:
+            return daemon.metrics.registry.get_sample_value("progressive_auth_failures_total") or 0.0
+
+        async def logins(source: str, secrets: list[str]) -> list[str]:
+            async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True), connector=aiohttp.TCPConnector(
+                    ssl=False, local_addr=(source, 0))) as http:
+                token, _ = await login_form(http, console)
+
+                async def login(secret: str) -> str:
+                    async with http.post(console.url + "login", data={"csrf": token, "supervisor": SUPERVISOR,
+                                                                       "secret": secret},
+                                         headers={"Origin": console.origin}) as r:
+                        return await r.text()
+
+                return list(await asyncio.gather(*(login(s) for s in secrets)))
+
+        before = failures()
+        await asyncio.gather(logins("127.0.0.2", [WRONG] * 4), logins("127.0.0.3", [WRONG] * 4))
+        assert failures() - before == 3
+        for source in ("127.0.0.2", "127.0.0.3"):
+            assert "too many wrong secrets from this address" in (await logins(source, [SECRET]))[0]
+        assert await daemon.call("authenticate", dict(FLOOR)) == {"supervisor": SUPERVISOR}  # its user not locked
+
+
+def test_every_loopback_address_is_one_client():
+    assert {page.client_address(a) for a in ("127.0.0.1", "127.0.0.2", "127.255.0.9", "::1", "::ffff:127.0.0.3")} \
+        == {page.client_address("127.0.0.1")}
+    assert page.client_address("::ffff:10.1.2.3") == "10.1.2.3" and page.client_address("10.1.2.4") == "10.1.2.4"
+    assert page.client_address(None) == "?"
+
+
 async def test_a_right_secret_between_wrong_ones_clears_no_address_count(tmp_path):
     """2 wrong secrets, a right one, 1 wrong: the address is locked at its third wrong one all the same (a right
     secret used to clear the address's count, so one known secret kept a guesser under the limit for ever)."""

@@ -147,12 +147,12 @@ def _cmd_link_key(args: argparse.Namespace) -> int:
 
 
 def _cmd_approval_key(args: argparse.Namespace) -> int:
+    from ..config.names import normal, refusal
     from ..link.approval import approval_key, encode_key
 
-    name = args.name
-    if not name.strip() or not name.isprintable() or name != name.strip() or len(name) > 64:
-        raise InputError("name", "must be the supervisor's name as the tables list it: printable, at most 64 "
-                                 "characters, without leading or trailing blanks")
+    name = normal(args.name)  # the key is made from the name as the tables compare it
+    if (why := refusal(name)) is not None:
+        raise InputError("name", f"must be the supervisor's name as the tables list it: {why}")
     secret = read_secret(f"Secret of supervisor {name}: ", confirm=True)
     key = encode_key(approval_key(name, secret))
     print(f"[[approvers]]\nname = {json.dumps(name)}\napproval_key = \"{key}\"")

@@ -13,6 +13,7 @@ from .credentials import CredentialError, parse_credential
 from .fields import show
 from .files import show_path
 from .model import Supervisor
+from .names import DistinctNames, normal, refusal
 from .problems import Problems, join
 
 HASHES = ("the supervisors' credential hashes",
@@ -86,7 +87,7 @@ class SupervisorChecks(Checker):
         if not raw and self._supervisors_required():
             self.add("supervisors", f"no supervisor: a floorperson or above validates each progressive payout "
                      f"({SUPERVISOR_SOURCE})", "add a [[supervisors]] entry")
-        names: dict[str, str] = {}
+        names = DistinctNames()
         for i, entry in enumerate(raw):
             at = join("supervisors", i)
             cred_raw = entry.get("credential")
@@ -98,16 +99,13 @@ class SupervisorChecks(Checker):
                 "credential": "credential = the line `progressivectl hash-credential` prints"})
             if m is None:
                 continue
-            if not m.name.strip() or not m.name.isprintable() or m.name != m.name.strip():
-                self.add(join(at, "name"), "must be printable, without leading or trailing blanks")
+            name = normal(m.name)
+            if (why := refusal(name) or names.clash(name, at)) is not None:
+                self.add(join(at, "name"), why, "list each supervisor once, under a name no other reads as")
                 continue
-            if m.name in names:
-                self.add(join(at, "name"), f"{m.name!r} is already {names[m.name]}", "list each supervisor once")
-                continue
-            names[m.name] = at
             try:
                 cred = parse_credential(cred_raw)
             except CredentialError as e:
                 self.add(join(at, "credential"), e.message, e.hint)
                 continue
-            self.supervisors.append(Supervisor(m.name, cred))
+            self.supervisors.append(Supervisor(name, cred))

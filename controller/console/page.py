@@ -53,6 +53,24 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+LOOPBACK = "loopback"
+
+
+def client_address(remote: str | None) -> str:
+    """The client a wrong secret is counted against: its address, with every loopback address one client
+    (127.0.0.0/8, ::1 and ::ffff:127.x.y.z all come from the box itself: a local user could pick another per
+    guess)."""
+    if not remote:
+        return "?"
+    try:
+        ip = ipaddress.ip_address(remote)
+    except ValueError:
+        return remote
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return LOOPBACK if ip.is_loopback else str(ip)
+
+
 def host_allowed(host_header: str | None, port: int) -> bool:
     """On loopback without TLS, a request must name the box itself in its Host header: a web site that points its
     own name at 127.0.0.1 (DNS rebinding) cannot read the page from a browser on the box."""

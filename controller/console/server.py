@@ -458,7 +458,7 @@ async def _forward(request: web.Request, op: str, args: dict[str, str]) -> Any:
     counted per address, and an address locked out is refused here without asking the daemon. ControlError or
     DaemonUnavailable when not done."""
     console: Console = request.app["console"]
-    remote = ("address", request.remote)
+    remote = ("address", page.client_address(request.remote))
     async with console.secret_turn:
         return await _forward_in_turn(console, request, remote, op, args)
 
@@ -475,14 +475,13 @@ async def _forward_in_turn(console: Console, request: web.Request, remote: tuple
     left = console.guesses.locked_for(remote)
     if left:
         raise ControlError("auth", f"too many wrong secrets from this address: try again in {left:.0f} s")
+    console.guesses.take(remote)  # counted before it is sent; given back unless it was a wrong secret
+    guess = False
     try:
         result = await console.client.call(op, **args)
     except ControlError as e:
         # the daemon's own lock-out is not this address's guess (a supervisor trying meanwhile is not counted)
         guess = e.kind == "auth" and "too many wrong secrets" not in str(e)
-        if guess and console.guesses.wrong(remote):
-            log.error("console secret guesses: address locked out", remote=request.remote, limit=SECRET_LIMIT,
-                      seconds=WINDOW_S)
         log.warning("console action refused", op=op, claim=args.get("claim_id"),
                     supervisor=_typed(args.get("supervisor")),
                     remote=request.remote, kind=e.kind, error=str(e))
@@ -490,6 +489,12 @@ async def _forward_in_turn(console: Console, request: web.Request, remote: tuple
     except DaemonUnavailable as e:
         log.warning("console action not done", op=op, claim=args.get("claim_id"), reason=e.reason)
         raise
+    finally:
+        if not guess:
+            console.guesses.give_back(remote)
+        elif console.guesses.wrong(remote):
+            log.error("console secret guesses: address locked out", remote=request.remote, limit=SECRET_LIMIT,
+                      seconds=WINDOW_S)
     log.info("console action done", op=op, claim=args.get("claim_id"), supervisor=args.get("supervisor"),
              remote=request.remote)
     return result
