@@ -55,6 +55,7 @@ def base() -> dict[str, Any]:
         "meters": {"fchb-link": {"reset": "10000.00", "rate": "0.15", "wager_sizes": ["1.00"]}},
         "mqtt": {"host": "link.casino.example", "username": "authority"},
         "approvers_file": "approvers.toml",
+        "anchor": {"syslog": "logs.casino.example:514"},  # off the box: no warning (test_anchor.py)
     }
 
 
