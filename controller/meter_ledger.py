@@ -47,6 +47,8 @@ CLAIM = "claim"
 TABLE_STATE = "table-state"
 # At a link authority: the head of a table's own journal, as the table sent it (kept off the table's box).
 TABLE_ANCHOR = "table-anchor"
+# At a link authority: a supervisor cleared the anchor of a table kept aside as planted (controller.link.anchors).
+TABLE_ANCHOR_CLEARED = "table-anchor-cleared"
 
 Meters = Mapping[str, MeterState]
 
@@ -135,6 +137,11 @@ class MetersReducer:
             if not (isinstance(body.get("table"), str) and isinstance(body.get("seq"), int)
                     and isinstance(body.get("hash"), str) and isinstance(body.get("at"), str)):
                 raise InputError("body", "a table's anchor has table, seq, hash and at")
+            return state, {}
+        if kind == TABLE_ANCHOR_CLEARED:
+            if not (isinstance(body.get("table"), str) and isinstance(body.get("seq"), int)
+                    and isinstance(body.get("cleared_by"), str)):
+                raise InputError("body", "a clearing of a table's anchor has table, seq and cleared_by")
             return state, {}
         meter_id = body.get("meter")
         if not isinstance(meter_id, str) or meter_id not in state:

@@ -7,6 +7,7 @@ audit. And the anchor file itself: signed with the journal key, it cannot be mad
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import shutil
@@ -479,3 +480,288 @@ async def test_the_link_authoritys_journal_is_anchored_too(tmp_path):
     finally:
         await rig.close()
         broker.stop()
+
+
+# --- nothing off the box (issue 24, finding 5) ------------------------------------------------------------------
+
+
+async def metrics_text(url: str) -> str:
+    import aiohttp
+
+    async with aiohttp.ClientSession() as http, http.get(url, timeout=aiohttp.ClientTimeout(10)) as r:
+        return await r.text()
+
+
+async def test_with_nothing_off_the_box_a_rollback_of_state_and_anchor_together_is_said_plainly(tmp_path, tables):
+    """The state directory and the anchor directory put back together, on a table with no linked meter and no remote
+    syslog: the journal holds its anchor, and the box alone cannot tell (by design). Before, nothing said so; now
+    check-config warns (exit 0), the daemon warns at every start and progressive_ledger_anchor_off_box is 0. With
+    `[anchor] syslog` none of them: the syslog holds the head the copy lacks."""
+    import socket
+
+    off_box = "no anchor off the box: a rollback of the state directory and the anchor directory together"
+    async with Rig.from_file(RIG) as rig:
+        t = tables.new(rig, tmp_path / "table", supervisors={SUPERVISOR: SECRET})
+        t.config_path.chmod(0o600)  # the supervisors' hashes inline: no warning of their own
+        checked = await t.ctl("check-config", str(t.config_path))
+        assert checked.returncode == 0 and checked.stderr.splitlines() == [
+            f"{t.config_path}: warning: anchor.syslog: {off_box} cannot be noticed (this table has no linked meter, "
+            "so its journal is anchored off the box only by a remote syslog) (hint: [anchor] syslog = "
+            '"logs.casino.example:514", a collector this box cannot write back to (docs/security.md))'], checked
+        await t.start()
+        await round_with_payout(t, rig, 1, pay=False)
+        status = await t.control("status")
+        await t.stop()  # anchored at its close
+        anchor_dir = Path(status["anchor"]["file"]).parent
+        shutil.copytree(t.state_dir, tmp_path / "copy" / "state")
+        shutil.copytree(anchor_dir, tmp_path / "copy" / "anchor")  # both, by someone who can copy files
+        await t.start()
+        await round_with_payout(t, rig, 2, pay=True, settle=False)
+        paid = (await anchored(t))["ledger_head_seq"]
+        await t.stop()
+        for d, saved in ((t.state_dir, "state"), (anchor_dir, "anchor")):
+            shutil.rmtree(d)
+            shutil.copytree(tmp_path / "copy" / saved, d)
+        await t.start()  # the payout is gone, and nothing on the box can tell
+        assert (await t.control("status"))["ledger_head_seq"] < paid
+        warned = [e for e in t.log_events(this_start=True) if e["event"].startswith(off_box)]
+        assert len(warned) == 1 and warned[0]["level"] == "warning" and warned[0]["path"] == "anchor.syslog", warned
+        assert "\nprogressive_ledger_anchor_off_box 0.0\n" in await metrics_text(t.metrics_url)
+        await t.stop()
+
+        collector = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        collector.bind(("127.0.0.1", 0))
+        try:
+            def with_syslog(doc: dict) -> dict:
+                doc["anchor"] = {"syslog": "127.0.0.1:%d" % collector.getsockname()[1]}
+                return doc
+
+            s = tables.new(rig, tmp_path / "syslogged", supervisors={SUPERVISOR: SECRET}, adjust=with_syslog)
+            s.config_path.chmod(0o600)
+            checked = await s.ctl("check-config", str(s.config_path))
+            assert checked.returncode == 0 and checked.stderr == "", checked.stderr
+            await s.start()
+            assert "\nprogressive_ledger_anchor_off_box 1.0\n" in await metrics_text(s.metrics_url)
+            assert not [e for e in s.log_events() if e["event"].startswith(off_box)]
+            await s.stop()
+        finally:
+            collector.close()
+
+
+# --- anchors planted at the link authority (issue 24, finding 6) ------------------------------------------------
+
+
+def _report(table: str, head):
+    from controller.link.schema import JournalAnchor
+
+    return JournalAnchor(table, head.seq, head.hash, "2026-12-01T00:00:00.000000+00:00")
+
+
+def _grow(led: Ledger, rounds: range) -> None:
+    """Rounds booked in a table's journal (a meter of its own): its head moves on."""
+    from controller.meter import BookContributions, params_from_dict
+    from controller.meter_ledger import define_meter_body, op_body
+
+    from linkrig import AT
+
+    if "main" not in led.state:
+        params = params_from_dict({"meter_id": "main", "reset": "10000.00", "rate": "0.15",
+                                   "wager_sizes": ["1.00"]}, "params")
+        led.submit("define-meter", define_meter_body(params, "slot-tech", AT), key="define:main")
+    for n in rounds:
+        led.submit("book-contributions", op_body("main", BookContributions(f"cs-01-r{n}", "cs-01", ((1, 100),), AT)),
+                   key=f"cs-01-r{n}:book")
+
+
+async def test_a_planted_far_ahead_anchor_masks_no_later_rollback(tmp_path):
+    """With the table's MQTT password, one anchor 10^15 entries ahead. Before, it became the anchor the authority kept:
+    every true anchor after it was dropped unjournaled as `anchor went back`, so the table's real rollback afterwards
+    looked like every report before it. Now it is kept aside (`anchor far ahead`, journaled as `suspect`), the true
+    reports go on being journaled and accepted, the rollback is the one `anchor went back`, and a supervisor clears
+    the planted one with progressivectl clear-anchor, journaled with their name. A real authority process, a real
+    Mosquitto, the table's real journal and link."""
+    import aiohttp
+
+    from controller.ledger.reader import JournalReader
+    from controller.link.client import TableLink
+    from controller.link.mqtt import MqttLink
+    from controller.link.schema import Topics
+
+    from broker import require_mosquitto, start_broker
+    from linkrig import METER, PREFIX, AuthorityProcess, authority_doc, mqtt_config, supervisors_file
+
+    require_mosquitto()
+    broker = start_broker(tmp_path / "mosquitto", ("cs-01", "authority"))
+    doc = authority_doc(tmp_path, broker, ("cs-01",))
+    doc["supervisors_file"] = str(supervisors_file(tmp_path / "sup", {SUPERVISOR: SECRET}))
+    authority = AuthorityProcess(tmp_path / "authority", doc)
+    secret_file = tmp_path / "secret"
+    secret_file.write_text(SECRET + "\n")
+    secret_file.chmod(0o600)
+    running: dict = {}
+
+    async def start_link() -> None:
+        link = TableLink("cs-01", mqtt_config("cs-01"), {"fchb": METER}, tmp_path / "cs-01" / "link",
+                         settings=broker.settings("cs-01"))
+        await asyncio.to_thread(link.open)
+        running.update(link=link, task=asyncio.create_task(link.run()))
+        await until(lambda: link.alive, "the table hears the authority")
+
+    async def stop_link() -> None:
+        running["task"].cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running.pop("task")
+        running.pop("link").close()
+
+    async def table_entry() -> dict:
+        return next(t for t in (await authority.control("status"))["tables"] if t["table"] == "cs-01")
+
+    async def reported(a) -> dict:
+        """Sent until the authority holds it as the reference (one report a second is journaled)."""
+        async with asyncio.timeout(20):
+            while True:
+                running["link"].send_anchor(a)
+                entry = await table_entry()
+                if entry["anchor"] and entry["anchor"]["seq"] == a.seq:
+                    return entry
+                await asyncio.sleep(0.2)
+
+    async def anomaly(kind: str) -> float:
+        async with aiohttp.ClientSession() as http, http.get(authority.metrics_url) as r:
+            text = await r.text()
+        line = f'progressive_link_anomalies_total{{anomaly="{kind}",table="cs-01"}} '
+        return next((float(x[len(line):]) for x in text.splitlines() if x.startswith(line)), 0.0)
+
+    try:
+        await authority.start()
+        await start_link()
+        with _journal(tmp_path / "cs-01") as led:
+            _grow(led, range(1, 4))
+            await reported(_report("cs-01", led.head))
+        copy = tmp_path / "copy"
+        shutil.copytree(tmp_path / "cs-01" / "state", copy)  # the table's state directory, as it was
+        await stop_link()  # the broker takes one client a user: the planter pushes the table off while it plants
+        with _journal(tmp_path / "cs-01") as led:
+            planter = MqttLink(broker.settings("cs-01"), ())
+            planted = json.dumps({"v": 1, "type": "anchor", "table": "cs-01", "seq": 10**15, "hash": "ab" * 32,
+                                  "at": "2026-12-01T00:00:00Z"}).encode()
+            ran = asyncio.create_task(planter.run(lambda *_: None))
+            try:
+                await until(lambda: planter.connected, "the planter connected")
+                await planter.publish(Topics(PREFIX).up("cs-01"), planted, qos=1)
+                async with asyncio.timeout(20):  # kept aside, or (before) kept as the table's anchor
+                    while not ((e := await table_entry()).get("anchor_suspect") or e["anchor"]["seq"] == 10**15):
+                        await asyncio.sleep(0.05)
+            finally:
+                ran.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await ran
+            await start_link()
+            entry = await table_entry()
+            assert entry["anchor"]["seq"] < 10**15, f"the planted anchor is the one the authority keeps: {entry}"
+            assert entry["anchor_suspect"]["seq"] == 10**15, entry
+            assert await anomaly("anchor far ahead") == 1
+            for n in (4, 7):  # the table plays on: its true anchors are taken, with no alert
+                _grow(led, range(n, n + 3))
+                await reported(_report("cs-01", led.head))
+            assert await anomaly("anchor went back") == 0
+            true_head = led.head.seq
+        shutil.rmtree(tmp_path / "cs-01" / "state")
+        shutil.copytree(copy, tmp_path / "cs-01" / "state")  # rolled back, and it plays on from there
+        with _journal(tmp_path / "cs-01") as led:
+            _grow(led, range(100, 102))
+            assert led.head.seq < true_head
+            await reported(_report("cs-01", led.head))
+        assert await anomaly("anchor went back") == 1  # the rollback, seen
+
+        state = Path(doc["state_dir"])
+        with JournalReader(state / journal.DB_NAME) as reader:
+            verdicts = [(f.body["seq"], f.body["verdict"]) for _k, f in reader.entries("anchor:cs-01:")]
+        assert [v for _s, v in verdicts] == ["accepted", "suspect", "accepted", "accepted", "behind"], verdicts
+        assert verdicts[1][0] == 10**15
+
+        ctl = ("clear-anchor", "cs-01", "--supervisor", SUPERVISOR, "--secret-file", str(secret_file), "--socket",
+               str(authority.socket))
+        wrong = await authority.ctl(*ctl[:-4], "--seq", "12", *ctl[-4:])
+        assert wrong.returncode == 2 and "is at entry 1000000000000000, not 12" in wrong.stderr, wrong.stderr
+        done = await authority.ctl(*ctl[:-4], "--seq", str(10**15), *ctl[-4:], "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["cleared_by"] == SUPERVISOR
+        assert (await table_entry())["anchor_suspect"] is None
+        again = await authority.ctl(*ctl[:-4], "--seq", str(10**15), *ctl[-4:])
+        assert again.returncode == 2 and "nothing to clear" in again.stderr, again.stderr
+        with JournalReader(state / journal.DB_NAME) as reader:
+            (cleared,) = [f for _k, f in reader.entries("anchor:cs-01:") if f.kind == "table-anchor-cleared"]
+        assert cleared.body["cleared_by"] == SUPERVISOR and cleared.body["seq"] == 10**15
+
+        reference = (await table_entry())["anchor"]
+        await authority.stop()
+        await authority.start()  # what it holds comes back from its journal
+        entry = await table_entry()
+        assert entry["anchor"]["seq"] == reference["seq"] and entry["anchor_suspect"] is None, entry
+    finally:
+        if running:
+            await stop_link()
+        if authority.running:
+            await authority.stop()
+        authority.close()
+        broker.stop()
+
+
+# --- how the authority judges a report (controller.link.anchors, pure) ------------------------------------------
+
+
+def _a(seq: int, h: str = "ab") -> object:
+    from controller.link.schema import JournalAnchor
+
+    return JournalAnchor("cs-01", seq, (h * 32)[:64], "2026-12-01T00:00:00Z")
+
+
+def test_each_report_is_judged_against_the_last_accepted_one():
+    from controller.link import anchors as k
+
+    held = k.TableAnchors()
+    steps = [(0.0, 100, "accepted"), (1.0, 100, "repeat"), (2.0, 10**15, "suspect"), (3.0, 120, "accepted"),
+             (4.0, 120 + k.SLACK + 2 * k.MAX_ENTRIES_PER_S, "accepted"), (5.0, 90, "behind"), (6.0, 95, "accepted")]
+    for now, seq, verdict in steps:
+        got = k.judge(held, _a(seq), now)
+        assert got == verdict, (now, seq, got)
+        held = k.after(held, got, k.Report(_a(seq), now))
+    assert held.reference.anchor.seq == 95 and held.suspect.anchor.seq == 10**15 and held.suspects == 1
+    assert k.judge(held, _a(95, "cd"), 7.0) == "behind"  # the same entry, another hash: the journal rewritten
+    assert k.cleared(held).suspect is None and k.cleared(held).reference == held.reference
+
+
+def test_no_planted_report_masks_a_rollback():
+    """Whatever a table's credentials send between its true reports: a suspect is never the reference, and right
+    after a true report, the next one going back (a rollback) is always `behind` and one going on always
+    `accepted`, however far ahead something was planted before."""
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    from controller.link import anchors as k
+
+    @given(st.lists(st.tuples(st.integers(1, 600), st.integers(0, 500),
+                              st.lists(st.integers(1, 10**18), max_size=2), st.booleans()), min_size=1, max_size=30))
+    def run(steps):
+        held, now, head, true_last = k.TableAnchors(), 0.0, 1, None
+        for wait, grew, planted, rolled_back in steps:
+            now += wait
+            for seq in planted:  # with the table's credentials, between two true reports
+                v = k.judge(held, _a(seq, "ee"), now)
+                before, held = held.reference, k.after(held, v, k.Report(_a(seq, "ee"), now))
+                if v == "suspect":  # kept aside: the reference stays the last accepted
+                    assert held.reference == before and held.suspect.anchor.seq == seq
+            back = rolled_back and head > 1
+            head = max(1, head - 1 - grew % head) if back else head + grew
+            v = k.judge(held, _a(head), now)
+            if back and true_last is not None and not planted:
+                assert v == "behind", (head, held)  # a rollback straight after a true report: always seen
+            if not back and true_last is not None and not planted and head > true_last:
+                assert v == "accepted", (head, held)  # the table's journal going on: never an alert
+            held = k.after(held, v, k.Report(_a(head), now))
+            if v != "suspect":
+                assert held.reference.anchor.seq == head
+            true_last = head
+
+    run()

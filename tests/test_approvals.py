@@ -236,13 +236,12 @@ async def test_an_approval_replayed_at_an_authority_whose_journal_was_wiped_pays
         await rig.close()
 
 
-async def test_an_anchor_message_cannot_stop_the_authority_nor_take_a_newer_anchor_back(tmp_path, broker):
+async def test_an_anchor_message_cannot_stop_the_authority_and_one_going_back_is_an_alert(tmp_path, broker):
     """With a table's credentials: an anchor whose sequence number has 300 digits (before: an error escaped the
     table's worker and stopped the authority, every linked table OFFLINE) is refused as malformed, and the
     authority answers the next operation. An anchor going back (an older anchor file sent again, with the older
-    journal it matches) is an anomaly and is not kept: the newer one stays, and the table compares with it. One
-    planted far ahead stays too, and a keyed table reports it at each connection as not its own
-    (test_anchor.py::test_an_anchor_at_the_authority_not_signed_with_the_journal_key_is_reported_as_planted)."""
+    journal it matches) is an anomaly, journaled, and the reference the next report is judged from (one planted
+    far ahead is kept aside: test_anchor.py::test_a_planted_far_ahead_anchor_masks_no_later_rollback)."""
     import json
 
     rig = LinkRig(tmp_path, broker, (TABLE,))
@@ -260,7 +259,8 @@ async def test_an_anchor_message_cannot_stop_the_authority_nor_take_a_newer_anch
             await until(lambda: TABLE in rig.authority.anchors, "the anchor kept")
             await t.mq.publish(TOPICS.up(TABLE), anchor(5))  # back: an older one sent again
             await until(lambda: anomalies(rig, "anchor went back") == 1, "an anomaly")
-            assert rig.authority.anchors[TABLE].seq == 40
+            assert rig.authority.anchors[TABLE].seq == 5
+            assert rig.authority.held[TABLE].suspect is None
             assert isinstance(await t.send(book(2)), schema.Ack)
         assert not rig._tasks["authority"].done()  # never stopped
     finally:

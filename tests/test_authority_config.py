@@ -57,6 +57,7 @@ def base() -> dict[str, Any]:
         "mqtt": {"host": "link.casino.example", "username": "authority"},
         "approvers_file": "approvers.toml",
         "signing_key_file": "link-signing.pem",
+        "anchor": {"syslog": "logs.casino.example:514"},  # off the box: no warning (test_anchor.py)
     }
 
 

@@ -26,6 +26,7 @@ def broken(tmp_path: Path) -> Path:
     doc["meters"]["main"]["reset"] = "5000.00"
     doc["devices"]["sign"]["bus"] = "tabel-bus"
     doc["seets"] = 6
+    doc["anchor"] = {"syslog": "127.0.0.1:514"}  # anchored off the box: the problems alone
     path = write(tmp_path, doc)
     path.chmod(0o600)  # as installed: its supervisors' hashes are the daemon's user's alone (no warning)
     return path
@@ -35,9 +36,11 @@ def test_sound_file_exits_0_with_a_summary(capsys):
     path = str(TABLES / "caribbean-stud.toml")
     assert ctl.main(["check-config", path]) == 0
     out, err = capsys.readouterr()
-    # The example holds (placeholder) hashes inline: a checkout readable by all is warned about, and sound.
+    # The example holds (placeholder) hashes inline: a checkout readable by all is warned about, and sound. It has
+    # no linked meter and no remote syslog: nothing off the box would notice a rollback, which is warned about too.
     exposed = (TABLES / "caribbean-stud.toml").stat().st_mode & 0o077
-    assert [line.split(": ")[1:3] for line in err.splitlines()] == ([["warning", "supervisors"]] if exposed else [])
+    assert [line.split(": ")[1:3] for line in err.splitlines()] == \
+        ([["warning", "supervisors"]] if exposed else []) + [["warning", "anchor.syslog"]]
     lines = out.splitlines()
     assert lines[0] == f"{path}: sound"
     assert lines[1] == "table CS-07: Caribbean Stud Poker (caribbean-stud), 7 seats"

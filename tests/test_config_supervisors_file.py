@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_config import CREDENTIAL, DEVICES, base, dumps, one, write
+from test_config import CREDENTIAL, DEVICES, dumps, one, write
+from test_config import base as table_base
 
 from controller.config import check_config, load_config
 from controller.config.load import DAEMON_USER
@@ -30,6 +31,11 @@ from controller.config.load import DAEMON_USER
 BIN = Path(sys.executable).parent
 CTL = BIN / "progressivectl"
 ENTRY = {"name": "Pit Boss", "credential": CREDENTIAL}
+
+
+def base() -> dict[str, Any]:
+    """The tests' table, anchored off the box (a remote syslog): the warnings here are the supervisors' alone."""
+    return {**table_base(), "anchor": {"syslog": "127.0.0.1:514"}}
 
 
 def with_file(tmp_path: Path, entries: Any = None, *, mode: int = 0o600, ref: str = "supervisors.toml",

@@ -45,6 +45,10 @@ class AnchorMetrics:
         self.anchor_problems = Counter("progressive_ledger_anchor_problems_total",
                                        "Anchors of the journal found missing at a start, or not matching it",
                                        ["problem"], registry=registry)
+        self.off_box = Gauge("progressive_ledger_anchor_off_box",
+                             "1 when the journal's head is anchored off the box (to a link authority or a remote "
+                             "syslog); 0: a rollback of the state and anchor directories together cannot be noticed",
+                             registry=registry)
 
 
 class Anchoring:
@@ -59,6 +63,7 @@ class Anchoring:
         self.metrics = metrics
         self.syslog = syslog
         self.send = send  # off the box through the table's link (to the link authority), or None
+        metrics.off_box.set(0 if syslog is None and send is None else 1)
         self.last: Anchor | None = None
         self._sock: socket.socket | None = None
         self._syslog_addr: tuple[int, Any] | None = None  # (family, address): resolved off the event loop

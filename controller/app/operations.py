@@ -40,10 +40,14 @@ OPERATIONS: Mapping[str, Operation] = {
     # only checks the credential (the pit console's login), through the same throttled check as approve
     "authenticate": Operation(supervisor="required"),
 }
-# The link authority's socket: reads only, and checks a secret for its console's login. Nothing on it moves a meter
-# (docs/security.md).
-AUTHORITY_OPERATIONS: Mapping[str, Operation] = {op: OPERATIONS[op]
-                                                 for op in ("status", "meters", "meter_series", "authenticate")}
+# The link authority's socket: reads, checks a secret for its console's login, and clears a planted anchor with one.
+# Nothing on it moves a meter (docs/security.md).
+AUTHORITY_OPERATIONS: Mapping[str, Operation] = {
+    **{op: OPERATIONS[op] for op in ("status", "meters", "meter_series", "authenticate")},
+    # The one change it takes: a supervisor clears the anchor of a table kept aside as planted (journaled, with their
+    # name). It moves no meter.
+    "clear_anchor": Operation(("table", "seq"), supervisor="required"),
+}
 
 
 def check_arguments(op: str, args: Mapping[str, Any], operations: Mapping[str, Operation] = OPERATIONS) -> None:

@@ -22,7 +22,7 @@ from .common import EXIT_UNAVAILABLE, Exit, dump_json, no_such_meter, read_secre
 # Arguments of a request the daemon may name in a refusal, and the option the user typed them with.
 _OPTION_OF = {"supervisor": "--supervisor", "reason": "--reason", "dealt": "--dealt", "meter": "--meter",
               "limit": "--limit", "round_id": "ROUND_ID", "stub": "STUB", "seat": "SEAT", "cards": "CARDS",
-              "claim_id": "CLAIM_ID", "spot": "--spot"}
+              "claim_id": "CLAIM_ID", "spot": "--spot", "table": "TABLE", "seq": "--seq"}
 
 
 def _live_options(p: argparse.ArgumentParser, json_option: bool = False) -> None:
@@ -132,6 +132,15 @@ def add_parsers(sub: Any) -> None:
     _supervisor_options(j)
     _live_options(j, json_option=True)
     j.set_defaults(handler=_cmd_reject)
+
+    x = sub.add_parser("clear-anchor", help="at the link authority: a supervisor clears the anchor of a table kept "
+                                            "aside as planted (--socket: the authority's socket)")
+    x.add_argument("table", metavar="TABLE", help="the linked table whose anchor is kept aside")
+    x.add_argument("--seq", required=True, metavar="N",
+                   help="the entry number of the anchor kept aside, as the authority's status shows it")
+    _supervisor_options(x)
+    _live_options(x, json_option=True)
+    x.set_defaults(handler=_cmd_clear_anchor)
 
 
 def _offline(args: argparse.Namespace) -> bool:
@@ -317,6 +326,9 @@ def _authority_lines(st: dict[str, Any]) -> list[str]:
         out.append(f"{_text(t.get('table'))}: {'online' if t.get('online') else 'OFFLINE'} since {_text(t.get('since'))}"
                    f" ({_text(t.get('why'))}); last answered: "
                    + (f"#{_text(ack.get('seq'))} {_text(ack.get('outcome'))} at {_text(ack.get('at'))}" if ack else "none"))
+        if isinstance(sus := t.get("anchor_suspect"), dict):
+            out.append(f"  anchor kept aside as planted: seq {_text(sus.get('seq'))} ({_text(sus.get('reports'))} "
+                       "report(s)); a supervisor clears it: progressivectl clear-anchor")
     return out
 
 
@@ -438,6 +450,15 @@ def _draws_line(draws: dict[str, Any]) -> str:
 
 def _cmd_approve(args: argparse.Namespace) -> int:
     return _supervised(args, "approve", claim_id=args.claim_id)
+
+
+def _cmd_clear_anchor(args: argparse.Namespace) -> int:
+    if not args.table.strip():
+        raise InputError("TABLE", "is empty: name the linked table")
+    if len(args.seq.strip()) > 19:  # before int(): a number of thousands of digits is refused in one line
+        raise InputError("--seq", f"must be a whole number, 1..{2**63 - 1}, not {args.seq[:30]!r}...")
+    seq = _count(args.seq, "--seq", least=1, most=2**63 - 1)
+    return _supervised(args, "clear_anchor", table=args.table.strip(), seq=seq)
 
 
 def _cmd_reject(args: argparse.Namespace) -> int:

@@ -188,6 +188,7 @@ class _AuthorityChecker(_Checker):
         signing_key = self._signing_key(doc["signing_key_file"]) if "signing_key_file" in doc else None
         self._supervisor_source(doc, source, source_stat)  # the table's own checks, warnings included
         self._anchor(doc.get("anchor"), state_dir)
+        self._anchor_off_box(False, authority=True)
         self._report(doc.get("report"))
         if isinstance(doc.get("report"), dict) and "dir" in doc["report"]:
             self.add("report.dir", "the link authority writes no gaming day report (its plots read the journal)",

@@ -53,6 +53,18 @@ class AnchorChecks(Checker):
         if ok:
             self.anchor = AnchorConfig(file, key_file, syslog)
 
+    def _anchor_off_box(self, linked: bool, *, authority: bool = False) -> None:
+        """A warning when nothing keeps the journal's head off the box: a copy of the state directory put back with
+        the anchor directory of the same time is then a journal that holds its anchor, and nobody can tell."""
+        if linked or self.anchor.syslog is not None or any(p.path.startswith("anchor") for p in self.problems.items):
+            return
+        where = "the link authority's journal is anchored off its box only" if authority else \
+            "this table has no linked meter, so its journal is anchored off the box only"
+        self.warnings.add("anchor.syslog", "no anchor off the box: a rollback of the state directory and the anchor "
+                          f"directory together cannot be noticed ({where} by a remote syslog)",
+                          '[anchor] syslog = "logs.casino.example:514", a collector this box cannot write back to '
+                          "(docs/security.md)")
+
 
 def _inside(path: Path, directory: Path) -> bool:
     """Whether `path` is `directory` or under it (symbolic links resolved where they exist)."""

@@ -133,6 +133,7 @@ class _Checker(MeterChecks, WagerChecks, CardChecks, DeviceChecks, SupervisorChe
         self._logging(doc.get("logging"))
         self._mqtt(doc.get("mqtt"), table)
         self._anchor(doc.get("anchor"), state_dir)
+        self._anchor_off_box(any(self.meter_linked.values()))
         self._report(doc.get("report"))
 
         if self.problems or self.game is None or self.seats is None or table is None or state_dir is None:

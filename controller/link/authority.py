@@ -19,6 +19,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import structlog
@@ -38,9 +39,9 @@ from ..ledger import Ledger, software_digest
 from ..ledger.chain import format_time, utc_now
 from ..ledger.errors import KeyConflict
 from ..ledger.reader import Found, JournalReader
-from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, Meters, MetersReducer, configure_meter
+from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, TABLE_ANCHOR_CLEARED, Meters, MetersReducer, configure_meter
 from ..money import format_cents, parse_cents
-from . import approval, schema, signing
+from . import anchors, approval, schema, signing
 from .journal_keys import last_link_seqs
 from .liveness import Liveness, table_json
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
@@ -94,6 +95,9 @@ class AuthorityMetrics:
                                    "The number of the table's last operation the authority journaled and answered",
                                    ["table"], registry=r)
         self.anchors = AnchorMetrics(r)
+        self.anchor_suspect = Gauge("progressive_link_table_anchor_suspect",
+                                    "1 while an anchor of the table's journal further ahead than it could have grown "
+                                    "is kept aside as planted, until a supervisor clears it", ["table"], registry=r)
         self.auth = AuthMetrics(r)  # the console's logins, checked as at a table
         ProcessCollector(registry=r)  # process_start_time_seconds: a restart shows as its change
         for reason in DROPPED:
@@ -117,7 +121,8 @@ class LinkAuthority:
         self.ledger: Ledger[Meters] | None = None
         self.keys: JournalReader | None = None
         self.next_seq: dict[str, int] = {}
-        self.anchors: dict[str, schema.JournalAnchor] = {}  # table -> the last anchor of its journal it sent
+        self.anchors: dict[str, schema.JournalAnchor] = {}  # table -> the reference anchor of its journal (held)
+        self.held: dict[str, anchors.TableAnchors] = {}  # table -> its reference and the anchor kept aside
         self._hellos: dict[str, str] = {}  # table -> the nonce of its last hello, named in each `expect`
         # Who approves payments from the linked meters (name -> approval key): none listed, none is paid.
         self.approvers: Mapping[str, bytes] = cfg.approvers
@@ -164,10 +169,7 @@ class LinkAuthority:
                 if t in self.liveness.tables:  # answered before this start: when is in the journal, not here
                     self.liveness.answered(t, n - 1, "journaled", None)
                     self.metrics.table_ack_seq.labels(t).set(n - 1)
-            for _key, found in self.keys.entries(ANCHOR_PREFIX):
-                a = _journaled_anchor(found.body)
-                if a.table not in self.anchors or a.seq > self.anchors[a.table].seq:
-                    self.anchors[a.table] = a
+            self._held_anchors(self.keys.entries(ANCHOR_PREFIX))
         except BaseException:
             led.close()
             raise
@@ -445,29 +447,89 @@ class LinkAuthority:
         return "approval", problem
 
     async def _keep_anchor(self, a: schema.JournalAnchor) -> None:
-        """A table's journal head, kept off its box (docs/security.md): journaled once, the highest remembered and
-        sent back at each connection. An anchor going back is an anomaly and is not kept: an older anchor file put
-        back with an older journal cannot replace the newer one here. (One planted far ahead without the journal
-        key is reported by a keyed table at each connection: controller.app.anchoring.)"""
+        """A table's journal head, kept off its box (docs/security.md): every report journaled with its verdict
+        (controller.link.anchors), the reference sent back at each connection. Behind the reference is an alert
+        (`anchor went back`) and the new reference; further ahead than the table's journal could have grown is an
+        alert (`anchor far ahead`), kept aside and never the reference."""
         assert self.ledger is not None
-        kept = self.anchors.get(a.table)
-        if kept is not None and a.seq <= kept.seq:
-            if a.seq < kept.seq:
-                self.metrics.anomalies.labels(a.table, "anchor went back").inc()
-                self._log_limited("anchor-back:" + a.table, "a table's anchor went back: not kept (its journal "
-                                  "rolled back, or the anchor planted)", table=a.table, seq=a.seq, kept=kept.seq)
-            return
-        now = time.monotonic()
-        if now - self._anchored_at.get(a.table, -ANCHOR_EVERY_S) < ANCHOR_EVERY_S:
+        now = time.time()
+        held = self.held.get(a.table, anchors.TableAnchors())
+        verdict = anchors.judge(held, a, now)
+        if verdict == "repeat":
+            return  # sent again at a connection: journaled when it came first
+        # One report a second per table and budget: a flood of planted anchors spends the alerts' budget, not the
+        # one true reports are accepted under.
+        budget = f"{a.table}:{'accepted' if verdict == 'accepted' else 'alert'}"
+        tick = time.monotonic()
+        if tick - self._anchored_at.get(budget, -ANCHOR_EVERY_S) < ANCHOR_EVERY_S:
             self._drop("anchor_too_often", table=a.table)
             return
-        self._anchored_at[a.table] = now
-        body = {"table": a.table, "seq": a.seq, "hash": a.hash, "at": a.at, **({"mac": a.mac} if a.mac else {})}
+        self._anchored_at[budget] = tick
+        body = {"table": a.table, "seq": a.seq, "hash": a.hash, "at": a.at, **({"mac": a.mac} if a.mac else {}),
+                "verdict": verdict, "received": format_time(datetime.fromtimestamp(now, timezone.utc))}
         try:
-            await self.ledger.submit_async(TABLE_ANCHOR, body, f"{ANCHOR_PREFIX}{a.table}:{a.seq}")
+            await self.ledger.submit_async(TABLE_ANCHOR, body, f"{ANCHOR_PREFIX}{a.table}:{a.seq}:{time.time_ns()}")
         except KeyConflict:
-            return  # this entry anchored before (with another time): the first stays
-        self.anchors[a.table] = a
+            return  # two reports within the clock's tick: cannot happen with one worker a table
+        ref = held.reference.anchor.seq if held.reference is not None else None
+        self.held[a.table] = anchors.after(self.held.get(a.table, anchors.TableAnchors()), verdict,
+                                           anchors.Report(a, now))
+        self._held_changed(a.table)
+        if verdict == "behind":
+            self.metrics.anomalies.labels(a.table, "anchor went back").inc()
+            self._log_limited("anchor-back:" + a.table, "a table's anchor went back: its journal rolled back or was "
+                              "rewritten, or an anchor was sent with its credentials (judged from it now)",
+                              table=a.table, seq=a.seq, hash=a.hash, reference=ref)
+        elif verdict == "suspect":
+            self.metrics.anomalies.labels(a.table, "anchor far ahead").inc()
+            assert held.reference is not None
+            self._log_limited("anchor-ahead:" + a.table, "a table's anchor is further ahead than its journal could "
+                              "have grown: kept aside as planted, not taken as the reference (a supervisor clears it: "
+                              "progressivectl clear-anchor)", table=a.table, seq=a.seq, reference=ref,
+                              furthest=anchors.furthest(held.reference, now))
+
+    def _held_anchors(self, entries: list[tuple[str, Found]]) -> None:
+        """The tables' anchors as the journal's reports and clearings left them (at start, in a thread)."""
+        now = time.time()
+        for _key, found in entries:
+            t = found.body.get("table") if isinstance(found.body, dict) else None
+            if isinstance(t, str):
+                self.held[t] = _replayed(self.held.get(t, anchors.TableAnchors()), found, now)
+        for t in self.held:
+            self._held_changed(t)
+        for t in self.cfg.tables:
+            self.metrics.anchor_suspect.labels(t).set(1 if t in self.held and self.held[t].suspect else 0)
+
+    def _held_changed(self, table: str) -> None:
+        held = self.held[table]
+        if held.reference is not None:
+            self.anchors[table] = held.reference.anchor
+        self.metrics.anchor_suspect.labels(table).set(0 if held.suspect is None else 1)
+
+    async def _clear_anchor(self, args: dict[str, Any]) -> dict[str, Any]:
+        """A supervisor clears the anchor kept aside for a table (planted far ahead), journaled with their name."""
+        assert self.ledger is not None
+        table, seq = args.get("table"), args.get("seq")
+        if not isinstance(table, str) or table not in self.cfg.tables:
+            raise InputError("table", f"{table!r} is not a table of this authority ({', '.join(self.cfg.tables)})")
+        if isinstance(seq, bool) or not isinstance(seq, int) or not 1 <= seq < 2**63:
+            raise InputError("seq", "must be the entry number of the anchor kept aside (status: anchor_suspect.seq)")
+        who = await self._authenticate(args)
+        held = self.held.get(table, anchors.TableAnchors())
+        if held.suspect is None:
+            raise InputError("table", f"no anchor of table {table} is kept aside: nothing to clear")
+        if held.suspect.anchor.seq != seq:
+            raise InputError("seq", f"the anchor kept aside for table {table} is at entry {held.suspect.anchor.seq}, "
+                             f"not {seq}")
+        body = {"table": table, "seq": seq, "hash": held.suspect.anchor.hash, "suspects": held.suspects,
+                "cleared_by": who, "at": format_time(utc_now())}
+        receipt = await self.ledger.submit_async(TABLE_ANCHOR_CLEARED, body,
+                                                 f"{ANCHOR_PREFIX}{table}:cleared:{time.time_ns()}")
+        self.held[table] = anchors.cleared(self.held.get(table, held))
+        self._held_changed(table)
+        log.warning("a table's anchor kept aside cleared", table=table, seq=seq, suspects=held.suspects,
+                    cleared_by=who, entry=receipt.seq)
+        return {"table": table, "cleared": seq, "suspects": held.suspects, "cleared_by": who, "entry": receipt.seq}
 
     def _hit_of(self, op: schema.Op) -> tuple[int, int]:
         """(seat, shares) of a hit: in a lock's body, or in the lock that a payment or release settles."""
@@ -479,15 +541,15 @@ class LinkAuthority:
         lock = meter.locked.get(claim) if meter is not None and isinstance(claim, str) else None
         return (lock.seat, lock.shares) if lock is not None else (0, 1)
 
-    # --- the control socket (read only) ----------------------------------------------------------------
+    # --- the control socket (reads, and a supervisor's clearing of a planted anchor) ----------------------
 
     async def call(self, op: str, args: dict[str, Any]) -> Any:
-        """The authority's control socket: reads only, and checks a supervisor's secret for the console's login
-        (docs/operations.md). Nothing on it moves a meter."""
+        """The authority's control socket: reads, checks a supervisor's secret for the console's login, and clears a
+        planted anchor on a supervisor's secret (docs/operations.md). Nothing on it moves a meter."""
         if op not in AUTHORITY_OPERATIONS:
             if op in OPERATIONS:
                 raise NotAvailable(f"{op}: not offered by the link authority: its socket answers "
-                                   f"{', '.join(AUTHORITY_OPERATIONS)} only (it changes nothing)")
+                                   f"{', '.join(AUTHORITY_OPERATIONS)} only (it moves no meter)")
             raise UnknownOp(op)
         check_arguments(op, args, AUTHORITY_OPERATIONS)
         if self.ledger is None:
@@ -498,6 +560,8 @@ class LinkAuthority:
             return await self.series.answer(args)
         if op == "authenticate":
             return {"supervisor": await self._authenticate(args)}
+        if op == "clear_anchor":
+            return await self._clear_anchor(args)
         return self.status()
 
     async def _authenticate(self, args: dict[str, Any]) -> str:
@@ -520,7 +584,8 @@ class LinkAuthority:
                         "locked": [{"claim": c, "amount": format_cents(lk.amount_cents), "table": lk.table,
                                     "seat": lk.seat} for c, lk in sorted(s.locked.items())]}
                        for m, s in sorted(self.ledger.state.items())],
-            "tables": [table_json(t, st, (a.seq, a.at) if (a := self.anchors.get(t)) else None)
+            "tables": [{**table_json(t, st, (a.seq, a.at) if (a := self.anchors.get(t)) else None),
+                        "anchor_suspect": _suspect_json(self.held.get(t))}
                        for t, st in self.liveness.tables.items()],
             "ledger_head_seq": self.ledger.head.seq,
             "uptime_seconds": round(time.monotonic() - self._started),
@@ -618,6 +683,33 @@ class _HitRate:
 
 def _journaled_anchor(body: dict[str, Any]) -> schema.JournalAnchor:
     return schema.JournalAnchor(body["table"], body["seq"], body["hash"], body["at"], body.get("mac"))
+
+
+def _replayed(held: anchors.TableAnchors, found: Found, now: float) -> anchors.TableAnchors:
+    """`held` after one journaled report or clearing. A report journaled before verdicts (the highest was kept)
+    is taken as the reference when higher, as then, received at this start."""
+    if found.kind == TABLE_ANCHOR_CLEARED:
+        return anchors.cleared(held)
+    if found.kind != TABLE_ANCHOR:
+        return held
+    a = _journaled_anchor(found.body)
+    verdict, received = found.body.get("verdict"), found.body.get("received")
+    if verdict not in anchors.VERDICTS:
+        if held.reference is None or a.seq > held.reference.anchor.seq:
+            return anchors.after(held, "accepted", anchors.Report(a, now))
+        return held
+    try:
+        when = datetime.fromisoformat(received).timestamp() if isinstance(received, str) else now
+    except ValueError:
+        when = now
+    return anchors.after(held, verdict, anchors.Report(a, when))
+
+
+def _suspect_json(held: anchors.TableAnchors | None) -> dict[str, Any] | None:
+    if held is None or held.suspect is None:
+        return None
+    a = held.suspect.anchor
+    return {"seq": a.seq, "hash": a.hash, "at": a.at, "reports": held.suspects}
 
 
 def _foreign(op: schema.Op, meters: Meters) -> tuple[str, str] | None:
