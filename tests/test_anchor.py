@@ -585,7 +585,7 @@ async def test_a_planted_far_ahead_anchor_masks_no_later_rollback(tmp_path):
     from controller.ledger.reader import JournalReader
     from controller.link.client import TableLink
     from controller.link.mqtt import MqttLink
-    from controller.link.schema import Topics
+    from controller.link.schema import VERSION, Topics
 
     from broker import require_mosquitto, start_broker
     from linkrig import METER, PREFIX, AuthorityProcess, authority_doc, mqtt_config, supervisors_file
@@ -643,7 +643,7 @@ async def test_a_planted_far_ahead_anchor_masks_no_later_rollback(tmp_path):
         await stop_link()  # the broker takes one client a user: the planter pushes the table off while it plants
         with _journal(tmp_path / "cs-01") as led:
             planter = MqttLink(broker.settings("cs-01"), ())
-            planted = json.dumps({"v": 1, "type": "anchor", "table": "cs-01", "seq": 10**15, "hash": "ab" * 32,
+            planted = json.dumps({"v": VERSION, "type": "anchor", "table": "cs-01", "seq": 10**15, "hash": "ab" * 32,
                                   "at": "2026-12-01T00:00:00Z"}).encode()
             ran = asyncio.create_task(planter.run(lambda *_: None))
             try:

@@ -334,7 +334,9 @@ async def test_a_later_share_refused_after_the_first_was_paid_is_not_sent_again_
                                                                                            monkeypatch):
     """A dealer's-hand award shared by two seats: the first share paid, the second refused by the authority (its
     approvers changed in between). The claim stays being paid (one share is), the refusal is logged once, and the
-    refused payment is not sent again (before, about 400 times a second, and again after each restart)."""
+    refused payment is not sent again (before, about 400 times a second, and again after each restart). A supervisor
+    approves the refused share again once the authority verifies them: it is paid, and the round settles (before,
+    nothing could end such a claim)."""
     from structlog.testing import capture_logs
 
     from controller.link import approval
@@ -360,10 +362,24 @@ async def test_a_later_share_refused_after_the_first_was_paid_is_not_sent_again_
         refusals = [e for e in logs if e["event"] == "the link authority refused a payment"]
         assert len(refusals) == 1 and refusals[0]["paid_before"] == [0], refusals
         c = daemon.desk.state.get(got["claim_id"])
-        assert c.status == "paying" and c.paid == (0,)
+        assert c.status == "paying" and c.paid == (0,) and c.refused == (1,)
         assert len(link.meter().history) == 1  # the first share, once
         with pytest.raises(RulesError, match="is being paid"):
             await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+        # The way out: the approvers agree again, and a supervisor approves the refused share again; it is paid
+        # once (under a key of its own), the first share is not paid again, and the round settles.
+        monkeypatch.setattr(approval, "check", real)
+        done = await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        assert "approved by floor-1 and paid" in done["message"], done
+        await answered(daemon)
+        assert shares(link.meter()) == sorted(shares(link.meter())) and [s for s, _c, _n in shares(link.meter())] \
+            == [2, 5]
+        assert link.meter().owed_cents == 0
+        with pytest.raises(RulesError, match="was paid"):
+            await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+        await answered(daemon)
+        assert not link.meter().open_rounds
 
 
 async def test_an_approval_the_authority_cannot_verify_is_never_shown_paid(tmp_path, broker):

@@ -523,3 +523,52 @@ def test_release_after_other_tables_played_keeps_their_contributions(p, data):
     assert back.current + back.overflow == never.current + never.overflow
     if le.meter_after <= le.meter_before:  # no overflow carried onto the meter by the lock's reset
         assert back.current == never.current and back.overflow == never.overflow
+
+
+def test_one_percentage_award_a_round_seat_and_hand_whatever_the_claim_id():
+    """A hand paid, or locked and not released, is not taken again under another claim id (a second claim of the
+    hand, or a lock someone sent in the table's name); a released one may be locked again; another seat's or hand's
+    is its own."""
+    s = run(initial_state(params()), book(wagers=((3, 500), (4, 500))))[0]
+    locked = apply(s, lock(claim="c1"))[0]
+    assert "is locked under claim c1" in refused(locked, lock(claim="c2"), "hand")
+    assert "is locked under claim c1" in refused(locked, pct(), "hand")
+    paid = apply(locked, pay("c1"))[0]
+    assert "was paid in round r1" in refused(paid, lock(claim="c2"), "hand")
+    assert "was paid in round r1" in refused(paid, pct(), "hand")
+    apply(paid, lock(claim="c3", seat=4))  # another seat
+    apply(paid, lock(claim="c3", hand="straight-flush", percent=10))  # another hand of the seat
+    back = apply(locked, release("c1"))[0]
+    apply(back, lock(claim="c2"))  # released: nothing was paid
+    direct = apply(s, pct())[0]
+    assert "was paid in round r1" in refused(direct, lock(claim="c2"), "hand")
+    assert state_from_dict(json.loads(json.dumps(state_to_dict(paid)))) == paid  # `awarded` in the snapshot
+    assert "awarded" not in json.dumps(state_to_dict(s))  # only when there is one: older snapshots as they were
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st_params(), st.data())
+def test_random_locks_payments_and_releases_pay_each_hand_at_most_once(p, data):
+    """Any sequence of locks (under fresh or reused claim ids, for any seat and hand), payments, releases and
+    direct percentage payments: at most one percentage award is paid per round, seat and hand, and the invariant
+    holds after each step."""
+    s = _random_state(p, data, data.draw(st.integers(0, 5)))
+    hands = ("royal-flush", "straight-flush")
+    for step in range(data.draw(st.integers(1, 25))):
+        what = data.draw(st.sampled_from(("lock", "lock", "pay", "release", "direct")))
+        claim = f"c{data.draw(st.integers(1, 4))}"
+        seat, hand = data.draw(st.sampled_from((1, 2, 3))), data.draw(st.sampled_from(hands))
+        percent = 100 if hand == "royal-flush" else 10
+        op = {"lock": lambda: lock("rx", seat, percent, claim, hand=hand, at=AT + timedelta(seconds=step)),
+              "pay": lambda: pay(claim), "release": lambda: release(claim),
+              "direct": lambda: PayPercentAward("rx", "t1", seat, hand, f"{percent}% of meter", Fraction(percent), AT,
+                                                "sup-17")}[what]()
+        try:
+            s = apply(s, op)[0]
+        except RulesError:
+            continue
+        assert invariant_holds(s)
+        paid = [(h.seat, h.hand) for h in s.history if h.round_id == "rx" and h.award.endswith("% of meter")]
+        assert len(paid) == len(set(paid)), paid
+        held = [(a.seat, a.hand) for a in s.locked.values() if a.round_id == "rx"]
+        assert len(held) == len(set(held)) and not set(held) & set(paid), (held, paid)

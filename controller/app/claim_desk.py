@@ -291,7 +291,8 @@ class ClaimDesk:
                                          "are void (§ 667a.8(h)); reject the claim, or a supervisor voids the round")
         approvals: tuple[tuple[int, str, str], ...] = ()
         port = self.meters.port(c.meter)
-        if port.linked and c.status == "pending" and approver_key is not None:
+        again = c.status == "paying" and bool(c.refused)  # a later share the authority refused: approved again
+        if port.linked and (c.status == "pending" or again) and approver_key is not None:
             assert self.meters.linked is not None
             if not self.meters.linked.is_approver(who):  # refused here, before anything moves
                 raise RulesError("supervisor", f"{who} is not an approver of the link authority: its payments from "
@@ -300,7 +301,10 @@ class ClaimDesk:
                                                "approval-key)")
             approvals = self.meters.linked.approvals(replace(c, by=who), self.cfg.table, approver_key)
         effects = self._step(cm.Approve(c.id, who, approvals))
-        log.info("claim approved", claim=c.id, by=who)
+        if again:
+            self._refused -= {(c.id, i) for i in c.refused}
+        log.info("claim approved" if not again else "claim's refused payouts approved again", claim=c.id, by=who,
+                 **({"payouts": list(c.refused)} if again else {}))
         await self._run(effects)
         if port.linked:  # paid when the link authority has verified the approval
             await self._until(lambda: (self._get(c.id) or c).status != "paying", LINK_ANSWER_S)
@@ -497,12 +501,13 @@ class ClaimDesk:
 
     async def _pay(self, cid: str, i: int) -> list[cm.Effect]:
         c = self.state.get(cid)
-        if c.status != "paying" or i in c.paid:
+        if c.status != "paying" or i in c.paid or i in c.refused:
             return []  # decided meanwhile (a payment of the claim refused): nothing more of it is sent
         p = c.payouts[i]
         port = self.meters.port(c.meter)
         op = payout_op(c, i, self.cfg.table, utc_now())
-        signed = next(({"by": by, "mac": mac} for j, by, mac in c.approvals if j == i), None)
+        latest = c.approval_of(i)
+        signed = None if latest is None else {"by": latest[0], "mac": latest[1]}
         if port.linked:
             # On a linked meter the authority may refuse an approved payment. So the claim's approved payments go one
             # at a time, each after the one before is confirmed, and its other payouts (an Envy Bonus) only after
@@ -587,7 +592,9 @@ class ClaimDesk:
         key = payout_key(c.round_id, c.seat, c.spot, i)
         again = any(x.status == "refused" and x.seat == c.seat and x.spot == c.spot and x.id != c.id
                     for x in self.state.claims)
-        return f"{key}:{c.id}" if again else key
+        key = f"{key}:{c.id}" if again else key
+        n = c.approvals_of(i)  # approved again after a refusal: a payment of its own, under a key of its own
+        return f"{key}:approval-{n}" if n > 1 else key
 
     def _count_payout(self, c: Claim, i: int, result: Mapping[str, Any]) -> None:
         p = c.payouts[i]

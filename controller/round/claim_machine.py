@@ -32,7 +32,9 @@ from ..settlement import Payout
 from .claims import OPEN, Claim, RoundClaims, claim_refusal, status_text
 from .model import Note
 
-EVENTS = ("claimed", "locked", "approved", "paid", "rejected", "voided", "refused")
+EVENTS = ("claimed", "locked", "approved", "paid", "rejected", "voided", "refused", "share-refused",
+          "reapproved")
+REPEATED = frozenset({"share-refused", "reapproved"})  # events a claim may go through more than once
 
 
 # --- inputs ------------------------------------------------------------------------------------
@@ -127,6 +129,9 @@ class Record:
 
     @property
     def key(self) -> str:
+        if self.event in REPEATED:  # may come more than once: the approvals and refusals so far tell them apart
+            c = self.claim
+            return f"{c.id}:{self.event}-{len(c.approvals)}" + "".join(f"-{i}" for i in c.refused)
         return f"{self.claim.id}:{self.event}"
 
 
@@ -279,6 +284,12 @@ def _lock_refused(rc: RoundClaims, e: LockRefused) -> ClaimStep:
 
 def _approve(rc: RoundClaims, e: Approve) -> ClaimStep:
     c = rc.get(e.claim_id)
+    if c.status == "paying" and c.refused:
+        # The way out of a claim whose later share the authority refused after the first was paid: a supervisor it
+        # verifies approves those payouts again; each approval is a payment of its own (its key names it).
+        again = tuple(a for a in e.approvals if a[0] in c.refused)
+        c = replace(c, by=e.by, approvals=(*c.approvals, *again), refused=())
+        return _with(rc, c, [Record(c, "reapproved"), *(Pay(c.id, i) for i in c.unpaid)])
     if c.status != "pending":
         raise RulesError("claim_id", f"{c.id} {status_text(c)}")
     c = replace(c, status="paying", by=e.by, approvals=e.approvals)
@@ -303,12 +314,15 @@ def _paid(rc: RoundClaims, e: Paid) -> ClaimStep:
 def _pay_refused(rc: RoundClaims, e: PayRefused) -> ClaimStep:
     """A payment the link authority refused (final): with nothing of the claim paid, the claim ends refused and its
     locks go back to the meter (the hand may be claimed again, and approved by a supervisor the authority verifies);
-    with a share already paid it stays being paid, for the log and a person to settle."""
+    with a share already paid it stays being paid, the payout marked refused, until a supervisor the authority
+    verifies approves it again (_approve)."""
     c = rc.get(e.claim_id)
-    if c.status != "paying" or e.index in c.paid:
+    if c.status != "paying" or e.index in c.paid or e.index in c.refused:
         return ClaimStep(rc)
-    if c.paid:
-        return ClaimStep(rc, (Note("payout refused", {"claim": c.id, "payout": e.index, "error": e.problem}),))
+    if c.paid:  # the claim stays being paid until a supervisor the authority verifies approves the payout again
+        c = replace(c, refused=tuple(sorted((*c.refused, e.index))))
+        return _with(rc, c, [Record(c, "share-refused"),
+                             Note("payout refused", {"claim": c.id, "payout": e.index, "error": e.problem})])
     c = replace(c, status="refused", reason=f"the link authority refused payout {e.index}: {e.problem}")
     releases = [Release(c.id, i, "controller", "its payment was refused") for i in c.locks]
     return _with(rc, c, [Record(c, "refused"), *releases, Note("claim refused", {"claim": c.id, "error": c.reason})])

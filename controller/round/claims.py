@@ -103,6 +103,17 @@ class Claim:
     # The number and nonce the authority gave each lock (payout, number, nonce): the approval of its payment names
     # them, so that it pays that lock only (controller.link.approval).
     lock_numbers: tuple[tuple[int, int, str], ...] = ()
+    # Payouts whose payment the link authority refused after others of the claim were paid (a later share of a
+    # shared award): the claim is being paid still, and waits for a supervisor to approve them again.
+    refused: tuple[int, ...] = ()
+
+    def approval_of(self, i: int) -> tuple[str, str] | None:
+        """(by, mac) of payout `i`'s latest approval (an approval again after a refusal comes last)."""
+        return next(((by, mac) for j, by, mac in reversed(self.approvals) if j == i), None)
+
+    def approvals_of(self, i: int) -> int:
+        """How many times payout `i` was approved (its payment's key names the later ones: each is a payment)."""
+        return sum(1 for j, _by, _mac in self.approvals if j == i)
 
     @property
     def on_dealer(self) -> bool:
@@ -461,6 +472,7 @@ def claim_to_json(c: Claim) -> dict[str, Any]:
         "locks": list(c.locks), "locked": list(c.locked), "paid": list(c.paid),
         **({"approvals": [list(a) for a in c.approvals]} if c.approvals else {}),
         **({"lock_numbers": [list(n) for n in c.lock_numbers]} if c.lock_numbers else {}),
+        **({"refused": list(c.refused)} if c.refused else {}),
     }
 
 
@@ -487,7 +499,10 @@ def claim_from_json(d: object, field_prefix: str = "claim") -> Claim:
     payouts = tuple(_payout_from_json(p, f"{field_prefix}.payouts[{i}]")
                     for i, p in enumerate(f.array("payouts")))
     indices = {}
-    for name in ("locks", "locked", "paid"):
+    for name in ("locks", "locked", "paid", "refused"):
+        if name == "refused" and name not in m:  # only when there are: older records as they were
+            indices[name] = ()
+            continue
         values = f.array(name)
         if any(isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < len(payouts) for i in values):
             raise InputError(f"{field_prefix}.{name}", f"must be payout indices 0..{len(payouts) - 1}")
