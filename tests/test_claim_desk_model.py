@@ -516,6 +516,76 @@ class LinkedClaimDeskModel(ClaimDeskModel):
     def history(self) -> list[tuple]:
         return [h for h in super().history() if h[0] != "bonus"]
 
+    @precondition(lambda self: self.dealing and self._round_claims())
+    @rule(data=st.data())
+    def approve(self, data):
+        """As on a table's own meter; on the linked one, every other approval of a pending claim is made while the
+        broker forges answers (below): pending claims are few, and each is worth the attack."""
+        pending = [c for c, m in self.claims.items() if m["round"] == self.rid() and m["status"] == "pending"]
+        if pending and not self.void_requested and data.draw(st.booleans()):
+            self.approve_through_forged_and_lost_answers(data, data.draw(st.booleans()))
+        else:
+            super().approve(data)
+
+    def approve_through_forged_and_lost_answers(self, data, lose):
+        """An approval while the broker forges the authority's answers to the table's payments (a refusal and an
+        acknowledgement naming each payment exactly, and a meter value of $10.00, none signed), and, with `lose`,
+        the authority's first answer to a payment lost on the way (the table sends it again and the authority
+        answers from its journal). Paid once, on the true answers only (docs/security.md)."""
+        import json
+
+        from controller.app import claim_desk
+        from controller.link import schema
+
+        cid = self._pick(data, ("pending",))
+        if cid is None:
+            return
+        link, authority, h = self.d.link, self.link_rig.authority, self.h
+        assert authority is not None
+        real_reply, lost = authority._reply, []
+
+        async def lossy(table, msg):
+            if isinstance(msg, schema.Ack) and not lost:
+                lost.append(msg.seq)
+                return
+            await real_reply(table, msg)
+
+        def forge() -> None:
+            down, meter = link.topics.down("CS-07"), link.topics.meter(next(iter(link.values)))
+            for sent in list(link.outbox.pending.values()):
+                digest = schema.op_digest(schema.Op("CS-07", sent.seq, sent.kind, sent.linked, dict(sent.body),
+                                                    None if sent.approval is None else dict(sent.approval)))
+                for forged in ({"type": "refused", "field": "approval", "message": "does not verify"},
+                               {"type": "ack", "entry": 1, "result": {"paid": "0.01"}}):
+                    link._on_message(down, json.dumps({"v": schema.VERSION, "seq": sent.seq, "op": digest,
+                                                       **forged}).encode())
+            link._on_message(meter, json.dumps({"v": schema.VERSION, "type": "meter", "meter": meter.split("/")[-1],
+                                                "amount": "10.00", "reset": "10.00", "entry": 10**9, "at": "2099",
+                                                "locked": []}).encode())
+
+        if lose:
+            authority._reply = lossy
+        waited, claim_desk.LINK_ANSWER_S = claim_desk.LINK_ANSWER_S, 10.0  # through a resend (2 s)
+        try:
+            approval = h.loop.create_task(self.d.call("approve", {"claim_id": cid, **FLOOR}))
+            h.requests.append(approval)
+
+            async def forging():
+                while not approval.done():
+                    forge()
+                    await asyncio.sleep(0.005)
+            h.run(forging())
+            got = approval.result()
+        finally:
+            authority._reply, claim_desk.LINK_ANSWER_S = real_reply, waited
+        h.run(h.settled())
+        assert "approved by" in got["message"] and "paid" in got["message"], got
+        assert link.rejected.get("not_signed", 0) > 0
+        assert all(v.entry < 10**9 and v.cents >= 1_000_000 for v in link.values.values()), link.values
+        event("approved through forged answers" + (", one answer lost" if lost else ""))
+        self.claims[cid]["status"] = "paid"
+        self.paid_in_round = True
+
     def linked_history(self) -> list[tuple]:
         a = self.link_rig.authority
         if a is None or a.ledger is None:
