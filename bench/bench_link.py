@@ -416,6 +416,7 @@ class Authority:
     def __init__(self, work: Path, broker: Any, tables: tuple[str, ...], name: str, *, heartbeat: float = 1.0,
                  profile: Path | None = None, protocol: str | None = None) -> None:
         from broker import free_port
+        from linkrig import approvers_file, signing_key_file
 
         self.broker, self.tables, self.name = broker, tables, name
         self.dir = work / f"authority-{name}"
@@ -432,6 +433,9 @@ class Authority:
             f"state_dir = {json.dumps(str(self.state_dir))}",
             f"tables = {json.dumps(list(tables))}",
             f"heartbeat = {heartbeat}",
+            # the approvals and signature a real authority requires (docs/security.md)
+            f"approvers_file = {json.dumps(str(approvers_file(self.dir)))}",
+            f"signing_key_file = {json.dumps(str(signing_key_file(self.dir)))}",
             "",
             f"[meters.{METER}]",
             f'reset = "{RESET_CENTS // 100}.00"',
@@ -774,7 +778,10 @@ def result(mode: str, ops: int, seconds: float, cpu: dict, meters: int, metrics:
 def table_mqtt_config(t: str, client_id: str) -> Any:
     from controller.config.model import MqttConfig
 
-    return MqttConfig(host="127.0.0.1", port=0, tls=True, client_id=client_id, topic_prefix=PREFIX, link_timeout=5.0)
+    from linkrig import AUTHORITY_KEY
+
+    return MqttConfig(host="127.0.0.1", port=0, tls=True, client_id=client_id, topic_prefix=PREFIX, link_timeout=5.0,
+                      authority_keys=(AUTHORITY_KEY,))
 
 
 class Tables:
