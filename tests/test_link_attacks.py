@@ -158,8 +158,10 @@ async def test_a_lock_planted_under_the_tables_number_is_never_taken_for_the_tab
 async def test_an_approval_pays_only_the_lock_the_supervisor_saw(tmp_path, broker):
     """Finding 1 at the authority: a supervisor's approval of a straight flush (10%) at seat 3, made with the lock's
     true number and nonce, cannot pay the royal flush (100%) for seat 5 held under the same claim id: the MAC
-    covers the seat, hand, award, percentage, shares and amount of the lock, and the authority checks it against
-    the lock it holds."""
+    covers the seat, hand, cards, award, percentage, shares and amount of the lock, and the authority checks it
+    against the lock it holds."""
+    from dataclasses import replace
+
     from test_approvals import RawTable
 
     async with authority(tmp_path, broker) as link:
@@ -168,7 +170,7 @@ async def test_an_approval_pays_only_the_lock_the_supervisor_saw(tmp_path, broke
                                                                  AT), ), schema.Ack)
             claim_id = f"{TABLE_ID}-r1-c1:0"
             royal = ops.LockPercentAward(f"{TABLE_ID}-r1", TABLE_ID, 5, "royal flush", "100% of meter",
-                                         Fraction(100), AT, claim_id)
+                                         Fraction(100), AT, claim_id, cards="AH KH QH JH TH")
             held = await t.send(royal)
             assert isinstance(held, schema.Ack)
             straight = ops.LockPercentAward(f"{TABLE_ID}-r1", TABLE_ID, 3, "straight flush", "10% of meter",
@@ -177,7 +179,11 @@ async def test_an_approval_pays_only_the_lock_the_supervisor_saw(tmp_path, broke
             pay = ops.PayLockedAward(claim_id, "floor-1", AT)
             answer = await t.send(pay, signed(pay, TABLE_ID, locked=seen, lock=straight))
             assert isinstance(answer, schema.Refused) and "does not verify" in answer.message, answer
+            other_cards = replace(royal, cards="AS KS QS JS TS")  # all the rest as held: the cards shown differ
+            answer = await t.send(pay, signed(pay, TABLE_ID, locked=held.result, lock=other_cards))
+            assert isinstance(answer, schema.Refused) and "does not verify" in answer.message, answer
             assert not link.meter().history and claim_id in link.meter().locked
+            assert link.meter().locked[claim_id].cards == "AH KH QH JH TH"  # journaled with the lock
             paid = await t.send(pay, signed(pay, TABLE_ID, locked=held.result, lock=royal))  # what it is: paid
             assert isinstance(paid, schema.Ack) and [h.seat for h in link.meter().history] == [5]
 

@@ -38,7 +38,7 @@ _WHAT = {  # the fields of each payment an approval is bound to (with the table 
     # lock, nonce: the number the meter gave the lock and the random value the authority gave it; the rest is what
     # the lock is for (lock_terms): the authority pays only a lock that holds what the supervisor saw
     "pay-locked-award": ("claim", "lock", "nonce", "approved_by", "round_id", "seat", "hand", "award", "percent",
-                         "shares", "amount"),
+                         "shares", "amount", "cards"),
     "pay-percent-award": ("round_id", "seat", "hand", "award", "percent", "shares", "approved_by"),
 }
 
@@ -80,15 +80,17 @@ class _LockLike(Protocol):
     def percent(self) -> Fraction: ...
     @property
     def shares(self) -> int: ...
+    @property
+    def cards(self) -> str: ...
 
 
 def lock_terms(lock: _LockLike, number: int, nonce: str, amount_cents: int) -> dict[str, Any]:
     """What a locked award is for, as a supervisor's approval of its payment names it: the lock (its number and
-    nonce), the round, seat, hand, award, percentage and shares, and the amount of one share. The table takes them
+    nonce), the round, seat, hand, its cards, award, percentage and shares, and the amount of one share. The table takes them
     from its own lock and the authority's answer to it; the authority from the lock it holds (LockedAward)."""
     return {"lock": number, "nonce": nonce, "round_id": lock.round_id, "seat": lock.seat, "hand": lock.hand,
             "award": lock.award, "percent": f"{lock.percent.numerator}/{lock.percent.denominator}",
-            "shares": lock.shares, "amount": format_cents(amount_cents)}
+            "shares": lock.shares, "amount": format_cents(amount_cents), "cards": lock.cards}
 
 
 def _message(kind: str, table: str, linked: str, body: Mapping[str, Any]) -> bytes:

@@ -352,7 +352,7 @@ def _lock_percent(s: MeterState, op: LockPercentAward) -> tuple[MeterState, Effe
         op.round_id, op.table, op.seat, op.hand, op.award, op.percent, op.shares, t.per_share, s.current, t.after,
         t.from_reserve, t.from_overflow, t.seeded, op.at,
         # numbered when the authority gave it a nonce; a lock journaled before numbers replays as it was
-        s.locks_taken + 1 if op.nonce else 0, op.nonce,
+        s.locks_taken + 1 if op.nonce else 0, op.nonce, op.cards,
     )
     new = with_maps(_taken(s, t), locked={**s.locked, op.claim: locked},
                     locks_taken=locked.number or s.locks_taken)

@@ -444,6 +444,9 @@ class LockPercentAward:
     # of its payment names, so that no approval pays a lock other than its own, even on a journal wiped or put
     # back (controller.link.approval). Empty in the journals of before.
     nonce: str = ""
+    # The hand's cards as the claim showed them ("AH KH QH JH TH"): journaled with the lock at the authority, and what
+    # a supervisor's approval of its payment names with the rest. Empty in the journals of before.
+    cards: str = ""
 
     def __post_init__(self) -> None:
         _check_percent_award(self)
@@ -451,13 +454,17 @@ class LockPercentAward:
         _check.integer(self.shares, "shares", minimum=1)
         if self.nonce and not (len(self.nonce) == 32 and all(c in "0123456789abcdef" for c in self.nonce)):
             raise InputError("nonce", "must be 32 hex digits")
+        if not isinstance(self.cards, str) or len(self.cards) > 64 or not all(
+                c.isalnum() or c == " " for c in self.cards):
+            raise InputError("cards", "must be the hand's cards as text (\"AH KH QH JH TH\"), at most 64 characters")
 
     def to_dict(self) -> dict[str, Any]:
-        return {**_percent_award_dict(self, "claim"), **({"nonce": self.nonce} if self.nonce else {})}
+        return {**_percent_award_dict(self, "claim"), **({"nonce": self.nonce} if self.nonce else {}),
+                **({"cards": self.cards} if self.cards else {})}
 
     @classmethod
     def from_dict(cls, d: object, field_prefix: str = "") -> LockPercentAward:
-        return _percent_award_from_dict(cls, d, field_prefix, "claim", ("nonce",))
+        return _percent_award_from_dict(cls, d, field_prefix, "claim", ("nonce", "cards"))
 
 
 @dataclass(frozen=True)

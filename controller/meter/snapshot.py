@@ -265,6 +265,7 @@ def _locked_to_dict(a: LockedAward) -> dict[str, Any]:
         "seeded": format_units(a.seeded),
         "at": _check.format_moment(a.at),
         **({"number": a.number, "nonce": a.nonce} if a.number else {}),  # older snapshots load as they were
+        **({"cards": a.cards} if a.cards else {}),
     }
 
 
@@ -274,7 +275,7 @@ def _locked_from_dict(d: object, at: str) -> LockedAward:
         "round_id", "table", "seat", "hand", "award", "percent", "shares", "amount", "meter_before",
         "meter_after", "from_reserve", "from_overflow", "seeded", "at",
     )
-    m = _check.obj(d, at, keys, ("number", "nonce"))
+    m = _check.obj(d, at, keys, ("number", "nonce", "cards"))
     return LockedAward(
         round_id=_check.identifier(m["round_id"], j(at, "round_id")),
         table=_check.identifier(m["table"], j(at, "table")),
@@ -292,4 +293,5 @@ def _locked_from_dict(d: object, at: str) -> LockedAward:
         at=_check.parse_moment(m["at"], j(at, "at")),
         number=_check.integer(m.get("number", 0), j(at, "number"), minimum=0),
         nonce=_check.text(m["nonce"], j(at, "nonce")) if "nonce" in m else "",
+        cards=_check.text(m["cards"], j(at, "cards")) if "cards" in m else "",
     )

@@ -140,6 +140,7 @@ class LockedAward:
     # claim id. 0: a lock journaled before locks were numbered.
     number: int = 0
     nonce: str = ""  # the link authority's random value for this lock (LockPercentAward.nonce); "" before
+    cards: str = ""  # the hand's cards (LockPercentAward.cards); "" before
 
     @property
     def taken_cents(self) -> int:

@@ -436,7 +436,7 @@ def lock_op(claim: Claim, i: int, table: str, at: datetime) -> meter_ops.LockPer
     award = parse_award(p.award, "award")
     assert isinstance(award, PercentOfMeter)
     return meter_ops.LockPercentAward(claim.round_id, table, p.seat, hit_hand(p), p.award, award.percent, at,
-                                      lock_id(claim, i), shares=p.shared_by)
+                                      lock_id(claim, i), shares=p.shared_by, cards=cards_str(p.cards))
 
 
 def payout_op(claim: Claim, i: int, table: str, at: datetime) -> meter_ops.Op:
