@@ -377,6 +377,7 @@ async def test_a_later_share_refused_after_the_first_was_paid_is_not_sent_again_
         assert link.meter().owed_cents == 0
         with pytest.raises(RulesError, match="was paid"):
             await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        await until(lambda: daemon.desk.busy is None, "the claim's records journaled")
         await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
         await answered(daemon)
         assert not link.meter().open_rounds
@@ -414,3 +415,77 @@ async def test_an_approval_the_authority_cannot_verify_is_never_shown_paid(tmp_p
         await answered(daemon)
         m = link.meter()
         assert not m.locked and [(h.seat, h.approved_by) for h in m.history] == [(3, SUPERVISOR)]
+
+
+def _two_supervisors(cfg, tmp_path: Path, broker):
+    """The linked table with floor-1 and floor-2, both approvers at the authority (linkrig.APPROVERS)."""
+    from controller.config.credentials import MIN_PBKDF2_ITERATIONS, PBKDF2, hash_credential, parse_credential
+    from controller.config.model import Supervisor
+
+    from linkrig import APPROVERS
+
+    cfg = _linked(cfg, tmp_path, broker)
+    return replace(cfg, supervisors=tuple(
+        Supervisor(n, parse_credential(hash_credential(s, PBKDF2, iterations=MIN_PBKDF2_ITERATIONS)))
+        for n, s in APPROVERS.items()))
+
+
+async def test_a_share_refused_is_approved_again_by_another_supervisor_with_the_shares_behind_it(
+        tmp_path, broker, monkeypatch):
+    """Three seats share the dealer's straight flush. floor-1's approval of the later shares is refused by the
+    authority (its key changed there between the shares): the first share is paid, the second refused, the third
+    waits behind it. floor-2 approves again: both remaining shares are paid under floor-2's approvals, each once,
+    and the round settles (before, the third was sent with floor-1's old approval and refused in its turn)."""
+    from controller.link import approval
+
+    from linkrig import APPROVERS
+
+    real = approval.check
+
+    def check(keys, kind, table, linked, body, signed):
+        if kind == "pay-percent-award" and body.get("approved_by") == SUPERVISOR:
+            return "the approval by 'floor-1' does not verify (the approvers changed)"
+        return real(keys, kind, table, linked, body, signed)
+
+    monkeypatch.setattr(approval, "check", check)
+    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)
+    async with authority(tmp_path, broker) as link, \
+            linked_table(tmp_path, broker, link=_two_supervisors) as (daemon, rig):
+        await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER), (6, ON_DEALER)])
+        got = await daemon.call("claim", {"seat": "dealer", "cards": STRAIGHT_FLUSH})
+        done = await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        assert done["status"] == "paying", done
+        await until(lambda: daemon.desk.state.get(got["claim_id"]).refused, "a share refused")
+        await answered(daemon)
+        c = daemon.desk.state.get(got["claim_id"])
+        assert len(c.paid) == 1 and len(c.refused) == 1 and len(c.unpaid) == 2, c
+        done = await daemon.call("approve", {"claim_id": got["claim_id"], "supervisor": "floor-2",
+                                             "secret": APPROVERS["floor-2"]})
+        assert "approved by floor-2 and paid" in done["message"], done
+        await answered(daemon)
+        m = link.meter()
+        first = c.payouts[c.paid[0]].seat
+        assert sorted((h.seat, h.approved_by) for h in m.history) == sorted(
+            (seat, SUPERVISOR if seat == first else "floor-2") for seat in (2, 5, 6)), m.history
+        assert m.owed_cents == 0 and not m.locked
+        await until(lambda: daemon.desk.busy is None, "the claim's records journaled")
+        await daemon.call("settle", {"round_id": f"{TABLE_ID}-r1"})
+        await answered(daemon)
+        assert not link.meter().open_rounds
+
+
+async def test_a_lock_sent_before_the_cards_were_is_approved_as_it_was_sent(tmp_path, broker, monkeypatch):
+    """A lock sent by the table's previous version carries no cards, and the authority holds it so. Approved after
+    the upgrade, the approval names the lock as the link journal sent it (no cards), and verifies: paid."""
+    real = claim_desk.lock_op
+    monkeypatch.setattr(claim_desk, "lock_op", lambda *a, **k: replace(real(*a, **k), cards=""))
+    async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
+        await lock_round(daemon, rig, [(3, BONUS)])
+        got = await daemon.call("claim", {"seat": 3, "spot": BONUS, "cards": ROYAL})
+        assert got["status"] == "pending", got
+        (held,) = link.meter().locked.values()
+        assert held.cards == ""
+        monkeypatch.setattr(claim_desk, "lock_op", real)  # upgraded
+        done = await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        assert "approved by floor-1 and paid" in done["message"], done
+        assert [h.seat for h in link.meter().history] == [3]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 from fractions import Fraction
 from typing import Any
 
@@ -35,7 +36,7 @@ from test_claim_desk_linked import (
 from controller.app import claim_desk
 from controller.errors import RulesError
 from controller.link import schema, signing
-from controller.link.mqtt import MqttLink
+from controller.link.mqtt import MqttLink, MqttSettings
 from controller.link.outbox import Sent
 from controller.meter import ops
 
@@ -277,19 +278,112 @@ async def test_forged_answers_strand_no_shared_award_and_no_meter_under_its_rese
         assert link.meter().owed_cents == 0
 
 
-async def test_a_table_of_version_1_gets_one_clear_refusal_not_a_payment(tmp_path, broker):
-    """The protocol's version 2 signs the authority's answers; a table of version 1 cannot check them. Its
-    operations are answered with a version 1 refusal naming the version, which such a table journals and logs as
-    the authority's answer: nothing of it is applied."""
+async def test_a_table_of_version_1_is_applied_nothing_and_loses_nothing(tmp_path, broker):
+    """The protocol's version 2 signs the authority's answers; a table of version 1 cannot check them. Nothing it
+    sends is applied or answered (a refusal would be final, and its bookings lost): its operations wait in its
+    outbox, counted at the authority, until the table is upgraded and sends them again as version 2. (The table of
+    version 1 drops every message of the authority naming the version, and shows the link OFFLINE.)"""
+    booking = ops.BookContributions(f"{TABLE_ID}-r1", TABLE_ID, ((3, 100),), AT).to_dict()
+    booking.pop("kind")
+    op = {"type": "op", "table": TABLE_ID, "seq": 1, "kind": "book-contributions", "meter": METER, "body": booking}
     async with authority(tmp_path, broker) as link, Client(broker, TABLE_ID, (TOPICS.down(TABLE_ID),)) as old:
-        await old.publish(TOPICS.up(TABLE_ID), {"v": 1, "type": "op", "table": TABLE_ID, "seq": 1,
-                                                "kind": "book-contributions", "meter": METER,
-                                                "body": {"round_id": f"{TABLE_ID}-r1", "table": TABLE_ID,
-                                                         "wagers": [[3, "1.00"]], "at": "2026-11-30T01:02:03Z"}})
-        await until(lambda: old.messages(TOPICS.down(TABLE_ID)), "an answer")
-        [(_raw, answer)] = old.messages(TOPICS.down(TABLE_ID))
-        assert answer["v"] == 1 and answer["type"] == "refused" and answer["seq"] == 1 and answer["field"] == "v"
-        assert "version 2" in answer["message"] and "upgrade the table" in answer["message"]
+        await old.publish(TOPICS.up(TABLE_ID), {"v": 1, **op})
+        nonce = os.urandom(16).hex()  # then a hello of version 2: its expect comes after anything said of the op
+        await old.publish(TOPICS.up(TABLE_ID), schema.encode(schema.Hello(TABLE_ID, 1, nonce)))
+        await until(lambda: any(d["type"] == "expect" for _p, d in old.messages(TOPICS.down(TABLE_ID))), "expect")
+        answers = [d for _p, d in old.messages(TOPICS.down(TABLE_ID))]
+        assert [d["type"] for d in answers] == ["expect"] and answers[0]["hello"] == nonce, answers
         assert not link.meter().open_rounds and TABLE_ID not in link.authority.next_seq
-        dropped = link.authority.metrics.dropped.labels("old_version")._value.get()
-        assert dropped == 1
+        assert link.authority.metrics.dropped.labels("old_version")._value.get() == 1
+        await old.publish(TOPICS.up(TABLE_ID), {"v": schema.VERSION, **op})  # upgraded: sent again
+        await until(lambda: any(d["type"] == "ack" for _p, d in old.messages(TOPICS.down(TABLE_ID))), "applied")
+        assert f"{TABLE_ID}-r1" in link.meter().open_rounds
+
+
+async def test_a_copy_of_a_payment_with_another_approval_does_not_answer_for_the_payment(tmp_path, broker):
+    """The broker copies a table's approved payment with a bad MAC and gets it to the authority first, under the same
+    number: the authority refuses the copy. The true payment, sent under that number after, is another operation
+    (its approval differs): before, it was answered with the copy's refusal ("does not verify"), which the table took
+    as its own; now it is refused as a number taken, and the table sends it again under a new number."""
+    from test_approvals import RawTable
+
+    async with authority(tmp_path, broker) as link:
+        async with RawTable(broker, TABLE_ID) as t:
+            await t.send(ops.BookContributions(f"{TABLE_ID}-r1", TABLE_ID, ((3, 100),), AT))
+            claim_id = f"{TABLE_ID}-r1-c1:0"
+            royal = ops.LockPercentAward(f"{TABLE_ID}-r1", TABLE_ID, 3, "royal flush", "100% of meter",
+                                         Fraction(100), AT, claim_id)
+            held = await t.send(royal)
+            pay = ops.PayLockedAward(claim_id, "floor-1", AT)
+            true = signed(pay, TABLE_ID, locked=held.result, lock=royal)
+            copy = await t.send(pay, {"by": "floor-1", "mac": "00" * 32})
+            assert isinstance(copy, schema.Refused) and copy.field == "approval"
+            t.seq -= 1  # the true payment under the same number
+            t.inbox.clear()
+            answer = await t.send(pay, true)
+            assert isinstance(answer, schema.Refused) and answer.field == "seq", answer
+            again = await t.send(pay, true)  # under a new number: paid
+            assert isinstance(again, schema.Ack), again
+        assert [h.seat for h in link.meter().history] == [3]
+
+
+async def test_a_payment_whose_number_was_taken_is_sent_again_and_paid(tmp_path, broker):
+    """With the table's MQTT password, an operation sent under the number the table's payment is about to take: the
+    authority refuses the table's payment as a number taken (an alert); the table sends it again under a new number
+    and the claim is paid, once (before, the claim ended refused and its lock went back to the meter)."""
+    async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
+        await lock_round(daemon, rig, [(3, BONUS), (4, BONUS)])
+        await answered(daemon)
+        got = await daemon.call("claim", {"seat": 3, "spot": BONUS, "cards": ROYAL})
+        assert got["status"] == "pending", got
+        seq = daemon.link.outbox.next_seq
+        junk = ops.PayLockedAward(f"{got['claim_id']}:0", "floor-1", AT)
+        body = junk.to_dict()
+        body.pop("kind")
+        async with Client(broker, TABLE_ID, ()) as impostor:
+            await impostor.publish(TOPICS.up(TABLE_ID), schema.encode(
+                schema.Op(TABLE_ID, seq, junk.kind, METER, body, {"by": "floor-1", "mac": "00" * 32})))
+            await until(lambda: link.authority.next_seq.get(TABLE_ID) == seq + 1, "the number taken")
+        done = await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
+        assert "approved by floor-1 and paid" in done["message"], done
+        await answered(daemon)
+        assert [h.seat for h in link.meter().history] == [3] and not link.meter().locked
+        assert anomalies(link, "sequence taken") >= 1
+
+
+def test_played_back_messages_do_not_keep_the_authority_heard(tmp_path):
+    """The broker plays the authority's own signed messages back after it stopped: the last meter value (as a
+    retained one is, at each connection), a heartbeat heard before, or one recorded long ago. None of them is taken
+    as the authority being there now, so the table's link times out and progressive wagering stops (§ 605a.8)."""
+    from datetime import datetime, timedelta, timezone
+
+    from controller.link.client import HEARTBEAT_WINDOW_S, TableLink
+
+    from linkrig import mqtt_config
+
+    now = [datetime(2026, 12, 5, 8, 0, tzinfo=timezone.utc)]
+    ticks = [0.0]
+    link = TableLink(TABLE_ID, mqtt_config(TABLE_ID), {"fchb": METER}, tmp_path / "link", clock=lambda: ticks[0],
+                     settings=MqttSettings(host="127.0.0.1", client_id=TABLE_ID))  # never connects: messages handed in
+    link.wall = lambda: now[0]
+    signer = signing.Signer(SIGNING_KEY)
+
+    def hear(topic: str, msg: schema.Message) -> float | None:
+        link.last_heard = None
+        link._on_message(topic, signer.seal(topic, schema.encode(msg)))
+        return link.last_heard
+
+    def at(t: datetime) -> str:
+        return t.isoformat().replace("+00:00", "Z")
+
+    value = schema.MeterValue(METER, RESET + 15, 40, at(now[0]), RESET)
+    assert hear(TOPICS.meter(METER), value) == 0.0  # news: heard
+    assert hear(TOPICS.meter(METER), value) is None  # the same again: shown, not news
+    beat = schema.Heartbeat("link-1", at(now[0]), 40)
+    assert hear(TOPICS.heartbeat, beat) == 0.0
+    assert hear(TOPICS.heartbeat, beat) is None  # heard before
+    now[0] += timedelta(seconds=HEARTBEAT_WINDOW_S + 1)
+    recorded = schema.Heartbeat("link-1", at(now[0] - timedelta(seconds=HEARTBEAT_WINDOW_S + 0.5)), 41)
+    assert hear(TOPICS.heartbeat, recorded) is None  # not of now
+    assert hear(TOPICS.heartbeat, schema.Heartbeat("link-1", at(now[0]), 41)) == 0.0  # a true one
+    assert link.rejected["played_back"] == 2

@@ -572,3 +572,18 @@ def test_random_locks_payments_and_releases_pay_each_hand_at_most_once(p, data):
         assert len(paid) == len(set(paid)), paid
         held = [(a.seat, a.hand) for a in s.locked.values() if a.round_id == "rx"]
         assert len(held) == len(set(held)) and not set(held) & set(paid), (held, paid)
+
+
+def test_an_award_shared_on_the_dealers_hand_is_taken_once_whatever_its_shares():
+    """Paid as shared by two, the dealer's hand's award is not locked or paid again in the round as shared by three,
+    or unshared; while it is locked, neither is taken."""
+    s = run(initial_state(params()), book(wagers=((2, 500), (4, 500), (6, 500))))[0]
+    dealer = "dealer-royal"
+    locked = apply(s, lock(seat=2, shares=2, hand=dealer))[0]
+    assert "is locked under claim c1" in refused(locked, lock(seat=4, shares=3, hand=dealer, claim="c2"), "hand")
+    assert "is locked under claim c1" in refused(locked, pct(seat=6, hand=dealer), "hand")
+    paid = apply(locked, pay("c1"))[0]
+    for again in (lock(seat=4, shares=3, hand=dealer, claim="c2"), lock(seat=6, hand=dealer, claim="c3"),
+                  pct(seat=6, hand=dealer), pct(seat=4, shares=3, hand=dealer)):
+        assert "as a shared award" in refused(paid, again, "hand")
+    apply(paid, pct(seat=4, shares=2, hand=dealer))  # the other share of the same award: paid, not taken

@@ -63,6 +63,7 @@ from .sign import Sign
 log = structlog.get_logger("table")
 
 T = TypeVar("T")
+RENUMBER_TRIES = 3  # a payment whose number someone else took is sent again under a new one this many times
 LINK_ANSWER_S = 5.0  # how long a claim's answer waits for the link authority to lock its award (the command
 # line waits 10 s for an answer; the authority answers in milliseconds when it is up)
 
@@ -299,7 +300,7 @@ class ClaimDesk:
                                                "the linked meter would be refused; another supervisor approves, or "
                                                "the authority's approvers_file lists them (progressivectl "
                                                "approval-key)")
-            approvals = self.meters.linked.approvals(replace(c, by=who), self.cfg.table, approver_key)
+            approvals = await self.meters.linked.approvals(replace(c, by=who), self.cfg.table, approver_key)
         effects = self._step(cm.Approve(c.id, who, approvals))
         if again:
             self._refused -= {(c.id, i) for i in c.refused}
@@ -560,8 +561,19 @@ class ClaimDesk:
         linked = self.meters.linked
         assert linked is not None
 
-        def ask(c: Claim) -> Awaitable[dict[str, Any]]:
-            return linked.pay(op, c.meter, self._payout_key(c, i), signed, LINK_ANSWER_S)
+        async def ask(c: Claim) -> dict[str, Any]:
+            key = self._payout_key(c, i)
+            for n in range(RENUMBER_TRIES + 1):  # the same keys after a restart: each try's answer is journaled
+                try:
+                    return await linked.pay(op, c.meter, f"{key}:renumbered-{n}" if n else key, signed, LINK_ANSWER_S)
+                except LinkRefused as err:
+                    if err.field != "seq" or n == RENUMBER_TRIES:
+                        raise
+                    # Someone sent another operation under this payment's number first (the table's MQTT
+                    # password): it was not applied, so it goes again under a new number (the authority alerts).
+                    log.error("a payment's operation number was taken by another operation: sent again under a "
+                              "new number", claim=cid, payout=i, tries=n + 1)
+            raise AssertionError("unreachable")
 
         event: cm.Input
         try:

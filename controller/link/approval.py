@@ -24,9 +24,10 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
-from fractions import Fraction
-from typing import Any, Protocol
+from typing import Any
 
+from ..meter.ops import LockPercentAward
+from ..meter.state import LockedAward
 from ..money import format_cents
 
 # The approval key: scrypt at a fixed cost, so that the table (which derives it from the typed secret) and the
@@ -67,24 +68,7 @@ def decode_key(text: object) -> bytes:
     return key
 
 
-class _LockLike(Protocol):
-    @property
-    def round_id(self) -> str: ...
-    @property
-    def seat(self) -> int: ...
-    @property
-    def hand(self) -> str: ...
-    @property
-    def award(self) -> str: ...
-    @property
-    def percent(self) -> Fraction: ...
-    @property
-    def shares(self) -> int: ...
-    @property
-    def cards(self) -> str: ...
-
-
-def lock_terms(lock: _LockLike, number: int, nonce: str, amount_cents: int) -> dict[str, Any]:
+def lock_terms(lock: LockPercentAward | LockedAward, number: int, nonce: str, amount_cents: int) -> dict[str, Any]:
     """What a locked award is for, as a supervisor's approval of its payment names it: the lock (its number and
     nonce), the round, seat, hand, its cards, award, percentage and shares, and the amount of one share. The table takes them
     from its own lock and the authority's answer to it; the authority from the lock it holds (LockedAward)."""

@@ -244,7 +244,7 @@ class LinkAuthority:
             msg = schema.decode(topic, payload)
         except InputError as e:
             if e.field == "v":
-                self._older_version(table, payload, str(e))
+                self._older_version(table, str(e))
             else:
                 self._drop("bad_schema", table=table, error=str(e))
             return
@@ -267,25 +267,13 @@ class LinkAuthority:
         except asyncio.QueueFull:
             self._drop("queue_full", table=table)
 
-    def _older_version(self, table: str, payload: bytes, error: str) -> None:
-        """A table of another version of the protocol: dropped and counted; an operation of a version 1 table is
-        answered with a version 1 refusal, which such a table journals and logs as the authority's answer, so that
-        it stops there with one clear line instead of waiting (nothing of it is applied or paid)."""
+    def _older_version(self, table: str, error: str) -> None:
+        """A message of a table of another version of the protocol: dropped and counted, never answered. A version 1
+        table cannot check what this authority says, so nothing of it is applied; nor is any of it refused, since a
+        refusal is final and its bookings would be lost: they wait in its outbox, and are sent again once the table
+        is upgraded (docs/link-protocol.md, "Version changes"). The table itself drops every message of this
+        authority naming the version, and shows the link OFFLINE."""
         self._drop("old_version", table=table, error=error)
-        try:
-            d = json.loads(payload)
-        except (UnicodeDecodeError, ValueError, RecursionError):
-            return
-        seq = d.get("seq") if isinstance(d, dict) and d.get("v") == 1 and d.get("type") == "op" else None
-        if type(seq) is not int or not 0 < seq < schema.MAX_COUNT:
-            return
-        refusal = json.dumps({"v": 1, "type": "refused", "seq": seq, "field": "v",
-                              "message": f"this link authority speaks version {schema.VERSION} of the link protocol "
-                                         "and does not apply operations of version 1: upgrade the table"},
-                             sort_keys=True, separators=(",", ":")).encode()
-        if self.mqtt is not None and self._tg is not None:
-            coro = self.mqtt.publish(self.topics.down(table), refusal, qos=1, timeout=PUBLISH_TIMEOUT)
-            self._tg.create_task(_quietly(coro), name=f"old-version:{table}")
 
     def _expect(self, table: str) -> schema.Expect:
         return schema.Expect(self.next_seq.get(table, 1), schema.ANNOUNCED, self.anchors.get(table),
@@ -406,7 +394,7 @@ class LinkAuthority:
                 self._log_limited(f"award-refused:{op.table}", "an award refused: the table asked for what its "
                                   "rounds do not hold", table=op.table, seq=op.seq, kind=op.kind, error=str(e))
             refused = {"table": op.table, "seq": op.seq, "field": e.field, "message": e.problem,
-                       "operation": _digest(op)}
+                       "operation": _digest(op), "op": schema.op_digest(op)}
             receipt = await self.ledger.submit_async(LINK_REFUSED, refused, op.key)
             answer = schema.Refused(op.seq, e.field, e.problem, schema.op_digest(op))
             self.metrics.applied.labels(op.table, "refused").inc()
@@ -764,9 +752,14 @@ def _same_operation(op: schema.Op, done: Found) -> bool:
     """Whether the journal's entry under the operation's key is this operation (a table resending it), and not
     another one sent first under the same number."""
     if done.kind == LINK_REFUSED:
-        digest = done.body.get("operation") if isinstance(done.body, dict) else None
+        body = done.body if isinstance(done.body, dict) else {}
+        if "op" in body:  # the whole operation as sent, approval included: a copy with another approval is another
+            return bool(body["op"] == schema.op_digest(op))
+        digest = body.get("operation")  # journaled before: kind, meter and body only
         return digest is None or digest == _digest(op)  # refusals journaled before the digest: taken as the same
     if done.kind != op.kind or not isinstance(done.body, dict):
+        return False
+    if done.body.get("approval") != op.approval:  # a payment's approval is part of what was applied
         return False
     added = ("approval", "nonce")  # what the authority journals beside the table's body
     return {k: v for k, v in done.body.items() if k not in added} == \
@@ -778,14 +771,6 @@ def _answer(op: schema.Op, done: Found) -> schema.Ack | schema.Refused:
         return schema.Refused(op.seq, str(done.body.get("field", "")), str(done.body.get("message", "")),
                               schema.op_digest(op))
     return schema.Ack(op.seq, done.seq, done.result if isinstance(done.result, dict) else {}, schema.op_digest(op))
-
-
-async def _quietly(coro: Any) -> None:
-    """A best-effort publish: a broker that is down or slow is not an error here."""
-    try:
-        await coro
-    except (LinkDown, TimeoutError):
-        pass
 
 
 def _win(op: schema.Op, entry: int, result: dict[str, Any], seat: int, shares: int) -> schema.Win:

@@ -16,6 +16,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import replace
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,8 @@ log = structlog.get_logger("controller.link.client")
 RESEND_AFTER = 2.0  # seconds without an answer before the outbox is sent again
 GOODBYE_TIMEOUT = 1.0  # seconds a clean stop waits for the broker to take the table's `offline`
 REJECT_LOG_EVERY_S = 10.0  # one line per kind of message not acted on in this time (every one is counted)
+HEARTBEAT_WINDOW_S = 60.0  # how far a heartbeat's time may be from this box's clock
+HELLO_EVERY_S = 1.0  # hellos at the authority's `online` status, at most this often
 HELLO_NONCES = 8  # hellos of this table whose `expect` is still taken (the authority may answer an older one late)
 
 
@@ -69,7 +72,9 @@ class TableLink:
         self.rejected: dict[str, int] = {}  # reason -> messages not acted on (status, metrics)
         self._warned = LogBudget(1, REJECT_LOG_EVERY_S)
         self._hello_nonces: deque[str] = deque(maxlen=HELLO_NONCES)  # this connection's hellos, newest last
-        self._heartbeat_at = ""  # the `at` of the newest heartbeat taken: an older one is played back
+        self._heartbeats: dict[str, float] = {}  # the `at` of each heartbeat taken within the window
+        self._hello_at = -HELLO_EVERY_S  # when the last hello at the authority's `online` status was sent
+        self.wall: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
         self._wins_seen: dict[str, int] = {}  # authority meter -> the entry of the newest win taken
         self.clock = clock
         self.ledger: Ledger[Outbox] | None = None
@@ -303,6 +308,10 @@ class TableLink:
                       **({"not_logged_before": held} if held else {}))
 
     def _on_message(self, topic: str, payload: bytes) -> None:
+        if len(payload) > schema.MAX_PAYLOAD:  # before anything parses it
+            self._reject("bad_schema", "link message dropped", topic=topic,
+                         error=f"{len(payload)} bytes, more than {schema.MAX_PAYLOAD}")
+            return
         problem = self.verifier.check(topic, payload)
         try:
             msg = schema.decode(topic, payload)
@@ -322,9 +331,11 @@ class TableLink:
             if msg.state == "offline":
                 self.last_heard = None
                 self._set_alive(False)
-            elif msg.state == "online" and self._tg is not None:
+            elif msg.state == "online" and self._tg is not None and \
+                    self.clock() - self._hello_at >= HELLO_EVERY_S:  # a status played back again and again: one
                 # The authority (re)started, perhaps with another version or other approvers: hello again, so that
                 # its `expect` says what it takes now.
+                self._hello_at = self.clock()
                 coro = self._on_connect()
                 try:
                     self._tg.create_task(coro, name="link-hello")
@@ -343,11 +354,10 @@ class TableLink:
                 self._heard()
                 self.on_win(msg)
             case schema.Heartbeat() if parts == ("authority", "heartbeat"):
-                if msg.at <= self._heartbeat_at:  # the same format, UTC: the text orders as the time does
-                    self._reject("played_back", "a heartbeat older than one heard: not taken as the authority's",
-                                 at=msg.at, newest=self._heartbeat_at)
+                if not self._fresh_heartbeat(msg.at):
+                    self._reject("played_back", "a heartbeat heard before, or not of now: not taken as the "
+                                 "authority's", at=msg.at)
                     return
-                self._heartbeat_at = msg.at
                 self._heard()
             case schema.Ack() | schema.Refused() | schema.Expect() if parts == ("tables", self.table, "down"):
                 try:  # heard once matched with what this table asked (_answers_worker)
@@ -358,6 +368,23 @@ class TableLink:
                 self._reject("bad_topic", "a link message on a topic it does not belong on: not acted on",
                              topic=topic, type=type(msg).__name__)
 
+    def _fresh_heartbeat(self, at: str) -> bool:
+        """A heartbeat says the authority is there now: its time within HEARTBEAT_WINDOW_S of this box's clock (the
+        boxes keep NTP time), and not one heard already (the broker may hold heartbeats back and play them later,
+        for as long as that window at most)."""
+        try:
+            sent = datetime.fromisoformat(at)
+        except ValueError:
+            return False
+        if sent.tzinfo is None or abs((self.wall() - sent).total_seconds()) > HEARTBEAT_WINDOW_S:
+            return False
+        horizon = self.wall().timestamp() - HEARTBEAT_WINDOW_S
+        self._heartbeats = {a: t for a, t in self._heartbeats.items() if t >= horizon}
+        if at in self._heartbeats:
+            return False
+        self._heartbeats[at] = sent.timestamp()
+        return True
+
     def _meter_value(self, msg: schema.MeterValue) -> None:
         """A linked meter's amount for the signs: never one under its reset, nor under the $10,000 floor, and
         never one older than shown (a value played back): newer in the journal, or sent later by an authority whose
@@ -367,7 +394,9 @@ class TableLink:
                          amount=msg.cents, reset=msg.reset_cents)
             return
         last = self.values.get(msg.meter)
-        if last is not None and msg.entry < last.entry and msg.at <= last.at:
+        if last is not None and (msg.entry, msg.at) == (last.entry, last.at):
+            return  # the value shown, again (the broker's retained copy at a new connection): not news of the authority
+        if last is not None and msg.entry <= last.entry and msg.at <= last.at:
             self._reject("played_back", "a linked meter's value older than the one shown: not shown",
                          meter=msg.meter, entry=msg.entry, shown=last.entry)
             return

@@ -337,7 +337,6 @@ def _lock_percent(s: MeterState, op: LockPercentAward) -> tuple[MeterState, Effe
     if op.claim in s.settled_claims:
         raise RulesError("claim", f"claim {op.claim} was paid or released on meter {s.params.meter_id}")
     b = _payable(s, op.round_id, op.table, op.seat)
-    _not_awarded_before(s, b, op)
     if op.shares > 1:
         for sh in b.shared:
             if (sh.hand, sh.award, sh.percent, sh.shares) == (op.hand, op.award, op.percent, op.shares):
@@ -347,6 +346,7 @@ def _lock_percent(s: MeterState, op: LockPercentAward) -> tuple[MeterState, Effe
                     f"{hit_label(op.hand, op.award)} shared by {op.shares} was taken from the meter in round "
                     f"{op.round_id}: pay the other shares with PayPercentAward",
                 )
+    _not_awarded_before(s, b, op)
     t = _take(s, b, op)
     locked = LockedAward(
         op.round_id, op.table, op.seat, op.hand, op.award, op.percent, op.shares, t.per_share, s.current, t.after,
@@ -524,16 +524,21 @@ def _open(s: MeterState, round_id: str) -> Booking:
 
 
 def _not_awarded_before(s: MeterState, b: Booking, op: PayPercentAward | LockPercentAward) -> None:
-    """One percentage award per round, seat and hand, whatever the claim id it comes under: a hand paid, or locked
-    and not released, is not taken from the meter again (a second claim of the same hand, or a lock someone else
-    sent in the table's name)."""
-    if op.shares > 1:
-        return  # a shared award is taken once per round and hand: checked with the shares in `_take`
+    """One percentage award per round, seat and hand (an award shared on the dealer's hand: per round and hand),
+    whatever the claim id and number of shares it comes under: a hand paid, or locked and not released, is not
+    taken from the meter again (a second claim of the same hand, or a lock someone else sent in the table's name).
+    Checked after the shared award's own checks, which name the shares (a later share is paid, not taken)."""
     label = hit_label(op.hand, op.award)
+    if any((sh.hand, sh.award) == (op.hand, op.award) for sh in b.shared):  # shared: one award of the hand
+        raise RulesError("hand", f"{label} was taken from the meter in round {op.round_id} as a shared award: an "
+                                 "award is paid once")
     if (op.seat, op.hand, op.award) in b.awarded:
         raise RulesError("hand", f"{label} of seat {op.seat} was paid in round {op.round_id}: an award is paid once")
     for claim, a in s.locked.items():
-        if a.round_id == op.round_id and (a.seat, a.hand, a.award) == (op.seat, op.hand, op.award):
+        if a.shares > 1 and (a.percent, a.shares) == (op.percent, op.shares):
+            continue  # the same shared award locked: `_take` refuses it, naming the shares
+        if a.round_id == op.round_id and (a.hand, a.award) == (op.hand, op.award) and (
+                a.seat == op.seat or a.shares > 1 or op.shares > 1):
             raise RulesError("hand", f"{label} of seat {a.seat} in round {op.round_id} is locked under claim "
                                      f"{claim}: it is paid or released before it is locked again")
 

@@ -286,8 +286,9 @@ def _approve(rc: RoundClaims, e: Approve) -> ClaimStep:
     c = rc.get(e.claim_id)
     if c.status == "paying" and c.refused:
         # The way out of a claim whose later share the authority refused after the first was paid: a supervisor it
-        # verifies approves those payouts again; each approval is a payment of its own (its key names it).
-        again = tuple(a for a in e.approvals if a[0] in c.refused)
+        # verifies approves every payout not paid yet again (the refused ones and those waiting behind them, whose
+        # approvals were the same supervisor's); each approval is a payment of its own (its key names it).
+        again = tuple(a for a in e.approvals if a[0] not in c.paid)
         c = replace(c, by=e.by, approvals=(*c.approvals, *again), refused=())
         return _with(rc, c, [Record(c, "reapproved"), *(Pay(c.id, i) for i in c.unpaid)])
     if c.status != "pending":
