@@ -25,6 +25,32 @@ class Table(Protocol):
     async def call(self, op: str, args: dict[str, Any]) -> Any: ...
 
 
+async def _settle(table: Table, rid: str, floorperson: tuple[str, str] | None, pause: float) -> None:
+    """Settle the round; while a claim of it waits for a floorperson (a hit the shoe detected: the settle claims it
+    first), the floorperson walks over and approves it, or the dealer waits for someone who does."""
+    from controller.errors import InputError
+
+    async with asyncio.timeout(STEP_TIMEOUT_S * 8):
+        while True:
+            try:
+                await table.call("settle", {"round_id": rid})
+                return
+            except InputError as refused:
+                claims = (await table.call("round", {}))["claims"]
+                pending = [c for c in claims if c["status"] == "pending"]
+                if not pending and "awaits" not in str(refused) and "being" not in str(refused):
+                    raise
+                for c in pending:
+                    if floorperson is None:
+                        log.info("waiting for a floorperson to approve", claim=c["claim_id"])
+                        continue
+                    await asyncio.sleep(pause)  # the floorperson walks over
+                    name, secret = floorperson
+                    await table.call("approve", {"claim_id": c["claim_id"], "supervisor": name, "secret": secret})
+                    log.info("the floorperson approved", claim=c["claim_id"], supervisor=name)
+                await asyncio.sleep(pause)
+
+
 async def _until(predicate, what: str, timeout: float = STEP_TIMEOUT_S) -> None:
     try:
         async with asyncio.timeout(timeout):
@@ -35,8 +61,11 @@ async def _until(predicate, what: str, timeout: float = STEP_TIMEOUT_S) -> None:
 
 
 async def play(rig: Any, table: Table, *, rounds: int | None = None, seats: int = 7, spot: str = "progressive",
-               wager_cents: int = 100, pause: float = 1.0, rng: random.Random | None = None) -> int:
-    """Play `rounds` rounds (forever with None); returns how many were played."""
+               wager_cents: int = 100, pause: float = 1.0, rng: random.Random | None = None,
+               floorperson: tuple[str, str] | None = None) -> int:
+    """Play `rounds` rounds (forever with None); returns how many were played. A hit the shoe detected waits for a
+    floorperson: `floorperson` (name, secret) approves it when the round is settled; without one, the dealer waits
+    until someone does (`progressivectl approve`)."""
     rng = rng or random.Random()
     played = 0
     while rounds is None or played < rounds:
@@ -54,7 +83,7 @@ async def play(rig: Any, table: Table, *, rounds: int | None = None, seats: int 
         await asyncio.sleep(pause)
         status = await table.call("status", {})
         rid = status["round"]["id"]
-        await table.call("settle", {"round_id": rid})
+        await _settle(table, rid, floorperson, pause)
         log.info("round played", round=rid, players=players)
         played += 1
         await _until(lambda: not table.state.sensed, "chips collected")

@@ -125,7 +125,7 @@ async def _dealer(rig, daemon, rounds: int | None, run: asyncio.Task[None]) -> N
         await daemon.ready.wait()
         while not all(i.up for i in daemon._info.values()):
             await asyncio.sleep(0.05)
-    await play(rig, daemon, rounds=rounds, seats=daemon.cfg.seats)
+    await play(rig, daemon, rounds=rounds, seats=daemon.cfg.seats, floorperson=DEMO_SUPERVISOR)
     if rounds is not None:
         run.cancel()  # the demo asked for so many rounds: a clean stop
 

@@ -145,6 +145,9 @@ class Harness:
                 not t.done() for t in d._writes.values())
             if d.link is not None and d.link.outbox.pending:
                 busy = True
+            det = d._detected  # the shoe's hits, claimed at the settle: the next one is claimable now
+            if det is not None and det.now.is_set() and not det.over and d.desk.state.open is None:
+                busy = True
             if not busy:
                 return
             await asyncio.sleep(0.005)
@@ -163,6 +166,7 @@ class ClaimDeskModel(RuleBasedStateMachine):
         self.h.start()
         self.round = 1
         self.dealing = False
+        self.dealt = False  # the shoe read this round's deal
         self.claims: dict[str, dict[str, Any]] = {}  # claim id -> {"status": ..., "round": ...}
         self.paid_in_round = False
         self.void_requested = False
@@ -190,7 +194,19 @@ class ClaimDeskModel(RuleBasedStateMachine):
             raise AssertionError(f"{op} {args} was not answered within {STEP_S} s") from None
         self.h.run(self.h.settled())
         assert self.h.alive(), f"the daemon stopped after {op} {args}"
+        self._shoe_claims()
         return result
+
+    def _shoe_claims(self) -> None:
+        """The claims the card-reading shoe made (each detected hit, once the one before it was settled)."""
+        if self.d.desk.state.round_id != self.rid():
+            return
+        for c in self.d.desk.state.claims:
+            if c.claimed_by == "shoe" and c.id not in self.claims:
+                self.claims[c.id] = {"status": c.status, "round": self.rid()}
+                event(f"shoe claim {c.status}")
+                if c.status == "paid":
+                    self.paid_in_round = True
 
     def history(self) -> list[tuple]:
         meters = dict(self.d.ledger.state)
@@ -230,6 +246,39 @@ class ClaimDeskModel(RuleBasedStateMachine):
         seat, spot = data.draw(st.sampled_from(own) if own and data.draw(st.integers(0, 4)) else
                                st.tuples(st.integers(1, 7), st.sampled_from((PROG, BONUS))))
         self._claim({"seat": seat, "spot": spot, "cards": SEAT_HANDS[hand]})
+
+    @precondition(lambda self: self.dealing and not self.dealt and not self._round_claims() and not self.void_requested
+                  and len({seat for seat, _ in self.d.state.accepted}) <= len(SEAT_HANDS))
+    @rule(data=st.data())
+    def deal_by_shoe_and_settle_at_once(self, data):
+        """The card-reading shoe reads the whole deal (a hand drawn for each seat dealt, the dealer's from the rest
+        of the deck), and the dealer settles at once, before the shoe's hits would be claimed by themselves: the
+        settle claims them first and is refused while one waits for a supervisor; no detected hit is ever left
+        unclaimed by a settle that goes through."""
+        from controller.cards import parse_card
+        from controller.positions import DEALER_POSITION
+
+        seats = sorted({seat for seat, _ in self.d.state.accepted})
+        names = data.draw(st.lists(st.sampled_from(sorted(SEAT_HANDS)), min_size=len(seats), max_size=len(seats),
+                                   unique=True))
+        hands = [[parse_card(c) for c in SEAT_HANDS[n]] for n in names]
+        used = {c for h in hands for c in h}
+        rest = [c for c in range(52) if c not in used]
+        dealer = rest[data.draw(st.integers(0, len(rest) - 5)):][:5]
+        for i in range(5):  # one card at a time, seat 1 first, the dealer last (docs/rounds.md)
+            for card in [h[i] for h in hands] + [dealer[i]]:
+                self.d.on_device_event(ev.CardDealt("shoe", card))
+        self.dealt = True
+        det = self.d._detected
+        hits = () if det is None or det.rid != self.rid() else det.hits
+        self._settle(False)
+        if self.dealing:  # refused: a claim of the deal waits, and the hits after it are named
+            assert hits and self._round_claims("pending", "locking"), (hits, self.claims)
+        else:  # settled: every hit of the deal was claimed (and paid: none needed a supervisor)
+            claimed = {(c.seat, c.spot) for c in self._all_claims() if c.round_id == f"CS-07-r{self.round - 1}"}
+            assert {(DEALER_POSITION if h.seat == 0 else h.seat, h.spot) for h in hits} <= claimed or not hits, (
+                hits, claimed)
+        event(f"shoe deal with {len(hits)} hits")
 
     @precondition(lambda self: self.dealing)
     @rule(hand=st.sampled_from(sorted(DEALER_HANDS)))
@@ -368,8 +417,9 @@ class ClaimDeskModel(RuleBasedStateMachine):
         self._next_round()
 
     def _settle(self, supervised: bool) -> None:
-        pending = [c for c, m in self.claims.items() if m["round"] == self.rid() and m["status"] == "pending"]
         got = self.call("settle", round_id=self.rid(), **(FLOOR if supervised else {}))
+        # pending before, or claimed by the shoe at this settle (its detected hits are claimed first)
+        pending = [c for c, m in self.claims.items() if m["round"] == self.rid() and m["status"] == "pending"]
         if pending or (self.void_requested and not (supervised and self.paid_in_round)):
             assert isinstance(got, InputError), got
             return
@@ -416,6 +466,7 @@ class ClaimDeskModel(RuleBasedStateMachine):
     def _next_round(self) -> None:
         self.round += 1
         self.dealing = False
+        self.dealt = False
         self.paid_in_round = False
         self.void_requested = False
         if self.d.state.blocks.get(rm.Block.DECK):  # a wrong count took the deck away: a new one

@@ -608,6 +608,65 @@ async def test_royal_flush_dealt_by_the_shoe_is_detected_and_paid_after_approval
         assert [(h["seat"], h["amount"]) for h in await daemon.call("history", {})] == [(3, "10000.30"), (5, "1000.00")]
 
 
+async def test_a_settle_right_after_the_deal_claims_the_shoes_hits_first_and_never_drops_them(tmp_path):
+    """The dealer settles at once after the last card (the demo's dealer does so within a second), before the shoe's
+    hits would be claimed by themselves (DEAL_SETTLED_S, 3 s, untouched here). The settle claims them now, in
+    settlement order: it is refused naming the claim that now awaits a supervisor, and the hit claimed after it; each is claimed, approved and paid in turn, and only then does the round settle. Before, the
+    settle was accepted and both hits dropped with a warning."""
+    from controller.errors import RulesError
+
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        await _locked_round(daemon, rig, [3, 5])
+        seat3, seat5, dealer = "AS KS QS JS TS".split(), "9D 8D 7D 6D 5D".split(), "3H 5C 8C QC KD".split()
+        await rig.deal([card for i in range(5) for card in (seat3[i], seat5[i], dealer[i])])
+        await until(lambda: daemon._detected is not None, "the deal complete, its hits detected")
+        with pytest.raises(RulesError) as refused:
+            await daemon.call("settle", {"round_id": "CS-07-r1"})
+        first = daemon.desk.state.pending
+        assert first is not None and first.claimed_by == "shoe" and first.seat in (3, 5), daemon.desk.claims_json()
+        other = 8 - first.seat  # the hands are settled from the dealer's right: seat 5's first
+        assert f"{first.id} awaits a supervisor's approval" in str(refused.value), refused.value
+        assert f"then the shoe's detected hit of round CS-07-r1 not claimed yet: seat {other}" in str(refused.value)
+        await daemon.call("approve", {"claim_id": first.id, **FLOOR})
+        await until(lambda: daemon.desk.state.pending is not None and daemon.desk.state.pending.seat == other,
+                    "the other hit claimed after the first")
+        with pytest.raises(RulesError, match="awaits a supervisor's approval") as refused:
+            await daemon.call("settle", {"round_id": "CS-07-r1"})
+        assert "not claimed yet" not in str(refused.value)
+        await daemon.call("approve", {"claim_id": daemon.desk.state.pending.id, **FLOOR})
+        await until(lambda: daemon.desk.busy is None, "the claim's records journaled")
+        await daemon.call("settle", {"round_id": "CS-07-r1"})
+        paid = sorted((h.seat, h.hand) for h in daemon.ledger.state["main"].history)
+        assert (3, "royal-flush") in paid and (5, "straight-flush") in paid, paid
+
+
+async def test_the_demos_dealer_settles_a_round_with_a_detected_hit_once_its_floorperson_approved(tmp_path):
+    """The demo's scripted dealer settles a second after the deal; with a royal flush in it, the settle claims the
+    hit and is refused while it waits: the demo's floorperson approves it and the round settles, paid (before, the
+    demo never paid a detected hit: the settle dropped it)."""
+    import random
+
+    from controller.cards import parse_card
+    from hil.dealer import play
+
+    seat3, seat5, dealer = "AS KS QS JS TS".split(), "2D 7C 9H JD 4S".split(), "3H 5C 8D QC KD".split()
+    cards = [parse_card(c) for i in range(5) for c in (seat3[i], seat5[i], dealer[i])]
+
+    class Script(random.Random):
+        def randint(self, a, b):
+            return 2  # two players
+
+        def sample(self, population, k):
+            return [3, 5] if k == 2 else cards  # seats 3 and 5; then the deal
+
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        assert await play(rig, daemon, rounds=1, rng=Script(), pause=0.05,
+                          floorperson=(SUPERVISOR, "s3cret-floor")) == 1
+        royal = [(h.seat, h.hand, h.approved_by) for h in daemon.ledger.state["main"].history if h.seat == 3]
+        assert royal == [(3, "royal-flush", SUPERVISOR)]
+        assert daemon.round_info()["id"] == "CS-07-r2"
+
+
 async def test_a_lock_out_booked_on_only_one_of_its_meters_is_reversed_at_start(tmp_path):
     """The controller stopped between the journal entries of one lock-out (two meters): the round was never
     dealt, so the restart reverses what was booked instead of resuming the round without the other meter's

@@ -68,6 +68,30 @@ if TYPE_CHECKING:
 log = structlog.get_logger("table")
 
 DEAL_SETTLED_S = 3.0  # a complete deal from the card-reading shoe is claimed if no card more comes this long
+DETECTED_CLAIM_S = 10.0  # how long a settle waits for the shoe's detected hits to be claimed before it answers
+
+
+class Detected:
+    """The hits the card-reading shoe detected in a complete deal of round `rid`, `dealt` cards long, and how far
+    their claims have got: claimed in order, `next` the first not claimed yet; `now` claims them without waiting
+    for DEAL_SETTLED_S (the dealer settles: the deal is over); `moved` is set at every step."""
+
+    def __init__(self, rid: str, dealt: int, hits: tuple[detect.Hit, ...]) -> None:
+        self.rid, self.dealt, self.hits = rid, dealt, hits
+        self.next = 0
+        self.over = False  # the claiming ended (every hit claimed, or the deal changed, or the round ended)
+        self.now = asyncio.Event()
+        self.moved = asyncio.Event()
+
+    @property
+    def left(self) -> tuple[detect.Hit, ...]:
+        return self.hits[self.next:]
+
+    def step(self, *, to: int | None = None, over: bool = False) -> None:
+        if to is not None:
+            self.next = to
+        self.over = self.over or over
+        self.moved.set()
 SHOE_JAM = "shoe jam (§ 667a.13(e))"
 
 
@@ -95,6 +119,7 @@ class TableDaemon(TableShell):
         self._not_recognized = 0
         self._cards: list[int] = []
         self._changed = asyncio.Event()  # set and replaced at every change of the round or its claims
+        self._detected: Detected | None = None  # the shoe's hits of the last complete deal, and their claims
         self._kept = Kept()  # what only a supervisor lifts, as last journaled (TABLE_STATE)
         self._kept_no = 0  # the number of the last TABLE_STATE record
         self._kept_write: asyncio.Task[Any] | None = None
@@ -702,7 +727,14 @@ class TableDaemon(TableShell):
         if round_id != rid:
             shown = round_id if isinstance(round_id, str) else repr(round_id)
             raise RulesError("round_id", f"round {shown} is not the current round {rid}")
+        left = await self._detected_claimed(rid)
         why = self.desk.refusal_to_settle()
+        if left:  # named, whatever else holds the round: a settle never drops them
+            hits = "; ".join(h.describe() for h in left)
+            unclaimed = (f"the shoe's detected hit{'s' if len(left) > 1 else ''} of round {rid} not claimed yet: "
+                         f"{hits} (claimed one at a time, each after the one before is settled; or a supervisor "
+                         "voids the round)")
+            why = f"{why}; then {unclaimed}" if why else unclaimed
         if why is not None:
             raise RulesError("round_id", why)
         if who is not None and self.state.void_requested is not None and self._paid_refusal() is None:
@@ -767,32 +799,58 @@ class TableDaemon(TableShell):
             log.info("hit detected", round=rid, seat=position_name(hit.seat), spot=hit.spot, cards=cards_str(hit.cards),
                      hand=hit.hand, award=hit.award)
         if found.hits:
-            self.spawn(self._claim_detected(rid, n, found.hits), f"detected:{rid}")
+            det = self._detected = Detected(rid, n, found.hits)
+            self.spawn(self._claim_detected(det), f"detected:{rid}")
 
-    async def _claim_detected(self, rid: str, dealt: int, hits: tuple[detect.Hit, ...]) -> None:
+    async def _claim_detected(self, det: Detected) -> None:
         """Claim the hits of a complete deal through the dealer's claim path, one at a time in settlement order,
-        once no card more came for DEAL_SETTLED_S: a card more means a seat the controller does not see was dealt."""
+        once no card more came for DEAL_SETTLED_S (a card more means a seat the controller does not see was dealt),
+        or at once when the dealer settles the round (`det.now`: the deal is over)."""
         assert self.desk is not None
-        desk = self.desk
-        await asyncio.sleep(DEAL_SETTLED_S)
+        desk, rid = self.desk, det.rid
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DEAL_SETTLED_S):
+                await det.now.wait()
 
         def dealing() -> bool:
             return self._round_id() == rid and self.state is not None and self.state.phase is rm.Phase.DEALING
 
-        for i, hit in enumerate(hits):
-            # the booking on disk; no claim left unsettled (one at a time)
-            await self._until(lambda: self._round_id() != rid or self.state is None or (
-                self.state.phase is not rm.Phase.LOCKING and desk.state.open is None))
-            if not dealing() or len(self._cards) != dealt:
-                log.warning("detected hits not claimed", round=rid, left=[h.describe() for h in hits[i:]],
-                            reason="the shoe read a card more" if dealing() else "the round is no longer dealt")
-                return
-            try:
-                got = await desk.claim(hit.claim(), by="shoe")
-            except InputError as err:  # a RulesError too: claimed by the dealer already, settled before, ...
-                log.warning("detected hit not claimed", round=rid, hit=hit.describe(), error=str(err))
-                continue
-            log.info("detected hit claimed", round=rid, claim=got["claim_id"], status=got["status"], by="shoe")
+        try:
+            for i, hit in enumerate(det.hits):
+                # the booking on disk; no claim left unsettled (one at a time)
+                await self._until(lambda: self._round_id() != rid or self.state is None or (
+                    self.state.phase is not rm.Phase.LOCKING and desk.state.open is None))
+                if not dealing() or len(self._cards) != det.dealt:
+                    log.warning("detected hits not claimed", round=rid, left=[h.describe() for h in det.hits[i:]],
+                                reason="the shoe read a card more" if dealing() else "the round is no longer dealt")
+                    return
+                try:
+                    got = await desk.claim(hit.claim(), by="shoe")
+                except InputError as err:  # a RulesError too: claimed by the dealer already, settled before, ...
+                    log.warning("detected hit not claimed", round=rid, hit=hit.describe(), error=str(err))
+                else:
+                    log.info("detected hit claimed", round=rid, claim=got["claim_id"], status=got["status"],
+                             by="shoe")
+                det.step(to=i + 1)
+        finally:
+            det.step(over=True)
+
+    async def _detected_claimed(self, rid: str) -> tuple[detect.Hit, ...]:
+        """Before the round is settled: the hits the shoe detected in its deal are claimed now (the dealer's settle
+        says the deal is over), as far as they can be (one claim at a time, each after the one before is settled);
+        the hits not claimed yet. A settle never ends a round with a detected hit unclaimed."""
+        det = self._detected
+        if det is None or det.rid != rid or det.over or len(self._cards) != det.dealt:
+            return ()
+        det.now.set()
+        assert self.desk is not None
+        desk = self.desk
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(DETECTED_CLAIM_S):
+                while not (det.over or (desk.state.open is not None and desk.state.open.claimed_by == "shoe")):
+                    det.moved.clear()
+                    await det.moved.wait()
+        return () if det.over else det.left
 
     # --- views ---------------------------------------------------------------------------------------
 
