@@ -45,6 +45,9 @@ CLAIM = "claim"
 # At a table: what stops wagering or the round's end that only a supervisor may lift (a deck removed, a void a
 # wrong stub count asked for), as it stands after a change, so that a restart does not lift it.
 TABLE_STATE = "table-state"
+# At a table: a complete deal the card-reading shoe read, with hits in it (the cards, in the order read), so that a
+# restart claims its hits still; the meters are untouched.
+DEAL = "deal"
 # At a link authority: the head of a table's own journal, as the table sent it (kept off the table's box).
 TABLE_ANCHOR = "table-anchor"
 # At a link authority: a supervisor cleared the anchor of a table kept aside as planted (controller.link.anchors).
@@ -131,6 +134,8 @@ class MetersReducer:
             return state, _claim_record(body)
         if kind == TABLE_STATE:
             return state, _table_state(body)
+        if kind == DEAL:
+            return state, _deal(body)
         if kind in FAULT_KINDS:  # a device fault, a wagering block, the watch of them (controller/faults.py)
             return state, check_fault(kind, body)
         if kind == TABLE_ANCHOR:
@@ -188,6 +193,18 @@ def _claim_record(body: dict[str, Any]) -> dict[str, Any]:
         raise InputError("claim", "a claim record has an event and a claim")
     claim = claim_from_json(body["claim"])
     return {"claim": claim.id, "event": event, "status": claim.status}
+
+
+def _deal(body: dict[str, Any]) -> dict[str, Any]:
+    from .cards import parse_cards
+
+    if set(body) != {"round_id", "cards"} or not isinstance(body["round_id"], str) or not body["round_id"]:
+        raise InputError("body", "a deal has round_id and cards")
+    cards = body["cards"]
+    if not isinstance(cards, list) or not 0 < len(cards) <= 52:
+        raise InputError("cards", "must be the list of the cards read, at most 52")
+    parse_cards(cards, "cards")
+    return {}
 
 
 def _table_state(body: dict[str, Any]) -> dict[str, Any]:

@@ -6,6 +6,7 @@ the shoe jammed, a device muted; the test then looks at what the simulated hardw
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 import re
@@ -638,6 +639,54 @@ async def test_a_settle_right_after_the_deal_claims_the_shoes_hits_first_and_nev
         await daemon.call("settle", {"round_id": "CS-07-r1"})
         paid = sorted((h.seat, h.hand) for h in daemon.ledger.state["main"].history)
         assert (3, "royal-flush") in paid and (5, "straight-flush") in paid, paid
+
+
+async def test_a_deal_the_shoe_read_is_claimed_after_a_restart(tmp_path, monkeypatch):
+    """The controller stops after the shoe read a complete deal with a royal flush in it, before the hit was
+    claimed: the deal is in the journal, so the restart reads it again and the settle claims the hit (refused while
+    it waits), which is approved and paid. Before, the hit was lost with the process's memory."""
+    import controller.app.table as table_mod
+    from controller.errors import RulesError
+    from controller.ledger.reader import lookup
+
+    monkeypatch.setattr(table_mod, "DEAL_SETTLED_S", 60.0)  # not claimed before the stop
+    seat3, seat5, dealer = "AS KS QS JS TS".split(), "2D 7C 9H JD 4S".split(), "3H 5C 8D QC KD".split()
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        await _locked_round(daemon, rig, [3, 5])
+        await rig.deal([card for i in range(5) for card in (seat3[i], seat5[i], dealer[i])])
+        db = daemon.ledger.db_path
+        async with asyncio.timeout(10):
+            while await asyncio.to_thread(lookup, db, "CS-07-r1:deal") is None:
+                await asyncio.sleep(0.02)  # the deal's record, written by a task of its own
+        assert daemon.desk.state.pending is None  # the stop comes before the claim
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        assert daemon.round_info()["id"] == "CS-07-r1" and daemon.state.phase.value == "dealing"
+        with pytest.raises(RulesError, match="awaits a supervisor's approval"):
+            await daemon.call("settle", {"round_id": "CS-07-r1"})
+        claim = daemon.desk.state.pending
+        assert (claim.seat, claim.claimed_by) == (3, "shoe")
+        await daemon.call("approve", {"claim_id": claim.id, **FLOOR})
+        await until(lambda: daemon.desk.busy is None, "the claim's records journaled")
+        await daemon.call("settle", {"round_id": "CS-07-r1"})
+        assert [(h.seat, h.hand) for h in daemon.ledger.state["main"].history if h.seat == 3] == [(3, "royal-flush")]
+
+
+async def test_a_deal_cut_by_a_restart_is_not_read_as_another(tmp_path):
+    """The controller stops in the middle of a deal: the cards read before are gone, and the ones read after it
+    are not the deal from its start. Nothing is detected in that round (before: the later cards were read as the
+    first ones, and hands that were never dealt could be claimed); the dealer claims."""
+    seat3, seat5, dealer = "AS KS QS JS TS".split(), "2D 7C 9H JD 4S".split(), "3H 5C 8D QC KD".split()
+    deal = [card for i in range(5) for card in (seat3[i], seat5[i], dealer[i])]
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        await _locked_round(daemon, rig, [3, 5])
+        await rig.deal(deal[:6])
+        await until(lambda: len(daemon._cards) == 6, "six cards read")
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        assert daemon.state.phase.value == "dealing" and daemon._deal_unknown == "CS-07-r1"
+        await rig.deal(deal[6:] + deal[:6])  # fifteen cards more: a whole deal's worth, in another order
+        await until(lambda: len(daemon._cards) == 15, "the cards read")
+        assert daemon._detected is None and daemon.desk.state.pending is None
+        await daemon.call("settle", {"round_id": "CS-07-r1"})  # nothing detected holds it
 
 
 async def test_the_demos_dealer_settles_a_round_with_a_detected_hit_once_its_floorperson_approved(tmp_path):

@@ -28,18 +28,18 @@ from drivers.device import Device
 from drivers.modbus.schedule import Phase as BusPhase
 
 from .. import __version__
-from ..cards import card_str, cards_str
+from ..cards import card_str, cards_str, parse_cards
 from ..config.model import TableConfig
 from ..errors import InputError, RulesError
 from ..ledger import Ledger, software_digest
 from ..ledger.anchor import Anchor
 from ..ledger.chain import utc_now
 from ..ledger.errors import KeyConflict
-from ..ledger.reader import JournalReader
+from ..ledger.reader import JournalReader, lookup
 from ..link.schema import JournalAnchor, Win
 from ..meter import MeterState
 from ..meter import ops as meter_ops
-from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
+from ..meter_ledger import DEAL, TABLE_STATE, MetersReducer, configure_meter, op_body
 from ..meter_ledger import Meters as MeterStates
 from ..money import UNITS_PER_CENT, format_cents, parse_units
 from ..positions import position_name
@@ -80,6 +80,7 @@ class Detected:
         self.rid, self.dealt, self.hits = rid, dealt, hits
         self.next = 0
         self.over = False  # the claiming ended (every hit claimed, or the deal changed, or the round ended)
+        self.blocked = False  # the next hit waits for a claim before it to be settled (one at a time)
         self.now = asyncio.Event()
         self.moved = asyncio.Event()
 
@@ -87,10 +88,11 @@ class Detected:
     def left(self) -> tuple[detect.Hit, ...]:
         return self.hits[self.next:]
 
-    def step(self, *, to: int | None = None, over: bool = False) -> None:
+    def step(self, *, to: int | None = None, over: bool = False, blocked: bool = False) -> None:
         if to is not None:
             self.next = to
         self.over = self.over or over
+        self.blocked = blocked
         self.moved.set()
 SHOE_JAM = "shoe jam (§ 667a.13(e))"
 
@@ -120,6 +122,7 @@ class TableDaemon(TableShell):
         self._cards: list[int] = []
         self._changed = asyncio.Event()  # set and replaced at every change of the round or its claims
         self._detected: Detected | None = None  # the shoe's hits of the last complete deal, and their claims
+        self._deal_unknown: str | None = None  # a round dealt across a restart before its deal was complete
         self._kept = Kept()  # what only a supervisor lifts, as last journaled (TABLE_STATE)
         self._kept_no = 0  # the number of the last TABLE_STATE record
         self._kept_write: asyncio.Task[Any] | None = None
@@ -190,6 +193,7 @@ class TableDaemon(TableShell):
                     log.warning("round was open when the controller stopped: settle or void it", round=rid)
                     self._after_step(resumed.step)
                     await self.desk.restore(rid)
+                    await self._restore_deal(rid)
                 else:
                     self._after_step(resumed.step)
                 if self.link is not None:
@@ -783,6 +787,8 @@ class TableDaemon(TableShell):
         if self.cfg.cards is None or self.cfg.cards.source != "shoe" or self.state is None:
             return
         rid, n = self._round_id(), len(self._cards)
+        if rid == self._deal_unknown:
+            return
         spots = [detect.SpotWager(s, self.cfg.wagers[r.wager].wager, self.cfg.wagers[r.wager].paytable, r.on_dealer)
                  for s, r in self.rules.spots.items()]
         try:
@@ -800,7 +806,35 @@ class TableDaemon(TableShell):
                      hand=hit.hand, award=hit.award)
         if found.hits:
             det = self._detected = Detected(rid, n, found.hits)
+            self.spawn(self._journal_deal(rid, tuple(self._cards)), f"deal:{rid}")
             self.spawn(self._claim_detected(det), f"detected:{rid}")
+
+    async def _journal_deal(self, rid: str, cards: tuple[int, ...]) -> None:
+        """The deal with hits in it, kept so that a restart before they are all claimed claims them still."""
+        assert self.ledger is not None
+        with contextlib.suppress(KeyConflict):  # journaled before the restart that read it again
+            await self.ledger.submit_async(DEAL, {"round_id": rid, "cards": [card_str(c) for c in cards]},
+                                           f"{rid}:deal")
+
+    async def _restore_deal(self, rid: str) -> None:
+        """At a restart in a round being dealt: a deal the shoe read complete, with hits, is read again from the
+        journal, and its hits not claimed yet are claimed (those claimed before are refused as settled, and left)."""
+        assert self.ledger is not None and self.state is not None
+        if self.cfg.cards is None or self.cfg.cards.source != "shoe" or self.state.phase is not rm.Phase.DEALING:
+            return
+        found = await asyncio.to_thread(lookup, self.ledger.db_path, f"{rid}:deal")
+        if found is None or found.kind != DEAL:
+            # Cards read before the stop are not known: what the shoe reads now is not the deal from its start, and
+            # hands detected from it could be others than those dealt. The dealer claims this round's hits.
+            self._deal_unknown = rid
+            log.warning("the shoe's cards of the round before the restart are not known: the dealer claims its hits",
+                        round=rid)
+            return
+        self._cards = list(parse_cards(found.body["cards"], "cards"))
+        log.info("deal read again from the journal: its hits are claimed", round=rid, cards=cards_str(self._cards))
+        self._shoe_card()
+        if self._detected is not None and self._detected.rid == rid:
+            self._detected.now.set()  # read complete before the stop, which outlasted DEAL_SETTLED_S
 
     async def _claim_detected(self, det: Detected) -> None:
         """Claim the hits of a complete deal through the dealer's claim path, one at a time in settlement order,
@@ -818,8 +852,10 @@ class TableDaemon(TableShell):
         try:
             for i, hit in enumerate(det.hits):
                 # the booking on disk; no claim left unsettled (one at a time)
+                det.step(blocked=desk.state.open is not None)
                 await self._until(lambda: self._round_id() != rid or self.state is None or (
                     self.state.phase is not rm.Phase.LOCKING and desk.state.open is None))
+                det.step()
                 if not dealing() or len(self._cards) != det.dealt:
                     log.warning("detected hits not claimed", round=rid, left=[h.describe() for h in det.hits[i:]],
                                 reason="the shoe read a card more" if dealing() else "the round is no longer dealt")
@@ -843,11 +879,9 @@ class TableDaemon(TableShell):
         if det is None or det.rid != rid or det.over or len(self._cards) != det.dealt:
             return ()
         det.now.set()
-        assert self.desk is not None
-        desk = self.desk
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(DETECTED_CLAIM_S):
-                while not (det.over or (desk.state.open is not None and desk.state.open.claimed_by == "shoe")):
+                while not (det.over or det.blocked):
                     det.moved.clear()
                     await det.moved.wait()
         return () if det.over else det.left
