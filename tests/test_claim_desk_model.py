@@ -515,10 +515,9 @@ class ClaimDeskModel(RuleBasedStateMachine):
     def the_sign_shows_the_desk(self):
         face = self.d.sign.face()
         pending = self.d.desk.state.pending if self.d.desk.state.round_id == self.rid() else None
-        if pending is not None:
-            assert isinstance(face, ev.ShowMessage) and face.message in (ev.SignMessage.PENDING, ev.SignMessage.WIN)
-            if face.message is ev.SignMessage.PENDING:
-                assert (face.seat, face.amount_cents) == (pending.seat, pending.amount_cents)
+        if pending is not None:  # the claim that waits, whatever win of this table came before or after it
+            assert isinstance(face, ev.ShowMessage) and face.message is ev.SignMessage.PENDING, face
+            assert (face.seat, face.amount_cents) == (pending.seat, pending.amount_cents)
         else:
             assert not (isinstance(face, ev.ShowMessage) and face.message is ev.SignMessage.PENDING), face
 

@@ -173,6 +173,31 @@ def test_the_sign_shows_the_newest_message_in_force_then_the_meters():
     assert out.shown == ev.ShowAmounts((("main", 1_000_000),))
 
 
+def test_a_claim_that_waits_outranks_the_win_of_the_claim_before_it_whenever_that_win_came():
+    """Claim, approve, next claim at the speed the card-reading shoe makes them: the next claim's PENDING may be given
+    a moment before the WIN of the claim before it (the win is shown once its payment is journaled). The sign shows
+    the claim that waits, not that win; a win at another table of the link still comes first for its time."""
+    now = [100.0]
+    out = Out()
+    sign = Sign("CS-07", [out], clock=lambda: now[0])
+    sign.meters((("main", 1_000_045),))
+    sign.pending(6, 1_000_045)
+    now[0] += 0.5
+    sign.pending(None)
+    sign.pending(5, 1_000_000)  # the next detected hit claimed at once
+    sign.win("CS-07", 6, 1_000_045)  # the win of seat 6, shown a moment later
+    waiting = (ev.SignMessage.PENDING, 5, 1_000_000)
+    assert (out.shown.message, out.shown.seat, out.shown.amount_cents) == waiting, out.shown
+    sign.win("CS-08", 2, 500_000)  # another table of the link: shown for its time
+    assert (out.shown.message, out.shown.table) == (ev.SignMessage.WIN, "CS-08")
+    now[0] += WIN_DISPLAY_S + 0.01
+    sign.show()
+    assert (out.shown.message, out.shown.seat, out.shown.amount_cents) == waiting
+    sign.pending(None)  # approved: its own win, then the meters
+    sign.win("CS-07", 5, 1_000_000)
+    assert (out.shown.message, out.shown.seat) == (ev.SignMessage.WIN, 5)
+
+
 def test_the_sign_names_a_disabled_seat_now_and_then_and_shows_the_meters_between():
     """A seat whose device does not answer is named (OFFLINE with the seat) at once and then for SEAT_SHOWN_S of
     every SEAT_EVERY_S, each such seat in turn: the meters the rest of the time, the table's OFFLINE and the

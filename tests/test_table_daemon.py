@@ -631,6 +631,9 @@ async def test_a_settle_right_after_the_deal_claims_the_shoes_hits_first_and_nev
         await daemon.call("approve", {"claim_id": first.id, **FLOOR})
         await until(lambda: daemon.desk.state.pending is not None and daemon.desk.state.pending.seat == other,
                     "the other hit claimed after the first")
+        # the sign shows the claim that waits, not the win of the one before it (shown for 10 s: so well within)
+        await until(lambda: message(rig) == "PENDING" and rig.sign()["message"]["seat"] == other,
+                    lambda: f"PENDING for seat {other}: {rig.sign()}", timeout=3)
         with pytest.raises(RulesError, match="awaits a supervisor's approval") as refused:
             await daemon.call("settle", {"round_id": "CS-07-r1"})
         assert "not claimed yet" not in str(refused.value)

@@ -6,9 +6,11 @@ table, the seat and the amount, for as long as it waits) and wins (WIN with the 
 for WIN_DISPLAY_S: several states want the winning table and amount shown within 30 s, then the new amount).
 What it shows is worked out from all of them each time (`face`), so a refresh can never cut a message short:
 
-1. the newest of the messages in force: PENDING while a claim waits, and each WIN until its time is up (a new
-   claim's PENDING is newer than the win before it; a win at another table of the link is newer than a PENDING
-   that waits here, and PENDING comes back when that win's time is up);
+1. the newest of the messages in force: PENDING while a claim waits, and each WIN until its time is up. A claim
+   of this table waits only once the claims before it are settled, so its PENDING outranks every WIN of this
+   table, whenever that WIN came (a win is shown once its payment is journaled, which may be a moment after the
+   next claim's PENDING: before, that win hid the new PENDING for WIN_DISPLAY_S); a win at another table of the
+   link is newer than a PENDING that waits here, and PENDING comes back when that win's time is up;
 2. else OFFLINE while progressive wagering is disabled;
 3. else, while seats are disabled (their wagering device does not answer) and the rest of the table wagers,
    OFFLINE with the seat for SEAT_SHOWN_S of every SEAT_EVERY_S, each such seat in turn (a seat just disabled at
@@ -105,6 +107,8 @@ class Sign:
         now = self._clock()
         self._wins = [w for w in self._wins if w.until is not None and w.until > now]
         messages = [*self._wins, *([self._pending] if self._pending is not None else [])]
+        if self._pending is not None:  # this table's wins are of claims before the one that waits
+            messages = [m for m in messages if m is self._pending or m.command.table != self.table]
         if messages:
             return max(messages, key=lambda m: m.since).command
         if self._offline:
