@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     logs.configure(args.log_format, cfg.logging.level)
     logs.set_table_context(table=cfg.table)
     from .attach import AttachError
+    from .control import SocketInUse
     from .rig_config import RigConfigError
 
     try:
@@ -78,6 +79,10 @@ def main(argv: list[str] | None = None) -> int:
     except (AttachError, RigConfigError) as e:  # the table is not cabled as the rig, or no rig file
         print(f"progressive-demo: {'--table' if isinstance(e, AttachError) else '--rig'}: {e}", file=sys.stderr)
         return 2
+    except SocketInUse as e:  # a demo runs there already: its rig holds the socket
+        print(f"progressive-demo: --demo-dir: {e}: a demo is running there already; stop it (Ctrl-C) or give "
+              "another --demo-dir", file=sys.stderr)
+        return 1
 
 
 async def _demo(cfg, rig_file: Path, args: argparse.Namespace) -> int:
@@ -125,7 +130,14 @@ async def _dealer(rig, daemon, rounds: int | None, run: asyncio.Task[None]) -> N
         await daemon.ready.wait()
         while not all(i.up for i in daemon._info.values()):
             await asyncio.sleep(0.05)
-    await play(rig, daemon, rounds=rounds, seats=daemon.cfg.seats, floorperson=DEMO_SUPERVISOR)
+    played = await play(rig, daemon, rounds=rounds, seats=daemon.cfg.seats, floorperson=DEMO_SUPERVISOR)
+    if daemon.ledger is not None:
+        from controller.money import format_cents
+
+        meters = daemon.ledger.state
+        structlog.get_logger("progressived").info(
+            "demo finished", rounds=played, amounts={m: format_cents(s.current_cents) for m, s in sorted(meters.items())},
+            hits=sum(len(s.history) for s in meters.values()), journal=str(daemon.cfg.state_dir))
     if rounds is not None:
         run.cancel()  # the demo asked for so many rounds: a clean stop
 

@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
@@ -40,6 +41,11 @@ def test_demo_plays_rounds_and_stops_cleanly(tmp_path):
     played = [e for e in events if e.get("event") == "round played"]
     assert [e["round"] for e in played] == ["CS-07-r1", "CS-07-r2"]
     assert all(e.get("table") == "CS-07" for e in events if e.get("logger") != "hil")
+    booked = [e for e in events if e.get("event") == "round booked"]
+    assert booked and all(isinstance(e["amounts"]["main"], str) and len(e["magic_card"]) == 2 for e in booked), booked
+    assert not [e for e in events if e.get("event") == "deck counted" and "deck" in e]  # no `deck=None`
+    (finished,) = [e for e in events if e.get("event") == "demo finished"]
+    assert finished["rounds"] == 2 and set(finished["amounts"]) == {"main", "bonus"}, finished
 
     audit = subprocess.run([BIN / "progressivectl", "audit", "verify", "--state", str(demo / "state"), "--json"],
                            capture_output=True, text=True, timeout=120)
@@ -99,3 +105,25 @@ def test_a_table_not_cabled_as_the_rig_is_refused_in_one_line(tmp_path):
     r = subprocess.run([BIN / "progressive-demo", "--rig", str(bad), "--demo-dir", str(tmp_path / "d")],
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 2 and r.stderr == f"progressive-demo: --rig: {bad}: no such file\n"
+
+
+def test_a_second_demo_in_the_same_directory_is_refused_in_one_line(tmp_path):
+    """`./run` while one runs: one line naming the directory, status 1, no traceback (before: 36 lines of one)."""
+    demo = tmp_path / "demo"
+    first = subprocess.Popen([BIN / "progressive-demo", "--demo-dir", str(demo), "--no-dealer", "--log-format", "json"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        rig = demo / "rig.sock"
+        deadline = time.monotonic() + 60
+        while not rig.is_socket():  # the first demo's rig holds it
+            assert first.poll() is None and time.monotonic() < deadline, "the first demo did not start"
+            time.sleep(0.05)
+        second = subprocess.run([BIN / "progressive-demo", "--demo-dir", str(demo), "--rounds", "1"],
+                                capture_output=True, text=True, timeout=90)
+    finally:
+        first.terminate()
+        first.wait(30)
+    assert second.returncode == 1, second.stderr
+    lines = second.stderr.strip().splitlines()
+    assert len(lines) == 1 and "a demo is running there already" in lines[0], second.stderr
+    assert "Traceback" not in second.stderr

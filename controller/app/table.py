@@ -536,8 +536,11 @@ class TableDaemon(TableShell):
             if "contributed" in result:  # a linked meter's is counted at its authority
                 contributed = parse_units(result["contributed"], "contributed")
                 self.metrics.contributions.labels(meter).inc(contributed // UNITS_PER_CENT)
-        log.info("round booked", round=e.round_id, meters=sorted(e.wagers), magic_card=e.magic_card,
-                 lucky_seat=e.lucky_seat)
+        log.info("round booked", round=e.round_id, meters=sorted(e.wagers),
+                 amounts={m: format_cents(s.current_cents) for m, s in sorted(self.ledger.state.items())}
+                 if self.ledger is not None else {},
+                 **({"magic_card": card_str(e.magic_card)} if e.magic_card is not None else {}),
+                 **({"lucky_seat": position_name(e.lucky_seat)} if e.lucky_seat is not None else {}))
         if self.ledger is not None:  # the WAL folded while dealing, not inside the COMMIT of a later press's booking
             self.ledger.wal_checkpoint().add_done_callback(self._wal_folded)
         self._booked[e.round_id] = tuple(sorted(e.wagers))

@@ -277,7 +277,9 @@ def _shuffle_counted(rules: TableRules, state: TableState, e: ShuffleCounted) ->
             return Step(raise_block(state, Block.DECK, "alternation"),
                         (Note("deck not alternated", {"deck": e.deck}),))
     deck = replace(state.deck, rounds_since_count=0, last_deck=e.deck)
-    return Step(replace(state, deck=deck), (Note("deck counted", {"count": e.count, "deck": e.deck}),))
+    # the deck's id only when the shuffler gives one (most do not)
+    return Step(replace(state, deck=deck), (Note("deck counted", {"count": e.count,
+                                                                  **({"deck": e.deck} if e.deck is not None else {})}),))
 
 
 def _stub_counted(rules: TableRules, state: TableState, e: StubCounted) -> Step:
