@@ -219,3 +219,18 @@ def test_an_entry_moved_past_the_days_close_does_not_cut_the_day_short(state_dir
     assert f"does not reconcile: entry {seq + 1}: stamped 2026-11-30T20:00" in proc.stderr
     assert f"after entry {seq} stamped 2026-12-01T12:00:00.000000Z" in proc.stderr
     assert report(state_dir, "--day", "2026-11-30").returncode == 0
+
+
+def test_a_day_without_entries_says_so_and_names_the_days_that_have_them(state_dir):
+    """Before, a day with no entry (one the table did not play, or a typo in --day) printed "balanced" with status 0,
+    as a day of play would. Its report is still written (a day without play is filed too), a line says it has no
+    entry and which days have them, and the status is 3; a day that has not begun gives no report."""
+    empty = report(state_dir, "--day", "2026-12-02", process=True)
+    assert empty.returncode == 3, empty.stderr
+    assert empty.stderr.strip() == ("progressivectl: the gaming day 2026-12-02 has no entry in the journal: its "
+                                    "entries are of the gaming days 2026-11-29 to 2026-11-30"), empty.stderr
+    assert empty.stdout.startswith("Gaming day 2026-12-02")
+    future = report(state_dir, "--day", "2999-01-01", process=True)
+    assert future.returncode == 3 and future.stdout == ""
+    assert "the gaming day 2999-01-01 has not begun" in future.stderr, future.stderr
+    assert report(state_dir, "--day", "2026-11-30", process=True).returncode == 0

@@ -1,7 +1,9 @@
 """`progressivectl report --state DIR --day YYYY-MM-DD`: the gaming day's report of a state directory, read off-line
 (read-only; the daemon may be running), its hash chain checked as it is read. Exit status: 0 written; 1 the journal
 is damaged (the chain broken: the line names the entry) or the day does not reconcile (a journaled result that its
-replay does not give, books that do not balance); 2 bad input."""
+replay does not give, books that do not balance); 2 bad input; 3 the day has no entry (not begun, or nothing
+journaled in it: the report of a day without play is written all the same, and a line names the days that have
+entries)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import InputError, InvariantViolation
 from .common import EXIT_DAMAGED
+
+EXIT_NO_ENTRIES = 3  # the day has no entry in the journal: said in a line, so that a script does not file it unread
 
 if TYPE_CHECKING:
     from ..report.day import GamingDay
@@ -76,5 +80,35 @@ def cmd_report(args: Any) -> int:
     except InvariantViolation as e:
         print(f"progressivectl: the gaming day {day.day} does not reconcile: {e}", file=sys.stderr)
         return EXIT_DAMAGED
+    if report.entries == 0:
+        from datetime import datetime, timezone
+
+        if day.start > datetime.now(timezone.utc):
+            print(f"progressivectl: the gaming day {day.day} has not begun (it starts at {day.start:%Y-%m-%d %H:%M} "
+                  f"UTC): no report", file=sys.stderr)
+            return EXIT_NO_ENTRIES
+        sys.stdout.write(render(report, args.form))
+        print(f"progressivectl: the gaming day {day.day} has no entry in the journal: {_entries_span(args.state, day)}",
+              file=sys.stderr)
+        return EXIT_NO_ENTRIES
     sys.stdout.write(render(report, args.form))
     return 0
+
+
+def _entries_span(state: Path, day: GamingDay) -> str:
+    """Which gaming days the journal has entries in, in words."""
+    from zoneinfo import ZoneInfo
+
+    from ..report.day import day_of
+    from ..report.files import journal_span
+
+    span = journal_span(state)
+    if span is None:
+        return "the journal has none"
+    try:
+        zone = ZoneInfo(day.zone)
+    except (ValueError, KeyError, OSError):  # a zone named as configured: checked when the day was made
+        return f"its entries run from {span[0]:%Y-%m-%d %H:%M} to {span[1]:%Y-%m-%d %H:%M} UTC"
+    first, last = (day_of(t, day.starts_at, zone).day for t in span)
+    return f"its entries are of the gaming days {first} to {last}" if first != last else \
+        f"its entries are of the gaming day {first}"

@@ -104,6 +104,16 @@ class JournalReader:
                                      (kind,)).fetchone()
         return row is not None
 
+    def span(self) -> tuple[datetime, datetime] | None:
+        """When the first and the last entry were stamped (None: no entry)."""
+        with self._lock:
+            rows = [self._conn.execute(f"SELECT entry FROM entries ORDER BY seq {order} LIMIT 1").fetchone()
+                    for order in ("ASC", "DESC")]
+        if rows[0] is None or rows[1] is None:
+            return None
+        first, last = (datetime.fromisoformat(Entry(r[0]).time) for r in rows)
+        return first, last
+
     def records(self, since: datetime | None = None, until: datetime | None = None) -> Iterator[Record]:
         """The entries in seq order, from the first stamped at or after `since` (aware; None: from entry 1), up to
         the first stamped at or after `until` (None: to the head), read a chunk at a time. The ledger's own

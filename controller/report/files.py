@@ -28,6 +28,12 @@ def read_report(state_dir: Path, day: GamingDay) -> DayReport:
         return day_report(reader.verified(until=day.end), day)
 
 
+def journal_span(state_dir: Path) -> tuple[datetime, datetime] | None:
+    """When the journal in `state_dir` has entries: its first's and its last's times (None: none)."""
+    with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
+        return reader.span()
+
+
 @dataclass(frozen=True)
 class Opening:
     """The meters at a span's start, kept from one read to the next (the entries before it do not change)."""
