@@ -35,19 +35,21 @@ async def _settle(table: Table, rid: str, floorperson: tuple[str, str] | None, p
             try:
                 await table.call("settle", {"round_id": rid})
                 return
-            except InputError as refused:
+            except InputError as refused:  # a claim of the round waits, or the shoe's hits are claimed first
+                log.info("the round is not settled yet", reason=str(refused))
                 claims = (await table.call("round", {}))["claims"]
-                pending = [c for c in claims if c["status"] == "pending"]
-                if not pending and "awaits" not in str(refused) and "being" not in str(refused):
-                    raise
-                for c in pending:
+                for c in (c for c in claims if c["status"] == "pending"):
                     if floorperson is None:
                         log.info("waiting for a floorperson to approve", claim=c["claim_id"])
                         continue
                     await asyncio.sleep(pause)  # the floorperson walks over
                     name, secret = floorperson
-                    await table.call("approve", {"claim_id": c["claim_id"], "supervisor": name, "secret": secret})
-                    log.info("the floorperson approved", claim=c["claim_id"], supervisor=name)
+                    try:
+                        await table.call("approve", {"claim_id": c["claim_id"], "supervisor": name, "secret": secret})
+                    except InputError as e:  # decided meanwhile: the settle says what holds the round next
+                        log.info("the floorperson's approval refused", claim=c["claim_id"], reason=str(e))
+                    else:
+                        log.info("the floorperson approved", claim=c["claim_id"], supervisor=name)
                 await asyncio.sleep(pause)
 
 

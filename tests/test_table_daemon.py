@@ -645,33 +645,64 @@ async def test_a_settle_right_after_the_deal_claims_the_shoes_hits_first_and_nev
 
 
 async def test_a_deal_the_shoe_read_is_claimed_after_a_restart(tmp_path, monkeypatch):
-    """The controller stops after the shoe read a complete deal with a royal flush in it, before the hit was
-    claimed: the deal is in the journal, so the restart reads it again and the settle claims the hit (refused while
-    it waits), which is approved and paid. Before, the hit was lost with the process's memory."""
+    """Three hits detected (settled from the dealer's right: seat 6, 5, then 3). Seat 6's claim is rejected, seat 5's
+    waits, and the controller stops before seat 3's is made. The deal whose hits were being claimed is in the
+    journal: the restart reads it again, leaves the hits the shoe claimed before as they are (seat 6 stays rejected:
+    before, a restart claimed it again) and claims seat 3's once seat 5's is approved. Before, seat 3's hit was lost
+    with the process's memory."""
     import controller.app.table as table_mod
     from controller.errors import RulesError
-    from controller.ledger.reader import lookup
 
-    monkeypatch.setattr(table_mod, "DEAL_SETTLED_S", 60.0)  # not claimed before the stop
-    seat3, seat5, dealer = "AS KS QS JS TS".split(), "2D 7C 9H JD 4S".split(), "3H 5C 8D QC KD".split()
+    monkeypatch.setattr(table_mod, "DEAL_SETTLED_S", 0.2)
+    seat3, seat5, seat6 = "AS KS QS JS TS".split(), "9C 8C 7C 6C 5C".split(), "4S 4H 4D 4C 2D".split()
+    dealer = "3H 5H 8D QC KD".split()
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        await _locked_round(daemon, rig, [3, 5, 6])
+        await rig.deal([card for i in range(5) for card in (seat3[i], seat5[i], seat6[i], dealer[i])])
+        await until(lambda: daemon.desk.state.pending is not None and daemon.desk.state.pending.seat == 6, "seat 6's")
+        await daemon.call("reject", {"claim_id": daemon.desk.state.pending.id, "reason": "misread", **FLOOR})
+        await until(lambda: daemon.desk.state.pending is not None and daemon.desk.state.pending.seat == 5, "seat 5's")
+    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
+        assert daemon.round_info()["id"] == "CS-07-r1" and daemon.state.phase.value == "dealing"
+        with pytest.raises(RulesError) as refused:
+            await daemon.call("settle", {"round_id": "CS-07-r1"})
+        assert "not claimed yet: seat 3" in str(refused.value) and "seat 6" not in str(refused.value), refused.value
+        await daemon.call("approve", {"claim_id": daemon.desk.state.pending.id, **FLOOR})
+        await until(lambda: daemon.desk.state.pending is not None and daemon.desk.state.pending.seat == 3, "seat 3's")
+        await daemon.call("approve", {"claim_id": daemon.desk.state.pending.id, **FLOOR})
+        await until(lambda: daemon.desk.busy is None, "the claim's records journaled")
+        await daemon.call("settle", {"round_id": "CS-07-r1"})
+        paid = sorted({h.seat for h in daemon.ledger.state["main"].history if h.paid_by == "attendant"})
+        assert paid == [3, 5], daemon.ledger.state["main"].history
+
+
+async def test_a_dealers_claim_at_the_settle_drops_none_of_the_shoes_hits(tmp_path):
+    """The dealer claims a hand (a wrong one) at the moment the round is settled, right after the deal: the shoe's
+    hits wait for that claim's verification instead of being dropped (before: both dropped with "another claim is
+    being verified", and the next settle went through with nothing paid)."""
+    from controller.errors import InputError
+
+    seat3, seat5, dealer = "AS KS QS JS TS".split(), "9D 8D 7D 6D 5D".split(), "3H 5C 8C QC KD".split()
     async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
         await _locked_round(daemon, rig, [3, 5])
         await rig.deal([card for i in range(5) for card in (seat3[i], seat5[i], dealer[i])])
-        db = daemon.ledger.db_path
-        async with asyncio.timeout(10):
-            while await asyncio.to_thread(lookup, db, "CS-07-r1:deal") is None:
-                await asyncio.sleep(0.02)  # the deal's record, written by a task of its own
-        assert daemon.desk.state.pending is None  # the stop comes before the claim
-    async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
-        assert daemon.round_info()["id"] == "CS-07-r1" and daemon.state.phase.value == "dealing"
-        with pytest.raises(RulesError, match="awaits a supervisor's approval"):
-            await daemon.call("settle", {"round_id": "CS-07-r1"})
-        claim = daemon.desk.state.pending
-        assert (claim.seat, claim.claimed_by) == (3, "shoe")
-        await daemon.call("approve", {"claim_id": claim.id, **FLOOR})
-        await until(lambda: daemon.desk.busy is None, "the claim's records journaled")
-        await daemon.call("settle", {"round_id": "CS-07-r1"})
-        assert [(h.seat, h.hand) for h in daemon.ledger.state["main"].history if h.seat == 3] == [(3, "royal-flush")]
+        await until(lambda: daemon._detected is not None, "the deal complete, its hits detected")
+        wrong, settle = await asyncio.gather(
+            daemon.call("claim", {"seat": 3, "cards": "2S 7H 9C JC KC".split()}),
+            daemon.call("settle", {"round_id": "CS-07-r1"}), return_exceptions=True)
+        assert isinstance(settle, InputError), settle
+        for _ in range(4):  # approve what waits until the round settles
+            await until(lambda: daemon.desk.busy is None and daemon.desk.state.open is None
+                        or daemon.desk.state.pending is not None, "a claim that waits, or none")
+            if daemon.desk.state.pending is None:
+                with contextlib.suppress(InputError):
+                    await daemon.call("settle", {"round_id": "CS-07-r1"})
+                if daemon.round_info()["id"] != "CS-07-r1":
+                    break
+                continue
+            await daemon.call("approve", {"claim_id": daemon.desk.state.pending.id, **FLOOR})
+        paid = sorted((h.seat, h.hand) for h in daemon.ledger.state["main"].history if h.paid_by == "attendant")
+        assert paid == [(3, "royal-flush"), (5, "straight-flush")], paid
 
 
 async def test_a_deal_cut_by_a_restart_is_not_read_as_another(tmp_path):

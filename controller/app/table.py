@@ -35,7 +35,7 @@ from ..ledger import Ledger, software_digest
 from ..ledger.anchor import Anchor
 from ..ledger.chain import utc_now
 from ..ledger.errors import KeyConflict
-from ..ledger.reader import JournalReader, lookup
+from ..ledger.reader import Found, JournalReader, lookup
 from ..link.schema import JournalAnchor, Win
 from ..meter import MeterState
 from ..meter import ops as meter_ops
@@ -68,32 +68,44 @@ if TYPE_CHECKING:
 log = structlog.get_logger("table")
 
 DEAL_SETTLED_S = 3.0  # a complete deal from the card-reading shoe is claimed if no card more comes this long
-DETECTED_CLAIM_S = 10.0  # how long a settle waits for the shoe's detected hits to be claimed before it answers
+DETECTED_CLAIM_S = 8.0  # how long a settle waits for the shoe's detected hits to be claimed (the CLI waits 10 s)
+CLAIM_RECHECK_S = 0.25  # a detected hit waiting for another claim's verification looks again this often
+FIRST_CARD = ":first"  # `{round}:deal:first`: a deal began (journaled at its first card)
+DROPPED = ":dropped"  # `{round}:deal:dropped`: a card more came after the claims of its hits began
 
 
 class Detected:
     """The hits the card-reading shoe detected in a complete deal of round `rid`, `dealt` cards long, and how far
     their claims have got: claimed in order, `next` the first not claimed yet; `now` claims them without waiting
-    for DEAL_SETTLED_S (the dealer settles: the deal is over); `moved` is set at every step."""
+    for DEAL_SETTLED_S (the dealer settles: the deal is over); `moved` is set at every step. `restored`: read again
+    from the journal at a restart (its wait passed before the stop; hits the shoe claimed before are left)."""
 
-    def __init__(self, rid: str, dealt: int, hits: tuple[detect.Hit, ...]) -> None:
-        self.rid, self.dealt, self.hits = rid, dealt, hits
+    def __init__(self, rid: str, dealt: int, hits: tuple[detect.Hit, ...], *, restored: bool = False) -> None:
+        self.rid, self.dealt, self.hits, self.restored = rid, dealt, hits, restored
         self.next = 0
-        self.over = False  # the claiming ended (every hit claimed, or the deal changed, or the round ended)
+        self.end = ""  # how the claiming ended: "claimed" (each hit), "dropped" (the deal or the round changed),
+        # "failed" (an error: the hits left still hold the settle)
         self.blocked = False  # the next hit waits for a claim before it to be settled (one at a time)
         self.now = asyncio.Event()
         self.moved = asyncio.Event()
 
     @property
-    def left(self) -> tuple[detect.Hit, ...]:
-        return self.hits[self.next:]
+    def over(self) -> bool:
+        return bool(self.end)
 
-    def step(self, *, to: int | None = None, over: bool = False, blocked: bool = False) -> None:
+    @property
+    def left(self) -> tuple[detect.Hit, ...]:
+        """The hits not claimed yet that still hold the settle."""
+        return self.hits[self.next:] if self.end in ("", "failed") else ()
+
+    def step(self, *, to: int | None = None, end: str = "", blocked: bool = False) -> None:
         if to is not None:
             self.next = to
-        self.over = self.over or over
+        self.end = self.end or end
         self.blocked = blocked
         self.moved.set()
+
+
 SHOE_JAM = "shoe jam (§ 667a.13(e))"
 
 
@@ -783,7 +795,7 @@ class TableDaemon(TableShell):
 
     # --- the card-reading shoe ------------------------------------------------------------------------
 
-    def _shoe_card(self) -> None:
+    def _shoe_card(self, *, restored: bool = False) -> None:
         """A card of the round's deal read by the card-reading shoe. At a table whose cards come from the shoe
         (`cards.source` "shoe"), once the deal is complete each hand a wager of the round pays is detected
         (controller/round/detect.py) and claimed as the dealer would claim it, by "shoe" (docs/rounds.md)."""
@@ -792,6 +804,8 @@ class TableDaemon(TableShell):
         rid, n = self._round_id(), len(self._cards)
         if rid == self._deal_unknown:
             return
+        if n == 1 and not restored:  # a deal begun: a restart before it is complete knows it lost cards
+            self.spawn(self._journal_deal(rid, tuple(self._cards), FIRST_CARD), f"deal:{rid}")
         spots = [detect.SpotWager(s, self.cfg.wagers[r.wager].wager, self.cfg.wagers[r.wager].paytable, r.on_dealer)
                  for s, r in self.rules.spots.items()]
         try:
@@ -808,36 +822,52 @@ class TableDaemon(TableShell):
             log.info("hit detected", round=rid, seat=position_name(hit.seat), spot=hit.spot, cards=cards_str(hit.cards),
                      hand=hit.hand, award=hit.award)
         if found.hits:
-            det = self._detected = Detected(rid, n, found.hits)
-            self.spawn(self._journal_deal(rid, tuple(self._cards)), f"deal:{rid}")
+            det = self._detected = Detected(rid, n, found.hits, restored=restored)
+            if restored:
+                det.now.set()  # its wait for a card more passed before the stop
             self.spawn(self._claim_detected(det), f"detected:{rid}")
 
-    async def _journal_deal(self, rid: str, cards: tuple[int, ...]) -> None:
-        """The deal with hits in it, kept so that a restart before they are all claimed claims them still."""
+    async def _journal_deal(self, rid: str, cards: tuple[int, ...], what: str = "") -> None:
+        """The deal's cards in the journal: `{rid}:deal` the deal whose hits are being claimed (a restart claims those
+        left), FIRST_CARD that a deal began (a restart before the deal was complete knows it lost cards), DROPPED
+        that a card more came after its claims began (a restart claims none)."""
         assert self.ledger is not None
         with contextlib.suppress(KeyConflict):  # journaled before the restart that read it again
             await self.ledger.submit_async(DEAL, {"round_id": rid, "cards": [card_str(c) for c in cards]},
-                                           f"{rid}:deal")
+                                           f"{rid}:deal{what}")
 
     async def _restore_deal(self, rid: str) -> None:
-        """At a restart in a round being dealt: a deal the shoe read complete, with hits, is read again from the
-        journal, and its hits not claimed yet are claimed (those claimed before are refused as settled, and left)."""
+        """At a restart in a round being dealt: a deal the shoe read complete, whose hits were being claimed, is read
+        again from the journal and its hits not claimed by the shoe before are claimed; a deal begun and not complete
+        (or dropped) before the stop is not read at all: its cards before the stop are lost."""
         assert self.ledger is not None and self.state is not None
         if self.cfg.cards is None or self.cfg.cards.source != "shoe" or self.state.phase is not rm.Phase.DEALING:
             return
-        found = await asyncio.to_thread(lookup, self.ledger.db_path, f"{rid}:deal")
-        if found is None or found.kind != DEAL:
-            # Cards read before the stop are not known: what the shoe reads now is not the deal from its start, and
-            # hands detected from it could be others than those dealt. The dealer claims this round's hits.
-            self._deal_unknown = rid
-            log.warning("the shoe's cards of the round before the restart are not known: the dealer claims its hits",
-                        round=rid)
+
+        def read() -> tuple[Found | None, bool]:
+            assert self.ledger is not None
+            db = self.ledger.db_path
+            deal = lookup(db, f"{rid}:deal")
+            begun = lookup(db, f"{rid}:deal{FIRST_CARD}") is not None or lookup(db, f"{rid}:deal{DROPPED}") is not None
+            return (deal if deal is not None and lookup(db, f"{rid}:deal{DROPPED}") is None else None), begun
+
+        deal, begun = await asyncio.to_thread(read)
+        if deal is None:
+            if begun:  # what the shoe reads now is not the deal from its start: hands detected could be others
+                self._deal_unknown = rid
+                log.warning("the shoe's cards of the round before the restart are not known: the dealer claims its "
+                            "hits", round=rid)
             return
-        self._cards = list(parse_cards(found.body["cards"], "cards"))
+        self._cards = list(parse_cards(deal.body["cards"], "cards"))
         log.info("deal read again from the journal: its hits are claimed", round=rid, cards=cards_str(self._cards))
-        self._shoe_card()
-        if self._detected is not None and self._detected.rid == rid:
-            self._detected.now.set()  # read complete before the stop, which outlasted DEAL_SETTLED_S
+        self._shoe_card(restored=True)
+
+    async def _until_changed(self, predicate: Callable[[], bool]) -> None:
+        """As _until, looking again every CLAIM_RECHECK_S too: a claim's verification ends without a change."""
+        while not predicate():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(CLAIM_RECHECK_S):
+                    await self._changed.wait()
 
     async def _claim_detected(self, det: Detected) -> None:
         """Claim the hits of a complete deal through the dealer's claim path, one at a time in settlement order,
@@ -845,6 +875,7 @@ class TableDaemon(TableShell):
         or at once when the dealer settles the round (`det.now`: the deal is over)."""
         assert self.desk is not None
         desk, rid = self.desk, det.rid
+        end = "failed"  # unless it ends as it should
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(DEAL_SETTLED_S):
                 await det.now.wait()
@@ -852,42 +883,66 @@ class TableDaemon(TableShell):
         def dealing() -> bool:
             return self._round_id() == rid and self.state is not None and self.state.phase is rm.Phase.DEALING
 
+        def dropped(i: int) -> bool:
+            if dealing() and len(self._cards) == det.dealt:
+                return False
+            log.warning("detected hits not claimed", round=rid, left=[h.describe() for h in det.hits[i:]],
+                        reason="the shoe read a card more" if dealing() else "the round is no longer dealt")
+            return True
+
         try:
+            if dropped(0):
+                end = "dropped"
+                return
+            if not det.restored:  # the deal whose hits are claimed: a restart claims those left
+                await self._journal_deal(rid, tuple(self._cards[:det.dealt]))
             for i, hit in enumerate(det.hits):
-                # the booking on disk; no claim left unsettled (one at a time)
-                det.step(blocked=desk.state.open is not None)
-                await self._until(lambda: self._round_id() != rid or self.state is None or (
-                    self.state.phase is not rm.Phase.LOCKING and desk.state.open is None))
-                det.step()
-                if not dealing() or len(self._cards) != det.dealt:
-                    log.warning("detected hits not claimed", round=rid, left=[h.describe() for h in det.hits[i:]],
-                                reason="the shoe read a card more" if dealing() else "the round is no longer dealt")
-                    return
-                try:
-                    got = await desk.claim(hit.claim(), by="shoe")
-                except InputError as err:  # a RulesError too: claimed by the dealer already, settled before, ...
-                    log.warning("detected hit not claimed", round=rid, hit=hit.describe(), error=str(err))
-                else:
-                    log.info("detected hit claimed", round=rid, claim=got["claim_id"], status=got["status"],
-                             by="shoe")
+                while True:
+                    # the booking on disk; no claim left unsettled (one at a time), none being verified
+                    det.step(blocked=desk.state.open is not None)
+                    await self._until_changed(lambda: self._round_id() != rid or self.state is None or (
+                        self.state.phase is not rm.Phase.LOCKING and desk.state.open is None and desk.busy is None))
+                    det.step()
+                    if dropped(i):
+                        if dealing():  # a card more: a restart claims none of them
+                            await self._journal_deal(rid, tuple(self._cards), DROPPED)
+                        end = "dropped"
+                        return
+                    if det.restored and any(c.claimed_by == "shoe" and (c.seat, c.spot) == (hit.seat, hit.spot)
+                                            for c in desk.state.claims):
+                        break  # claimed by the shoe before the restart (approved, rejected, ...): left as it is
+                    try:
+                        got = await desk.claim(hit.claim(), by="shoe")
+                    except InputError as err:  # a RulesError too: claimed by the dealer already, settled before, ...
+                        if desk.busy is not None:
+                            continue  # another claim was being verified: this one after it
+                        log.warning("detected hit not claimed", round=rid, hit=hit.describe(), error=str(err))
+                    else:
+                        log.info("detected hit claimed", round=rid, claim=got["claim_id"], status=got["status"],
+                                 by="shoe")
+                    break
                 det.step(to=i + 1)
+            end = "claimed"
         finally:
-            det.step(over=True)
+            det.step(end=end)
 
     async def _detected_claimed(self, rid: str) -> tuple[detect.Hit, ...]:
         """Before the round is settled: the hits the shoe detected in its deal are claimed now (the dealer's settle
         says the deal is over), as far as they can be (one claim at a time, each after the one before is settled);
-        the hits not claimed yet. A settle never ends a round with a detected hit unclaimed."""
+        the hits not claimed yet (by the shoe or the dealer). A settle never ends a round with one of them."""
         det = self._detected
-        if det is None or det.rid != rid or det.over or len(self._cards) != det.dealt:
+        if det is None or det.rid != rid:
             return ()
         det.now.set()
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(DETECTED_CLAIM_S):
-                while not (det.over or det.blocked):
+                # blocked: the next hit waits for a claim that waits for a supervisor (not one that just ended)
+                while not (det.over or (det.blocked and self.desk is not None and self.desk.state.open is not None)):
                     det.moved.clear()
                     await det.moved.wait()
-        return () if det.over else det.left
+        assert self.desk is not None
+        claimed = {(c.seat, c.spot) for c in self.desk.state.claims} if self.desk.state.round_id == rid else set()
+        return tuple(h for h in det.left if (h.seat, h.spot) not in claimed)
 
     # --- views ---------------------------------------------------------------------------------------
 
