@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import json
 import os
+import random
 import re
 import shutil
 import signal
@@ -67,7 +68,17 @@ RIG_HEALTH_INTERVAL = 0.2
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port nobody listens on now (the configuration wants a real port: 0 is refused)."""
+    """A TCP port nobody listens on now (the configuration wants a real port: 0 is refused). Drawn below the
+    ephemeral range (32768 and up on Linux), so that no connection of another test takes it as its own source port
+    before the daemon binds it (seen: a restart's metrics port "already in use")."""
+    for _ in range(64):
+        port = random.randrange(20_000, 32_000)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
@@ -317,10 +328,20 @@ class TableProcess:
             await asyncio.sleep(0.05)  # the daemon raises no event for this: look again
 
     async def start(self, *, devices_up: bool = True) -> str:
-        """Launch, wait for READY=1 and (by default) for every device up; the READY status text."""
-        self.launch()
+        """Launch, wait for READY=1 and (by default) for every device up; the READY status text. A metrics port taken
+        by another process between its choice and the daemon's bind is chosen again (at most 3 launches)."""
+        for attempt in range(3):
+            self.launch()
+            try:
+                status = await self.wait_ready()
+                break
+            except AssertionError:
+                taken = self.proc is not None and self.proc.poll() is not None and \
+                    "Address already in use" in self.stderr_tail(2)
+                if not taken or attempt == 2:
+                    self.kill()
+                    raise
         try:
-            status = await self.wait_ready()
             if devices_up:
                 await self.wait_devices_up()
         except BaseException:
