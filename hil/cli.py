@@ -196,7 +196,11 @@ def _print_human(args: argparse.Namespace, op: str, params: dict[str, Any], resu
     c = args.command
     if op == "place_chip":
         amount = f" ({format_dollars_human(params['amount_cents'])})" if "amount_cents" in params else ""
-        print(f"seat {args.seat} {args.spot}: chip placed{amount} on {result['device']}{_acked(result)}")
+        if result.get("already_on_the_spot"):
+            print(f"seat {args.seat} {args.spot}: a chip was on the spot already (never lifted): the device sees no "
+                  "new chip and nothing is wagered; remove it (progressive-hil remove ...) and place it again")
+        else:
+            print(f"seat {args.seat} {args.spot}: chip placed{amount} on {result['device']}{_acked(result)}")
     elif op == "remove_chip":
         print(f"seat {args.seat} {args.spot}: chip removed from {result['device']}{_acked(result)}")
     elif op in ("press_lockout", "shuffle", "shuffle_fault", "jam_shoe", "dispense", "deal", "roll"):

@@ -90,6 +90,11 @@ class SimDevice:
         self._chips[key] = amount_cents
         self._notify()
 
+    def chip_on(self, seat: int, spot: str) -> bool:
+        """Whether a chip is on the spot now (placed, and not removed since)."""
+        self._wager_point(seat, spot)
+        return (self._local(seat), spot) in self._chips
+
     def remove_chip(self, seat: int, spot: str) -> None:
         self._wager_point(seat, spot)
         self._chips.pop((self._local(seat), spot), None)

@@ -512,7 +512,10 @@ class Rig:
         if amount_cents is not None and (isinstance(amount_cents, bool) or not isinstance(amount_cents, int)
                                          or amount_cents <= 0):
             raise RigError(f"amount_cents {amount_cents!r}: must be a positive whole number of cents")
-        return _done(node, await _call(self._has(node, "place_chip"), seat, spot, amount_cents=amount_cents))
+        on = getattr(node.sim, "chip_on", None)  # a sensor of presence: placed again, it sees no change
+        already = bool(on(seat, spot)) if on is not None else False
+        done = _done(node, await _call(self._has(node, "place_chip"), seat, spot, amount_cents=amount_cents))
+        return {**done, **({"already_on_the_spot": True} if already else {})}
 
     async def remove_chip(self, seat: int, spot: str) -> dict[str, Any]:
         node = self._seat(seat)

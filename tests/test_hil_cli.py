@@ -71,6 +71,11 @@ def test_run_and_drive_from_the_command_line(tmp_path: Path) -> None:
                 assert (code, out, err) == (0, "seat 1 progressive: chip placed ($5.00) on seat-1\n", "")
                 assert await d.expect(WagerSensed) == WagerSensed("seat-1", 1, "progressive", 500)
 
+                # placed again without being lifted: the device sees no new chip, and says so (before: "chip placed")
+                code, out, err = await hil("--control", str(sock), "place", "1", "progressive", "--amount", "5.00")
+                assert code == 0 and "a chip was on the spot already (never lifted)" in out, (out, err)
+                assert "nothing is wagered" in out
+
                 code, out, _ = await hil("--control", str(sock), "--json", "remove", "1", "progressive")
                 assert code == 0
                 assert json.loads(out) == {"ok": True, "result": {"device": "seat-1", "acknowledged": None}}

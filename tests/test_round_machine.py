@@ -131,10 +131,14 @@ def test_settled_round_closes_and_next_opens_with_lights_off():
     assert Close("t1-r1") in eff and Opened("t1-r2") in eff
     assert Light(3, "progressive", False) in eff and Lamp(False) in eff
     assert s.round_no == 2 and s.phase is Phase.BETTING and not s.accepted
+    assert not notes(eff, "chips left on their spots")  # the chip was collected
 
 
 def test_chip_left_on_the_sensor_is_not_counted_twice():
-    s, _ = run(RULES, [ChipSensed(3, "progressive"), LockoutPressed(), Booked("t1-r1"), RoundSettled("t1-r1")])
+    s, eff = run(RULES, [ChipSensed(3, "progressive"), LockoutPressed(), Booked("t1-r1"), RoundSettled("t1-r1")])
+    (left,) = notes(eff, "chips left on their spots")  # said when the next round opens, not found out later
+    assert left.detail["round"] == "t1-r2" and left.detail["spots"] == ["3 progressive"]
+    assert "not wagers of this round" in left.detail["hint"]
     s, eff = run(RULES, [ChipSensed(3, "progressive")], s)  # the device repeats: the chip never left
     assert not s.accepted
     assert "previous round" in notes(eff, "wager not recognized")[0].detail["reason"]

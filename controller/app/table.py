@@ -520,7 +520,7 @@ class TableDaemon(TableShell):
         level = "warning" if what in ("wager not recognized", "deck count wrong", "stub count wrong",
                                       "deck not alternated", "round voided", "wagering disabled", "void requested",
                                       "void refused", "round resumed", "void request overruled",
-                                      "seat wagering disabled") else "info"
+                                      "seat wagering disabled", "chips left on their spots") else "info"
         getattr(log, level)(what, **detail)
 
     async def _durable(self, rid: str) -> None:

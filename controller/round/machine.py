@@ -257,6 +257,10 @@ def _next_round(rules: TableRules, state: TableState) -> Step:
     if not rules.counting_shuffler and deck.rounds_since_count >= rules.stub_count_every:
         new = raise_block(new, Block.STUB, "dealer")
         effects.append(Note("stub count due", {"rounds": deck.rounds_since_count}))
+    if state.sensed:  # never lifted: no wager of the new round until lifted and placed again (§ 639a.2(c))
+        effects.append(Note("chips left on their spots", {
+            "round": round_id(rules.table, new.round_no), "spots": [f"{seat} {spot}" for seat, spot in sorted(state.sensed)],
+            "hint": "not wagers of this round: the dealer lifts each, and a player places it again while betting is open"}))
     effects.append(Opened(round_id(rules.table, new.round_no)))
     return Step(new, tuple(effects))
 
