@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -153,3 +154,58 @@ def test_test_passes_its_arguments_to_pytest(checkout):
                        capture_output=True, text=True, timeout=400)
     assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
     assert re.search(r"\d+ passed", r.stdout)
+
+
+def _walkthrough() -> list[str]:
+    """The README's `--no-dealer` walk-through: the lines of its two blocks, in order (the variables first)."""
+    blocks = re.findall(r"```sh\n(.*?)```", README, re.S)
+    i = next(k for k, b in enumerate(blocks) if "$H place 5" in b)
+    return [line for b in blocks[i:i + 2] for line in b.splitlines() if line.strip()]
+
+
+def test_the_no_dealer_walkthrough_works_twice_in_a_row(checkout, tmp_path):
+    """Each line of the walk-through as the README gives it, on one checkout, twice: the second `./run` goes on
+    from the first one's journal, so its round and claim ids are others (before, the README named CS-07-r1 and
+    CS-07-r1-c1, wrong after one run). Between a chip's placing and the lock-out the test waits for the wager, as a
+    person typing does."""
+    lines = _walkthrough()
+    setup = "\n".join(line for line in lines if line.startswith(("H=", "S=")))
+    ctl = [str(checkout / ".venv" / "bin" / "progressivectl"), "--timeout", "20"]
+    sock = ["--socket", str(checkout / ".progressive-demo" / "control.sock")]
+
+    def sh(line: str) -> str:
+        r = subprocess.run(["bash", "-euo", "pipefail", "-c", f"{setup}\n{line}"], cwd=checkout, capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, (line, r.stdout, r.stderr)
+        return r.stdout
+
+    def wagers() -> int:
+        r = subprocess.run([*ctl[:1], "round", "--json", *sock], capture_output=True, text=True, timeout=60)
+        return len(json.loads(r.stdout)["wagers"]) if r.returncode == 0 else -1
+
+    for n in (1, 2):
+        run = tmp_path / f"run-{n}"
+        run.mkdir()
+        p, _ready = _run_until_ready(checkout, run, ["--no-dealer"])
+        said = []
+        try:
+            for _ in range(600):  # the rig's devices up: a chip placed now is seen
+                st = subprocess.run([*ctl[:1], "status", "--json", *sock], capture_output=True, text=True, timeout=60)
+                if st.returncode == 0 and all(d.get("up") for d in json.loads(st.stdout)["devices"]):
+                    break
+                time.sleep(0.1)  # the daemon raises no event for it: look again
+            for line in lines:
+                if line.startswith(("H=", "S=")):
+                    continue
+                for part in line.split("#")[0].split("; "):
+                    before = wagers() if "$H place" in part else None
+                    said.append(sh(part))
+                    if before is not None:
+                        deadline = time.monotonic() + 30
+                        while wagers() <= before and time.monotonic() < deadline:
+                            time.sleep(0.1)
+        finally:
+            _interrupt(p)
+        text = "".join(said)
+        assert "approved by demo-floor and paid" in text, text
+        assert "flush" in text and "dealer" in text, text

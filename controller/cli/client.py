@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -74,8 +75,13 @@ def add_parsers(sub: Any) -> None:
     s.set_defaults(handler=lambda args: _report(args, _status_lines))
 
     r = sub.add_parser("round", help="the current round of the running daemon: phase, accepted wagers and claims")
+    only = r.add_mutually_exclusive_group()
+    only.add_argument("--id", dest="only", action="store_const", const="id",
+                      help="print the round's id only (for a script: settle-round \"$(progressivectl round --id)\")")
+    only.add_argument("--pending", dest="only", action="store_const", const="pending",
+                      help="print the id of the claim that awaits a supervisor only (status 1 when none does)")
     _live_options(r, json_option=True)
-    r.set_defaults(handler=lambda args: _report(args, _round_lines))
+    r.set_defaults(handler=_cmd_round)
 
     v = sub.add_parser("void", help="void the round being dealt (shoe jam, misdeal): every wager is returned")
     v.add_argument("--reason", required=True, metavar="TEXT", help="why, for the journal (e.g. \"misdeal\")")
@@ -418,6 +424,23 @@ def _cmd_table(args: argparse.Namespace) -> int:
     return _supervised(args, args.command.replace("-", "_"))
 
 
+
+
+def _cmd_round(args: argparse.Namespace) -> int:
+    if getattr(args, "only", None) is None:
+        return _report(args, _round_lines)
+    rnd = _ask(args, "round")
+    if not isinstance(rnd, dict):
+        raise _not_understood(args, "expected an object")
+    if args.only == "id":
+        print(_text(rnd.get("id")))
+        return 0
+    waiting = [c for c in rnd.get("claims") or [] if isinstance(c, dict) and c.get("status") == "pending"]
+    if not waiting:
+        print(f"progressivectl: no claim of round {_text(rnd.get('id'))} awaits a supervisor", file=sys.stderr)
+        return 1
+    print(_text(waiting[0].get("claim_id")))
+    return 0
 
 
 def _cmd_claim(args: argparse.Namespace) -> int:
