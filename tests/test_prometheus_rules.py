@@ -151,6 +151,21 @@ def test_dashboard_structure():
             assert len(refs) == len(set(refs)), p["title"]
 
 
+def test_dashboard_asks_for_its_data_source_and_tells_tables_apart():
+    """Imported, the dashboard asks for the Prometheus data source (`__inputs`), and a panel of the meters' money
+    names the table of each series: several tables' `main` meters are not one line each unnamed."""
+    d = json.loads(DASHBOARD.read_text())
+    (ds,) = d["__inputs"]
+    assert (ds["type"], ds["pluginId"]) == ("datasource", "prometheus")
+    variables = {v["name"]: v for v in d["templating"]["list"]}
+    assert variables["datasource"]["current"]["value"] == "${" + ds["name"] + "}"
+    for p in d["panels"]:
+        for t in p.get("targets", []):
+            if "{{meter}}" in t.get("legendFormat", "") and '"$instance"' in t["expr"]:
+                assert "{{table}}" in t["legendFormat"] and "group_left (table)" in t["expr"], t
+                assert "by (instance," in t["expr"] or "sum" not in t["expr"], t  # the join needs the instance
+
+
 def test_dashboard_names_only_exported_metrics():
     known = exported() | {r["record"] for r in rules() if "record" in r}
     for expr in dashboard_exprs():
