@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import sqlite3
@@ -70,16 +71,24 @@ def ready_once(config: Path, control: Path) -> None:
         raise AssertionError(f"the first start did not stop cleanly ({proc.returncode}): {err[-2000:]}")
 
 
-def head(state: Path, *, untouched: bool = False) -> int:
-    """The sequence number of the journal's last entry (read-only). `untouched`: of a journal closed cleanly
-    (its WAL checkpointed into the file), read without making its WAL and shared-memory index (which would
-    leave the next start room it does not have on a full disk)."""
-    uri = f"file:{state / 'ledger.sqlite3'}?mode=ro" + ("&immutable=1" if untouched else "")
-    conn = sqlite3.connect(uri, uri=True)
+def head(state: Path) -> int:
+    """The sequence number of the journal's last entry (read-only, its WAL included)."""
+    conn = sqlite3.connect(f"file:{state / 'ledger.sqlite3'}?mode=ro", uri=True)
     try:
         return conn.execute("SELECT max(seq) FROM entries").fetchone()[0]
     finally:
         conn.close()
+
+
+def head_of_a_copy(state: Path) -> int:
+    """The journal's last entry, its WAL included, read from a copy outside the small disk: reading it in place
+    would make its WAL and shared-memory index there (room the next start does not have), and reading the file
+    alone would miss what a WAL not yet checkpointed holds."""
+    with tempfile.TemporaryDirectory(prefix="head-") as d:
+        for name in ("ledger.sqlite3", "ledger.sqlite3-wal"):
+            if (state / name).exists():
+                shutil.copyfile(state / name, Path(d) / name)
+        return head(Path(d))
 
 
 def fill(mount: Path, free: int) -> Path:
@@ -107,7 +116,7 @@ def _main(mount: Path, config: Path, free: int, fresh: bool) -> dict[str, Any]:
     before = None
     if not fresh:
         ready_once(config, control)
-        before = head(state, untouched=True)
+        before = head_of_a_copy(state)
     filler = fill(mount, free)
     try:
         second = start(config, control)
