@@ -327,20 +327,27 @@ class TableProcess:
                 raise AssertionError(f"{self.name}: devices not up within {timeout:g} s: {status['devices']}")
             await asyncio.sleep(0.05)  # the daemon raises no event for this: look again
 
-    async def start(self, *, devices_up: bool = True) -> str:
-        """Launch, wait for READY=1 and (by default) for every device up; the READY status text. A metrics port taken
-        by another process between its choice and the daemon's bind is chosen again (at most 3 launches)."""
+    def port_was_taken(self) -> bool:
+        """Whether the daemon exited because its metrics port was taken between its choice and the bind."""
+        return self.proc is not None and self.proc.poll() is not None and \
+            "Address already in use" in self.stderr_tail(2)
+
+    async def launch_ready(self) -> str:
+        """Launch and wait for READY=1; the READY status text. A metrics port taken by another process between its
+        choice and the daemon's bind is chosen again (at most 3 launches)."""
         for attempt in range(3):
             self.launch()
             try:
-                status = await self.wait_ready()
-                break
+                return await self.wait_ready()
             except AssertionError:
-                taken = self.proc is not None and self.proc.poll() is not None and \
-                    "Address already in use" in self.stderr_tail(2)
-                if not taken or attempt == 2:
+                if not self.port_was_taken() or attempt == 2:
                     self.kill()
                     raise
+        raise AssertionError("unreachable")
+
+    async def start(self, *, devices_up: bool = True) -> str:
+        """Launch, wait for READY=1 and (by default) for every device up; the READY status text."""
+        status = await self.launch_ready()
         try:
             if devices_up:
                 await self.wait_devices_up()

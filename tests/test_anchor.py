@@ -82,9 +82,13 @@ def forge(state_dir: Path, forged: Path):
 
 
 async def refused(t) -> str:
-    """Start the daemon and expect it to refuse: exit status 1 and the line it said why with."""
-    t.launch()
-    code = await t.wait_exit(30)
+    """Start the daemon and expect it to refuse: exit status 1 and the line it said why with (a metrics port taken
+    meanwhile by another test's daemon is chosen again)."""
+    for _ in range(3):
+        t.launch()
+        code = await t.wait_exit(30)
+        if not t.port_was_taken():
+            break
     err = t.stderr_path.read_text().strip().splitlines()
     assert code == 1 and err, (code, t.stderr_tail(), t.log_tail())
     return err[-1]

@@ -553,8 +553,7 @@ async def _scenario(tmp: Path, made: Tables) -> None:
             assert fcp.proc.kill()
             fcp.note("SIGKILL")
             monitor.ending(kw)
-            fcp.proc.launch()
-            status = await fcp.proc.wait_ready()
+            status = await fcp.proc.launch_ready()
             monitor.back(kw)  # from here the table is up again, blocked until it hears the authority
             await fcp.proc.wait_devices_up()
             assert status == f"table fcp-02: round {fcp.rid}", status
@@ -597,8 +596,7 @@ async def _scenario(tmp: Path, made: Tables) -> None:
         await cs.proc.stop()
         monitor.ending(kw)
         await _replay(broker, authority, cs, lir, fcp)
-        cs.proc.launch()
-        await cs.proc.wait_ready()
+        await cs.proc.launch_ready()
         monitor.back(kw)
         await cs.proc.wait_devices_up()
         await cs.wait_link(False, "cs-01 started again")
