@@ -474,10 +474,13 @@ class TableDaemon(TableShell):
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
 
-    async def _until(self, predicate: Callable[[], bool]) -> None:
-        """Wait until `predicate` holds (checked at every change of the round or its claims)."""
+    async def _until(self, predicate: Callable[[], bool], recheck: float | None = None) -> None:
+        """Wait until `predicate` holds (checked at every change of the round or its claims, and every `recheck`
+        seconds too when given: a claim's verification ends without a change)."""
         while not predicate():
-            await self._changed.wait()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(recheck):
+                    await self._changed.wait()
 
     # --- effects -----------------------------------------------------------------------------------
 
@@ -862,13 +865,6 @@ class TableDaemon(TableShell):
         log.info("deal read again from the journal: its hits are claimed", round=rid, cards=cards_str(self._cards))
         self._shoe_card(restored=True)
 
-    async def _until_changed(self, predicate: Callable[[], bool]) -> None:
-        """As _until, looking again every CLAIM_RECHECK_S too: a claim's verification ends without a change."""
-        while not predicate():
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(CLAIM_RECHECK_S):
-                    await self._changed.wait()
-
     async def _claim_detected(self, det: Detected) -> None:
         """Claim the hits of a complete deal through the dealer's claim path, one at a time in settlement order,
         once no card more came for DEAL_SETTLED_S (a card more means a seat the controller does not see was dealt),
@@ -900,8 +896,9 @@ class TableDaemon(TableShell):
                 while True:
                     # the booking on disk; no claim left unsettled (one at a time), none being verified
                     det.step(blocked=desk.state.open is not None)
-                    await self._until_changed(lambda: self._round_id() != rid or self.state is None or (
-                        self.state.phase is not rm.Phase.LOCKING and desk.state.open is None and desk.busy is None))
+                    await self._until(lambda: self._round_id() != rid or self.state is None or (
+                        self.state.phase is not rm.Phase.LOCKING and desk.state.open is None and desk.busy is None),
+                        CLAIM_RECHECK_S)
                     det.step()
                     if dropped(i):
                         if dealing():  # a card more: a restart claims none of them

@@ -344,6 +344,7 @@ class LinkAuthority:
 
     async def _apply(self, op: schema.Op) -> None:
         assert self.ledger is not None and self.keys is not None
+        digest = schema.op_digest(op)  # what every answer to it names
         expected = self.next_seq.get(op.table, 1)
         if op.seq > expected:
             self.metrics.dropped.labels("ahead").inc()
@@ -354,7 +355,7 @@ class LinkAuthority:
             if done is None:  # cannot happen with an intact journal: keys are applied in order
                 self._drop("stale", table=op.table, seq=op.seq)
                 return
-            if not _same_operation(op, done):
+            if not _same_operation(op, done, digest):
                 # The number was used by another operation: someone with the table's credentials sent it first.
                 # The table's own is not applied; it is told so, and it is an alert.
                 self.metrics.anomalies.labels(op.table, "sequence taken").inc()
@@ -364,10 +365,10 @@ class LinkAuthority:
                 await self._reply(op.table, schema.Refused(
                     op.seq, "seq", f"operation {op.seq} of table {op.table} is another operation in the authority's "
                                    f"journal ({done.kind}): not applied (someone else sent it with this table's "
-                                   "credentials)", schema.op_digest(op)))
+                                   "credentials)", digest))
                 return
             self.metrics.applied.labels(op.table, "repeat").inc()
-            await self._reply(op.table, _answer(op, done))
+            await self._reply(op.table, _answer(op, done, digest))
             return
         body = {"meter": op.meter, **op.body}
         if op.kind == "lock-percent-award":  # the lock's nonce is the authority's, never a table's
@@ -394,14 +395,14 @@ class LinkAuthority:
                 self._log_limited(f"award-refused:{op.table}", "an award refused: the table asked for what its "
                                   "rounds do not hold", table=op.table, seq=op.seq, kind=op.kind, error=str(e))
             refused = {"table": op.table, "seq": op.seq, "field": e.field, "message": e.problem,
-                       "operation": _digest(op), "op": schema.op_digest(op)}
+                       "op": digest}
             receipt = await self.ledger.submit_async(LINK_REFUSED, refused, op.key)
-            answer = schema.Refused(op.seq, e.field, e.problem, schema.op_digest(op))
+            answer = schema.Refused(op.seq, e.field, e.problem, digest)
             self.metrics.applied.labels(op.table, "refused").inc()
             self._log_limited(f"refused:{op.table}", "table operation refused", level="warning", table=op.table,
                               seq=op.seq, kind=op.kind, error=str(e))
         else:
-            answer = schema.Ack(op.seq, receipt.seq, receipt.result, schema.op_digest(op))
+            answer = schema.Ack(op.seq, receipt.seq, receipt.result, digest)
             self.metrics.applied.labels(op.table, "applied").inc()
             self._dirty.add(op.meter)
             self._dirty_event.set()
@@ -748,15 +749,15 @@ def _digest(op: schema.Op) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def _same_operation(op: schema.Op, done: Found) -> bool:
+def _same_operation(op: schema.Op, done: Found, digest: str) -> bool:
     """Whether the journal's entry under the operation's key is this operation (a table resending it), and not
     another one sent first under the same number."""
     if done.kind == LINK_REFUSED:
         body = done.body if isinstance(done.body, dict) else {}
         if "op" in body:  # the whole operation as sent, approval included: a copy with another approval is another
-            return bool(body["op"] == schema.op_digest(op))
-        digest = body.get("operation")  # journaled before: kind, meter and body only
-        return digest is None or digest == _digest(op)  # refusals journaled before the digest: taken as the same
+            return bool(body["op"] == digest)
+        older = body.get("operation")  # journaled before: kind, meter and body only
+        return older is None or older == _digest(op)  # refusals journaled before the digest: taken as the same
     if done.kind != op.kind or not isinstance(done.body, dict):
         return False
     if done.body.get("approval") != op.approval:  # a payment's approval is part of what was applied
@@ -766,11 +767,10 @@ def _same_operation(op: schema.Op, done: Found) -> bool:
         {k: v for k, v in {"meter": op.meter, **op.body}.items() if k not in added}
 
 
-def _answer(op: schema.Op, done: Found) -> schema.Ack | schema.Refused:
+def _answer(op: schema.Op, done: Found, digest: str) -> schema.Ack | schema.Refused:
     if done.kind == LINK_REFUSED:
-        return schema.Refused(op.seq, str(done.body.get("field", "")), str(done.body.get("message", "")),
-                              schema.op_digest(op))
-    return schema.Ack(op.seq, done.seq, done.result if isinstance(done.result, dict) else {}, schema.op_digest(op))
+        return schema.Refused(op.seq, str(done.body.get("field", "")), str(done.body.get("message", "")), digest)
+    return schema.Ack(op.seq, done.seq, done.result if isinstance(done.result, dict) else {}, digest)
 
 
 def _win(op: schema.Op, entry: int, result: dict[str, Any], seat: int, shares: int) -> schema.Win:
