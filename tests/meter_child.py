@@ -69,6 +69,7 @@ class Driver:
         self.epoch = epoch
         self.n = 0
         self.rounds = 0
+        self.operator_turns = 0  # the operator's operations alternate: adjust, top-up, ...
         self.at = BASE_TIME + timedelta(seconds=epoch)
 
     def key(self) -> str:
@@ -136,7 +137,8 @@ class Driver:
     def _operator(self, state: Any) -> tuple[str, dict[str, Any]]:
         rng = self.rng
         mid = rng.choice(sorted(state))
-        if rng.random() < 0.5:
+        self.operator_turns += 1
+        if self.operator_turns % 2:  # in turn, not by chance: a short run journals both kinds (seen: no top-up)
             units = rng.choice((-1, 1)) * rng.randint(1, 5_000_000)  # below reset or above ceiling: refused
             op = Adjust(units, "meter repair", "badge-4411/approval-93", self.now())
         else:
