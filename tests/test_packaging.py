@@ -97,6 +97,7 @@ def test_the_installed_files_check_a_configuration_and_run_the_demo(release, tmp
     examples = example.parent.parent  # the monitoring's files too (docs/operations.md, "Dashboards and alerts")
     assert (examples / "prometheus" / "progressive-rules.yml").is_file()
     assert (examples / "grafana" / "progressive-table.json").is_file()
+    assert (examples / "alertmanager" / "alertmanager.yml").is_file()
     checked = _run(python, venv / "bin" / "progressivectl", "check-config", example, cwd=tmp_path)
     assert checked.returncode == 0 and checked.stdout.startswith(f"{example}: sound\n"), checked.stdout + checked.stderr
 

@@ -192,6 +192,10 @@ async def test_a_seat_device_down_disables_that_seat_and_the_table_wagers_on(tmp
             assert _metric(daemon, 'progressive_seat_disabled{seat="4"} 1.0')
             assert _metric(daemon, 'progressive_seat_disabled{seat="5"} 0.0')
             assert _metric(daemon, 'progressive_wagering_blocked{block="device"} 0.0')
+            # what the alert rules join on: the bus still up (its other devices answer), seat 4's device and bus
+            assert _metric(daemon, 'progressive_bus_up{bus="table-bus"} 1.0')
+            assert _metric(daemon, 'progressive_seat_device_info{device="seat-4",seat="4"} 1.0')
+            assert _metric(daemon, 'progressive_device_bus_info{bus="table-bus",device="seat-4"} 1.0')
             (disabled,) = [e for e in logs if e["event"] == "seat wagering disabled"]
             assert (disabled["device"], disabled["seats"], disabled["log_level"]) == ("seat-4", [4], "warning")
             assert disabled["reason"] == status["seats_disabled"][0]["reason"]
@@ -229,6 +233,14 @@ async def test_a_seat_device_down_disables_that_seat_and_the_table_wagers_on(tmp
             await until(lambda: daemon.state.phase.value == "dealing", "booked and dealing")
             assert daemon.ledger.state["main"].wagers_count == 3 and daemon.ledger.state["bonus"].wagers_count == 1
             assert {n: i.errors for n, i in daemon._info.items()} == {**outages, "seat-4": outages["seat-4"] + 1}
+
+            # the whole bus silent (its cable pulled): the bus is down, for its one alert; back, it is up
+            for n in [*others, "seat-4"]:
+                rig.mute(n, True)
+            await until(lambda: _metric(daemon, 'progressive_bus_up{bus="table-bus"} 0.0'), "the bus down")
+            for n in [*others, "seat-4"]:
+                rig.mute(n, False)
+            await until(lambda: _metric(daemon, 'progressive_bus_up{bus="table-bus"} 1.0'), "the bus up again")
 
 
 # --- jackpot claims ----------------------------------------------------------------------------

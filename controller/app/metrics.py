@@ -75,6 +75,14 @@ class Metrics:
             buckets=_SECONDS, registry=r)
         self.device_up = Gauge("progressive_device_up", "1 while the device answers", ["device", "kind"],
                                registry=r)
+        # The wire each device is on and the device each seat is served by: the alert rules join on them, so that
+        # one pulled cable is one alert (a bus down) and the devices and seats it takes with it are inhibited.
+        self.device_bus = Gauge("progressive_device_bus_info", "1 for each device and the bus (wire) it is on",
+                                ["device", "bus"], registry=r)
+        self.seat_device = Gauge("progressive_seat_device_info", "1 for each seat and the wagering device serving it",
+                                 ["seat", "device"], registry=r)
+        self.bus_up = Gauge("progressive_bus_up", "1 while at least one device on the bus answers",
+                            ["bus"], registry=r)
         self.device_errors = Counter("progressive_device_errors_total", "Device faults by kind",
                                      ["device", "error"], registry=r)
         self.device_poll = Histogram("progressive_device_poll_seconds", "Duration of one poll of a device",

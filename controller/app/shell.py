@@ -85,6 +85,11 @@ class TableShell:
             if d.kind == "seat":
                 for s in d.seats:
                     self._seat_device[s] = d.name
+                    self.metrics.seat_device.labels(str(s), d.name).set(1)
+        # a device on a Modbus bus shares its wire; a line device's serial line is its own
+        self._bus_of = {name: (cfg.devices[name].bus or name) if name in cfg.devices else name for name in devices}
+        for name, bus in self._bus_of.items():
+            self.metrics.device_bus.labels(name, bus).set(1)
         self.sign = Sign(cfg.table, [self._outputs[d.name] for d in cfg.devices_of("sign") if d.name in self._outputs])
         self.supervisors = SupervisorCheck(cfg.supervisors, self.metrics.auth)
         self._tasks: asyncio.TaskGroup | None = None
@@ -184,6 +189,9 @@ class TableShell:
         info = self._info.setdefault(name, DeviceInfo("?"))
         info.up = up
         self.metrics.device_up.labels(name, info.kind).set(1 if up else 0)
+        bus = self._bus_of.setdefault(name, name)
+        self.metrics.bus_up.labels(bus).set(
+            1 if any(self._info[d].up for d, b in self._bus_of.items() if b == bus and d in self._info) else 0)
         if up:
             if name in self._outputs:
                 self._outputs[name].resend_all()
