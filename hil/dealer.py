@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Callable
 from typing import Any, Protocol
 
 import structlog
@@ -64,10 +65,10 @@ async def _until(predicate, what: str, timeout: float = STEP_TIMEOUT_S) -> None:
 
 async def play(rig: Any, table: Table, *, rounds: int | None = None, seats: int = 7, spot: str = "progressive",
                wager_cents: int = 100, pause: float = 1.0, rng: random.Random | None = None,
-               floorperson: tuple[str, str] | None = None) -> int:
-    """Play `rounds` rounds (forever with None); returns how many were played. A hit the shoe detected waits for a
-    floorperson: `floorperson` (name, secret) approves it when the round is settled; without one, the dealer waits
-    until someone does (`progressivectl approve`)."""
+               floorperson: tuple[str, str] | None = None, on_round: Callable[[str], None] | None = None) -> int:
+    """Play `rounds` rounds (forever with None); returns how many were played, and tells `on_round` each round's id
+    as it ends. A hit the shoe detected waits for a floorperson: `floorperson` (name, secret) approves it when the
+    round is settled; without one, the dealer waits until someone does (`progressivectl approve`)."""
     rng = rng or random.Random()
     played = 0
     while rounds is None or played < rounds:
@@ -88,5 +89,7 @@ async def play(rig: Any, table: Table, *, rounds: int | None = None, seats: int 
         await _settle(table, rid, floorperson, pause)
         log.info("round played", round=rid, players=players)
         played += 1
+        if on_round is not None:
+            on_round(rid)
         await _until(lambda: not table.state.sensed, "chips collected")
     return played

@@ -130,14 +130,19 @@ async def _dealer(rig, daemon, rounds: int | None, run: asyncio.Task[None]) -> N
         await daemon.ready.wait()
         while not all(i.up for i in daemon._info.values()):
             await asyncio.sleep(0.05)
-    played = await play(rig, daemon, rounds=rounds, seats=daemon.cfg.seats, floorperson=DEMO_SUPERVISOR)
-    if daemon.ledger is not None:
-        from controller.money import format_cents
+    played: list[str] = []
+    try:
+        await play(rig, daemon, rounds=rounds, seats=daemon.cfg.seats, floorperson=DEMO_SUPERVISOR,
+                   on_round=played.append)
+    finally:  # also when stopped (Ctrl-C, SIGTERM): what the demo did, and where its journal is
+        if daemon.ledger is not None:
+            from controller.money import format_cents
 
-        meters = daemon.ledger.state
-        structlog.get_logger("progressived").info(
-            "demo finished", rounds=played, amounts={m: format_cents(s.current_cents) for m, s in sorted(meters.items())},
-            hits=sum(len(s.history) for s in meters.values()), journal=str(daemon.cfg.state_dir))
+            meters = daemon.ledger.state
+            structlog.get_logger("progressived").info(
+                "demo finished", rounds=len(played),
+                amounts={m: format_cents(s.current_cents) for m, s in sorted(meters.items())},
+                hits=sum(len(s.history) for s in meters.values()), journal=str(daemon.cfg.state_dir))
     if rounds is not None:
         run.cancel()  # the demo asked for so many rounds: a clean stop
 

@@ -127,3 +127,32 @@ def test_a_second_demo_in_the_same_directory_is_refused_in_one_line(tmp_path):
     lines = second.stderr.strip().splitlines()
     assert len(lines) == 1 and "a demo is running there already" in lines[0], second.stderr
     assert "Traceback" not in second.stderr
+
+
+def test_a_demo_stopped_by_sigterm_says_what_it_did_and_nothing_else(tmp_path):
+    """systemctl stop, or Ctrl-C: the demo stops cleanly (status 0), logs its summary (rounds, the meters' amounts,
+    where its journal is), and no library warns or prints a traceback on the way out."""
+    demo = tmp_path / "demo"
+    p = subprocess.Popen([BIN / "progressive-demo", "--demo-dir", str(demo), "--log-format", "json",
+                          "--socket", str(tmp_path / "c.sock")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    lines = []
+    try:
+        assert p.stdout is not None
+        for line in p.stdout:  # until the first round is played
+            lines.append(line)
+            if '"round played"' in line:
+                break
+        p.terminate()
+        out, err = p.communicate(timeout=60)
+    finally:
+        p.kill()
+    lines += out.splitlines()
+    assert p.returncode == 0, err[-3000:]
+    events = [json.loads(line) for line in lines if line.startswith("{")]
+    (finished,) = [e for e in events if e.get("event") == "demo finished"]
+    assert finished["rounds"] >= 1 and set(finished["amounts"]) == {"main", "bonus"}, finished
+    assert not [e for e in events if e.get("level") in ("warning", "error", "critical")
+                and e.get("event") != "chips left on their spots"], events
+    assert "Traceback" not in err and "pymodbus" not in err.lower() + "".join(lines).lower(), err[-3000:]
