@@ -79,7 +79,7 @@ class _Hook(BaseHTTPRequestHandler):
     received: list[dict] = []
     arrived = threading.Event()
 
-    def do_POST(self) -> None:  # noqa: N802 (http.server's name)
+    def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers["Content-Length"]))
         type(self).received.append({"path": self.path, **json.loads(body)})
         type(self).arrived.set()
