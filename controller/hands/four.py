@@ -41,8 +41,9 @@ def straight_top(ranks: Sequence[int]) -> int:
     return 0
 
 
-def _value(ranks: Sequence[int], flush: bool) -> int:
-    """The value of a hand with these ranks, in the order of § 641a.6(b)."""
+def value_of_ranks(ranks: Sequence[int], flush: bool) -> int:
+    """The value of a hand with these four ranks (all of one suit if `flush`), in the order of § 641a.6(b); the
+    Bad Beat count (controller/odds/badbeat.py) ranks by it too."""
     shape, grouped = rank_groups(ranks)
     top = straight_top(ranks) if len(shape) == 4 else 0
     if top:
@@ -68,9 +69,9 @@ def _value(ranks: Sequence[int], flush: bool) -> int:
 
 # Prime product of the ranks -> value.
 _PLAIN: dict[int, int] = {
-    prime_product(rs): _value(rs, flush=False) for rs in combinations_with_replacement(RANKS, HAND_SIZE)
+    prime_product(rs): value_of_ranks(rs, flush=False) for rs in combinations_with_replacement(RANKS, HAND_SIZE)
 }
-_FLUSH: dict[int, int] = {prime_product(rs): _value(rs, flush=True) for rs in combinations(RANKS, HAND_SIZE)}
+_FLUSH: dict[int, int] = {prime_product(rs): value_of_ranks(rs, flush=True) for rs in combinations(RANKS, HAND_SIZE)}
 
 
 def evaluate(cards: Sequence[int]) -> int:

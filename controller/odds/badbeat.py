@@ -39,6 +39,7 @@ from math import comb
 from types import MappingProxyType
 
 from ..hands.categories import Four
+from ..hands.four import value_of_ranks as four_value
 from .suits import suit_patterns
 
 ALL_RANKS = tuple(range(2, 15))
@@ -51,44 +52,6 @@ _TOP = int(max(Four))
 
 def _bit(rank: int) -> int:
     return 1 << (3 * (rank - 2))
-
-
-def four_value(ranks: Sequence[int], flush: bool) -> int:
-    """The value of a Four Card Poker hand of four cards, kickers included (§ 641a.6(b) as in
-    use: four of a kind > straight flush > three of a kind > flush > straight > two pair >
-    pair > high card; A-2-3-4 is the lowest straight). Higher is better, equal is a tie."""
-    count = Counter(ranks)
-    ordered = sorted(ranks, key=lambda r: (count[r], r), reverse=True)
-    distinct = sorted(count)
-    top = 0
-    if len(distinct) == 4:
-        if distinct[3] - distinct[0] == 3:
-            top = distinct[3]
-        elif distinct == [2, 3, 4, 14]:
-            top = 4
-    if top:
-        ordered = [top, top - 1, top - 2, 14 if top == 4 else top - 3]
-    shape = sorted(count.values(), reverse=True)
-    if shape[0] == 4:
-        category = Four.FOUR_OF_A_KIND
-    elif top and flush:
-        category = Four.STRAIGHT_FLUSH
-    elif shape[0] == 3:
-        category = Four.THREE_OF_A_KIND
-    elif flush:
-        category = Four.FLUSH
-    elif top:
-        category = Four.STRAIGHT
-    elif shape[:2] == [2, 2]:
-        category = Four.TWO_PAIR
-    elif shape[0] == 2:
-        category = Four.PAIR
-    else:
-        category = Four.HIGH_CARD
-    value = int(category)
-    for r in ordered:
-        value = value << 4 | r
-    return value
 
 
 _four_value = cache(four_value)  # at most 1,820 rank multisets of four, twice
