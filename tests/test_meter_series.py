@@ -42,10 +42,18 @@ def amounts(answer: dict) -> list[int]:
     return [parse_units(a, "amount") for _, a in answer["points"]]
 
 
+def _day_far_from_its_edges(cfg):
+    """The gaming day starting 12 hours from now (UTC): a test run at the edge of the day's start (06:00 in New York,
+    11:00 UTC) would otherwise see its rounds in yesterday's day and its question in today's."""
+    now = datetime.now(timezone.utc)
+    return replace(cfg, report=ReportConfig(clock_time((now.hour + 12) % 24, 0), "UTC", None))
+
+
 async def test_the_daemon_answers_the_growth_and_the_reset_and_reads_once_a_minute(tmp_path):
     daemon_class = functools.partial(TableDaemon, draw=drawing("2C", 7))
     async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / "state",
-                             lambda cfg: with_supervisor(cfg, FLOOR["supervisor"], FLOOR["secret"])) as (daemon, rig):
+                             lambda cfg: _day_far_from_its_edges(
+                                 with_supervisor(cfg, FLOOR["supervisor"], FLOOR["secret"]))) as (daemon, rig):
         await lock_round(daemon, rig, [(1, "progressive"), (3, "progressive")], cents=500)
         await daemon.call("settle", {"round_id": "CS-07-r1"})
         await lock_round(daemon, rig, [(4, "progressive"), (6, "progressive")], cents=500)  # chips stay: new seats
