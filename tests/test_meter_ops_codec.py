@@ -20,18 +20,22 @@ import hashlib
 import json
 import sys
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from controller.errors import InputError
 from controller.meter import OPS, MeterParams, op_from_dict, params_from_dict, params_to_dict
+from controller.meter.ops import CENTS, MOMENT, POSITIVE, TEXT, TEXT_OR_EMPTY, Field, Operation, Relation
 
 GOLDEN = Path(__file__).with_name("meter_ops_golden.jsonl.gz")
+UTC = timezone.utc
+AT = datetime(2025, 1, 31, 21, 5, tzinfo=UTC)
 PREFIXES = ("", "entries[3].op")
 
 # --- a JSON form for the arguments of a case (constructor arguments are not all JSON) ---------------------------
@@ -173,10 +177,74 @@ def test_a_changed_answer_is_caught(cases: list[dict[str, Any]]) -> None:
     assert run(bad, cases) != {"error": [*bad["out"]["error"][:2], bad["out"]["error"][2] + "."]}
 
 
+# --- a new operation is its fields ----------------------------------------------------------------------------
+
+
+def _below_a_limit(op: Any) -> None:
+    if op.cents > 100_000 and op.note == "":
+        raise InputError("note", "a tip above $1,000.00 says why")
+
+
+@dataclass(frozen=True)
+class Tip(Operation):  # not an operation of the meter: only the table's
+    kind: ClassVar[str] = "tip"
+    cents: int
+    at: datetime
+    note: str = ""
+    seat: int = 1
+
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        Field("cents", CENTS, "amount"),
+        Field("at", MOMENT),
+        Field("note", TEXT_OR_EMPTY, optional=True, omit=lambda v: v == ""),
+        Relation(_below_a_limit),
+        Field("seat", POSITIVE, optional=True),
+    )
+
+
+def test_a_new_operation_is_its_fields_and_its_relations() -> None:
+    tip = Tip(500, AT)
+    assert json.dumps(tip.to_dict()) == '{"kind": "tip", "amount": "5.00", "at": "2025-01-31T21:05:00+00:00", "seat": 1}'
+    big = Tip(200_000, AT, "a royal flush", 3)
+    assert list(big.to_dict()) == ["kind", "amount", "at", "note", "seat"]
+    assert Tip.from_dict(json.loads(json.dumps(big.to_dict()))) == big
+    assert Tip.from_dict({"kind": "tip", "amount": "5.00", "at": "2025-01-31T21:05:00+00:00"}) == tip
+    refusals = [
+        (lambda: Tip(0, AT), "cents", "must be more than zero, not 0"),
+        (lambda: Tip(200_000, AT), "note", "a tip above $1,000.00 says why"),
+        (lambda: Tip(200_000, AT, seat=0), "note", "a tip above $1,000.00 says why"),  # in the order of FIELDS
+        (lambda: Tip(500, AT, seat=0), "seat", "must be at least 1, not 0"),
+        (lambda: Tip.from_dict({"kind": "tip", "amount": "0.00", "at": "2025-01-31T21:05:00+00:00"}, "op"),
+         "op.amount", "must be more than zero, not 0"),  # the constructor's "cents", named by its key
+        (lambda: Tip.from_dict({"kind": "tip", "at": "x", "amount": "x"}, "op"), "op.amount",
+         "'x' is not a decimal amount of dollars such as \"10000.00\""),  # read in the order of FIELDS, not of the dict
+        (lambda: Tip.from_dict({"kind": "tip", "amount": "5.00"}, "op"), "op.at", "is required"),
+        (lambda: Tip.from_dict({"kind": "tip", "amount": "5.00", "at": "2025-01-31T21:05:00+00:00", "x": 1}, "op"),
+         "op.x", "unknown key; expected one of amount, at, kind, note, seat"),
+        (lambda: Tip.from_dict({"kind": "top-up"}), "kind", "is 'top-up', expected 'tip'"),
+    ]
+    for make, field, problem in refusals:
+        with pytest.raises(InputError) as e:
+            make()
+        assert (e.value.field, e.value.problem) == (field, problem)
+
+
+def test_fields_that_are_not_the_class_s_are_refused_when_it_is_declared() -> None:
+    with pytest.raises(TypeError, match=r"FIELDS name \['at'\], the class declares \['cents', 'at'\]"):
+        class Missing(Operation):
+            kind: ClassVar[str] = "missing"
+            cents: int
+            at: datetime
+            FIELDS: ClassVar[tuple[Field | Relation, ...]] = (Field("at", MOMENT),)
+    with pytest.raises(TypeError, match="a key that may be left out must be optional"):
+        class Unreadable(Operation):
+            kind: ClassVar[str] = "unreadable"
+            note: str
+            FIELDS: ClassVar[tuple[Field | Relation, ...]] = (Field("note", TEXT, omit=lambda v: not v),)
+
+
 # --- how the golden file was made (run as a module) ------------------------------------------------------------
 
-UTC = timezone.utc
-AT = datetime(2025, 1, 31, 21, 5, tzinfo=UTC)
 PARAMS = MeterParams("main", 1_000_000, Fraction(3, 20), (500, 2500), Fraction(1, 50), 5_000_000, 50)
 
 # Values that are wrong somewhere (and right elsewhere): each is given to every field of a valid operation.

@@ -93,9 +93,12 @@ def _compile(cls: type[Operation]) -> None:
     declared = [a for a, t in cls.__dict__.get("__annotations__", {}).items() if not str(t).startswith("ClassVar")]
     if declared != [f.attr for f in fields]:
         raise TypeError(f"{cls.__name__}: FIELDS name {[f.attr for f in fields]}, the class declares {declared}")
+    for f in fields:
+        if f.omit is not None and not f.optional:  # its dict would be refused by from_dict
+            raise TypeError(f"{cls.__name__}.{f.attr}: a key that may be left out must be optional")
     key = {f.attr: f.key or f.attr for f in fields}
     names: dict[str, Any] = {
-        "KIND": cls.kind, "REQUIRED": tuple(key[f.attr] for f in fields if not f.optional),
+        "KIND": cls.kind, "REQUIRED": ("kind", *(key[f.attr] for f in fields if not f.optional)),
         "OPTIONAL": tuple(key[f.attr] for f in fields if f.optional),
         "fields_of": _fields, "build": _build, "join": _check.join, "set_attr": object.__setattr__,
     }
@@ -139,18 +142,18 @@ def _compile(cls: type[Operation]) -> None:
         "def from_dict(cls, d, field_prefix=''):", "    m = fields_of(d, field_prefix, KIND, REQUIRED, OPTIONAL)",
         f"    kw = {{{', '.join(read)}}}", *reads, "    return build(cls, kw, field_prefix)",
     ])
-    exec(source, names)
-    setattr(cls, "__post_init__", names["__post_init__"])
-    setattr(cls, "to_dict", names["to_dict"])
-    setattr(cls, "from_dict", classmethod(names["from_dict"]))
+    exec(compile(source, f"<{cls.__name__} from its FIELDS>", "exec"), names)
+    for name in ("__post_init__", "to_dict", "from_dict"):
+        names[name].__qualname__ = f"{cls.__qualname__}.{name}"
+        names[name].__module__ = cls.__module__
+        setattr(cls, name, classmethod(names[name]) if name == "from_dict" else names[name])
 
 
-def _fields(
-    d: object, prefix: str, kind: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> Mapping[str, Any]:
+def _fields(d: object, prefix: str, kind: str, required: tuple[str, ...], optional: tuple[str, ...]) -> Mapping[str, Any]:
+    """`d` as an operation of `kind` with the keys `required` ("kind" among them) and `optional`."""
     if isinstance(d, Mapping) and d.get("kind") != kind:
         raise InputError(_check.join(prefix, "kind"), f"is {d.get('kind')!r}, expected {kind!r}")
-    return _check.obj(d, prefix, ("kind", *required), optional)
+    return _check.obj(d, prefix, required, optional)
 
 
 def _build(cls: type[_T], kwargs: dict[str, Any], prefix: str) -> _T:
@@ -168,6 +171,7 @@ def _is_empty(value: object) -> bool:
     return not value
 
 
+# The values most fields hold.
 IDENT = Codec(_check.identifier)
 TEXT = Codec(_check.text)
 TEXT_OR_EMPTY = Codec(partial(_check.text, allow_empty=True))
