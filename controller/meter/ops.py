@@ -64,89 +64,57 @@ _T = TypeVar("_T", bound="Operation")
 
 
 class Operation:
-    """What every operation has: its constructor's checks, ``to_dict`` and ``from_dict``, made from its ``FIELDS``."""
+    """What every operation has: its constructor's checks, ``to_dict`` and ``from_dict``, run from its ``FIELDS``
+    (plain loops over a table a reviewer reads: no code is generated)."""
 
     kind: ClassVar[str]
     FIELDS: ClassVar[tuple[Field | Relation, ...]]
+    _KEYS: ClassVar[tuple[tuple[Field, str], ...]]  # each field and its key in the dict
+    _REQUIRED: ClassVar[tuple[str, ...]]
+    _OPTIONAL: ClassVar[tuple[str, ...]]
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        _compile(cls)
+        fields = [f for f in cls.FIELDS if isinstance(f, Field)]
+        declared = [a for a, t in cls.__dict__.get("__annotations__", {}).items() if not str(t).startswith("ClassVar")]
+        if declared != [f.attr for f in fields]:
+            raise TypeError(f"{cls.__name__}: FIELDS name {[f.attr for f in fields]}, the class declares {declared}")
+        for f in fields:
+            if f.omit is not None and not f.optional:  # its dict would be refused by from_dict
+                raise TypeError(f"{cls.__name__}.{f.attr}: a key that may be left out must be optional")
+        cls._KEYS = tuple((f, f.key or f.attr) for f in fields)
+        cls._REQUIRED = ("kind", *(k for f, k in cls._KEYS if not f.optional))
+        cls._OPTIONAL = tuple(k for f, k in cls._KEYS if f.optional)
 
-    # What a type checker sees; each operation has its own, written from its FIELDS by _compile.
     def __post_init__(self) -> None:
-        raise NotImplementedError
+        for step in self.FIELDS:
+            if isinstance(step, Relation):
+                step.check(self)
+                continue
+            value = getattr(self, step.attr)
+            kept = step.codec.check(value, step.attr)  # the same value, or the value normalised
+            if kept is not value:
+                object.__setattr__(self, step.attr, kept)
 
     def to_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
+        d: dict[str, Any] = {"kind": self.kind}
+        for f, key in self._KEYS:
+            value = getattr(self, f.attr)
+            if f.omit is not None and f.omit(value):
+                continue  # older entries keep their form
+            d[key] = value if f.codec.encode is None else f.codec.encode(value)
+        return d
 
     @classmethod
     def from_dict(cls: type[_T], d: object, field_prefix: str = "") -> _T:
-        raise NotImplementedError
-
-
-def _compile(cls: type[Operation]) -> None:
-    """`cls`'s ``__post_init__``, ``to_dict`` and ``from_dict`` written as straight code from its FIELDS, as `dataclass`
-    writes ``__init__``: loops over the fields made the small operations 10-30% slower to write and to read, and
-    a replay reads every entry of the journal."""
-    fields = [f for f in cls.FIELDS if isinstance(f, Field)]
-    declared = [a for a, t in cls.__dict__.get("__annotations__", {}).items() if not str(t).startswith("ClassVar")]
-    if declared != [f.attr for f in fields]:
-        raise TypeError(f"{cls.__name__}: FIELDS name {[f.attr for f in fields]}, the class declares {declared}")
-    for f in fields:
-        if f.omit is not None and not f.optional:  # its dict would be refused by from_dict
-            raise TypeError(f"{cls.__name__}.{f.attr}: a key that may be left out must be optional")
-    key = {f.attr: f.key or f.attr for f in fields}
-    names: dict[str, Any] = {
-        "KIND": cls.kind, "REQUIRED": ("kind", *(key[f.attr] for f in fields if not f.optional)),
-        "OPTIONAL": tuple(key[f.attr] for f in fields if f.optional),
-        "fields_of": _fields, "build": _build, "join": _check.join, "set_attr": object.__setattr__,
-    }
-    checks = ["def __post_init__(self):"]
-    for i, step in enumerate(cls.FIELDS):
-        names[f"check{i}"] = step.check if isinstance(step, Relation) else step.codec.check
-        if isinstance(step, Relation):
-            checks.append(f"    check{i}(self)")
-        else:  # a check returns the value to keep: the same one, or it normalised
-            checks.append(f"    v = check{i}(self.{step.attr}, {step.attr!r})")
-            checks.append(f"    if v is not self.{step.attr}: set_attr(self, {step.attr!r}, v)")
-    # The keys before the first that may be left out (written) or be absent (read): one dict display each.
-    written, write = ["'kind': KIND"], []
-    read, reads = [], []
-    for i, f in enumerate(fields):
-        k = key[f.attr]
-        value = f"self.{f.attr}"
-        if f.codec.encode is not None:
-            names[f"encode{i}"] = f.codec.encode
-            value = f"encode{i}({value})"
-        if f.omit is not None:
-            names[f"omit{i}"] = f.omit
-            write.append(f"    if not omit{i}(self.{f.attr}): d[{k!r}] = {value}")
-        elif write:
-            write.append(f"    d[{k!r}] = {value}")
-        else:
-            written.append(f"{k!r}: {value}")
-        value = f"m[{k!r}]"
-        if f.codec.decode is not None:
-            names[f"decode{i}"] = f.codec.decode
-            value = f"decode{i}({value}, join(field_prefix, {k!r}))"
-        if f.optional:
-            reads.append(f"    if {k!r} in m: kw[{f.attr!r}] = {value}")
-        elif reads:
-            reads.append(f"    kw[{f.attr!r}] = {value}")
-        else:
-            read.append(f"{f.attr!r}: {value}")
-    source = "\n".join([
-        *checks,
-        "def to_dict(self):", f"    d = {{{', '.join(written)}}}", *write, "    return d",
-        "def from_dict(cls, d, field_prefix=''):", "    m = fields_of(d, field_prefix, KIND, REQUIRED, OPTIONAL)",
-        f"    kw = {{{', '.join(read)}}}", *reads, "    return build(cls, kw, field_prefix)",
-    ])
-    exec(compile(source, f"<{cls.__name__} from its FIELDS>", "exec"), names)
-    for name in ("__post_init__", "to_dict", "from_dict"):
-        names[name].__qualname__ = f"{cls.__qualname__}.{name}"
-        names[name].__module__ = cls.__module__
-        setattr(cls, name, classmethod(names[name]) if name == "from_dict" else names[name])
+        m = _fields(d, field_prefix, cls.kind, cls._REQUIRED, cls._OPTIONAL)
+        kw: dict[str, Any] = {}
+        for f, key in cls._KEYS:
+            if key not in m:  # an optional key absent: the attribute's default
+                continue
+            value = m[key]
+            kw[f.attr] = value if f.codec.decode is None else f.codec.decode(value, _check.join(field_prefix, key))
+        return _build(cls, kw, field_prefix)
 
 
 def _fields(d: object, prefix: str, kind: str, required: tuple[str, ...], optional: tuple[str, ...]) -> Mapping[str, Any]:
