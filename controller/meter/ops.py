@@ -427,7 +427,7 @@ class CloseRound(Operation):
 
 
 def _check_nonce(value: Any, field: str) -> Any:
-    if value and not (len(value) == 32 and all(c in "0123456789abcdef" for c in value)):
+    if not isinstance(value, str) or (value and not (len(value) == 32 and all(c in "0123456789abcdef" for c in value))):
         raise InputError(field, "must be 32 hex digits")
     return value
 
