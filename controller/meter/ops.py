@@ -4,15 +4,22 @@ Each operation has a stable ``kind`` and ``to_dict()``/``from_dict()`` with mone
 of dollars, rates and percentages as exact decimal strings (or "n/d"), times as ISO 8601 with an
 offset. The constructor checks what can be checked without the meter (InputError naming the field);
 `controller.meter.apply` checks the rest against the state (RulesError).
+
+Each operation declares its fields once, in ``FIELDS``: per attribute its check, its key in the dict, how it is
+written and read, whether the key may be absent and when it is left out; between them, the checks that relate
+fields to each other. `Operation` runs the constructor's checks, ``to_dict`` and ``from_dict`` from that table,
+in its order: the order decides which error a bad operation gets, and the order of the dict's keys, which the
+journal's hash chain covers.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
-from typing import Any, ClassVar, TypeVar
+from functools import partial
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 from ..awards import PercentOfMeter, parse_award
 from ..cards import card_str, parse_card
@@ -26,18 +33,188 @@ PAID_BY = ("attendant", "table")  # 605a.7(a): a meter of each
 _DICT_NAMES = {"cents": "amount", "units": "amount"}
 
 
-_T = TypeVar("_T")
+# --- the codec: fields declared once ----------------------------------------------------------------------------
+
+
+class Codec(NamedTuple):
+    """How a value is checked (and normalised) by the constructor, written into the dict and read from it."""
+
+    check: Callable[[Any, str], Any]  # (value, attribute) -> the value kept, or InputError naming the attribute
+    encode: Callable[[Any], Any] | None = None  # None: written as it is
+    decode: Callable[[Any, str], Any] | None = None  # (JSON value, its field path); None: read as it is
+
+
+class Field(NamedTuple):
+    """One attribute of an operation and its key in the operation's dict."""
+
+    attr: str
+    codec: Codec
+    key: str = ""  # the dict's key, when it is not the attribute's name
+    optional: bool = False  # the key may be absent from a dict (the attribute's default then)
+    omit: Callable[[Any], bool] | None = None  # the key is left out when true: older entries keep their form
+
+
+class Relation(NamedTuple):
+    """A check that relates fields to each other, made where it stands in ``FIELDS`` (those above it checked)."""
+
+    check: Callable[[Any], None]
+
+
+_T = TypeVar("_T", bound="Operation")
+
+
+class Operation:
+    """What every operation has: its constructor's checks, ``to_dict`` and ``from_dict``, run from its ``FIELDS``
+    (plain loops over a table a reviewer reads: no code is generated)."""
+
+    kind: ClassVar[str]
+    FIELDS: ClassVar[tuple[Field | Relation, ...]]
+    _KEYS: ClassVar[tuple[tuple[Field, str], ...]]  # each field and its key in the dict
+    _REQUIRED: ClassVar[tuple[str, ...]]
+    _OPTIONAL: ClassVar[tuple[str, ...]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fields = [f for f in cls.FIELDS if isinstance(f, Field)]
+        declared = [a for a, t in cls.__dict__.get("__annotations__", {}).items() if not str(t).startswith("ClassVar")]
+        if declared != [f.attr for f in fields]:
+            raise TypeError(f"{cls.__name__}: FIELDS name {[f.attr for f in fields]}, the class declares {declared}")
+        for f in fields:
+            if f.omit is not None and not f.optional:  # its dict would be refused by from_dict
+                raise TypeError(f"{cls.__name__}.{f.attr}: a key that may be left out must be optional")
+        cls._KEYS = tuple((f, f.key or f.attr) for f in fields)
+        cls._REQUIRED = ("kind", *(k for f, k in cls._KEYS if not f.optional))
+        cls._OPTIONAL = tuple(k for f, k in cls._KEYS if f.optional)
+
+    def __post_init__(self) -> None:
+        for step in self.FIELDS:
+            if isinstance(step, Relation):
+                step.check(self)
+                continue
+            value = getattr(self, step.attr)
+            kept = step.codec.check(value, step.attr)  # the same value, or the value normalised
+            if kept is not value:
+                object.__setattr__(self, step.attr, kept)
+
+    def to_dict(self) -> dict[str, Any]:
+        d: dict[str, Any] = {"kind": self.kind}
+        for f, key in self._KEYS:
+            value = getattr(self, f.attr)
+            if f.omit is not None and f.omit(value):
+                continue  # older entries keep their form
+            d[key] = value if f.codec.encode is None else f.codec.encode(value)
+        return d
+
+    @classmethod
+    def from_dict(cls: type[_T], d: object, field_prefix: str = "") -> _T:
+        m = _fields(d, field_prefix, cls.kind, cls._REQUIRED, cls._OPTIONAL)
+        kw: dict[str, Any] = {}
+        for f, key in cls._KEYS:
+            if key not in m:  # an optional key absent: the attribute's default
+                continue
+            value = m[key]
+            kw[f.attr] = value if f.codec.decode is None else f.codec.decode(value, _check.join(field_prefix, key))
+        return _build(cls, kw, field_prefix)
+
+
+def _fields(d: object, prefix: str, kind: str, required: tuple[str, ...], optional: tuple[str, ...]) -> Mapping[str, Any]:
+    """`d` as an operation of `kind` with the keys `required` ("kind" among them) and `optional`."""
+    if isinstance(d, Mapping) and d.get("kind") != kind:
+        raise InputError(_check.join(prefix, "kind"), f"is {d.get('kind')!r}, expected {kind!r}")
+    return _check.obj(d, prefix, required, optional)
 
 
 def _build(cls: type[_T], kwargs: dict[str, Any], prefix: str) -> _T:
     try:
         return cls(**kwargs)
-    except InputError as e:
+    except InputError as e:  # the constructor names attributes, a reader of the dict wants its keys
         raise _check.renamed(e, _DICT_NAMES, prefix) from None
 
 
+def _is_none(value: object) -> bool:
+    return value is None
+
+
+def _is_empty(value: object) -> bool:
+    return not value
+
+
+# The values most fields hold.
+IDENT = Codec(_check.identifier)
+TEXT = Codec(_check.text)
+TEXT_OR_EMPTY = Codec(partial(_check.text, allow_empty=True))
+POSITIVE = Codec(partial(_check.integer, minimum=1))
+MOMENT = Codec(_check.moment, _check.format_moment, _check.parse_moment)
+CENTS = Codec(_check.cents, format_cents, parse_cents)
+
+
+def _check_wagers(value: object, field: str) -> tuple[tuple[int, int], ...]:
+    out = []
+    for i, w in enumerate(_check.array(value, field)):
+        if not isinstance(w, (tuple, list)) or len(w) != 2:
+            raise InputError(f"{field}[{i}]", f"must be a pair (seat, cents), not {w!r}")
+        seat, c = w
+        if type(seat) is not int or seat < 1:  # the field's name is made only for the error
+            _check.integer(seat, f"{field}[{i}].seat", minimum=1)
+        if isinstance(c, bool) or not isinstance(c, int):
+            raise InputError(f"{field}[{i}].cents", f"seat {seat}: must be a whole number of cents, not {c!r}")
+        if c <= 0:
+            raise InputError(f"{field}[{i}].cents", f"seat {seat}: a wager must be more than zero, not {c}")
+        out.append((seat, c))
+    return tuple(out)
+
+
+def _write_wagers(wagers: tuple[tuple[int, int], ...]) -> list[dict[str, Any]]:
+    return [{"seat": s, "amount": format_cents(c)} for s, c in wagers]
+
+
+def _read_wagers(value: object, field: str) -> tuple[tuple[Any, int], ...]:
+    wagers = []
+    for i, w in enumerate(_check.array(value, field)):
+        try:  # the field's name is made only for an error
+            wm = _check.obj(w, "", ("seat", "amount"))
+            wagers.append((wm["seat"], parse_cents(wm["amount"], "amount")))
+        except InputError as e:
+            raise e.at(_check.join(field, f"[{i}]")) from None
+    return tuple(wagers)
+
+
+def _check_card(value: object, field: str) -> object:
+    if value is not None:
+        card = _check.integer(value, field, minimum=0)
+        if card > 51:
+            raise InputError(field, f"{card} is not a card (0..51)")
+    return value
+
+
+def _check_position(value: object, field: str) -> object:
+    if value is not None:
+        _check.integer(value, field, minimum=0)
+    return value
+
+
+def _check_marks(value: object, field: str) -> tuple[int, ...]:
+    return tuple(_check.integer(x, f"{field}[{k}]", minimum=0) for k, x in enumerate(_check.array(value, field)))
+
+
+def _check_meters(value: object, field: str) -> tuple[str, ...]:
+    meters = tuple(_check.identifier(x, f"{field}[{k}]") for k, x in enumerate(_check.array(value, field)))
+    return tuple(sorted(set(meters)))
+
+
+def _read_list(value: object, field: str) -> tuple[Any, ...]:
+    return tuple(_check.array(value, field))
+
+
+def _on_dealer_within_wagers(op: BookContributions) -> None:
+    marks, n = op.on_dealer, len(op.wagers)
+    if len(set(marks)) != len(marks) or any(x >= n for x in marks):
+        raise InputError("on_dealer", f"{list(marks)} must be distinct positions in wagers (0..{n - 1})")
+    object.__setattr__(op, "on_dealer", tuple(sorted(marks)))
+
+
 @dataclass(frozen=True)
-class BookContributions:
+class BookContributions(Operation):
     """The progressive wagers of a round, booked in one batch when the wagers are locked ("no more bets")."""
 
     kind: ClassVar[str] = "book-contributions"
@@ -56,83 +233,22 @@ class BookContributions:
     # finds some of them missing knows the lock-out never completed.
     round_meters: tuple[str, ...] = ()
 
-    def __post_init__(self) -> None:
-        _check.identifier(self.round_id, "round_id")
-        _check.identifier(self.table, "table")
-        items = _check.array(self.wagers, "wagers")
-        out = []
-        for i, w in enumerate(items):
-            if not isinstance(w, (tuple, list)) or len(w) != 2:
-                raise InputError(f"wagers[{i}]", f"must be a pair (seat, cents), not {w!r}")
-            seat, c = w
-            if type(seat) is not int or seat < 1:  # the field's name is made only for the error
-                _check.integer(seat, f"wagers[{i}].seat", minimum=1)
-            if isinstance(c, bool) or not isinstance(c, int):
-                raise InputError(f"wagers[{i}].cents", f"seat {seat}: must be a whole number of cents, not {c!r}")
-            if c <= 0:
-                raise InputError(f"wagers[{i}].cents", f"seat {seat}: a wager must be more than zero, not {c}")
-            out.append((seat, c))
-        object.__setattr__(self, "wagers", tuple(out))
-        _check.moment(self.at, "at")
-        if self.magic_card is not None:
-            _check.integer(self.magic_card, "magic_card", minimum=0)
-            if self.magic_card > 51:
-                raise InputError("magic_card", f"{self.magic_card} is not a card (0..51)")
-        if self.lucky_seat is not None:
-            _check.integer(self.lucky_seat, "lucky_seat", minimum=0)
-        marks = tuple(_check.integer(x, f"on_dealer[{k}]", minimum=0)
-                      for k, x in enumerate(_check.array(self.on_dealer, "on_dealer")))
-        if len(set(marks)) != len(marks) or any(x >= len(out) for x in marks):
-            raise InputError("on_dealer", f"{list(marks)} must be distinct positions in wagers (0..{len(out) - 1})")
-        object.__setattr__(self, "on_dealer", tuple(sorted(marks)))
-        meters = tuple(_check.identifier(x, f"round_meters[{k}]")
-                       for k, x in enumerate(_check.array(self.round_meters, "round_meters")))
-        object.__setattr__(self, "round_meters", tuple(sorted(set(meters))))
-
-    def to_dict(self) -> dict[str, Any]:
-        d: dict[str, Any] = {
-            "kind": self.kind,
-            "round_id": self.round_id,
-            "table": self.table,
-            "wagers": [{"seat": s, "amount": format_cents(c)} for s, c in self.wagers],
-            "at": _check.format_moment(self.at),
-        }
-        if self.magic_card is not None:
-            d["magic_card"] = card_str(self.magic_card)
-        if self.lucky_seat is not None:
-            d["lucky_seat"] = self.lucky_seat
-        if self.on_dealer:  # only when there are: older entries keep their exact form
-            d["on_dealer"] = list(self.on_dealer)
-        if self.round_meters:
-            d["round_meters"] = list(self.round_meters)
-        return d
-
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> BookContributions:
-        m = _fields(d, field_prefix, cls.kind, ("round_id", "table", "wagers", "at"),
-                    ("magic_card", "lucky_seat", "on_dealer", "round_meters"))
-        wagers = []
-        for i, w in enumerate(_check.array(m["wagers"], _check.join(field_prefix, "wagers"))):
-            try:  # the field's name is made only for an error
-                wm = _check.obj(w, "", ("seat", "amount"))
-                wagers.append((wm["seat"], parse_cents(wm["amount"], "amount")))
-            except InputError as e:
-                raise e.at(_check.join(field_prefix, f"wagers[{i}]")) from None
-        at = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
-        kw: dict[str, Any] = {"round_id": m["round_id"], "table": m["table"], "wagers": tuple(wagers), "at": at}
-        if "magic_card" in m:
-            kw["magic_card"] = parse_card(m["magic_card"], _check.join(field_prefix, "magic_card"))
-        if "lucky_seat" in m:
-            kw["lucky_seat"] = m["lucky_seat"]
-        if "on_dealer" in m:
-            kw["on_dealer"] = tuple(_check.array(m["on_dealer"], _check.join(field_prefix, "on_dealer")))
-        if "round_meters" in m:
-            kw["round_meters"] = tuple(_check.array(m["round_meters"], _check.join(field_prefix, "round_meters")))
-        return _build(cls, kw, field_prefix)
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        Field("round_id", IDENT),
+        Field("table", IDENT),
+        Field("wagers", Codec(_check_wagers, _write_wagers, _read_wagers)),
+        Field("at", MOMENT),
+        Field("magic_card", Codec(_check_card, card_str, parse_card), optional=True, omit=_is_none),
+        Field("lucky_seat", Codec(_check_position), optional=True, omit=_is_none),
+        # Only when there are: older entries keep their exact form.
+        Field("on_dealer", Codec(_check_marks, list, _read_list), optional=True, omit=_is_empty),
+        Relation(_on_dealer_within_wagers),
+        Field("round_meters", Codec(_check_meters, list, _read_list), optional=True, omit=_is_empty),
+    )
 
 
 @dataclass(frozen=True)
-class VoidRound:
+class VoidRound(Operation):
     """A voided round (misdeal, shoe jam, wrong card count) returns every wager: its booking is reversed."""
 
     kind: ClassVar[str] = "void-round"
@@ -140,23 +256,37 @@ class VoidRound:
     at: datetime
     reason: str
 
-    def __post_init__(self) -> None:
-        _check.identifier(self.round_id, "round_id")
-        _check.moment(self.at, "at")
-        _check.text(self.reason, "reason")
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (Field("round_id", IDENT), Field("at", MOMENT), Field("reason", TEXT))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "round_id": self.round_id, "at": _check.format_moment(self.at), "reason": self.reason}
 
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> VoidRound:
-        m = _fields(d, field_prefix, cls.kind, ("round_id", "at", "reason"))
-        at = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
-        return _build(cls, {"round_id": m["round_id"], "at": at, "reason": m["reason"]}, field_prefix)
+def _check_percent(value: object, field: str) -> Fraction:
+    pct = _check.fraction(value, field)
+    if not 0 < pct <= 100:
+        raise InputError(field, f"{_check.format_fraction(pct)} must be more than 0 and at most 100")
+    return pct
+
+
+def _award_states_percent(op: PayPercentAward | LockPercentAward) -> None:
+    stated = parse_award(op.award, "award")
+    if not isinstance(stated, PercentOfMeter) or stated.percent != op.percent:
+        raise InputError("award", f"{op.award!r} does not state {_check.format_fraction(op.percent)}% of the meter")
+
+
+# A percentage award paid at once or locked, up to its time (the rest differs).
+_PERCENT_AWARD: tuple[Field | Relation, ...] = (
+    Field("round_id", IDENT),
+    Field("table", IDENT),
+    Field("seat", POSITIVE),
+    Field("hand", TEXT),
+    Field("award", TEXT),
+    Field("percent", Codec(_check_percent, _check.format_fraction, _check.parse_fraction)),
+    Relation(_award_states_percent),
+    Field("at", MOMENT),
+)
 
 
 @dataclass(frozen=True)
-class PayPercentAward:
+class PayPercentAward(Operation):
     """A percentage of the meter paid to one seat (by the attendant), from the meter at that seat's turn.
 
     ``shares`` > 1: an award on the dealer's hand divided equally among that many players (§ 639a.12(e)(2));
@@ -174,66 +304,27 @@ class PayPercentAward:
     approved_by: str
     shares: int = 1
 
-    def __post_init__(self) -> None:
-        _check_percent_award(self)
-        _check.text(self.approved_by, "approved_by")
-        _check.integer(self.shares, "shares", minimum=1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return _percent_award_dict(self, "approved_by")
-
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> PayPercentAward:
-        return _percent_award_from_dict(cls, d, field_prefix, "approved_by")
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        *_PERCENT_AWARD, Field("approved_by", TEXT), Field("shares", POSITIVE, optional=True))
 
 
-def _percent_award_dict(op: Any, last: str) -> dict[str, Any]:
-    """The dict form of a percentage award paid at once (`last` = "approved_by") or locked ("claim")."""
-    return {
-        "kind": op.kind,
-        "round_id": op.round_id,
-        "table": op.table,
-        "seat": op.seat,
-        "hand": op.hand,
-        "award": op.award,
-        "percent": _check.format_fraction(op.percent),
-        "at": _check.format_moment(op.at),
-        last: getattr(op, last),
-        "shares": op.shares,
-    }
+def _not_a_percentage(op: PayFixedAward) -> None:
+    try:
+        stated = parse_award(op.award, "award")
+    except InputError:
+        stated = None  # a label the paytable parser does not know is accepted as it is
+    if isinstance(stated, PercentOfMeter):
+        raise InputError("award", f"{op.award!r} is a percentage of the meter: pay it with PayPercentAward")
 
 
-def _percent_award_from_dict(cls: type[_T], d: object, field_prefix: str, last: str,
-                             extra: tuple[str, ...] = ()) -> _T:
-    keys = ("round_id", "table", "seat", "hand", "award", "percent", "at", last)
-    m = _fields(d, field_prefix, cls.kind, keys, ("shares", *extra))  # type: ignore[attr-defined]
-    kw = {k: m[k] for k in keys}
-    kw["percent"] = _check.parse_fraction(m["percent"], _check.join(field_prefix, "percent"))
-    kw["at"] = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
-    kw["shares"] = m.get("shares", 1)
-    kw.update({k: m[k] for k in extra if k in m})
-    return _build(cls, kw, field_prefix)
-
-
-def _check_percent_award(op: Any) -> None:
-    """The checks a percentage award makes on itself, paid at once or locked (in the order they are named)."""
-    _check.identifier(op.round_id, "round_id")
-    _check.identifier(op.table, "table")
-    _check.integer(op.seat, "seat", minimum=1)
-    _check.text(op.hand, "hand")
-    _check.text(op.award, "award")
-    pct = _check.fraction(op.percent, "percent")
-    if not 0 < pct <= 100:
-        raise InputError("percent", f"{_check.format_fraction(pct)} must be more than 0 and at most 100")
-    object.__setattr__(op, "percent", pct)
-    stated = parse_award(op.award, "award")
-    if not isinstance(stated, PercentOfMeter) or stated.percent != pct:
-        raise InputError("award", f"{op.award!r} does not state {_check.format_fraction(pct)}% of the meter")
-    _check.moment(op.at, "at")
+def _check_paid_by(value: object, field: str) -> object:
+    if value not in PAID_BY:
+        raise InputError(field, f"must be \"table\" or \"attendant\", not {value!r}")
+    return value
 
 
 @dataclass(frozen=True)
-class PayFixedAward:
+class PayFixedAward(Operation):
     """A fixed or odds payout of a progressive wager (Envy Bonus, "500 for 1"): recorded, the meter untouched."""
 
     kind: ClassVar[str] = "pay-fixed-award"
@@ -247,50 +338,22 @@ class PayFixedAward:
     at: datetime
     approved_by: str
 
-    def __post_init__(self) -> None:
-        _check.identifier(self.round_id, "round_id")
-        _check.identifier(self.table, "table")
-        _check.integer(self.seat, "seat", minimum=1)
-        _check.text(self.hand, "hand", allow_empty=True)
-        _check.text(self.award, "award")
-        try:
-            stated = parse_award(self.award, "award")
-        except InputError:
-            stated = None  # a label the paytable parser does not know is accepted as it is
-        if isinstance(stated, PercentOfMeter):
-            raise InputError("award", f"{self.award!r} is a percentage of the meter: pay it with PayPercentAward")
-        _check.cents(self.cents, "cents")
-        if self.paid_by not in PAID_BY:
-            raise InputError("paid_by", f"must be \"table\" or \"attendant\", not {self.paid_by!r}")
-        _check.moment(self.at, "at")
-        _check.text(self.approved_by, "approved_by")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "round_id": self.round_id,
-            "table": self.table,
-            "seat": self.seat,
-            "hand": self.hand,
-            "award": self.award,
-            "amount": format_cents(self.cents),
-            "paid_by": self.paid_by,
-            "at": _check.format_moment(self.at),
-            "approved_by": self.approved_by,
-        }
-
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> PayFixedAward:
-        keys = ("round_id", "table", "seat", "hand", "award", "amount", "paid_by", "at", "approved_by")
-        m = _fields(d, field_prefix, cls.kind, keys)
-        kw = {k: m[k] for k in keys if k != "amount"}
-        kw["cents"] = parse_cents(m["amount"], _check.join(field_prefix, "amount"))
-        kw["at"] = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
-        return _build(cls, kw, field_prefix)
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        Field("round_id", IDENT),
+        Field("table", IDENT),
+        Field("seat", POSITIVE),
+        Field("hand", TEXT_OR_EMPTY),
+        Field("award", TEXT),
+        Relation(_not_a_percentage),
+        Field("cents", CENTS, "amount"),
+        Field("paid_by", Codec(_check_paid_by)),
+        Field("at", MOMENT),
+        Field("approved_by", TEXT),
+    )
 
 
 @dataclass(frozen=True)
-class TopUp:
+class TopUp(Operation):
     """Operator money put on the visible meter, booked as seed (for example a promotion)."""
 
     kind: ClassVar[str] = "top-up"
@@ -299,35 +362,19 @@ class TopUp:
     who: str
     reason: str
 
-    def __post_init__(self) -> None:
-        _check.cents(self.cents, "cents")
-        _check.moment(self.at, "at")
-        _check.text(self.who, "who")
-        _check.text(self.reason, "reason")
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        Field("cents", CENTS, "amount"), Field("at", MOMENT), Field("who", TEXT), Field("reason", TEXT))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "amount": format_cents(self.cents),
-            "at": _check.format_moment(self.at),
-            "who": self.who,
-            "reason": self.reason,
-        }
 
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> TopUp:
-        m = _fields(d, field_prefix, cls.kind, ("amount", "at", "who", "reason"))
-        kw = {
-            "cents": parse_cents(m["amount"], _check.join(field_prefix, "amount")),
-            "at": _check.parse_moment(m["at"], _check.join(field_prefix, "at")),
-            "who": m["who"],
-            "reason": m["reason"],
-        }
-        return _build(cls, kw, field_prefix)
+def _check_units(value: object, field: str) -> int:
+    units = _check.integer(value, field)
+    if units == 0:
+        raise InputError(field, "an adjustment of zero changes nothing")
+    return units
 
 
 @dataclass(frozen=True)
-class Adjust:
+class Adjust(Operation):
     """An authorized adjustment of the visible meter, in signed meter units.
 
     ``credential`` is the authorization the shell has verified (supervisor badge and approval code):
@@ -340,37 +387,22 @@ class Adjust:
     credential: str
     at: datetime
 
-    def __post_init__(self) -> None:
-        _check.integer(self.units, "units")
-        if self.units == 0:
-            raise InputError("units", "an adjustment of zero changes nothing")
-        _check.text(self.reason, "reason")
-        _check.text(self.credential, "credential")
-        _check.moment(self.at, "at")
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        Field("units", Codec(_check_units, _check.format_signed_units, _check.parse_signed_units), "amount"),
+        Field("reason", TEXT),
+        Field("credential", TEXT),
+        Field("at", MOMENT),
+    )
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "amount": _check.format_signed_units(self.units),
-            "reason": self.reason,
-            "credential": self.credential,
-            "at": _check.format_moment(self.at),
-        }
 
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> Adjust:
-        m = _fields(d, field_prefix, cls.kind, ("amount", "reason", "credential", "at"))
-        kw = {
-            "units": _check.parse_signed_units(m["amount"], _check.join(field_prefix, "amount")),
-            "reason": m["reason"],
-            "credential": m["credential"],
-            "at": _check.parse_moment(m["at"], _check.join(field_prefix, "at")),
-        }
-        return _build(cls, kw, field_prefix)
+def _check_params(value: object, field: str) -> object:
+    if not isinstance(value, MeterParams):
+        raise InputError(field, f"must be MeterParams, not {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)
-class ChangeParams:
+class ChangeParams(Operation):
     """New parameters for the meter; refused while a round is open."""
 
     kind: ClassVar[str] = "change-params"
@@ -378,55 +410,36 @@ class ChangeParams:
     who: str
     at: datetime
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.params, MeterParams):
-            raise InputError("params", f"must be MeterParams, not {type(self.params).__name__}")
-        _check.text(self.who, "who")
-        _check.moment(self.at, "at")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "params": params_to_dict(self.params),
-            "who": self.who,
-            "at": _check.format_moment(self.at),
-        }
-
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> ChangeParams:
-        m = _fields(d, field_prefix, cls.kind, ("params", "who", "at"))
-        kw = {
-            "params": params_from_dict(m["params"], _check.join(field_prefix, "params")),
-            "who": m["who"],
-            "at": _check.parse_moment(m["at"], _check.join(field_prefix, "at")),
-        }
-        return _build(cls, kw, field_prefix)
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        Field("params", Codec(_check_params, params_to_dict, params_from_dict)), Field("who", TEXT),
+        Field("at", MOMENT))
 
 
 @dataclass(frozen=True)
-class CloseRound:
+class CloseRound(Operation):
     """The round is settled: it can no longer be voided or paid."""
 
     kind: ClassVar[str] = "close-round"
     round_id: str
     at: datetime
 
-    def __post_init__(self) -> None:
-        _check.identifier(self.round_id, "round_id")
-        _check.moment(self.at, "at")
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (Field("round_id", IDENT), Field("at", MOMENT))
 
-    def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "round_id": self.round_id, "at": _check.format_moment(self.at)}
 
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> CloseRound:
-        m = _fields(d, field_prefix, cls.kind, ("round_id", "at"))
-        at = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
-        return _build(cls, {"round_id": m["round_id"], "at": at}, field_prefix)
+def _check_nonce(value: Any, field: str) -> Any:
+    if not isinstance(value, str) or (value and not (len(value) == 32 and all(c in "0123456789abcdef" for c in value))):
+        raise InputError(field, "must be 32 hex digits")
+    return value
+
+
+def _check_cards(value: object, field: str) -> object:
+    if not isinstance(value, str) or len(value) > 64 or not all(c.isalnum() or c == " " for c in value):
+        raise InputError(field, "must be the hand's cards as text (\"AH KH QH JH TH\"), at most 64 characters")
+    return value
 
 
 @dataclass(frozen=True)
-class LockPercentAward:
+class LockPercentAward(Operation):
     """A percentage award on a linked meter taken at the hit and held under ``claim`` until approved or rejected
     (58 Pa. Code 605a.8): the meter resets at once, as a payout would reset it, so other tables play on."""
 
@@ -448,27 +461,17 @@ class LockPercentAward:
     # a supervisor's approval of its payment names with the rest. Empty in the journals of before.
     cards: str = ""
 
-    def __post_init__(self) -> None:
-        _check_percent_award(self)
-        _check.identifier(self.claim, "claim")
-        _check.integer(self.shares, "shares", minimum=1)
-        if self.nonce and not (len(self.nonce) == 32 and all(c in "0123456789abcdef" for c in self.nonce)):
-            raise InputError("nonce", "must be 32 hex digits")
-        if not isinstance(self.cards, str) or len(self.cards) > 64 or not all(
-                c.isalnum() or c == " " for c in self.cards):
-            raise InputError("cards", "must be the hand's cards as text (\"AH KH QH JH TH\"), at most 64 characters")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {**_percent_award_dict(self, "claim"), **({"nonce": self.nonce} if self.nonce else {}),
-                **({"cards": self.cards} if self.cards else {})}
-
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> LockPercentAward:
-        return _percent_award_from_dict(cls, d, field_prefix, "claim", ("nonce", "cards"))
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        *_PERCENT_AWARD,
+        Field("claim", IDENT),
+        Field("shares", POSITIVE, optional=True),
+        Field("nonce", Codec(_check_nonce), optional=True, omit=_is_empty),
+        Field("cards", Codec(_check_cards), optional=True, omit=_is_empty),
+    )
 
 
 @dataclass(frozen=True)
-class PayLockedAward:
+class PayLockedAward(Operation):
     """A supervisor approved a locked award: it is paid (by the attendant) and enters the hit history."""
 
     kind: ClassVar[str] = "pay-locked-award"
@@ -476,28 +479,12 @@ class PayLockedAward:
     approved_by: str
     at: datetime
 
-    def __post_init__(self) -> None:
-        _check.identifier(self.claim, "claim")
-        _check.text(self.approved_by, "approved_by")
-        _check.moment(self.at, "at")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "claim": self.claim,
-            "approved_by": self.approved_by,
-            "at": _check.format_moment(self.at),
-        }
-
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> PayLockedAward:
-        m = _fields(d, field_prefix, cls.kind, ("claim", "approved_by", "at"))
-        at = _check.parse_moment(m["at"], _check.join(field_prefix, "at"))
-        return _build(cls, {"claim": m["claim"], "approved_by": m["approved_by"], "at": at}, field_prefix)
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        Field("claim", IDENT), Field("approved_by", TEXT), Field("at", MOMENT))
 
 
 @dataclass(frozen=True)
-class ReleaseLockedAward:
+class ReleaseLockedAward(Operation):
     """A supervisor rejected a locked award: every transfer of the lock is reversed and the amount goes back."""
 
     kind: ClassVar[str] = "release-locked-award"
@@ -506,31 +493,8 @@ class ReleaseLockedAward:
     reason: str
     at: datetime
 
-    def __post_init__(self) -> None:
-        _check.identifier(self.claim, "claim")
-        _check.text(self.rejected_by, "rejected_by")
-        _check.text(self.reason, "reason")
-        _check.moment(self.at, "at")
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "kind": self.kind,
-            "claim": self.claim,
-            "rejected_by": self.rejected_by,
-            "reason": self.reason,
-            "at": _check.format_moment(self.at),
-        }
-
-    @classmethod
-    def from_dict(cls, d: object, field_prefix: str = "") -> ReleaseLockedAward:
-        m = _fields(d, field_prefix, cls.kind, ("claim", "rejected_by", "reason", "at"))
-        kw = {
-            "claim": m["claim"],
-            "rejected_by": m["rejected_by"],
-            "reason": m["reason"],
-            "at": _check.parse_moment(m["at"], _check.join(field_prefix, "at")),
-        }
-        return _build(cls, kw, field_prefix)
+    FIELDS: ClassVar[tuple[Field | Relation, ...]] = (
+        Field("claim", IDENT), Field("rejected_by", TEXT), Field("reason", TEXT), Field("at", MOMENT))
 
 
 Op = (
@@ -556,11 +520,3 @@ def op_from_dict(d: object, field_prefix: str = "") -> Op:
     if cls is None:
         raise InputError(_check.join(field_prefix, "kind"), f"{kind!r} is not one of {', '.join(OPS)}")
     return cls.from_dict(d, field_prefix)
-
-
-def _fields(
-    d: object, prefix: str, kind: str, required: tuple[str, ...], optional: tuple[str, ...] = ()
-) -> Mapping[str, Any]:
-    if isinstance(d, Mapping) and d.get("kind") != kind:
-        raise InputError(_check.join(prefix, "kind"), f"is {d.get('kind')!r}, expected {kind!r}")
-    return _check.obj(d, prefix, ("kind", *required), optional)
