@@ -128,16 +128,15 @@ def generated(program: str) -> dict[str, list[str]]:
         for name, text, sub in commands:
             cmds += [f".SS {esc(name)}", esc(text) if text else "", ".PP", ".nf", esc(_usage(sub)), ".fi"]
             nested = list(_commands(sub))
+            args = _arguments(sub)
+            if args:
+                cmds += [".RS", *args, ".RE"]
             if nested:
                 cmds += [".RS"]
                 for inner, inner_text, inner_sub in nested:
                     cmds += [".TP", f"\\fB{esc(name)} {esc(inner)}\\fR", esc(inner_text) if inner_text else "",
                              ".nf", esc(_usage(inner_sub)), ".fi", ".RS", *_arguments(inner_sub), ".RE"]
                 cmds += [".RE"]
-            else:
-                args = _arguments(sub)
-                if args:
-                    cmds += [".RS", *args, ".RE"]
     return {"@SYNOPSIS@": synopsis, "@OPTIONS@": options, "@COMMANDS@": cmds}
 
 

@@ -227,7 +227,7 @@ class DeviceChecks(Checker):
         if ref in shipped:
             return SHIPPED_MAPS / f"{ref}.toml"
         close = difflib.get_close_matches(ref, shipped, n=1, cutoff=0.6)
-        self.add(at, f"no shipped register map is named {show(ref)}",
+        self.add(at, f"no shipped register map is named {ref[:64]!r}",
                  (f"did you mean {close[0]!r}? " if close else "") + f"the shipped maps are {', '.join(shipped)}, "
                  f"in {SHIPPED_MAPS}; a map of your own is given by its path, relative to this configuration file")
         return None
