@@ -154,7 +154,9 @@ def check_installed(r: subprocess.CompletedProcess[str], tmp: Path, root: Path) 
     table = root / "etc" / "progressive" / "table.toml"
     assert f"{table}: sound\n" in r.stdout, r.stdout
     assert "warning" not in r.stderr, r.stderr
-    assert "table CS-07" in r.stdout.split(f"{table}: sound\n", 1)[1], r.stdout  # progressivectl status
+    status = r.stdout.split(f"{table}: sound\n", 1)[1].split("\ntable CS-07: caribbean-stud, up ", 1)
+    assert len(status) == 2, r.stdout  # progressivectl status, from the daemon the stand-in started
+    assert re.search(r"\nanchor: seq \d+ at \S+ \(keyed\)\n", status[1]), status[1]  # signed with journal.key
     etc = table.parent
     assert oct(etc.stat().st_mode & 0o777) == "0o750"
     assert oct(table.stat().st_mode & 0o777) == "0o640"

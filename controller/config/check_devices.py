@@ -4,13 +4,12 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel
-
-import progressive_examples
 
 from ..errors import InputError
 from . import schema
@@ -21,8 +20,8 @@ from .model import BusConfig, DeviceConfig
 from .problems import join
 
 # The register maps the package ships, given by name (register_map = "seat-single"): on a box, the installed
-# package's devices/ directory.
-SHIPPED_MAPS = progressive_examples.path("devices")
+# package's devices/ directory. (By name: progressive_examples is config/, installed; mypy does not see it.)
+SHIPPED_MAPS: Path = importlib.import_module("progressive_examples").path("devices")
 
 # The progressive table game system: a wagering device at each betting position ((1)) and a lock-out
 # ((2)); for the Five Card Hand Bonus an electronic wagering system at each position with a lockout.
