@@ -200,3 +200,17 @@ def test_each_installed_man_page_renders_with_every_option(unpacked, program) ->
     page = unpacked / "usr" / "share" / "man" / MAN_PAGES[program]
     assert page.read_bytes()[:2] == b"\x1f\x8b"  # gzipped, as Debian installs them
     check_page(program, page)
+
+
+@needs_build
+def test_a_wrong_register_map_on_a_box_names_the_installed_maps(unpacked, tmp_path) -> None:
+    """On a box, the hint of a map not found names the package's devices/ folder, which is there."""
+    venv = unpacked / "opt" / "progressive"
+    example = next(venv.glob("lib/python3.*/site-packages/progressive_examples/box/table.toml"))
+    table = tmp_path / "table.toml"
+    table.write_text(example.read_text().replace('register_map = "sign"', 'register_map = "sgin"'))
+    r = _run(venv / "bin" / "python", venv / "bin" / "progressivectl", "check-config", table, cwd=tmp_path)
+    line = next(line for line in r.stderr.splitlines() if "devices.sign.register_map" in line)
+    folder = re.search(r" in (/\S+/progressive_examples/devices);", line)
+    assert r.returncode == 2 and folder and Path(folder[1]).is_dir(), r.stderr
+    assert folder[1].startswith(str(venv)) and "did you mean 'sign'?" in line, line
