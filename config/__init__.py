@@ -1,6 +1,6 @@
 """The configurations shipped with the controller, installed as the package ``progressive_examples``: example
 tables (tables/), register maps (devices/), rig tables (hil/), operator paytables (paytables/), a link authority
-(link/) and the broker's (mosquitto/). Package data, so that a box installed from a wheel or the Debian package
+(link/), the broker's (mosquitto/), and a box's table file, ready to install (box/). Package data, so that a box installed from a wheel or the Debian package
 has them: the demo (`progressive-demo`) runs from them."""
 
 from pathlib import Path

@@ -94,7 +94,8 @@ def _absolute(base: Path, text: str) -> str:
 
 
 def _is_path(ref: str) -> bool:
-    """A paytable given as a file (docs/configuration.md), not a built-in id."""
+    """A paytable or a register map given as a file (docs/configuration.md), not a built-in id or a shipped map's
+    name."""
     return "/" in ref or "\\" in ref or ref.endswith(".toml")
 
 
@@ -121,7 +122,7 @@ def table_doc_for_rig(table_file: str | os.PathLike[str], connections: Mapping[s
                 mqtt[k] = _absolute(base, mqtt[k])
     buses = doc.get("buses", {})
     for name, dev in doc.get("devices", {}).items():
-        if isinstance(dev.get("register_map"), str):
+        if isinstance(dev.get("register_map"), str) and _is_path(dev["register_map"]):
             dev["register_map"] = _absolute(base, dev["register_map"])
         conn = connections.get(name)
         if conn is None:

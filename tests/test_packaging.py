@@ -1,15 +1,18 @@
 """Releases: the wheel and the Debian package that `scripts/release` builds, installed as a box would have them.
 
 The package is unpacked into a scratch root (`dpkg-deb -x`) and run from there, from another directory, with an
-empty environment: `progressivectl check-config` on a shipped example, the demo (two rounds), `audit verify` on
-the demo's journal, and the maintainer script that makes the account and the state directories, in the scratch
-root. Building takes half a minute (a venv with every dependency): it runs with PROGRESSIVE_PACKAGE=1, as
-`.ci/run` does; the check of pyproject's package list runs always."""
+empty environment: `progressivectl check-config` on a shipped example, the demo (two rounds), `audit verify` on the
+demo's journal, and the maintainer script that makes the account and the state directories, in the scratch root; the
+install steps of docs/operations.md run as written on the unpacked package (tests/test_install_steps.py); the venv
+with nothing to build with; the documentation with its images and every link resolving; each man page rendered with
+every option of its program. Building takes half a minute (a venv with every dependency): it runs with
+PROGRESSIVE_PACKAGE=1, as `.ci/run` does; the check of pyproject's package list runs always."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tomllib
@@ -18,6 +21,8 @@ from pathlib import Path
 import pytest
 
 import controller
+
+from test_install_steps import check_installed, check_page, run_install_block
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = os.environ.get("PROGRESSIVE_PACKAGE", "") not in ("", "0")
@@ -37,6 +42,10 @@ def test_every_package_and_data_directory_is_in_pyproject() -> None:
              if d.is_dir() and d.name != "__pycache__"}
     assert listed == tree, f"missing: {sorted(tree - listed)}; not in the tree: {sorted(listed - tree)}"
 
+
+MAN_PAGES = {"progressived": "man8/progressived.8.gz", "progressivectl": "man1/progressivectl.1.gz",
+             "progressive-hil": "man1/progressive-hil.1.gz", "progressive-console": "man1/progressive-console.1.gz",
+             "progressive-demo": "man1/progressive-demo.1.gz"}
 
 needs_build = pytest.mark.skipif(not BUILD, reason="builds a release: PROGRESSIVE_PACKAGE=1 (.ci/run sets it)")
 
@@ -73,6 +82,8 @@ def test_the_debian_package_describes_itself(release) -> None:
         assert f" {path}\n" in listing, path
     for cmd in ("progressived", "progressivectl", "progressive-demo", "progressive-hil"):
         assert f"./usr/bin/{cmd} -> /opt/progressive/bin/{cmd}" in listing, cmd
+    for page in MAN_PAGES.values():
+        assert f" ./usr/share/man/{page}\n" in listing, page
     assert "/etc/" not in listing  # the operator's files are the operator's: the package ships none
 
 
@@ -131,3 +142,76 @@ def test_the_maintainer_script_makes_the_account_and_the_state_directories(relea
                                  if line.startswith("dialout:"))
     for d in ("progressive", "progressive-anchor"):
         assert oct((root / "var" / "lib" / d).stat().st_mode & 0o777) == "0o700", d
+
+
+@pytest.fixture(scope="module")
+def unpacked(release, tmp_path_factory) -> Path:
+    """The package's files, as a box has them (read only)."""
+    root = tmp_path_factory.mktemp("unpacked")
+    subprocess.run(["dpkg-deb", "-x", release[1], root], check=True, timeout=120)
+    return root
+
+
+@needs_build
+def test_the_install_steps_of_the_docs_run_as_written_on_the_package(release, tmp_path) -> None:
+    """docs/operations.md's block, verbatim but for its stand-ins (tests/test_install_steps.py), on the package
+    unpacked into a scratch root: check-config says sound with no warning, and the daemon starts from the file."""
+    root = tmp_path / "root"
+    venv = root / "opt" / "progressive"
+    r = run_install_block(tmp_path, python=venv / "bin" / "python", bin_dir=venv / "bin", deb=release[1], root=root)
+    check_installed(r, tmp_path, root)
+
+
+@needs_build
+def test_the_venv_has_nothing_to_build_with(unpacked) -> None:
+    """A box runs the venv: no pip, no setuptools, no wheels, no activate scripts for any shell."""
+    venv = unpacked / "opt" / "progressive"
+    site = next(venv.glob("lib/python3.*/site-packages"))
+    found = sorted(str(p.relative_to(venv)) for p in [
+        *venv.glob("bin/pip*"), *venv.glob("bin/activate*"), *venv.glob("bin/Activate*"),
+        *site.glob("pip"), *site.glob("pip-*"), *site.glob("setuptools"), *site.glob("setuptools-*"),
+        *site.glob("pkg_resources"), *site.glob("_distutils_hack"), *site.glob("distutils-precedence.pth"),
+        *venv.rglob("*.whl")])
+    assert found == [], found
+    assert (venv / "bin" / "python").exists() and (site / "controller").is_dir()
+
+
+@needs_build
+def test_the_documentation_has_its_images_and_every_link_resolves(unpacked) -> None:
+    doc = unpacked / "usr" / "share" / "doc" / "table-progressive"
+    pages = sorted(doc.glob("*.md"))
+    assert {p.name for p in pages} == {"README.md", *(p.name for p in (ROOT / "docs").glob("*.md"))}
+    assert {p.name for p in (doc / "images").iterdir()} == {p.name for p in (ROOT / "docs" / "images").iterdir()}
+    broken = []
+    for page in pages:
+        for target in re.findall(r"\]\(([^)\s]+)\)", page.read_text(encoding="utf-8")):
+            path = target.split("#", 1)[0]
+            if path and "://" not in path and not path.startswith("mailto:") and not (page.parent / path).exists():
+                broken.append(f"{page.name}: {target}")
+    assert broken == [], broken
+    for unit in (unpacked / "usr" / "lib" / "systemd" / "system").iterdir():
+        for line in unit.read_text().splitlines():
+            if line.startswith("Documentation=file:"):
+                assert (unpacked / line.removeprefix("Documentation=file:").lstrip("/")).is_file(), line
+
+
+@needs_build
+@pytest.mark.parametrize("program", sorted(MAN_PAGES))
+def test_each_installed_man_page_renders_with_every_option(unpacked, program) -> None:
+    page = unpacked / "usr" / "share" / "man" / MAN_PAGES[program]
+    assert page.read_bytes()[:2] == b"\x1f\x8b"  # gzipped, as Debian installs them
+    check_page(program, page)
+
+
+@needs_build
+def test_a_wrong_register_map_on_a_box_names_the_installed_maps(unpacked, tmp_path) -> None:
+    """On a box, the hint of a map not found names the package's devices/ folder, which is there."""
+    venv = unpacked / "opt" / "progressive"
+    example = next(venv.glob("lib/python3.*/site-packages/progressive_examples/box/table.toml"))
+    table = tmp_path / "table.toml"
+    table.write_text(example.read_text().replace('register_map = "sign"', 'register_map = "sgin"'))
+    r = _run(venv / "bin" / "python", venv / "bin" / "progressivectl", "check-config", table, cwd=tmp_path)
+    line = next(line for line in r.stderr.splitlines() if "devices.sign.register_map" in line)
+    folder = re.search(r" in (/\S+/progressive_examples/devices);", line)
+    assert r.returncode == 2 and folder and Path(folder[1]).is_dir(), r.stderr
+    assert folder[1].startswith(str(venv)) and "did you mean 'sign'?" in line, line

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import difflib
+import importlib
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,10 @@ from .fields import decimals_to_float, show
 from .files import FileRefused, probe, show_path
 from .model import BusConfig, DeviceConfig
 from .problems import join
+
+# The register maps the package ships, given by name (register_map = "seat-single"): on a box, the installed
+# package's devices/ directory. (By name: progressive_examples is config/, installed; mypy does not see it.)
+SHIPPED_MAPS: Path = importlib.import_module("progressive_examples").path("devices")
 
 # The progressive table game system: a wagering device at each betting position ((1)) and a lock-out
 # ((2)); for the Five Card Hand Bonus an electronic wagering system at each position with a lockout.
@@ -100,7 +106,8 @@ class DeviceChecks(Checker):
             fields = self.validate(schema.ModbusFields, rest, at, allowed=common_keys + modbus_keys, hints={
                 "bus": 'bus = "table-bus": the [buses.table-bus] this device is on',
                 "unit": "unit = 1: the device's Modbus unit id",
-                "register_map": 'register_map = "../devices/seat-single.toml": what each register means',
+                "register_map": 'register_map = "seat-single" (a shipped map) or a map file\'s path: what each '
+                                'register means',
             })
         elif transport == "line":
             for k in list(rest):
@@ -167,7 +174,7 @@ class DeviceChecks(Checker):
             ok = False
             self.add(join(at, "unit"), f"{unit} is not a Modbus {transport.upper()} unit id ({lo}-{hi})",
                      "the unit id set on the device (its Modbus address)")
-        map_path = self.usable_path(fields.register_map, join(at, "register_map"))
+        map_path = self._register_map_path(fields.register_map, join(at, "register_map"))
         rmap = None if map_path is None else self._register_map(map_path, fields.register_map, join(at, "register_map"))
         if rmap is not None:
             map_kind = getattr(rmap.kind, "value", rmap.kind)
@@ -210,6 +217,20 @@ class DeviceChecks(Checker):
             self.add(at, f"serial settings refused: {e}")
             return None
 
+    def _register_map_path(self, ref: str, at: str) -> Path | None:
+        """A map file's path (it has a '/' or ends in .toml: relative to this file), else the name of a shipped
+        map; a name never means a file beside this one, so it reads the same wherever the file is copied."""
+        if "/" in ref or "\\" in ref or ref.endswith(".toml"):
+            return self.usable_path(ref, at)
+        shipped = sorted(p.stem for p in SHIPPED_MAPS.glob("*.toml"))
+        if ref in shipped:
+            return SHIPPED_MAPS / f"{ref}.toml"
+        close = difflib.get_close_matches(ref, shipped, n=1, cutoff=0.6)
+        self.add(at, f"no shipped register map is named {ref[:64]!r}",
+                 (f"did you mean {close[0]!r}? " if close else "") + f"the shipped maps are {', '.join(shipped)}, "
+                 f"in {SHIPPED_MAPS}; a map of your own is given by its path, relative to this configuration file")
+        return None
+
     def _register_map(self, path: Path, ref: str, at: str) -> Any:
         if path in self._maps:
             return self._maps[path]
@@ -217,7 +238,8 @@ class DeviceChecks(Checker):
         st = probe(path)
         if st is None or isinstance(st, FileRefused):
             self.add(at, f"{ref}: no such file" if st is None else f"{show_path(ref)}: {st.reason}",
-                     "the path is relative to this configuration file; register maps are kept in config/devices/")
+                     f"a path is relative to this configuration file; a shipped map is given by its name, as "
+                     f"register_map = \"seat-single\" (the shipped maps are in {SHIPPED_MAPS})")
             return None
         from drivers.modbus import RegisterMapError, load_register_map
 
