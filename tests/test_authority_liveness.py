@@ -391,15 +391,15 @@ def test_liveness_is_a_function_of_what_was_heard():
 
 
 def test_the_authoritys_page_shows_every_table_offline_visibly_and_escaped():
-    from controller.console import page
+    from controller.console import floor
 
     status = {"role": "link-authority", "authority": "link-1", "version": "1", "broker_connected": True,
               "meters": [{"meter": METER, "amount": "10000.30", "locked": []}],
               "tables": [{"table": "<cs-01>", "online": False, "since": "2026-12-02T01:02:03Z", "why": "stopped cleanly",
                           "last_ack": {"seq": 7, "outcome": "applied", "at": "2026-12-02T01:00:00Z"}}]}
-    parts = page.sections({"status": status}, None, "token")
-    assert set(parts) == set(page.AUTHORITY_SECTIONS)
+    parts = floor.sections({"status": status}, None)
+    assert set(parts) == set(floor.AUTHORITY_SECTIONS)
     assert '<td class="state">OFFLINE</td>' in parts["tables"] and "1 linked table(s) OFFLINE" in parts["tables"]
     assert "&lt;cs-01&gt;" in parts["tables"] and "<cs-01>" not in parts["tables"]
-    html = page.page(parts, csrf="token")
+    html = floor.page(parts, csrf="token")
     assert "<h2>Linked tables</h2>" in html and "/approve" not in html and "$10,000.30" in html

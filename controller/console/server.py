@@ -42,7 +42,7 @@ from ..app.auth import WINDOW_S, Guesses
 from ..app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
 from ..app.logs import KeyedBudget
 from ..exits import EXIT_BAD_INPUT
-from . import gate, page
+from . import floor, gate, page
 
 log = structlog.get_logger("console")
 
@@ -132,7 +132,7 @@ class Poller:
         snapshot, down = self.snapshot, None
         try:
             status = await self.client.call("status")
-            if page.is_authority(status):  # its status holds all it shows, beside the plots
+            if floor.is_authority(status):  # its status holds all it shows, beside the plots
                 snapshot = {"status": status, "series": self.series}
             else:
                 snapshot = {"status": status, **{op: await self.client.call(op) for op in ("round", "history")}}
@@ -389,9 +389,18 @@ def _html(request: web.Request, render: Render) -> web.Response:
     return response
 
 
+def _parts(poller: Poller, csrf: str, supervisor: str | None) -> tuple[dict[str, str], bool]:
+    """The page's sections, and whether they are the floor's (a link authority answers)."""
+    snapshot = poller.snapshot
+    if snapshot is not None and floor.is_authority(snapshot["status"]):
+        return floor.sections(snapshot, poller.down), True
+    return page.sections(snapshot, poller.down, csrf, supervisor), False
+
+
 def _console_page(console: Console, supervisor: str | None, csrf: str, flash: str | None) -> str:
-    parts = page.sections(console.poller.snapshot, console.poller.down, csrf, supervisor)
-    return page.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required)
+    parts, is_floor = _parts(console.poller, csrf, supervisor)
+    render = floor.page if is_floor else page.page
+    return render(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required)
 
 
 async def index(request: web.Request) -> web.Response:
@@ -426,7 +435,7 @@ async def events(request: web.Request) -> web.StreamResponse:
                and request.transport is not None and not request.transport.is_closing()):
             if version != console.poller.version:
                 version = console.poller.version
-                parts = page.sections(console.poller.snapshot, console.poller.down, csrf, supervisor)
+                parts = _parts(console.poller, csrf, supervisor)[0]
                 changed = {k: v for k, v in parts.items() if sent.get(k) != v}
                 sent.update(changed)
                 if changed:
