@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -393,7 +394,7 @@ def _parts(poller: Poller, csrf: str, supervisor: str | None) -> tuple[dict[str,
     """The page's sections, and whether they are the floor's (a link authority answers)."""
     snapshot = poller.snapshot
     if snapshot is not None and floor.is_authority(snapshot["status"]):
-        return floor.sections(snapshot, poller.down), True
+        return floor.sections(snapshot, poller.down, datetime.now(UTC)), True
     return page.sections(snapshot, poller.down, csrf, supervisor), False
 
 
@@ -626,7 +627,8 @@ def application(console: Console) -> web.Application:
 def static_files() -> dict[str, tuple[bytes, str]]:
     here = importlib.resources.files(__package__)
     return {name: (here.joinpath(name).read_bytes(), kind)
-            for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css"))}
+            for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css"),
+                               ("floor.css", "text/css"))}
 
 
 # --- the process ---------------------------------------------------------------------------------------
