@@ -81,7 +81,7 @@ def test_a_claim_awaiting_approval_is_the_first_thing_on_the_floor_page():
     claims = parts["claims"]
     assert "1 claim awaiting approval" in claims
     card = _text(claims)
-    for shown in ("cs-01", "Seat 5", "Royal flush", "100% of meter", "$16,017.85", "$10,017.85 locked on fchb-link",
+    for shown in ("cs-01", "Seat 5", "Royal flush", "100% of meter", "$16,017.85", "$10,017.85 of it locked on fchb-link",
                   "awaiting approval since 10:41:07 EST"):
         assert shown in card, (shown, card)
     # the table's card says it too, and the floor in numbers
@@ -93,11 +93,11 @@ def test_a_claim_awaiting_approval_is_the_first_thing_on_the_floor_page():
 
 def test_each_table_shows_its_link_round_meters_and_blocks_in_words_and_local_time():
     tables = floor.sections({"status": _status()}, None, NOW)["tables"]
-    cards = dict(re.findall(r'<article class="table [a-z]+" data-table="([^"]+)"(.*?)</article>', tables, re.S))
+    cards = dict(re.findall(r'<article class="table" data-table="([^"]+)"(.*?)</article>', tables, re.S))
     cs, fcp, lir = (_text(cards[t]) for t in TABLES)
-    assert "● online since 10:00:00 EST" in cs and "Round cs-01-r12 · locked out: dealing" in cs
+    assert "● online since 10:00:00 EST" in cs and "Round cs-01-r12 · dealing (after lock-out)" in cs
     assert "$10,000.45" in cs and "✓ progressive wagering on" in cs
-    assert "⛔ device down: lockout, sign" in fcp and "⛔ seats 4, 5 disabled (device down)" in fcp
+    assert "⚠ device down: lockout, sign" in fcp and "⚠ seats 4, 5 disabled (device down)" in fcp
     assert "betting open" in fcp and 'data-state="blocked"' in tables
     # OFFLINE in words, since when in the casino's time (another day: its date too), and why
     assert "✕ OFFLINE since 2026-12-04 18:05:09 EST (connection lost (its will))" in lir
@@ -224,7 +224,7 @@ async def test_three_linked_tables_on_the_floor_of_a_real_authority(tmp_path, br
         assert "cs-01" in claims and "Seat 5" in claims and "Royal flush" in claims
         assert floor.money(locked["amount"]) in claims and "awaiting approval since" in claims
         tables = _text(parts["tables"])
-        assert "⛔ device down: lockout" in tables and "✕ OFFLINE since" in tables and "stopped cleanly" in tables
+        assert "⚠ device down: lockout" in tables and "✕ OFFLINE since" in tables and "stopped cleanly" in tables
 
         # a change at the table is on the authority within about a second (FLOOR_EVERY_S)
         fcp.floor = _reported("dealing", table="fcp-02")

@@ -23,13 +23,13 @@ from ..money import format_dollars_human, parse_cents
 from .page import _daemon, _e, _plots
 
 SECTIONS = ("claims", "daemon", "tables", "meters", "plots")
-TITLES = {"claims": "Claims awaiting approval", "daemon": "Link authority", "tables": "Tables",
+TITLES = {"claims": "Claims awaiting approval", "daemon": "Link authority", "tables": "Linked tables",
           "meters": "Linked meters", "plots": "Linked meters over time"}
 # kept for the older name: the sections of the authority's page
 AUTHORITY_SECTIONS, AUTHORITY_TITLES = SECTIONS, TITLES
 
-PHASES = {"betting": "betting open", "locking": "locked out: booking the wagers",
-          "dealing": "locked out: dealing", "void": "voiding the round"}
+PHASES = {"betting": "betting open", "locking": "lock-out: booking the wagers",
+          "dealing": "dealing (after lock-out)", "void": "voiding the round"}
 BLOCKS = {"device": "device down", "link": "link to the authority down", "deck": "deck count failed",
           "stub": "stub count due", "closed": "table closed"}
 
@@ -142,7 +142,7 @@ def _claims(status: Mapping[str, Any], tz: tzinfo, today: datetime | None) -> st
     cards = []
     for t, c in pending:
         locked = c.get("locked") or []
-        held = "".join(f'<li>{money(lk.get("amount"))} locked on {_e(lk.get("meter"))}{_shares(lk)}</li>'
+        held = "".join(f'<li>{money(lk.get("amount"))} of it locked on {_e(lk.get("meter"))}{_shares(lk)}</li>'
                        for lk in locked)
         since = (f'<p class="since">awaiting approval since {local(c.get("at"), tz, today)}</p>'
                  if c.get("at") else "")
@@ -200,7 +200,8 @@ def _round(t: Mapping[str, Any], line: Mapping[str, Any]) -> str:
     open_rounds = [r.get("round_id") for r in t.get("open_rounds") or []]
     if rnd.get("id"):
         phase = PHASES.get(str(rnd.get("phase")), _e(rnd.get("phase")))
-        return (f'<p class="round">Round <b>{_e(rnd.get("id"))}</b> · <span class="phase">{phase}</span></p>')
+        last = "" if t.get("online") else ' <span class="stale">(as last reported)</span>'
+        return f'<p class="round">Round <b>{_e(rnd.get("id"))}</b> · <span class="phase">{phase}</span>{last}</p>'
     if open_rounds:
         return f'<p class="round">Round <b>{_e(open_rounds[-1])}</b> · booked at the authority</p>'
     return '<p class="round">No round yet</p>'
@@ -214,10 +215,10 @@ def _blocks(t: Mapping[str, Any], line: Mapping[str, Any]) -> str:
         name = str(b.get("block"))
         sources = ", ".join(str(s) for s in b.get("sources") or [])
         what = f"closed by {_e(sources)}" if name == "closed" else f"{BLOCKS.get(name, _e(name))}"
-        items.append(f'<li>⛔ {what}{f": {_e(sources)}" if sources and name not in ("closed", "link") else ""}</li>')
+        items.append(f'<li>⚠ {what}{f": {_e(sources)}" if sources and name not in ("closed", "link") else ""}</li>')
     seats = line.get("seats_disabled") or []
     if seats:
-        items.append(f'<li>⛔ seat{"s" if len(seats) != 1 else ""} {_e(", ".join(str(s) for s in seats))} '
+        items.append(f'<li>⚠ seat{"s" if len(seats) != 1 else ""} {_e(", ".join(str(s) for s in seats))} '
                      'disabled (device down)</li>')
     if not items:
         return '<p class="clear">✓ progressive wagering on</p>'
@@ -252,7 +253,7 @@ def _table(t: Mapping[str, Any], claims: list[dict[str, Any]], amounts: Mapping[
         foot.append(f'reported {local(line.get("received"), tz, today)}')
     elif online:
         foot.append("its round and blocks not reported yet")
-    return (f'<article class="table {state}" data-table="{_e(t.get("table"))}" data-state="{state}">'
+    return (f'<article class="table" data-table="{_e(t.get("table"))}" data-state="{state}">'
             f'<header><h3>{_e(t.get("table"))}</h3>{_link(t, tz, today)}</header>'
             f'{_table_meters(t, line, amounts)}{_round(t, line)}{_blocks(t, line)}{claims_html}'
             f'<footer>{" · ".join(foot)}</footer></article>')
@@ -284,8 +285,8 @@ def sections(snapshot: Mapping[str, Any], down: str | None, today: datetime | No
 def _head(title: str) -> str:
     return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>{_e(title)}</title><link rel="stylesheet" href="/static/console.css">'
-            '<link rel="stylesheet" href="/static/floor.css">'
+            f'<title>{_e(title)}</title><link rel="stylesheet" href="/static/floor.css">'
+
             '<script src="/static/console.js" defer></script></head>')
 
 
