@@ -252,3 +252,54 @@ async def test_three_linked_tables_on_the_floor_of_a_real_authority(tmp_path, br
         assert a.ledger is not None and not any("floor" in k for k in a.ledger.state)  # never journaled
     finally:
         await rig.close()
+
+
+# --- a table daemon on the rig tells the floor ------------------------------------------------------------
+
+
+@pytest.fixture
+def broker_cs(tmp_path: Path):
+    from test_claim_desk_linked import TABLE_ID
+
+    require_mosquitto()
+    b = start_broker(tmp_path / "mosquitto", (TABLE_ID, "authority"))
+    try:
+        yield b
+    finally:
+        b.stop()
+
+
+async def test_a_table_daemon_tells_the_floor_its_round_its_claim_and_a_device_down(tmp_path, broker_cs):
+    """The table daemon's own views make its floor line: a royal flush on its linked meter with an Envy Bonus
+    (the total its approval pays, the lock the authority's), then a device unplugged on the rig."""
+    from test_claim_desk_linked import ROYAL, TABLE_ID, _linked_main, authority, linked_table
+
+    from rigtable import lock_round
+
+    async with authority(tmp_path, broker_cs) as link, \
+            linked_table(tmp_path, broker_cs, link=_linked_main) as (daemon, rig):
+        a = link.authority
+
+        def line() -> dict:
+            return next(t for t in a.status()["tables"] if t["table"] == TABLE_ID)["floor"] or {}
+
+        await until(lambda: line().get("round", {}).get("phase") == "betting", lambda: f"betting: {line()}")
+        await lock_round(daemon, rig, [(4, "progressive"), (2, "progressive")])
+        got = await daemon.call("claim", {"seat": 4, "cards": ROYAL})
+        assert got["status"] == "pending", got
+        await until(lambda: line().get("claims"), lambda: f"the claim on the floor: {line()}")
+        claim = line()["claims"][0]
+        payouts = daemon.desk.state.claims[0].payouts
+        assert claim["claim_id"] == got["claim_id"] and claim["seat"] == 4 and claim["hand"] == payouts[0].hand
+        assert claim["award"] == payouts[0].award and len(payouts) == 2  # the jackpot, and seat 2's Envy Bonus
+        assert parse_cents(claim["amount"], "amount") == sum(p.amount for p in payouts)
+        assert line()["round"] == {"id": f"{TABLE_ID}-r1", "phase": "dealing"} and line()["meters"] == [METER]
+        parts = floor.sections({"status": a.status()}, None, datetime.now(UTC))
+        shown = _text(parts["claims"])
+        assert TABLE_ID in shown and "Seat 4" in shown and floor.money(claim["amount"]) in shown
+        assert "of it locked on fchb-link" in shown  # the lock, from the authority's journal
+
+        rig.unplug("sign")
+        await until(lambda: any(b["block"] == "device" for b in line().get("blocks", [])),
+                    lambda: f"the device down on the floor: {line()}", 30)
+        assert "⚠ device down: sign" in _text(floor.sections({"status": a.status()}, None)["tables"])
