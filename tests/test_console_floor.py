@@ -303,3 +303,21 @@ async def test_a_table_daemon_tells_the_floor_its_round_its_claim_and_a_device_d
         await until(lambda: any(b["block"] == "device" for b in line().get("blocks", [])),
                     lambda: f"the device down on the floor: {line()}", 30)
         assert "⚠ device down: sign" in _text(floor.sections({"status": a.status()}, None)["tables"])
+
+
+async def test_a_table_sends_no_floor_line_to_an_authority_that_does_not_take_it(tmp_path, broker, monkeypatch):
+    """An authority of before the floor line does not list it in its `kinds`: the table sends it none (the older
+    authority would drop each as a bad schema, with a warning line)."""
+    monkeypatch.setattr(schema, "ANNOUNCED", schema.ANNOUNCED - {"floor"})
+    rig = LinkRig(tmp_path, broker, TABLES[:1])
+    try:
+        a = await rig.start_authority()
+        link = await rig.start_table("cs-01")
+        link.floor = _reported("betting", table="cs-01")
+        await until(lambda: link.alive and link.accepts("anchor"), "the table heard the authority's expect")
+        assert not link.accepts("floor") and not await link.send_floor()
+        monkeypatch.setattr(link, "authority_kinds", link.authority_kinds | {"floor"})  # as a newer authority's
+        assert await link.send_floor() and not await link.send_floor()  # sent; unchanged: not again
+        await until(lambda: "cs-01" in a.floor, "the line at the authority")
+    finally:
+        await rig.close()

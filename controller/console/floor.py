@@ -166,7 +166,7 @@ def _authority(status: Mapping[str, Any] | None, down: str | None, tz: tzinfo) -
         return _daemon(None, down)
     tables = status.get("tables") or []
     offline = sum(1 for t in tables if not t.get("online"))
-    blocked = sum(1 for t in tables if (t.get("floor") or {}).get("blocks"))
+    blocked = sum(1 for t in tables if t.get("online") and _blocked(t.get("floor") or {}))
     broker = "" if status.get("broker_connected") else ('<p class="alarm">✕ Not connected to the broker: every linked '
                                                         'table shows OFFLINE.</p>')
     counts = [f'<span class="n">{len(tables)}</span> tables',
@@ -225,6 +225,11 @@ def _blocks(t: Mapping[str, Any], line: Mapping[str, Any]) -> str:
     return f'<ul class="blocks">{"".join(items)}</ul>'
 
 
+def _blocked(line: Mapping[str, Any]) -> bool:
+    """Whether the table's floor line says something keeps a progressive wager off (a block, a disabled seat)."""
+    return bool(line.get("blocks") or line.get("seats_disabled"))
+
+
 def _table_meters(t: Mapping[str, Any], line: Mapping[str, Any], amounts: Mapping[str, str]) -> str:
     names = list(line.get("meters") or []) or sorted({r.get("meter") for r in t.get("open_rounds") or []
                                                       if r.get("meter")})
@@ -238,8 +243,7 @@ def _table(t: Mapping[str, Any], claims: list[dict[str, Any]], amounts: Mapping[
            today: datetime | None) -> str:
     line = t.get("floor") or {}
     online = bool(t.get("online"))
-    blocked = bool(line.get("blocks") or line.get("seats_disabled")) or not online
-    state = "claim" if claims else ("down" if not online else ("blocked" if blocked else "ok"))
+    state = "claim" if claims else ("down" if not online else ("blocked" if _blocked(line) else "ok"))
     listed = "".join(f'<li><b>{_seat(c.get("seat"))}</b> {_words(c.get("hand"))} '
                      f'<span class="amount">{money(c.get("amount"))}</span></li>' for c in claims)
     claims_html = (f'<div class="claims"><h4>⚑ awaiting approval</h4><ul>{listed}</ul></div>' if claims else "")
