@@ -172,6 +172,29 @@ def test_a_floor_line_round_trips_and_garbage_is_refused_in_one_line_naming_the_
         schema.decode("t", big)
 
 
+def test_a_tables_floor_line_is_cut_to_what_the_authority_takes():
+    """Made from the table's views: names with other characters made ids, texts printable and short, the lists at
+    most 16 long, only the claims that wait for a supervisor, each with the total its approval pays."""
+    from types import SimpleNamespace as NS
+
+    from controller.app.linked import floor_line
+
+    status = {"round": {"id": "cs-01-r12", "phase": "dealing"},
+              "blocks": [{"block": "closed", "sources": ["J. Smith"]}, {"block": "device", "sources": ["lockout"]}],
+              "seats_disabled": [{"seat": s, "device": "seat-bus"} for s in range(1, 21)]}
+    pay = NS(kind="paytable", hand="royal-flush\x07" + "x" * 80, award="100% of meter", amount=1_001_785)
+    envy = NS(kind="envy", hand="royal-flush", award="$1,000.00", amount=100_000)
+    claims = [NS(status="pending", id="cs-01-r12-c1", seat=5, spot="progressive", payouts=(envy, pay)),
+              NS(status="paid", id="cs-01-r12-c2", seat=3, spot="progressive", payouts=(pay,))]
+    line = floor_line("cs-01", status, claims, [METER, METER], "2026-12-05T15:41:07Z")
+    assert line.blocks == (("closed", ("J._Smith",)), ("device", ("lockout",)))
+    assert line.seats_disabled == tuple(range(1, 17)) and line.meters == (METER,)
+    (c,) = line.claims
+    assert (c.claim, c.seat, c.award, c.cents) == ("cs-01-r12-c1", 5, "100% of meter", 1_101_785)
+    assert c.hand.startswith("royal-flush x") and len(c.hand) == schema.FLOOR_TEXT
+    assert schema.decode("t", schema.encode(line)) == line  # what the table makes, the authority takes
+
+
 # --- three tables and a real authority -------------------------------------------------------------------
 
 
