@@ -132,6 +132,12 @@ def test_a_lock_without_a_floor_line_is_still_a_claim_on_the_floor():
     assert "No claim awaits approval" in none["claims"] and "No linked table" in none["tables"]
 
 
+def test_the_authority_not_answering_is_said_and_the_floor_it_knew_stays_shown():
+    parts = floor.sections({"status": _status()}, "no such socket", NOW)
+    assert "✕ The link authority is not answering (no such socket)" in parts["daemon"]
+    assert "Royal flush" in parts["claims"] and 'data-table="lir-03"' in parts["tables"]
+
+
 def test_money_and_times_have_one_format():
     assert floor.money("10017.85") == "$10,017.85" and floor.money("0.5") == "$0.50"
     assert floor.money(None) == "—" and floor.money("1e400") == "—" and floor.money(10) == "—"

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InputError
 from ..money import format_dollars_human, parse_cents
-from .page import _daemon, _e, _plots
+from .page import _e, _plots
 
 SECTIONS = ("claims", "daemon", "tables", "meters", "plots")
 TITLES = {"claims": "Claims awaiting approval", "daemon": "Link authority", "tables": "Linked tables",
@@ -163,7 +163,8 @@ def _claims(status: Mapping[str, Any], tz: tzinfo, today: datetime | None) -> st
 
 def _authority(status: Mapping[str, Any] | None, down: str | None, tz: tzinfo) -> str:
     if status is None:
-        return _daemon(None, down)
+        return (f'<p class="alarm">✕ The link authority is not answering ({_e(down)}). This page shows what it knew '
+                'last and reconnects by itself.</p>')
     tables = status.get("tables") or []
     offline = sum(1 for t in tables if not t.get("online"))
     blocked = sum(1 for t in tables if t.get("online") and _blocked(t.get("floor") or {}))
