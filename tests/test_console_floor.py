@@ -256,8 +256,12 @@ async def test_three_linked_tables_on_the_floor_of_a_real_authority(tmp_path, br
         assert "⚠ device down: lockout" in tables and "✕ OFFLINE since" in tables and "stopped cleanly" in tables
 
         # a change at the table is on the authority within about a second (FLOOR_EVERY_S)
+        t0 = asyncio.get_running_loop().time()
         fcp.floor = _reported("dealing", table="fcp-02")
         await until(lambda: floor_of("fcp-02")["floor"]["round"]["phase"] == "dealing", "the change heard", 5)
+        took = asyncio.get_running_loop().time() - t0
+        print(f"a table's change on the authority's floor after {took:.2f} s")
+        assert took < 2.5
         assert floor_of("fcp-02")["floor"]["blocks"] == []
 
         # the table's own credentials flooding or sending garbage: dropped, counted, the last good line kept
