@@ -17,7 +17,7 @@ CORE = ("controller/cards.py", "controller/hands", "controller/games.py", "contr
         "controller/meter_ledger.py", "controller/faults.py", "controller/round",
         "controller/report/day.py", "controller/report/build.py", "controller/report/render.py", "controller/link/schema.py", "controller/link/approval.py", "controller/link/liveness.py",
         "controller/link/anchors.py",
-        "controller/console/page.py",
+        "controller/console/page.py", "controller/console/floor.py",
         "drivers/modbus/edges.py", "drivers/modbus/codec.py", "drivers/modbus/schedule.py", "drivers/line/frame.py", "drivers/line/protocol.py")
 # The one reader of files in the core: operator paytables (through the bounded reader of config/files.py and the
 # TOML parser of config/toml.py).

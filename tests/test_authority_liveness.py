@@ -219,8 +219,10 @@ async def test_the_last_answer_advances_and_the_socket_and_the_console_only_read
                     seq = await link.send(ops.BookContributions("fcp-02-r3", "fcp-02", ((1, 100),), AT), "fchb", "r3:book")
                     await link.answer(seq, WAIT)
                     assert figure in await until_page(http, console.url, "#3 applied")  # kept at the next status
-                assert '<tr class="up" data-table="fcp-02"><td>fcp-02</td><td class="state">online</td>' in html
-                assert '<tr class="down" data-table="cs-01"><td>cs-01</td><td class="state">OFFLINE</td>' in html
+                assert ('data-table="fcp-02" data-state="ok"><header><h3>fcp-02</h3><p class="link up"><b>● online</b>'
+                        in html)
+                assert ('data-table="cs-01" data-state="down"><header><h3>cs-01</h3><p class="link down"><b>✕ OFFLINE</b>'
+                        in html)
                 assert "#2 applied" in html and "$10,001.80" in html
                 assert "Linked meters over time" in plots and f'data-meter="{METER}" data-span="day"' in plots
                 assert "$10,000.00 at the start, $10,001.80 now" in plots, plots
@@ -296,7 +298,7 @@ async def test_on_the_network_the_authoritys_console_asks_for_a_login_the_author
             assert where == "/"
             html = await until_page(http, console.url, "Linked tables")
             assert f"<span>{SUPERVISOR}</span>" in html and "/approve" not in html, html
-            assert all(f'data-table="{t}"><td>{t}</td>' in html for t in TABLES), html
+            assert all(f'data-table="{t}" data-state=' in html for t in TABLES), html
             assert await failures() == "progressive_auth_failures_total 2.0"
             with pytest.raises(ControlError) as refused:  # a right secret opens the page, and moves nothing
                 await authority.control("approve", claim_id="cs-01-r1-c1:1", supervisor=SUPERVISOR, secret=SECRET)
@@ -391,15 +393,15 @@ def test_liveness_is_a_function_of_what_was_heard():
 
 
 def test_the_authoritys_page_shows_every_table_offline_visibly_and_escaped():
-    from controller.console import page
+    from controller.console import floor
 
     status = {"role": "link-authority", "authority": "link-1", "version": "1", "broker_connected": True,
               "meters": [{"meter": METER, "amount": "10000.30", "locked": []}],
               "tables": [{"table": "<cs-01>", "online": False, "since": "2026-12-02T01:02:03Z", "why": "stopped cleanly",
                           "last_ack": {"seq": 7, "outcome": "applied", "at": "2026-12-02T01:00:00Z"}}]}
-    parts = page.sections({"status": status}, None, "token")
-    assert set(parts) == set(page.AUTHORITY_SECTIONS)
-    assert '<td class="state">OFFLINE</td>' in parts["tables"] and "1 linked table(s) OFFLINE" in parts["tables"]
+    parts = floor.sections({"status": status}, None)
+    assert set(parts) == set(floor.AUTHORITY_SECTIONS)
+    assert "<b>✕ OFFLINE</b>" in parts["tables"] and '<span class="n bad">1</span> OFFLINE' in parts["daemon"]
     assert "&lt;cs-01&gt;" in parts["tables"] and "<cs-01>" not in parts["tables"]
-    html = page.page(parts, csrf="token")
+    html = floor.page(parts, csrf="token")
     assert "<h2>Linked tables</h2>" in html and "/approve" not in html and "$10,000.30" in html

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..config.model import LinkedMeter, TableConfig
 from ..link.client import TableLink
-from ..link.schema import Win
+from ..link.schema import FLOOR_MAX_ITEMS, FLOOR_TEXT, FloorClaim, FloorLine, Win
+from ..round.claims import Claim
 
 LINK_DIR = "link"  # the table's link journal, beside its own
 
@@ -53,3 +55,35 @@ def resume_views(link: TableLink | None) -> dict[str, LinkedMeterView]:
     return {m: LinkedMeterView({r: _Booking(*b) for r, b in box.open_rounds.get(m, {}).items()},
                                tuple(r for r in (box.last_round.get(m),) if r))
             for m in link.linked}
+
+
+def _id(text: object) -> str:
+    """A name as the floor line carries it (letters, digits, '-', '_', '.'): a device's or a supervisor's."""
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", str(text))[:64] or "unnamed"
+
+
+def floor_line(table: str, status: Mapping[str, Any], claims: Iterable[Claim], linked: Iterable[str],
+               at: str) -> FloorLine:
+    """What the floor view at the link authority shows of this table, from its `status` view and its round's
+    claims: the round and its phase, the blocks, the seats disabled, and each claim awaiting a supervisor (its
+    hand, award and the total its approval pays). Display only; cut to what the authority takes."""
+    rnd = status.get("round") or {}
+    blocks = tuple((_id(b.get("block")), tuple(_id(x) for x in b.get("sources") or ())[:FLOOR_MAX_ITEMS])
+                   for b in status.get("blocks") or ())[:FLOOR_MAX_ITEMS]
+    seats = tuple(sorted({d["seat"] for d in status.get("seats_disabled") or () if isinstance(d.get("seat"), int)
+                          and d["seat"] >= 1}))[:FLOOR_MAX_ITEMS]
+    pending = []
+    for c in claims:
+        if c.status != "pending":
+            continue
+        hit = next((p for p in c.payouts if p.kind != "envy"), c.payouts[0] if c.payouts else None)
+        hand = (hit.hand or hit.kind) if hit is not None else ""
+        award = hit.award if hit is not None else ""
+        pending.append(FloorClaim(_id(c.id), c.seat, _id(c.spot), _printable(hand), _printable(award),
+                                  sum(p.amount for p in c.payouts)))
+    return FloorLine(table, at, _id(rnd.get("id") or "") if rnd.get("id") else "", str(rnd.get("phase") or "betting"),
+                     blocks, seats, tuple(pending[:FLOOR_MAX_ITEMS]), tuple(sorted(set(linked)))[:FLOOR_MAX_ITEMS])
+
+
+def _printable(text: str) -> str:
+    return "".join(ch if ch.isprintable() else " " for ch in text)[:FLOOR_TEXT]

@@ -33,10 +33,10 @@ from ..config.model import TableConfig
 from ..errors import InputError, RulesError
 from ..ledger import Ledger, software_digest
 from ..ledger.anchor import Anchor
-from ..ledger.chain import utc_now
+from ..ledger.chain import format_time, utc_now
 from ..ledger.errors import KeyConflict
 from ..ledger.reader import Found, JournalReader, lookup
-from ..link.schema import JournalAnchor, Win
+from ..link.schema import FloorLine, JournalAnchor, Win
 from ..meter import MeterState
 from ..meter import ops as meter_ops
 from ..meter_ledger import DEAL, TABLE_STATE, MetersReducer, configure_meter, op_body
@@ -142,6 +142,8 @@ class TableDaemon(TableShell):
         self.link = linked.make_link(cfg, on_alive=self._link_alive, on_meter=lambda _m: self._show_meters(),
                                      on_win=self._link_win,
                                      on_rejected=lambda reason: self.metrics.link_rejected.labels(reason).inc())
+        if self.link is not None:  # what the floor view at the authority shows of this table (display only)
+            self.link.floor = self._floor_line
         logs.set_table_context(table=cfg.table)
 
     # --- start-up ----------------------------------------------------------------------------------
@@ -965,6 +967,13 @@ class TableDaemon(TableShell):
             "uptime_seconds": self.uptime(),
             **({"link": self.link.status()} if self.link is not None else {}),
         }
+
+    def _floor_line(self) -> FloorLine | None:
+        if self.state is None or self.ledger is None or self.desk is None or self.link is None:
+            return None  # starting
+        claims = self.desk.state.claims if self.desk.state.round_id == self._round_id() else ()
+        return linked.floor_line(self.cfg.table, self.status(), claims, self.link.linked.values(),
+                                 format_time(utc_now()))
 
     def round_info(self) -> dict[str, Any]:
         assert self.state is not None and self.desk is not None

@@ -269,10 +269,7 @@ def sections(snapshot: Mapping[str, Any] | None, down: str | None, csrf: str,
              supervisor: str | None = None) -> dict[str, str]:
     """Each section's inner HTML: from the last `snapshot` ({"status", "round", "history"}, and "series": span ->
     the `meter_series` answer, or {"error": why}); `down` says why the daemon does not answer now (the last
-    snapshot stays shown, marked by the daemon section). A link authority's snapshot ({"status"} only) has the
-    sections of AUTHORITY_SECTIONS."""
-    if snapshot is not None and is_authority(snapshot["status"]):
-        return authority_sections(snapshot["status"], down, snapshot.get("series"))
+    snapshot stays shown, marked by the daemon section). A link authority's page is floor.py's."""
     daemon = _daemon(snapshot["status"] if snapshot and down is None else None, down)
     if snapshot is None:
         waiting = "<p>Waiting for the daemon.</p>"
@@ -308,71 +305,10 @@ def page(parts: Mapping[str, str], *, csrf: str, flash: str | None = None, super
         who = (f'<form method="post" action="/logout" class="logout"><span>{_e(supervisor)}</span>'
                f'<input type="hidden" name="csrf" value="{_e(csrf)}"><button type="submit">Log out</button></form>')
     note = f'<p class="flash" id="flash" role="status">{_e(flash)}</p>' if flash else ""
-    order, titles = (AUTHORITY_SECTIONS, AUTHORITY_TITLES) if "tables" in parts else (SECTIONS, TITLES)
-    body = "".join(f'<section><h2>{titles[name]}</h2><div id="{name}">{parts[name]}</div></section>'
-                   for name in order)
+    body = "".join(f'<section><h2>{TITLES[name]}</h2><div id="{name}">{parts[name]}</div></section>'
+                   for name in SECTIONS)
     return (_head("Pit console") + f'<body><header><h1>Pit console</h1><span id="live">connecting…</span>{who}'
             f'</header>{note}<main>{body}</main></body></html>')
-
-
-# --- the link authority's view: its linked meters and every linked table --------------------------------
-
-AUTHORITY_SECTIONS = ("daemon", "meters", "tables", "plots")
-AUTHORITY_TITLES = {"daemon": "Link authority", "meters": "Linked meters", "tables": "Linked tables",
-                    "plots": "Linked meters over time"}
-
-
-def is_authority(status: object) -> bool:
-    """Whether the daemon is a link authority: its `status` says its role (a table's says none)."""
-    return isinstance(status, Mapping) and status.get("role") == "link-authority"
-
-
-def _authority(status: Mapping[str, Any] | None, down: str | None) -> str:
-    if status is None:
-        return _daemon(None, down)
-    broker = "" if status.get("broker_connected") else ('<p class="alarm">Not connected to the broker: every linked '
-                                                        'table shows OFFLINE.</p>')
-    return (f'<p>Link authority <b>{_e(status.get("authority"))}</b> · controller {_e(status.get("version"))} · '
-            f'journal entry {_e(status.get("ledger_head_seq"))}</p>{broker}')
-
-
-def _linked_meters(status: Mapping[str, Any]) -> str:
-    locked = "".join(
-        f'<li>{_e(lk.get("claim"))}: {dollars(lk.get("amount"))}, table {_e(lk.get("table"))} seat '
-        f'{_e(lk.get("seat"))}, awaiting approval at its table</li>'
-        for m in status.get("meters") or [] for lk in m.get("locked") or [])
-    return _meters({"meters": status.get("meters")}) + (f'<ul class="locked">{locked}</ul>' if locked else "")
-
-
-def _when(value: object) -> str:
-    return _e(value) if value else "—"
-
-
-def _tables(status: Mapping[str, Any]) -> str:
-    rows = []
-    for t in status.get("tables") or []:
-        ack, heard = t.get("last_ack") or {}, t.get("last_heard") or {}
-        acked = (f'#{_e(ack.get("seq"))} {_e(ack.get("outcome"))}, {_when(ack.get("at"))}' if ack
-                 else "none yet")
-        rows.append(
-            f'<tr class="{"up" if t.get("online") else "down"}" data-table="{_e(t.get("table"))}">'
-            f'<td>{_e(t.get("table"))}</td><td class="state">{"online" if t.get("online") else "OFFLINE"}</td>'
-            f'<td>{_when(t.get("since"))} ({_e(t.get("why"))})</td><td>{acked}</td>'
-            f'<td>{_e(heard.get("message")) + ", " + _when(heard.get("at")) if heard else "—"}</td></tr>')
-    offline = sum(1 for t in status.get("tables") or [] if not t.get("online"))
-    alarm = f'<p class="alarm">{offline} linked table(s) OFFLINE.</p>' if offline else ""
-    return (alarm + "<table><thead><tr><th>Table</th><th>State</th><th>Since (UTC)</th>"
-            "<th>Last operation answered (UTC)</th><th>Last heard (UTC)</th></tr></thead>"
-            f"<tbody>{''.join(rows)}</tbody></table>")
-
-
-def authority_sections(status: Mapping[str, Any], down: str | None,
-                       series: Mapping[str, Any] | None = None) -> dict[str, str]:
-    """The sections of a link authority's page: itself, its linked meters and every table it links (online or
-    OFFLINE, since when, its last operation answered), and the linked meters' plots from its journal (`series` as
-    a table's). Nothing on it acts: the authority's socket only reads."""
-    return {"daemon": _authority(status if down is None else None, down), "meters": _linked_meters(status),
-            "tables": _tables(status), "plots": _plots(series)}
 
 
 def login_page(*, csrf: str, message: str | None = None) -> str:
@@ -383,5 +319,5 @@ def login_page(*, csrf: str, message: str | None = None) -> str:
             '<button type="submit">Log in</button></form></section></main></body></html>')
 
 
-__all__ = ["AUTHORITY_SECTIONS", "SECTIONS", "authority_sections", "is_authority", "dollars", "host_allowed", "is_loopback", "login_page", "page", "parse_listen", "same_origin",
+__all__ = ["SECTIONS", "dollars", "host_allowed", "is_loopback", "login_page", "page", "parse_listen", "same_origin",
            "secret_in_query", "sections"]

@@ -31,6 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import structlog
@@ -42,7 +43,7 @@ from ..app.auth import WINDOW_S, Guesses
 from ..app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
 from ..app.logs import KeyedBudget
 from ..exits import EXIT_BAD_INPUT
-from . import gate, page
+from . import floor, gate, page
 
 log = structlog.get_logger("console")
 
@@ -132,7 +133,7 @@ class Poller:
         snapshot, down = self.snapshot, None
         try:
             status = await self.client.call("status")
-            if page.is_authority(status):  # its status holds all it shows, beside the plots
+            if floor.is_authority(status):  # its status holds all it shows, beside the plots
                 snapshot = {"status": status, "series": self.series}
             else:
                 snapshot = {"status": status, **{op: await self.client.call(op) for op in ("round", "history")}}
@@ -389,9 +390,18 @@ def _html(request: web.Request, render: Render) -> web.Response:
     return response
 
 
+def _parts(poller: Poller, csrf: str, supervisor: str | None) -> tuple[dict[str, str], bool]:
+    """The page's sections, and whether they are the floor's (a link authority answers)."""
+    snapshot = poller.snapshot
+    if snapshot is not None and floor.is_authority(snapshot["status"]):
+        return floor.sections(snapshot, poller.down, datetime.now(UTC)), True
+    return page.sections(snapshot, poller.down, csrf, supervisor), False
+
+
 def _console_page(console: Console, supervisor: str | None, csrf: str, flash: str | None) -> str:
-    parts = page.sections(console.poller.snapshot, console.poller.down, csrf, supervisor)
-    return page.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required)
+    parts, is_floor = _parts(console.poller, csrf, supervisor)
+    render = floor.page if is_floor else page.page
+    return render(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required)
 
 
 async def index(request: web.Request) -> web.Response:
@@ -426,7 +436,7 @@ async def events(request: web.Request) -> web.StreamResponse:
                and request.transport is not None and not request.transport.is_closing()):
             if version != console.poller.version:
                 version = console.poller.version
-                parts = page.sections(console.poller.snapshot, console.poller.down, csrf, supervisor)
+                parts = _parts(console.poller, csrf, supervisor)[0]
                 changed = {k: v for k, v in parts.items() if sent.get(k) != v}
                 sent.update(changed)
                 if changed:
@@ -617,7 +627,8 @@ def application(console: Console) -> web.Application:
 def static_files() -> dict[str, tuple[bytes, str]]:
     here = importlib.resources.files(__package__)
     return {name: (here.joinpath(name).read_bytes(), kind)
-            for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css"))}
+            for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css"),
+                               ("floor.css", "text/css"))}
 
 
 # --- the process ---------------------------------------------------------------------------------------

@@ -43,7 +43,7 @@ from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, TABLE_ANCHOR_CLEARED, Met
 from ..money import format_cents, parse_cents
 from . import anchors, approval, schema, signing
 from .journal_keys import last_link_seqs
-from .liveness import Liveness, table_json
+from .liveness import Liveness, floor_json, table_json
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
 
 if TYPE_CHECKING:
@@ -56,9 +56,10 @@ QUEUE_PER_TABLE = 256  # operations waiting per table; beyond it they are droppe
 WIN_KINDS = {"lock-percent-award": "locked", "pay-locked-award": "paid", "release-locked-award": "released"}
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic", "anchor_too_often",
-           "old_version")
+           "old_version", "floor_too_often")
+FLOOR_MIN_S = 0.5  # a table's floor lines taken at most this often (it sends one a second at most)
 TableMessage = schema.Op | schema.Hello | schema.JournalAnchor  # what a table sends the authority
-_MESSAGE_TYPE = {schema.Op: "op", schema.Hello: "hello", schema.JournalAnchor: "anchor"}
+_MESSAGE_TYPE = {schema.Op: "op", schema.Hello: "hello", schema.JournalAnchor: "anchor", schema.FloorLine: "floor"}
 
 
 class AuthorityMetrics:
@@ -142,6 +143,10 @@ class LinkAuthority:
         self._budget = LogBudget(1, LOG_EVERY_S)  # _log_limited: one line per kind and table in LOG_EVERY_S
         self._anchored_at: dict[str, float] = {}  # table -> when its last anchor was journaled (monotonic)
         self.liveness = Liveness(cfg.tables, time.time())  # each table online or OFFLINE, its last answer
+        # table -> its last floor line and when it came (time.time()): what the floor view shows of its round, blocks
+        # and claims; display only, never money (docs/security.md)
+        self.floor: dict[str, tuple[schema.FloorLine, float]] = {}
+        self._floor_at: dict[str, float] = {}  # table -> when its last floor line was taken (monotonic)
         self._started = time.monotonic()
         for t in cfg.tables:
             self.metrics.table_online.labels(t).set(0)
@@ -248,7 +253,7 @@ class LinkAuthority:
             else:
                 self._drop("bad_schema", table=table, error=str(e))
             return
-        if not isinstance(msg, (schema.Op, schema.Hello, schema.JournalAnchor, schema.TableOffline)):
+        if not isinstance(msg, (schema.Op, schema.Hello, schema.JournalAnchor, schema.TableOffline, schema.FloorLine)):
             self._drop("bad_schema", table=table, error=f"{type(msg).__name__} is not a table's message")
             return
         if msg.table != table:
@@ -256,6 +261,9 @@ class LinkAuthority:
             return
         self._liveness(table, msg)
         if isinstance(msg, schema.TableOffline):
+            return
+        if isinstance(msg, schema.FloorLine):
+            self._floor_line(msg)
             return
         q = self._queues.get(table)
         if q is None:
@@ -266,6 +274,16 @@ class LinkAuthority:
             q.put_nowait(msg)
         except asyncio.QueueFull:
             self._drop("queue_full", table=table)
+
+    def _floor_line(self, line: schema.FloorLine) -> None:
+        """A table's floor line, kept for the floor view (nothing else reads it); at most one per FLOOR_MIN_S a
+        table: more is dropped and counted (an honest table sends one a second at most)."""
+        tick = time.monotonic()
+        if tick - self._floor_at.get(line.table, -FLOOR_MIN_S) < FLOOR_MIN_S:
+            self._drop("floor_too_often", table=line.table)
+            return
+        self._floor_at[line.table] = tick
+        self.floor[line.table] = (line, time.time())
 
     def _older_version(self, table: str, error: str) -> None:
         """A message of a table of another version of the protocol: dropped and counted, never answered. A version 1
@@ -279,7 +297,7 @@ class LinkAuthority:
         return schema.Expect(self.next_seq.get(table, 1), schema.ANNOUNCED, self.anchors.get(table),
                              frozenset(self.approvers), self._hellos.get(table, ""))
 
-    def _liveness(self, table: str, msg: schema.TableOffline | TableMessage) -> None:
+    def _liveness(self, table: str, msg: schema.TableOffline | schema.FloorLine | TableMessage) -> None:
         """Online at any message of the table's own, OFFLINE at its goodbye or its will (only its own topic can
         say either: the broker's ACL and the wrong_table check)."""
         now = time.time()
@@ -569,12 +587,17 @@ class LinkAuthority:
             "authority": self.cfg.authority,
             "version": __version__,
             "broker_connected": bool(self.mqtt is not None and self.mqtt.connected),
+            "time_zone": self.cfg.report.time_zone,
             "meters": [{"meter": m, "amount": format_cents(s.current_cents), "reset": format_cents(s.params.reset_cents),
                         "locked": [{"claim": c, "amount": format_cents(lk.amount_cents), "table": lk.table,
-                                    "seat": lk.seat} for c, lk in sorted(s.locked.items())]}
+                                    "seat": lk.seat, "round_id": lk.round_id, "hand": lk.hand, "award": lk.award,
+                                    "shares": lk.shares, "at": format_time(lk.at)}
+                                   for c, lk in sorted(s.locked.items())]}
                        for m, s in sorted(self.ledger.state.items())],
             "tables": [{**table_json(t, st, (a.seq, a.at) if (a := self.anchors.get(t)) else None),
-                        "anchor_suspect": _suspect_json(self.held.get(t))}
+                        "anchor_suspect": _suspect_json(self.held.get(t)),
+                        "open_rounds": _open_rounds(t, self.ledger.state),
+                        "floor": floor_json(*self.floor[t]) if t in self.floor else None}
                        for t, st in self.liveness.tables.items()],
             "ledger_head_seq": self.ledger.head.seq,
             "uptime_seconds": round(time.monotonic() - self._started),
@@ -692,6 +715,13 @@ def _replayed(held: anchors.TableAnchors, found: Found, now: float) -> anchors.T
     except ValueError:
         when = now
     return anchors.after(held, verdict, anchors.Report(a, when))
+
+
+def _open_rounds(table: str, meters: Meters) -> list[dict[str, Any]]:
+    """The table's rounds booked on a linked meter and not closed, from the authority's journal: (meter, round)."""
+    own = re.compile(re.escape(table) + r"-r[0-9]+")
+    return [{"meter": m, "round_id": rid} for m, s in sorted(meters.items()) for rid in sorted(s.open_rounds)
+            if own.fullmatch(rid)]
 
 
 def _suspect_json(held: anchors.TableAnchors | None) -> dict[str, Any] | None:

@@ -41,6 +41,8 @@ GOODBYE_TIMEOUT = 1.0  # seconds a clean stop waits for the broker to take the t
 REJECT_LOG_EVERY_S = 10.0  # one line per kind of message not acted on in this time (every one is counted)
 HEARTBEAT_WINDOW_S = 60.0  # how far a heartbeat's time may be from this box's clock
 HELLO_EVERY_S = 1.0  # hellos at the authority's `online` status, at most this often
+FLOOR_EVERY_S = 1.0  # the table's floor line is looked at this often, and sent when it changed (display only)
+FLOOR_REFRESH_S = 30.0  # and sent unchanged this often: an authority that restarted or missed one has it again
 HELLO_NONCES = 8  # hellos of this table whose `expect` is still taken (the authority may answer an older one late)
 
 
@@ -95,6 +97,10 @@ class TableLink:
         # Whose approvals of payments the authority verifies, as it last said (None: not heard yet, or an older
         # authority that verifies none).
         self.approvers: frozenset[str] | None = None
+        # What the floor view at the authority shows of this table (its round, blocks, pending claims), or None while
+        # the table is not running: set by the daemon; sent when it changed, at most every FLOOR_EVERY_S.
+        self.floor: Callable[[], schema.FloorLine | None] | None = None
+        self._floor_sent: tuple[schema.FloorLine, float] | None = None  # the last sent (its `at` blank), when
 
     # --- lifecycle -----------------------------------------------------------------------------------
 
@@ -119,6 +125,7 @@ class TableLink:
                 tg.create_task(self._answers_worker(), name="link-answers")
                 tg.create_task(self._resender(), name="link-resend")
                 tg.create_task(self._watch(), name="link-watch")
+                tg.create_task(self._floor_sender(), name="link-floor")
                 self.opened.set()
                 try:
                     await asyncio.Future()  # until cancelled: the stop
@@ -290,6 +297,34 @@ class TableLink:
         if self.anchor is not None and self.accepts("anchor"):
             await self._publish(self.topics.up(self.table), self.anchor)
 
+    async def _floor_sender(self) -> None:
+        while True:
+            await asyncio.sleep(FLOOR_EVERY_S)
+            await self.send_floor()
+
+    async def send_floor(self) -> bool:
+        """The table's floor line to an authority that takes it, if it changed since the last sent (or that is
+        FLOOR_REFRESH_S old): QoS 0, not retained, never journaled; it moves no money. Whether one was sent."""
+        if self.floor is None or self.mqtt is None or not self.mqtt.connected or not self.accepts("floor"):
+            return False
+        try:
+            line = self.floor()
+        except Exception:  # a view of the table not made is no reason to stop its link
+            held = self._warned.take("floor")
+            if held is not None:
+                log.exception("the table's floor line not made", table=self.table)
+            return False
+        if line is None:
+            return False
+        now, shown = self.clock(), replace(line, at="")
+        if self._floor_sent is not None and self._floor_sent[0] == shown and \
+                now - self._floor_sent[1] < FLOOR_REFRESH_S:
+            return False
+        if not await self._publish(self.topics.up(self.table), line, qos=0):
+            return False
+        self._floor_sent = (shown, now)
+        return True
+
     async def _on_connect(self) -> None:
         nonce = secrets.token_hex(16)
         self._hello_nonces.append(nonce)
@@ -440,6 +475,7 @@ class TableLink:
                 self._heard()
                 self.authority_kinds = msg.kinds if msg.kinds is not None else schema.BASE_OPS
                 self.approvers = msg.approvers
+                self._floor_sent = None  # an authority (re)started, or this table reconnected: its line again
                 if msg.anchor is not None:
                     self.on_anchor(msg.anchor)
                 await self._resend()

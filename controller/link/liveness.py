@@ -12,8 +12,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from ..money import format_cents
+from .schema import FloorLine
+
 NOT_HEARD = "not heard yet"  # why a table is OFFLINE before the authority hears it at all
-WHY = {"hello": "connected", "op": "sent an operation", "anchor": "sent an anchor", "stopped": "stopped cleanly",
+WHY = {"hello": "connected", "op": "sent an operation", "anchor": "sent an anchor", "floor": "sent its floor line",
+       "stopped": "stopped cleanly",
        "lost": "connection lost (its will)"}
 
 
@@ -80,4 +84,19 @@ def table_json(table: str, s: TableState, anchor: tuple[int, str] | None) -> dic
     }
 
 
-__all__ = ["NOT_HEARD", "Liveness", "TableState", "iso", "table_json"]
+def floor_json(line: FloorLine, received: float) -> dict[str, Any]:
+    """A table's last floor line in the authority's `status`: what the table says of its round, blocks and claims
+    awaiting a supervisor (display only), and when it came."""
+    return {
+        "at": line.at,
+        "received": iso(received),
+        "round": {"id": line.round_id or None, "phase": line.phase},
+        "blocks": [{"block": b, "sources": list(src)} for b, src in line.blocks],
+        "seats_disabled": list(line.seats_disabled),
+        "claims": [{"claim_id": c.claim, "seat": c.seat, "spot": c.spot, "hand": c.hand, "award": c.award,
+                    "amount": format_cents(c.cents)} for c in line.claims],
+        "meters": list(line.meters),
+    }
+
+
+__all__ = ["NOT_HEARD", "Liveness", "TableState", "floor_json", "iso", "table_json"]

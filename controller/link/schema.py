@@ -37,7 +37,8 @@ ADDED_OPS = frozenset({"pay-percent-award"})
 TABLE_OPS = BASE_OPS | ADDED_OPS
 # Messages added to version 1 since, announced the same way: `anchor`, a table's journal head (docs/security.md).
 # `offline`, a table saying it leaves the broker (its clean stop; its MQTT will when its connection drops).
-ADDED_MESSAGES = frozenset({"anchor", "offline"})
+# `floor`, what the floor view shows of a table (its round, blocks and pending claims): display only, never money.
+ADDED_MESSAGES = frozenset({"anchor", "offline", "floor"})
 ANNOUNCED = TABLE_OPS | ADDED_MESSAGES  # what an authority of this version lists in its `expect`
 
 
@@ -213,11 +214,45 @@ class TableOffline:
     reason: str  # one of OFFLINE_REASONS
 
 
+@dataclass(frozen=True)
+class FloorClaim:
+    """A claim awaiting a supervisor at its table, as its floor line says it (display only)."""
+
+    claim: str
+    seat: int  # 0: the dealer's hand
+    spot: str
+    hand: str
+    award: str
+    cents: int  # the total its approval pays (Envy Bonuses included)
+
+
+@dataclass(frozen=True)
+class FloorLine:
+    """Table -> authority: what the floor view shows of the table, on its own `up` topic (so only its own password
+    can say it). Display only: the authority moves no money on it, and the amounts of linked meters and their locks
+    it shows are its own journal's."""
+
+    table: str
+    at: str  # the table's time of it
+    round_id: str  # "" before the first round
+    phase: str  # betting, locking, dealing, void
+    blocks: tuple[tuple[str, tuple[str, ...]], ...] = ()  # (block, its sources: devices, "supervisor", ...)
+    seats_disabled: tuple[int, ...] = ()
+    claims: tuple[FloorClaim, ...] = ()  # pending: awaiting a supervisor
+    meters: tuple[str, ...] = ()  # the authority's meters the table is linked to
+
+
+FLOOR_MAX_PAYLOAD = 8_192  # bytes of a floor line: a 7-seat table with every claim pending is about 1,500
+FLOOR_MAX_ITEMS = 16  # blocks, sources of a block, disabled seats, claims, meters
+FLOOR_TEXT = 64  # characters of a hand's or an award's name
+FLOOR_PHASES = ("betting", "locking", "dealing", "void")
+
 WIN_STATES = ("locked", "paid", "released")
 OFFLINE_REASONS = ("stopped", "lost")
 
 # Every message of the protocol, either way.
-Message = Op | Hello | Ack | Refused | Expect | JournalAnchor | MeterValue | Win | Heartbeat | Status | TableOffline
+Message = (Op | Hello | Ack | Refused | Expect | JournalAnchor | MeterValue | Win | Heartbeat | Status | TableOffline
+           | FloorLine)
 
 
 def op_digest(op: Op) -> str:
@@ -266,6 +301,13 @@ def encode(msg: Message) -> bytes:
             d = {"type": "status", "authority": msg.authority, "state": msg.state}
         case TableOffline():
             d = {"type": "offline", "table": msg.table, "reason": msg.reason}
+        case FloorLine():
+            d = {"type": "floor", "table": msg.table, "at": msg.at, "round": {"id": msg.round_id, "phase": msg.phase},
+                 "blocks": [{"block": b, "sources": list(src)} for b, src in msg.blocks],
+                 "seats_disabled": list(msg.seats_disabled),
+                 "claims": [{"claim": c.claim, "seat": c.seat, "spot": c.spot, "hand": c.hand, "award": c.award,
+                             "amount": format_cents(c.cents)} for c in msg.claims],
+                 "meters": list(msg.meters)}
         case _:
             raise TypeError(f"not a link message: {msg!r}")
     return json.dumps({"v": VERSION, **d}, separators=(",", ":"), sort_keys=True).encode()
@@ -342,8 +384,48 @@ def decode(topic: str, payload: bytes) -> Message:
             if reason not in OFFLINE_REASONS:
                 raise _bad(topic, "reason", f"{reason!r}; one of {', '.join(OFFLINE_REASONS)}")
             return TableOffline(r.name("table"), reason)
+        case "floor":
+            return _floor(topic, r, len(payload))
         case other:
             raise _bad(topic, "type", f"unknown message type {other!r}")
+
+
+def _floor(topic: str, r: _Reader, size: int) -> FloorLine:
+    """A table's floor line, bounded: every list at most FLOOR_MAX_ITEMS long, every text short."""
+    if size > FLOOR_MAX_PAYLOAD:
+        raise _bad(topic, "payload", f"{size} bytes, more than {FLOOR_MAX_PAYLOAD} for a floor line")
+    for name in ("blocks", "seats_disabled", "claims", "meters"):
+        if len(r.list(name)) > FLOOR_MAX_ITEMS:
+            raise _bad(topic, name, f"more than {FLOOR_MAX_ITEMS} entries")
+    rnd = _Reader(topic, r.obj("round"), "round.")
+    round_id = rnd.text("id")
+    if round_id:
+        round_id = rnd.name("id")
+    phase = rnd.text("phase")
+    if phase not in FLOOR_PHASES:
+        raise _bad(topic, "round.phase", f"{phase!r}; one of {', '.join(FLOOR_PHASES)}")
+    blocks = []
+    for i in range(len(r.list("blocks"))):
+        b = r.sub("blocks", i)
+        sources = b.list("sources")
+        if len(sources) > FLOOR_MAX_ITEMS:
+            raise _bad(topic, f"blocks[{i}].sources", f"more than {FLOOR_MAX_ITEMS} entries")
+        blocks.append((b.name("block"), tuple(_item(topic, f"blocks[{i}].sources", j, v).name(f"[{j}]")
+                                              for j, v in enumerate(sources))))
+    seats = tuple(_item(topic, "seats_disabled", j, v).count(f"[{j}]", 1)
+                  for j, v in enumerate(r.list("seats_disabled")))
+    claims = []
+    for i in range(len(r.list("claims"))):
+        c = r.sub("claims", i)
+        hand, award = c.short("hand", FLOOR_TEXT), c.short("award", FLOOR_TEXT)
+        claims.append(FloorClaim(c.name("claim"), c.count("seat", 0), c.name("spot"), hand, award, c.money("amount")))
+    meters = tuple(_item(topic, "meters", j, v).name(f"[{j}]") for j, v in enumerate(r.list("meters")))
+    return FloorLine(r.name("table"), r.short("at", 40), round_id, phase, tuple(blocks), seats, tuple(claims), meters)
+
+
+def _item(topic: str, name: str, j: int, value: object) -> _Reader:
+    """A reader of entry `j` of list `name`, whose errors name it as `name[j]`."""
+    return _Reader(topic, {f"[{j}]": value}, name)
 
 
 def _anchor_dict(a: JournalAnchor) -> dict[str, Any]:
@@ -384,6 +466,13 @@ class _Reader:
         v = self._get(name)
         if not isinstance(v, str):
             raise _bad(self.topic, self.at + name, f"must be text, not {v!r}")
+        return v
+
+    def short(self, name: str, most: int) -> str:
+        """Text for people: at most `most` printable characters."""
+        v = self.text(name)
+        if len(v) > most or not v.isprintable():
+            raise _bad(self.topic, self.at + name, f"must be at most {most} printable characters")
         return v
 
     def name(self, name: str) -> str:
