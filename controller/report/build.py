@@ -625,11 +625,17 @@ def day_report(records: Iterable[JournalRecord], day: GamingDay, source: Source 
 
     `source`: whose journal it is; None: told from the entries up to the close (a link authority's journal keys
     the tables' operations "link:TABLE:N"; a table's names its own table in every round), its id "" when that does
-    not say (an authority's id is not in its journal: give it)."""
+    not say (an authority's id is not in its journal: give it). InputError when `source` is not whose the entries
+    say it is (another table's, a table's for an authority's)."""
     faults = FaultBook()
     seen = _Seen()
     opening, before, rest = split_at(seen.watch(records), day.start, faults)
     report = build_report(day, opening, _until(rest, day.end), before, faults)
+    if source is not None and source.kind == TABLE and seen.tables and source.id not in seen.tables:
+        raise InputError("table", f"the journal is of table {', '.join(sorted(seen.tables))}, not {source.id}")
+    if source is not None and (source.kind == AUTHORITY) != seen.link and (seen.link or seen.tables):
+        raise InputError("table" if seen.link else "authority",
+                         "the journal is a link authority's" if seen.link else "the journal is a table's")
     return replace(report, source=source if source is not None else seen.source())
 
 

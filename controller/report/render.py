@@ -12,7 +12,14 @@ from html import escape
 from typing import Any
 
 from ..faults import Outage
-from ..money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units, format_units_human
+from ..money import (
+    UNITS_PER_CENT,
+    UNITS_PER_DOLLAR,
+    format_cents,
+    format_dollars_human,
+    format_units,
+    format_units_human,
+)
 from .build import (
     AUTHORITY,
     ENVY,
@@ -278,7 +285,7 @@ def _day_line(r: DayReport) -> str:
     g = r.day
     hours = (g.end - g.start) // timedelta(hours=1)
     return (f"From {_when(g, g.start)} to {_when(g, g.end)} ({hours} hours: the gaming day starts at "
-            f"{g.starts_at.strftime('%H:%M')}, {g.zone} time)")
+            f"{g.starts_at.strftime('%H:%M')}, {g.zone.rsplit('/', 1)[-1].replace('_', ' ')} time)")
 
 
 def _tables_line(r: DayReport) -> str:
@@ -470,8 +477,8 @@ def _amount_ticks(lo: int, hi: int) -> tuple[int, int, int]:
         for m in (1, 2, 5):
             s = step * m
             bottom, top = lo // s * s, -(-hi // s) * s
-            if top == bottom:
-                top = bottom + s
+            if top == bottom:  # a flat line: in the middle, a dollar either side
+                return lo - UNITS_PER_DOLLAR, lo + UNITS_PER_DOLLAR, UNITS_PER_DOLLAR
             if (top - bottom) // s <= 5:
                 return bottom, top, s
         step *= 10
