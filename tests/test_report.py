@@ -419,3 +419,12 @@ def test_whose_report_it_is():
     doc = to_json(r)
     assert (doc["authority"], doc["table"]) == ("link-1", None)
     assert render(r, "csv").splitlines()[1].startswith("2026-11-30,link authority,link-1,main,")
+
+
+def test_at_a_link_authority_each_payout_names_its_table():
+    linked = [replace(x, key=f"link:CS-07:{x.seq}") for x in a_day().records]
+    r = day_report(linked, DAY, Source(AUTHORITY, "link-1"))
+    text, page = render(r, "text"), html.unescape(render(r, "html"))
+    assert ", table CS-07, round r1, seat 7: Jackpot on royal flush (100% of meter), $10,001.20" in text
+    assert "<th>Time</th><th>Table</th><th>Round</th>" in page and "<td>CS-07</td><td>r1</td>" in page
+    assert "Link authority link-1, meter main" in page

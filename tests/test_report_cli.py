@@ -89,7 +89,7 @@ def test_json_is_exact(state_dir):
                                                                               ["t3"])
     assert m["source_id"] == "t3" and (doc["start_local"], doc["end_local"]) == ("2026-11-30 06:00:00 EST",
                                                                                  "2026-12-01 06:00:00 EST")
-    assert [(a["what"], a["amount"]) for a in m["awards"]] == [("fixed award", "300.00"), ("jackpot", "10001.20")]
+    assert [(a["what"], a["amount"]) for a in m["awards"]] == [("fixed-award", "300.00"), ("jackpot", "10001.20")]
     assert m["jackpots"] == {"count": 1, "amount": "10001.20"} and m["resets"] == {"count": 1, "to": ["10000.00"]}
     assert m["hits"] == 2 and m["reset_amount"] == "10000.00" and m["rate"] == "15%"
     assert m["readings"]["closing"] == {"hits": 2, "wagers_count": 4, "wagers_amount": "8.00", "paid_by_table": "300.00",

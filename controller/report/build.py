@@ -112,7 +112,7 @@ TABLE, AUTHORITY = "table", "link authority"
 
 # What a payout is, for people: by the claim's payout kind (controller.settlement.Payout.kind) or, where the journal
 # holds no claim of it, by the meter's operation (a percentage of the meter is a jackpot).
-JACKPOT, FIXED, ENVY, MAGIC_CARD, LUCKY_BONUS = "jackpot", "fixed award", "Envy Bonus", "Magic Card", "Lucky Bonus"
+JACKPOT, FIXED, ENVY, MAGIC_CARD, LUCKY_BONUS = "jackpot", "fixed-award", "envy-bonus", "magic-card", "lucky-bonus"
 
 
 @dataclass(frozen=True)

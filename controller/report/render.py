@@ -23,7 +23,10 @@ from ..money import (
 from .build import (
     AUTHORITY,
     ENVY,
+    FIXED,
     JACKPOT,
+    LUCKY_BONUS,
+    MAGIC_CARD,
     TABLE,
     Award,
     DayFaults,
@@ -231,7 +234,9 @@ def to_csv(r: DayReport) -> str:
 
 # --- for people: text and HTML share these words --------------------------------------------------------
 
-WHAT = {JACKPOT: "Jackpot", ENVY: "Envy Bonus"}  # the others read as they are ("fixed award" capitalized)
+# What a payout is, for people (the regulations' words)
+WHAT = {JACKPOT: "Jackpot", FIXED: "Fixed award", ENVY: "Envy Bonus", MAGIC_CARD: "Magic Card",
+        LUCKY_BONUS: "Lucky Bonus"}
 PAID_BY = {"attendant": "an attendant", "table": "the table (dealer)"}
 PAID_BY_SHORT = {"attendant": "attendant", "table": "table"}
 
@@ -265,8 +270,7 @@ def _hand(hand: str) -> str:
 
 def what(a: Award) -> str:
     """What a payout is: "Jackpot", "Envy Bonus", "Fixed award", "Magic Card", "Lucky Bonus"."""
-    w = WHAT.get(a.what, a.what)
-    return w[:1].upper() + w[1:]
+    return WHAT.get(a.what, a.what)
 
 
 def on_hand(a: Award) -> str:
@@ -378,13 +382,14 @@ def to_text(r: DayReport) -> str:
         out += [f"    {k}: {v}" for k, v in day_rows(d)]
         out.append(f"  Payouts ({_n(len(d.awards), 'hit')}):" if d.awards else "  Payouts: none")
         for a in d.awards:
-            out.append(f"    {_when(g, a.time)}, round {a.round_id}, seat {a.seat}: {what(a)} on {on_hand(a)} "
+            at = f"table {a.table}, " if r.source.kind == AUTHORITY or len(r.tables) > 1 else ""
+            out.append(f"    {_when(g, a.time)}, {at}round {a.round_id}, seat {a.seat}: {what(a)} on {on_hand(a)} "
                        f"({a.award}), {_cents(a.cents)}, paid by {PAID_BY.get(a.paid_by, a.paid_by)}, approved by "
                        f"{a.approved_by or 'no one'}"
                        + (f"; meter {_usd(a.meter_before)} before, {_usd(a.meter_after)} after" if a.jackpot else "")
                        + f" (entry {a.seq})")
         out += [f"  {w}: {n} for {_cents(c)}" for w, (n, c) in
-                ((WHAT.get(k, k[:1].upper() + k[1:]), t) for k, t in d.by_what().items())]
+                ((WHAT.get(k, k), t) for k, t in d.by_what().items())]
         out += [f"  Approved by {who or 'no one'}: {_n(n, 'payout')} for {_cents(c)}" for who, (n, c) in
                 d.by_approver().items()]
         out.append(f"  Voids ({len(d.voids)}):" if d.voids else "  Voids: none")
@@ -663,17 +668,12 @@ def _meter_html(r: DayReport, d: MeterDay) -> str:
              "<h3>Meter readings (58 Pa. Code § 605a.7(a))</h3>",
              _table(["Reading", f"At the opening, {_when(g, g.start)}", f"At the close, {_when(g, g.end)}"],
                     readings_rows(d), numeric=(1, 2), cls="readings"),
-             "<h3>The day</h3>", _table(["", "Amount"], day_rows(d), numeric=(1,)),
+             "<h3>The day</h3>", _table(["The day's movements", "Amount"], day_rows(d), numeric=(1,)),
              f"<h3>Payouts ({_n(len(d.awards), 'hit')})</h3>",
-             _table(["Time", "Round", "Seat", "What", "On the hand (award)", "Amount", "Meter before → after",
-                     "Paid by", "Approved by", "Entry"],
-                    [[_when(g, a.time), a.round_id, a.seat, what(a), f"{on_hand(a)} ({a.award})", _cents(a.cents),
-                      f"{_usd(a.meter_before)} → {_usd(a.meter_after)}" if a.jackpot else "",
-                      PAID_BY_SHORT.get(a.paid_by, a.paid_by), a.approved_by or "no one", a.seq] for a in d.awards],
-                    numeric=(2, 5, 9), cls="payouts")]
+             _payouts_html(r, d)]
     if d.awards:
         parts.append(_table(["Payouts by what they are", "Count", "Amount"],
-                            [[WHAT.get(k, k[:1].upper() + k[1:]), n, _cents(c)] for k, (n, c) in d.by_what().items()],
+                            [[WHAT.get(k, k), n, _cents(c)] for k, (n, c) in d.by_what().items()],
                             numeric=(1, 2)))
     parts += ["<h3>Supervisors' approvals</h3>",
               _table(["Supervisor", "Payouts approved", "Amount"],
@@ -695,6 +695,20 @@ def _meter_html(r: DayReport, d: MeterDay) -> str:
                      f'<table class="recon"><tbody>{body}</tbody></table>')
     parts.append("</section>")
     return "".join(parts)
+
+
+def _payouts_html(r: DayReport, d: MeterDay) -> str:
+    """Each payout of the meter; at a link authority (or a journal of several tables), which table it was at."""
+    g = r.day
+    tables = r.source.kind == AUTHORITY or len(r.tables) > 1
+    rows = [[_when(g, a.time), *([a.table] if tables else []), a.round_id, a.seat, what(a),
+             f"{on_hand(a)} ({a.award})", _cents(a.cents),
+             f"{_usd(a.meter_before)} → {_usd(a.meter_after)}" if a.jackpot else "",
+             PAID_BY_SHORT.get(a.paid_by, a.paid_by), a.approved_by or "no one", a.seq] for a in d.awards]
+    head = ["Time", *(["Table"] if tables else []), "Round", "Seat", "What", "On the hand (award)", "Amount",
+            "Meter before → after", "Paid by", "Approved by", "Entry"]
+    k = 1 if tables else 0
+    return _table(head, rows, numeric=(2 + k, 5 + k, 9 + k), cls="payouts")
 
 
 def _sign_html(r: DayReport) -> str:
