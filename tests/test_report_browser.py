@@ -120,6 +120,7 @@ async def test_a_day_with_a_royal_flush_and_its_envy_bonuses_prints_as_accountin
         assert all(re.fullmatch(r"\d{4}-\d\d-\d\d\s\d\d:\d\d:\d\d\sE[SD]T", r[0]) for r in rows), rows
         assert "Reconciliation: the meter's visible amount balances: yes" in body
         assert "Prepared by" in body and "Reviewed by" in body and "Signature" in body
+        assert "Claim CS-07-r1-c1: approved by floor-1" in body
         raw = RAW.search(body)
         assert raw is None, body[max(raw.start() - 80, 0):raw.end() + 40]
         caption = driver.find_element(By.CSS_SELECTOR, 'section[data-meter="main"] figcaption').text

@@ -352,7 +352,11 @@ def build_report(day: GamingDay, opening: Meters, records: Iterable[JournalRecor
             continue
         if r.kind == CLAIM:
             c = r.body.get("claim", {})
-            events.append(TableEvent(r.seq, r.time, "claim", f"{c.get('id', '')} {r.body.get('event', '')}"))
+            event, by = r.body.get("event", ""), c.get("by") if isinstance(c, dict) else None
+            who = f" by {by}" if by and event in ("approved", "rejected") else ""  # the supervisor, by name
+            if event == "rejected" and isinstance(c, dict) and c.get("reason"):
+                who += f" ({c['reason']})"
+            events.append(TableEvent(r.seq, r.time, "claim", f"{c.get('id', '')} {event}{who}"))
             payouts.update(_claim_payouts(c))
             continue
         if r.kind == TABLE_STATE:
