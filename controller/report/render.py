@@ -425,22 +425,23 @@ def _faults_text(r: DayReport) -> list[str]:
     f, g = r.faults, r.day
     out = ["Device faults (journaled):" if f.devices else "Device faults (journaled): none"]
     for d in f.devices:
-        which = f"seats {', '.join(map(str, d.seats))}" if d.seats else "the whole table"
-        out.append(f"  {d.device} ({d.kind}, disables {which}): {len(d.faults)} faults, {d.flaps} flaps, down "
+        which = (("seat " if len(d.seats) == 1 else "seats ") + ", ".join(map(str, d.seats))) if d.seats \
+            else "the whole table"
+        out.append(f"  {d.device} ({d.kind}, disables {which}): {_n(len(d.faults), 'fault')}, {_n(d.flaps, 'flap')}, down "
                    f"{duration(d.down)} from {_when(g, d.first)} to {_when(g, d.last)}"
                    + (", down at the close" if d.open_at_close else ""))
         out += [f"    down {_when(g, o.start)} ({o.detail.get('reason') or 'no reason given'}; entry {o.start_seq}), "
                 + (f"{_ENDED.get(o.ended_by, o.ended_by)} {_when(g, o.end)} (entry {o.end_seq})" if o.end
                    else "not back at the close")
-                + f": {duration(o.within(g.start, g.end))} this day, {o.flaps} flaps" for o in d.faults]
+                + f": {duration(o.within(g.start, g.end))} this day, {_n(o.flaps, 'flap')}" for o in d.faults]
     out.append(f"Progressive wagering blocked (journaled): {duration(f.blocked)} in all")
     for b in f.blocks:
-        out.append(f"  {b.block}: {len(b.blocks)} times, {duration(b.time)}")
+        out.append(f"  {b.block}: {_n(len(b.blocks), 'time')}, {duration(b.time)}")
         out += [f"    from {_when(g, o.start)} (entry {o.start_seq}) "
                 + (f"{_ENDED.get(o.ended_by, o.ended_by)} {_when(g, o.end)} (entry {o.end_seq})"
                    if o.end else "to the close (still blocked)")
                 + f" by {', '.join(o.detail.get('sources', ())) or 'no device named'}: "
-                f"{duration(o.within(g.start, g.end))}, {o.flaps} flaps" for o in b.blocks]
+                f"{duration(o.within(g.start, g.end))}, {_n(o.flaps, 'flap')}" for o in b.blocks]
     return out
 
 
