@@ -385,7 +385,8 @@ def test_the_report_for_people_names_its_table_and_reads_as_words():
     assert "Parameters changed by configuration table.toml: $0.00 (reset amount $10,000.00, rate of progression 20%" \
         in text
     for words in ("Prepared by", "Reviewed by", "Signature", "Date", "Title and credential number", "@media print",
-                  "@page", "break-before:page", "color-scheme:light"):
+                  "@page", "break-before:page", "color-scheme:light", 'counter(page) " of " counter(pages)',
+                  '@bottom-left{content:"Progressive meter report: Table CS-07, gaming day 2026-11-30"'):
         assert words in page, words
     ticks = [t for t in ("06:00", "09:00", "12:00", "15:00", "18:00", "21:00", "00:00", "03:00")
              if f'text-anchor="middle">{t}</text>' in page]

@@ -466,6 +466,7 @@ table.sign td{height:2.6em}table.sign th{width:8em}
 table.readings td.n,table.readings th.n{width:27%;white-space:normal}table.payouts{font-size:9pt}
 table.payouts td:first-child{min-width:6.5em}table.glance td.n{white-space:normal}
 @page{margin:14mm}
+@page{@bottom-right{content:"Page " counter(page) " of " counter(pages);font-size:8pt}}
 @media print{body{margin:0;max-width:none;padding:0;font-size:9.5pt}
 section.meter{break-before:page}h2,h3{break-after:avoid}tr,figure,.sign,table.recon{break-inside:avoid}
 thead{display:table-header-group}a{color:inherit}}"""
@@ -729,7 +730,8 @@ def to_html(r: DayReport) -> str:
     g = r.day
     head = title(r)
     parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(head)}</title>'
-             f"<style>{_CSS}</style></head><body>",
+             f"<style>{_CSS}\n@page{{@bottom-left{{content:{_css_string(_running_head(r))};font-size:8pt}}}}</style>"
+             "</head><body>",
              f"<header><h1>{escape(head)}</h1><p>{escape(_day_line(r))}.</p><p>{escape(_tables_line(r))} "
              f"{r.entries:,} journal entries this day.</p></header>",
              _summary_html(r)]
@@ -740,6 +742,16 @@ def to_html(r: DayReport) -> str:
     parts.append(_sign_html(r))
     parts.append("</body></html>\n")
     return "".join(parts)
+
+
+def _running_head(r: DayReport) -> str:
+    """What each printed page says at its foot, so that a loose page still says whose and which day it is."""
+    return f"Progressive meter report: {r.source.title}, gaming day {r.day.day.isoformat()}"
+
+
+def _css_string(text: str) -> str:
+    """`text` as a CSS string inside <style>: quotes and backslashes escaped, "<" too (no "</style>" in it)."""
+    return '"' + "".join(f"\\{ord(c):x} " if c in '"\\<>' or ord(c) < 32 else c for c in text) + '"'
 
 
 def _faults_html(r: DayReport) -> str:
