@@ -429,3 +429,20 @@ def test_at_a_link_authority_each_payout_names_its_table():
     assert ", table CS-07, round r1, seat 7: Jackpot on royal flush (100% of meter), $10,001.20" in text
     assert "<th>Time</th><th>Table</th><th>Round</th>" in page and "<td>CS-07</td><td>r1</td>" in page
     assert "Link authority link-1, meter main" in page
+
+
+def test_a_jackpot_that_leaves_the_meter_above_its_reset_amount_is_no_reset():
+    j = Journal()
+    j.add(DEFINE_METER, define_meter_body(PARAMS, "slot-tech 4411", BEFORE), BEFORE)
+    j.op(TopUp(1_000_000, IN, "promotions 77", "a $20,000 meter"), IN)
+    j.op(BookContributions("r1", "CS-07", ((3, 500), (2, 500), (1, 500)), IN), IN)
+    for seat, hand, award, pct in ((3, "straight-flush", "10% of meter", 10), (2, "royal-flush", "100% of meter", 100),
+                                       (1, "straight-flush", "10% of meter", 10)):
+        assert j.op(PayPercentAward("r1", "CS-07", seat, hand, award, Fraction(pct), IN, "floor 1207"), IN)
+    (m,) = day_report(j.records, DAY).meters.values()
+    # $20,002.25 less 10% is above the reset amount: no reset; 100% is; 10% of $10,000.00 is restored: a reset
+    assert [(a.hand, a.jackpot, a.reset) for a in m.awards] == [("straight-flush", True, False),
+                                                                ("royal-flush", True, True),
+                                                                ("straight-flush", True, True)]
+    assert to_json(r := day_report(j.records, DAY))["meters"][0]["resets"] == {"count": 2, "to": ["10000.00"] * 2}
+    assert "Resets: 2 (to $10,000.00, $10,000.00)" in render(r, "text")

@@ -135,15 +135,11 @@ class Award:
     meter_after: int
     what: str = JACKPOT  # JACKPOT, FIXED, ENVY, MAGIC_CARD or LUCKY_BONUS
     hand_of: str = ""  # whose hand it pays on: "player", "dealer", "seat N" (an Envy Bonus's holder); "" unknown
+    reset: bool = False  # the meter was reset after it: restored to its reset amount (by reserve, overflow or seed)
 
     @property
     def jackpot(self) -> bool:
         return self.what == JACKPOT
-
-    @property
-    def reset(self) -> bool:
-        """The meter fell to its reset amount or above it after this payout (a jackpot taken from it)."""
-        return self.jackpot and self.meter_after < self.meter_before
 
 
 @dataclass(frozen=True)
@@ -524,8 +520,10 @@ def _account(d: MeterDay, before: MeterState | None, after: MeterState, r: Journ
             raise InvariantViolation(f"entry {r.seq}: a hit on meter {d.meter_id} with no history kept")
         d.paid_cents += h.amount_cents
         what, hand_of = payouts.get((h.round_id, h.seat, h.hand, h.award), (_what(op, h.hand), ""))
+        reset = any(signed(res[k]) > 0 for k in ("from_reserve", "from_overflow", "seeded"))
         d.awards.append(Award(r.seq, r.time, h.round_id, h.table, h.seat, h.hand, h.award, h.label, h.amount_cents,
-                              h.paid_by, h.approved_by, h.shares, h.meter_before, h.meter_after, what, hand_of))
+                              h.paid_by, h.approved_by, h.shares, h.meter_before, h.meter_after, what, hand_of,
+                              reset))
 
 
 def _what(op: object, hand: str) -> str:
