@@ -90,6 +90,14 @@ def format_dollars_human(cents: int) -> str:
     return f"{'-' if cents < 0 else ''}${whole:,}.{frac:02d}"
 
 
+def format_units_human(units: int) -> str:
+    """Meter units for people, exact: 10017850000 -> "$10,017.85"; a sub-cent remainder keeps its digits
+    (10000157500 -> "$10,000.1575"), so that a printed sum still adds up to the unit."""
+    text = format_units(abs(units))
+    whole, _, frac = text.partition(".")
+    return f"{'-' if units < 0 else ''}${int(whole):,}.{frac}"
+
+
 def cents_to_units(cents: int) -> int:
     return cents * UNITS_PER_CENT
 

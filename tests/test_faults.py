@@ -172,10 +172,10 @@ def test_the_days_faults_and_blocked_time():
     assert (s2["count"], s2["down_seconds"], s2["open_at_close"], s2["faults"][1]["to"]) == (2, "68400.000000", True,
                                                                                             None)
     assert "note" not in json.dumps(doc) and "not in the journal" not in render(r, "text")
-    rows = {(x[1], x[2]): x[3] for x in csv.reader(io.StringIO(render(r, "csv")))}
+    rows = {(x[3], x[4]): x[5] for x in csv.reader(io.StringIO(render(r, "csv")))}  # day,source,source_id,meter,...
     assert rows["", "device seat-2: down seconds"] == "68400.000000" and rows["", "blocked closed: count"] == "2"
     assert rows["", "blocked seconds"] == "75600.000000"
-    assert "seat-2" in render(r, "html") and "75600.000000" in render(r, "html")
+    assert "seat-2" in render(r, "html") and "21:00:00 in all" in render(r, "html")  # to the second, for people
     assert "down at the close" in render(r, "text")
 
 

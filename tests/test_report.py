@@ -4,6 +4,8 @@ included), the series a plot reads, and the property: any sequence of meter oper
 
 from __future__ import annotations
 
+import html
+import re
 from dataclasses import replace
 from datetime import date, datetime, time, timedelta, timezone
 from fractions import Fraction
@@ -18,7 +20,7 @@ from controller.errors import InputError, InvariantViolation
 from controller.meter import ops as meter_ops
 from controller.meter import params_from_dict
 from controller.meter_ledger import DEFINE_METER, define_meter_body
-from controller.money import UNITS_PER_CENT, format_units, parse_units
+from controller.money import UNITS_PER_CENT, format_units, format_units_human, parse_units
 from controller.report import (
     day_of,
     day_report,
@@ -32,7 +34,7 @@ from controller.report import (
     span_edges,
     span_series,
 )
-from controller.report.build import POINTS_PER_INTERVAL, reconcile
+from controller.report.build import AUTHORITY, POINTS_PER_INTERVAL, TABLE, Source, percent, reconcile
 from controller.report.render import render, series_json, to_json
 
 from reportday import Journal, rounds
@@ -353,3 +355,94 @@ def test_any_sequence_of_meter_operations_reconciles(ops, cut, ceiling):
     assert m.closing.current == j.state["main"].current
     assert m.visible_expected() == m.closing.current and m.held_expected() == m.closing.total
     assert m.paid_cents == sum(a.cents for a in m.awards)
+
+
+def test_amounts_and_rates_for_people():
+    assert format_units_human(10_017_850_000) == "$10,017.85" and format_units_human(0) == "$0.00"
+    assert format_units_human(10_000_157_500) == "$10,000.1575"  # exact: a sub-cent remainder keeps its digits
+    assert format_units_human(-250_000) == "-$0.25"
+    assert (percent(Fraction(15, 100)), percent(Fraction(1, 8)), percent(Fraction(1, 3))) == ("15%", "12.5%",
+                                                                                               "33.333333%")
+
+
+def test_the_report_for_people_names_its_table_and_reads_as_words():
+    """The accountant's findings: the table in the title; $ and thousands separators; the casino's local time to the
+    second with its zone; human labels, no field names; payouts named by what they are; a block to sign; a print
+    stylesheet; the plot's axes in local time and its figures those of the text."""
+    r = day_report(a_day().records, DAY)
+    text, page = render(r, "text"), html.unescape(render(r, "html"))
+    for out in (text, page):
+        assert "Progressive meter report: Table CS-07, gaming day Monday 30 November 2026" in out
+        assert "2026-11-30 06:00:00 EST" in out and "2026-12-01 06:00:00 EST" in out
+        assert "$10,001.20" in out and "Reconciliation: the meter's visible amount balances: " in out
+        words = re.sub(r"<[^>]*>", " ", out.split("<style>")[0] + out.split("</style>")[-1])  # the page's text
+        assert not re.search(r"\b[a-z]+_[a-z_]+\b|\b(True|False|None)\b|UTC|\+00:00|royal-flush|balanced|10001\.20",
+                             words), words
+    assert "Reconciliation: the meter's visible amount balances: yes" in text
+    assert "seat 7: Jackpot on royal flush (100% of meter), $10,001.20" in text
+    assert "seat 4: Fixed award on four of a kind (300 for 1), $300.00" in text
+    assert "2026-11-30 07:03:00 EST" in text  # 12:03 UTC on the casino's clock
+    assert "Parameters changed by configuration table.toml: $0.00 (reset amount $10,000.00, rate of progression 20%" \
+        in text
+    for words in ("Prepared by", "Reviewed by", "Signature", "Date", "Title and credential number", "@media print",
+                  "@page", "break-before:page", "color-scheme:light", 'counter(page) " of " counter(pages)',
+                  '@bottom-left{content:"Progressive meter report: Table CS-07, gaming day 2026-11-30"'):
+        assert words in page, words
+    ticks = [t for t in ("06:00", "09:00", "12:00", "15:00", "18:00", "21:00", "00:00", "03:00")
+             if f'text-anchor="middle">{t}</text>' in page]
+    assert len(ticks) == 8 and page.count('text-anchor="middle">06:00</text>') == 2  # the day's start and end
+    assert "time on the casino's clock (EST)" in page
+    assert "$10,000.15 at the opening, 2026-11-30 06:00:00 EST; $10,049.95 at the close" in page
+
+
+def test_a_meter_defined_during_the_day_is_plotted_from_its_definition_not_from_an_opening():
+    """The plot said "$10000.00 at the start" where the text said the opening was $0.00: one truth now."""
+    j = Journal()
+    j.add(DEFINE_METER, define_meter_body(PARAMS, "slot-tech 4411", IN), IN)
+    page = html.unescape(render(day_report(j.records, DAY), "html"))
+    assert "defined at 2026-11-30 07:00:00 EST with $10,000.00 (the reset amount, put in by the operator; no opening)" \
+        in page
+    assert "not yet defined" in page and "at the start" not in page
+
+
+def test_whose_report_it_is():
+    j = a_day()
+    assert day_report(j.records, DAY).source == Source(TABLE, "CS-07")
+    assert day_report(j.records, DAY, Source(TABLE, "CS-07")).source.title == "Table CS-07"
+    with pytest.raises(InputError, match="the journal is of table CS-07, not CS-08"):
+        day_report(j.records, DAY, Source(TABLE, "CS-08"))
+    with pytest.raises(InputError, match="the journal is a table's"):
+        day_report(j.records, DAY, Source(AUTHORITY, "link-1"))
+    linked = [replace(x, key=f"link:CS-0{x.seq % 2 + 7}:{x.seq}") for x in j.records]  # keyed as an authority's
+    assert day_report(linked, DAY).source == Source(AUTHORITY, "")
+    r = day_report(linked, DAY, Source(AUTHORITY, "link-1"))
+    assert render(r, "text").startswith("Progressive meter report: Link authority link-1, gaming day")
+    doc = to_json(r)
+    assert (doc["authority"], doc["table"]) == ("link-1", None)
+    assert render(r, "csv").splitlines()[1].startswith("2026-11-30,link authority,link-1,main,")
+
+
+def test_at_a_link_authority_each_payout_names_its_table():
+    linked = [replace(x, key=f"link:CS-07:{x.seq}") for x in a_day().records]
+    r = day_report(linked, DAY, Source(AUTHORITY, "link-1"))
+    text, page = render(r, "text"), html.unescape(render(r, "html"))
+    assert ", table CS-07, round r1, seat 7: Jackpot on royal flush (100% of meter), $10,001.20" in text
+    assert "<th>Time</th><th>Table</th><th>Round</th>" in page and "<td>CS-07</td><td>r1</td>" in page
+    assert "Link authority link-1, meter main" in page
+
+
+def test_a_jackpot_that_leaves_the_meter_above_its_reset_amount_is_no_reset():
+    j = Journal()
+    j.add(DEFINE_METER, define_meter_body(PARAMS, "slot-tech 4411", BEFORE), BEFORE)
+    j.op(TopUp(1_000_000, IN, "promotions 77", "a $20,000 meter"), IN)
+    j.op(BookContributions("r1", "CS-07", ((3, 500), (2, 500), (1, 500)), IN), IN)
+    for seat, hand, award, pct in ((3, "straight-flush", "10% of meter", 10), (2, "royal-flush", "100% of meter", 100),
+                                       (1, "straight-flush", "10% of meter", 10)):
+        assert j.op(PayPercentAward("r1", "CS-07", seat, hand, award, Fraction(pct), IN, "floor 1207"), IN)
+    (m,) = day_report(j.records, DAY).meters.values()
+    # $20,002.25 less 10% is above the reset amount: no reset; 100% is; 10% of $10,000.00 is restored: a reset
+    assert [(a.hand, a.jackpot, a.reset) for a in m.awards] == [("straight-flush", True, False),
+                                                                ("royal-flush", True, True),
+                                                                ("straight-flush", True, True)]
+    assert to_json(r := day_report(j.records, DAY))["meters"][0]["resets"] == {"count": 2, "to": ["10000.00"] * 2}
+    assert "Resets: 2 (to $10,000.00, $10,000.00)" in render(r, "text")

@@ -53,12 +53,22 @@ def report(state_dir: Path, *args: str, process: bool = False):
 def test_text_by_default(state_dir):
     proc = report(state_dir, "--day", "2026-11-30", process=True)  # the installed command
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("Gaming day 2026-11-30: 2026-11-30T11:00:00+00:00 to 2026-12-01T11:00:00+00:00 "
-                                  "(06:00 America/New_York)")
-    assert "qualifying wagers: 5 for $17.00 in 2 rounds; voided 2 for $10.00; net 3 for $7.00" in proc.stdout
-    assert "awards paid by table four-of-a-kind: 300 for 1: 1 for $300.00" not in proc.stdout
-    assert "awards by hand four-of-a-kind: 300 for 1: 1 for $300.00" in proc.stdout
-    assert "void #" in proc.stdout and "misdeal" in proc.stdout
+    assert proc.stdout.startswith("Progressive meter report: Table t3, gaming day Monday 30 November 2026\n"
+                                  "From 2026-11-30 06:00:00 EST to 2026-12-01 06:00:00 EST (24 hours: the gaming day "
+                                  "starts at 06:00, New York time)\n")
+    out = proc.stdout
+    assert "Qualifying wagers: 5 for $17.00 in 2 rounds\n" in out and "Returned by voids: 2 for $10.00 in 1 round\n" in out
+    assert "Qualifying wagers, net of voids: 3 for $7.00\n" in out
+    assert ("2026-11-30 15:00:00 EST, round r1, seat 4: Fixed award on four of a kind (300 for 1), $300.00, paid by "
+            "the table (dealer), approved by floor 1207 (entry 7)") in out
+    assert ("round r1, seat 7: Jackpot on royal flush (100% of meter), $10,001.20, paid by an attendant, approved by "
+            "floor 1207; meter $10,001.20 before, $10,000.00 after") in out
+    assert "Approved by floor 1207: 2 payouts for $10,301.20\n" in out
+    assert "round r2: 2 wagers, $10.00 returned (misdeal; entry" in out
+    assert "Reconciliation: the meter's visible amount balances: yes\n" in out
+    assert "Visible meter (the jackpot amount shown): $10,000.15 / $10,000.00\n" in out
+    for raw in ("UTC", "+00:00", "royal-flush", "paid_by", "True", "None", "balanced"):
+        assert raw not in out, raw
 
 
 def test_json_is_exact(state_dir):
@@ -75,6 +85,15 @@ def test_json_is_exact(state_dir):
     assert m["awards_by_approver"] == {"floor 1207": {"count": 2, "amount": "10301.20"}}
     assert m["reconciliation"]["visible"]["balanced"] and m["reconciliation"]["held"]["balanced"]
     assert doc["head"]["seq"] > 0 and len(doc["head"]["hash"]) == 64
+    assert (doc["table"], doc["authority"], doc["source"], doc["tables"]) == ("t3", None, {"kind": "table", "id": "t3"},
+                                                                              ["t3"])
+    assert m["source_id"] == "t3" and (doc["start_local"], doc["end_local"]) == ("2026-11-30 06:00:00 EST",
+                                                                                 "2026-12-01 06:00:00 EST")
+    assert [(a["what"], a["amount"]) for a in m["awards"]] == [("fixed-award", "300.00"), ("jackpot", "10001.20")]
+    assert m["jackpots"] == {"count": 1, "amount": "10001.20"} and m["resets"] == {"count": 1, "to": ["10000.00"]}
+    assert m["hits"] == 2 and m["reset_amount"] == "10000.00" and m["rate"] == "15%"
+    assert m["readings"]["closing"] == {"hits": 2, "wagers_count": 4, "wagers_amount": "8.00", "paid_by_table": "300.00",
+                                        "paid_by_attendant": "10001.20", "cumulative_payouts": "10301.20"}
     before = json.loads(report(state_dir, "--day", "2026-11-29", "--json").stdout)
     assert before["meters"][0]["closing"] == m["opening"]  # one day's close is the next day's opening
 
@@ -83,9 +102,11 @@ def test_csv_one_row_per_meter_and_figure(state_dir):
     proc = report(state_dir, "--day", "2026-11-30", "--csv")
     assert proc.returncode == 0, proc.stderr
     rows = list(csv.reader(io.StringIO(proc.stdout)))
-    assert rows[0] == ["day", "meter", "figure", "value"] and all(len(r) == 4 for r in rows)
-    figures = {(r[1], r[2]): r[3] for r in rows[1:]}
+    assert rows[0] == ["day", "source", "source_id", "meter", "figure", "value"] and all(len(r) == 6 for r in rows)
+    assert all(r[:3] == ["2026-11-30", "table", "t3"] for r in rows[1:])  # each row says whose it is
+    figures = {(r[3], r[4]): r[5] for r in rows[1:]}
     assert figures["cs-1", "wagers count"] == "5" and figures["cs-1", "paid"] == "10301.20"
+    assert figures["cs-1", "awards by what: jackpot: amount"] == "10001.20" and figures["cs-1", "resets"] == "1"
     assert figures["cs-1", "reconciliation held balanced"] == "true"
     assert len(figures) == len(rows) - 1  # no figure twice
 
@@ -99,11 +120,21 @@ def test_html_is_one_self_contained_file(state_dir):
     assert "<script" not in page and "src=" not in page and "href=" not in page and "@media print" in page
 
 
-def test_the_day_from_the_configuration(state_dir):
-    proc = report(state_dir, "--day", "2026-11-30", "--json", "--config",
-                  str(ROOT / "config" / "tables" / "caribbean-stud.toml"))
+def test_the_day_and_the_table_from_the_configuration(state_dir, tmp_path):
+    example = ROOT / "config" / "tables" / "caribbean-stud.toml"
+    proc = report(state_dir, "--day", "2026-11-30", "--json", "--config", str(example))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr  # CS-07's configuration, t3's journal
+    assert proc.stderr == f"progressivectl: --config: {example}: the journal is of table t3, not CS-07\n"
+    t3 = tmp_path / "t3.toml"
+    t3.write_text(example.read_text(encoding="utf-8").replace('table = "CS-07"', 'table = "t3"')
+                  .replace('"../devices/', f'"{ROOT / "config" / "devices"}/'), encoding="utf-8")
+    t3.chmod(0o600)
+    proc = report(state_dir, "--day", "2026-11-30", "--json", "--config", str(t3))
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["start"] == "2026-11-30T11:00:00+00:00"  # the default [report]
+    doc = json.loads(proc.stdout)
+    assert doc["start"] == "2026-11-30T11:00:00+00:00" and doc["table"] == "t3"  # the default [report]
+    proc = report(state_dir, "--day", "2026-11-30", "--role", "link", "--config", str(t3))
+    assert proc.returncode == 2 and proc.stderr.startswith("progressivectl: --config: "), proc.stderr
 
 
 @pytest.mark.parametrize("args, field", [
@@ -111,6 +142,7 @@ def test_the_day_from_the_configuration(state_dir):
     (("--day", "30/11/2026"), "--day"),
     (("--day", "2026-11-30", "--day-starts", "6am"), "--day-starts"),
     (("--day", "2026-11-30", "--time-zone", "Mars/Olympus"), "--time-zone"),
+    (("--day", "2026-11-30", "--role", "link"), "--role"),
 ])
 def test_bad_input_is_one_line_and_status_2(state_dir, args, field):
     proc = report(state_dir, *args)
@@ -229,7 +261,7 @@ def test_a_day_without_entries_says_so_and_names_the_days_that_have_them(state_d
     assert empty.returncode == 3, empty.stderr
     assert empty.stderr.strip() == ("progressivectl: the gaming day 2026-12-02 has no entry in the journal: its "
                                     "entries are of the gaming days 2026-11-29 to 2026-11-30"), empty.stderr
-    assert empty.stdout.startswith("Gaming day 2026-12-02")
+    assert empty.stdout.startswith("Progressive meter report: Table t3, gaming day Wednesday 2 December 2026\n")
     future = report(state_dir, "--day", "2999-01-01", process=True)
     assert future.returncode == 3 and future.stdout == ""
     assert "the gaming day 2999-01-01 has not begun" in future.stderr, future.stderr

@@ -17,6 +17,7 @@ from .common import EXIT_DAMAGED
 EXIT_NO_ENTRIES = 3  # the day has no entry in the journal: said in a line, so that a script does not file it unread
 
 if TYPE_CHECKING:
+    from ..report.build import Source
     from ..report.day import GamingDay
 
 
@@ -30,34 +31,47 @@ def add_parsers(sub: Any) -> None:
     form.add_argument("--html", dest="form", action="store_const", const="html",
                       help="one self-contained HTML file with a plot of each meter")
     when = r.add_mutually_exclusive_group()
-    when.add_argument("--config", type=Path, help="the table's configuration: its [report] day_starts and time_zone")
+    when.add_argument("--config", type=Path, help="the table's configuration (or the link authority's, with --role "
+                      "link): the table's id and its [report] day_starts and time_zone")
     when.add_argument("--day-starts", metavar="HH:MM", help="when the gaming day starts (default 06:00)")
     r.add_argument("--time-zone", help="the casino's time zone, with --day-starts (default America/New_York)")
+    r.add_argument("--role", choices=("table", "link"), default="table",
+                   help="whose configuration --config is: a table's (default) or a link authority's")
     r.set_defaults(handler=cmd_report, form="text")
 
 
-def _day(args: Any) -> GamingDay:
+def _day(args: Any) -> tuple[GamingDay, Source | None]:
+    """The gaming day asked for, and whose journal it is when a configuration says (None: told from the journal)."""
     from ..config.check_report import zone_problem
+    from ..report.build import AUTHORITY, TABLE, Source
     from ..report.day import DEFAULT_DAY_STARTS, DEFAULT_TIME_ZONE, gaming_day, parse_day, parse_day_starts
 
     day = parse_day(args.day, "--day")
+    if args.config is None and args.role != "table":
+        raise InputError("--role", "give the link authority's configuration with --config")
     if args.config is not None:
         if args.time_zone is not None:
             raise InputError("--time-zone", "give it in the configuration's [report] time_zone, or use --day-starts")
         from ..config import ConfigError, load_config
+        from ..config.authority import load_authority_config
 
         try:
-            rc = load_config(args.config).report
+            if args.role == "link":
+                a = load_authority_config(args.config)
+                rc, source = a.report, Source(AUTHORITY, a.authority)
+            else:
+                t = load_config(args.config)
+                rc, source = t.report, Source(TABLE, t.table)
         except ConfigError as e:
             raise InputError("--config", f"{args.config}: {e.problems[0] if e.problems else e}") from None
-        return gaming_day(day, rc.day_starts, rc.zone, rc.time_zone)
+        return gaming_day(day, rc.day_starts, rc.zone, rc.time_zone), source
     starts = DEFAULT_DAY_STARTS if args.day_starts is None else parse_day_starts(args.day_starts, "--day-starts")
     name = args.time_zone or DEFAULT_TIME_ZONE
     if (problem := zone_problem(name)) is not None:
         raise InputError("--time-zone", problem)
     from zoneinfo import ZoneInfo
 
-    return gaming_day(day, starts, ZoneInfo(name), name)
+    return gaming_day(day, starts, ZoneInfo(name), name), None
 
 
 def cmd_report(args: Any) -> int:
@@ -65,11 +79,15 @@ def cmd_report(args: Any) -> int:
     from ..report.files import read_report
     from ..report.render import render
 
-    day = _day(args)
+    day, source = _day(args)
     if not (args.state / journal.DB_NAME).is_file():
         raise InputError("--state", f"{args.state} holds no journal ({journal.DB_NAME})")
     try:
-        report = read_report(args.state, day)
+        report = read_report(args.state, day, source)
+    except InputError as e:
+        if source is None or e.field not in ("table", "authority"):
+            raise
+        raise InputError("--config", f"{args.config}: {e.problem}") from None  # another table's or authority's
     except PermissionError:
         raise InputError("--state", f"{args.state}: permission denied: the journal is the daemon's user's only "
                                     "(run this as root, or as that user)") from None

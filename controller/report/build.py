@@ -18,19 +18,23 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from ..errors import InvariantViolation
+from ..awards import PercentOfMeter, parse_award
+from ..errors import InputError, InvariantViolation
 from ..faults import DEVICE_FAULT, WAGERING_BLOCK, FaultBook, FaultRecord, Outage, covered
 from ..faults import KINDS as FAULT_KINDS
-from ..meter import MeterState, apply, initial_state, params_from_dict, params_to_dict
+from ..link.schema import LINK_KEY_PREFIX
+from ..meter import MeterState, apply, initial_state, params_from_dict
 from ..meter import ops as meter_ops
 from ..meter._check import parse_moment
 from ..meter_ledger import CLAIM, DEFINE_METER, TABLE_STATE, Meters, op_from_body
-from ..money import UNITS_PER_CENT, format_units, parse_units
+from ..money import UNITS_PER_CENT, format_dollars_human, format_units, parse_units
+from ..round.claims import claim_from_json, hit_hand
 from .day import GamingDay
 
 METER_KINDS = frozenset(meter_ops.OPS)
@@ -71,6 +75,47 @@ class Holdings:
 
 
 @dataclass(frozen=True)
+class Readings:
+    """The meters of § 605a.7(a) besides the visible amount, as they read at a moment: the hits (each payout
+    counted), the qualifying wagers, the amounts paid by the table and by an attendant, the cumulative payouts."""
+
+    hits: int = 0
+    wagers_count: int = 0
+    wagers_cents: int = 0
+    paid_by_table_cents: int = 0
+    paid_by_attendant_cents: int = 0
+    cumulative_payouts_cents: int = 0
+
+    @classmethod
+    def of(cls, s: MeterState | None) -> Readings:
+        if s is None:
+            return cls()
+        return cls(s.hit_count, s.wagers_count, s.wagers_cents, s.paid_by_table_cents, s.paid_by_attendant_cents,
+                   s.cumulative_payouts_cents)
+
+
+@dataclass(frozen=True)
+class Source:
+    """Whose journal the report is of: a table ("table", its id) or a link authority ("link authority", its id);
+    an id "" when neither the caller nor the journal names it."""
+
+    kind: str
+    id: str
+
+    @property
+    def title(self) -> str:
+        what = "Table" if self.kind == TABLE else "Link authority"
+        return f"{what} {self.id}" if self.id else f"{what} (id not given)"
+
+
+TABLE, AUTHORITY = "table", "link authority"
+
+# What a payout is, for people: by the claim's payout kind (controller.settlement.Payout.kind) or, where the journal
+# holds no claim of it, by the meter's operation (a percentage of the meter is a jackpot).
+JACKPOT, FIXED, ENVY, MAGIC_CARD, LUCKY_BONUS = "jackpot", "fixed-award", "envy-bonus", "magic-card", "lucky-bonus"
+
+
+@dataclass(frozen=True)
 class Award:
     """A payout of the day (a hit), as the meter recorded it."""
 
@@ -88,6 +133,13 @@ class Award:
     shares: int
     meter_before: int
     meter_after: int
+    what: str = JACKPOT  # JACKPOT, FIXED, ENVY, MAGIC_CARD or LUCKY_BONUS
+    hand_of: str = ""  # whose hand it pays on: "player", "dealer", "seat N" (an Envy Bonus's holder); "" unknown
+    reset: bool = False  # the meter was reset after it: restored to its reset amount (by reserve, overflow or seed)
+
+    @property
+    def jackpot(self) -> bool:
+        return self.what == JACKPOT
 
 
 @dataclass(frozen=True)
@@ -119,6 +171,10 @@ class MeterDay:
     meter_id: str
     opening: Holdings
     closing: Holdings = field(default_factory=Holdings)
+    opening_readings: Readings = field(default_factory=Readings)
+    closing_readings: Readings = field(default_factory=Readings)
+    reset_units: int = 0  # the reset amount in effect at the close
+    rate: str = ""  # the rate of progression in effect at the close, a percentage ("15%")
     defined: bool = False  # defined during the day (its opening is zero)
     rounds_booked: int = 0
     wagers_count: int = 0  # qualifying wagers booked
@@ -161,6 +217,18 @@ class MeterDay:
 
     def by_approver(self) -> dict[str, tuple[int, int]]:
         return _tally(self.awards, lambda a: a.approved_by)
+
+    def by_what(self) -> dict[str, tuple[int, int]]:
+        """Payouts by what they are: jackpots, fixed awards, Envy Bonuses, Magic Card, Lucky Bonus."""
+        return _tally(self.awards, lambda a: a.what)
+
+    @property
+    def jackpots(self) -> list[Award]:
+        return [a for a in self.awards if a.jackpot]
+
+    @property
+    def resets(self) -> list[Award]:
+        return [a for a in self.awards if a.reset]
 
 
 @dataclass(frozen=True)
@@ -227,6 +295,8 @@ class DayReport:
     entries: int  # the day's entries
     table_events: tuple[TableEvent, ...]
     faults: DayFaults = DayFaults()
+    source: Source = Source(TABLE, "")
+    tables: tuple[str, ...] = ()  # the tables the day's entries name (one at a table; those of the link)
 
 
 def day_faults(book: FaultBook, day: GamingDay) -> DayFaults:
@@ -255,7 +325,8 @@ def replay(records: Iterable[JournalRecord], state: Meters | None = None) -> Met
 
 
 def build_report(day: GamingDay, opening: Meters, records: Iterable[JournalRecord],
-                 before: Head = Head(0, "", None), faults: FaultBook | None = None) -> DayReport:
+                 before: Head = Head(0, "", None), faults: FaultBook | None = None,
+                 source: Source = Source(TABLE, "")) -> DayReport:
     """The report of `day` from the meters at its opening and the journal's entries of the day, in order.
     `before`: the last entry before the day (the head, when the day has no entry); `faults`: the device faults and
     blocks open at the day's opening (as `split_at` left them; none: an empty journal before the day). Raises InvariantViolation
@@ -265,15 +336,24 @@ def build_report(day: GamingDay, opening: Meters, records: Iterable[JournalRecor
     head, first, count = before, None, 0
     events: list[TableEvent] = []
     book = faults if faults is not None else FaultBook()
+    payouts: dict[tuple[str, int, str, str], tuple[str, str]] = {}  # what the day's claims say each payout is
+    tables: set[str] = set()
     for r in records:
         first = r.seq if first is None else first
         head, count = Head(r.seq, r.hash, r.time), count + 1
+        if isinstance(t := r.body.get("table"), str) and t:
+            tables.add(t)
         if r.kind in FAULT_KINDS:
             book.feed(r)
             continue
         if r.kind == CLAIM:
             c = r.body.get("claim", {})
-            events.append(TableEvent(r.seq, r.time, "claim", f"{c.get('id', '')} {r.body.get('event', '')}"))
+            event, by = r.body.get("event", ""), c.get("by") if isinstance(c, dict) else None
+            who = f" by {by}" if by and event in ("approved", "rejected") else ""  # the supervisor, by name
+            if event == "rejected" and isinstance(c, dict) and c.get("reason"):
+                who += f" ({c['reason']})"
+            events.append(TableEvent(r.seq, r.time, "claim", f"{c.get('id', '')} {event}{who}"))
+            payouts.update(_claim_payouts(c))
             continue
         if r.kind == TABLE_STATE:
             events.append(TableEvent(r.seq, r.time, "table state", _table_state(r.body)))
@@ -285,13 +365,36 @@ def build_report(day: GamingDay, opening: Meters, records: Iterable[JournalRecor
         if moved not in days:
             days[moved] = _new_day(moved, None, day)
             days[moved].defined = True
-        _account(days[moved], prev.get(moved), meters[moved], r)
+        _account(days[moved], prev.get(moved), meters[moved], r, payouts)
     for m, d in days.items():
-        d.closing = Holdings.of(meters.get(m))
+        s = meters.get(m)
+        d.closing, d.closing_readings = Holdings.of(s), Readings.of(s)
+        if s is not None:
+            d.reset_units, d.rate = s.params.reset_units, percent(s.params.rate)
         d.series.append((day.end, head.seq, d.closing.current))
         reconcile(d)
     return DayReport(day, MappingProxyType(dict(sorted(days.items()))), head, first, count, tuple(events),
-                     day_faults(book, day))
+                     day_faults(book, day), source, tuple(sorted(tables)))
+
+
+def _claim_payouts(c: object) -> dict[tuple[str, int, str, str], tuple[str, str]]:
+    """(round, seat, hand, award) as the meter records a payout of claim `c` (its journaled JSON) -> what the payout
+    is and whose hand it pays on. A claim the journal holds in a form this reader does not know adds nothing: its
+    payouts are then named by their meter operation."""
+    try:
+        claim = claim_from_json(c)
+    except (InputError, TypeError, ValueError, KeyError):
+        return {}
+    out = {}
+    for p in claim.payouts:
+        what = {"envy": ENVY, "magic-card": MAGIC_CARD, "lucky-bonus": LUCKY_BONUS}.get(p.kind)
+        if what is None:
+            try:
+                what = JACKPOT if isinstance(parse_award(p.award, "award"), PercentOfMeter) else FIXED
+            except InputError:
+                what = FIXED
+        out[claim.round_id, p.seat, hit_hand(p), p.award] = (what, p.hand_of)
+    return out
 
 
 def reconcile(d: MeterDay) -> None:
@@ -360,13 +463,14 @@ def _step(meters: dict[str, MeterState], r: JournalRecord) -> tuple[str | None, 
 
 
 def _new_day(meter_id: str, s: MeterState | None, day: GamingDay) -> MeterDay:
-    d = MeterDay(meter_id, Holdings.of(s))
+    d = MeterDay(meter_id, Holdings.of(s), opening_readings=Readings.of(s))
     if s is not None:
         d.series.append((day.start, 0, s.current))
     return d
 
 
-def _account(d: MeterDay, before: MeterState | None, after: MeterState, r: JournalRecord) -> None:
+def _account(d: MeterDay, before: MeterState | None, after: MeterState, r: JournalRecord,
+             payouts: Mapping[tuple[str, int, str, str], tuple[str, str]]) -> None:
     """Add entry `r` (which took the meter from `before` to `after`) to the day's figures of its meter."""
     d.series.append((r.time, r.seq, after.current))
     if before is None:  # defined: its reset amount is the operator's
@@ -415,8 +519,20 @@ def _account(d: MeterDay, before: MeterState | None, after: MeterState, r: Journ
         if h is None:
             raise InvariantViolation(f"entry {r.seq}: a hit on meter {d.meter_id} with no history kept")
         d.paid_cents += h.amount_cents
+        what, hand_of = payouts.get((h.round_id, h.seat, h.hand, h.award), (_what(op, h.hand), ""))
+        reset = any(signed(res[k]) > 0 for k in ("from_reserve", "from_overflow", "seeded"))
         d.awards.append(Award(r.seq, r.time, h.round_id, h.table, h.seat, h.hand, h.award, h.label, h.amount_cents,
-                              h.paid_by, h.approved_by, h.shares, h.meter_before, h.meter_after))
+                              h.paid_by, h.approved_by, h.shares, h.meter_before, h.meter_after, what, hand_of,
+                              reset))
+
+
+def _what(op: object, hand: str) -> str:
+    """What a payout no claim of the day names is, by its operation: a percentage of the meter is a jackpot."""
+    if isinstance(op, (meter_ops.PayPercentAward, meter_ops.PayLockedAward)):
+        return JACKPOT
+    if hand.startswith("magic card"):
+        return MAGIC_CARD
+    return LUCKY_BONUS if hand.startswith("lucky bonus") else FIXED
 
 
 def _signed_units(text: object) -> int:
@@ -428,8 +544,31 @@ def _signed_units(text: object) -> int:
 
 
 def _params_text(s: MeterState) -> str:
-    p = params_to_dict(s.params)
-    return ", ".join(f"{k} {v}" for k, v in p.items() if k != "meter_id")
+    """The meter's parameters in words (the report prints them as they are)."""
+    p = s.params
+    wagers = [format_dollars_human(c) for c in p.wager_sizes]
+    return (f"reset amount {format_dollars_human(p.reset_cents)}, rate of progression {percent(p.rate)}, reserve rate "
+            f"{percent(p.reserve_rate)}, "
+            + (f"ceiling {format_dollars_human(p.ceiling_cents)}" if p.ceiling_cents is not None else "no ceiling")
+            + ", wagers of " + (", ".join(wagers[:-1]) + " or " + wagers[-1] if len(wagers) > 1 else "".join(wagers)
+                                or "any size")
+            + f", a history of the last {p.history_size} hits")
+
+
+def percent(rate: Fraction) -> str:
+    """A rate as a percentage, exact: Fraction(3, 20) -> "15%", Fraction(1, 8) -> "12.5%"."""
+    value = rate * 100
+    whole, rest = divmod(value.numerator, value.denominator)
+    if not rest:
+        return f"{whole}%"
+    digits = ""
+    for _ in range(6):  # a configured rate has at most four decimal places: two here
+        rest *= 10
+        d, rest = divmod(rest, value.denominator)
+        digits += str(d)
+        if not rest:
+            break
+    return f"{whole}.{digits}%"
 
 
 def _table_state(body: Mapping[str, Any]) -> str:
@@ -481,13 +620,45 @@ def _until(records: Iterator[JournalRecord], end: datetime) -> Iterator[JournalR
         yield r
 
 
-def day_report(records: Iterable[JournalRecord], day: GamingDay) -> DayReport:
+def day_report(records: Iterable[JournalRecord], day: GamingDay, source: Source | None = None) -> DayReport:
     """The report of `day` from the journal's entries in order, from its first: those before the first entry
     stamped at or after the day's start make the opening meters; the day's entries follow it up to the first one
-    stamped at or after the day's end (a clock stepped back inside a day keeps its entries in the day)."""
+    stamped at or after the day's end (a clock stepped back inside a day keeps its entries in the day).
+
+    `source`: whose journal it is; None: told from the entries up to the close (a link authority's journal keys
+    the tables' operations "link:TABLE:N"; a table's names its own table in every round), its id "" when that does
+    not say (an authority's id is not in its journal: give it). InputError when `source` is not whose the entries
+    say it is (another table's, a table's for an authority's)."""
     faults = FaultBook()
-    opening, before, rest = split_at(records, day.start, faults)
-    return build_report(day, opening, _until(rest, day.end), before, faults)
+    seen = _Seen()
+    opening, before, rest = split_at(seen.watch(records), day.start, faults)
+    report = build_report(day, opening, _until(rest, day.end), before, faults)
+    if source is not None and source.kind == TABLE and seen.tables and source.id not in seen.tables:
+        raise InputError("table", f"the journal is of table {', '.join(sorted(seen.tables))}, not {source.id}")
+    if source is not None and (source.kind == AUTHORITY) != seen.link and (seen.link or seen.tables):
+        raise InputError("table" if seen.link else "authority",
+                         "the journal is a link authority's" if seen.link else "the journal is a table's")
+    return replace(report, source=source if source is not None else seen.source())
+
+
+class _Seen:
+    """Who a journal is of, from its entries as they are read."""
+
+    def __init__(self) -> None:
+        self.tables: set[str] = set()
+        self.link = False
+
+    def watch(self, records: Iterable[JournalRecord]) -> Iterator[JournalRecord]:
+        for r in records:
+            self.link = self.link or r.key.startswith(LINK_KEY_PREFIX)
+            if isinstance(t := r.body.get("table"), str) and t:
+                self.tables.add(t)
+            yield r
+
+    def source(self) -> Source:
+        if self.link:
+            return Source(AUTHORITY, "")
+        return Source(TABLE, next(iter(self.tables)) if len(self.tables) == 1 else "")
 
 
 def span_series(records: Iterable[JournalRecord], start: datetime,

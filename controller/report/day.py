@@ -4,7 +4,7 @@ hours where daylight saving time begins or ends), in the casino's time zone. Pur
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 
 from ..errors import InputError
@@ -24,10 +24,33 @@ class GamingDay:
     end: datetime  # UTC, exclusive
     starts_at: time  # the configured local start
     zone: str  # the zone's name, as configured
+    tz: tzinfo | None = field(default=None, compare=False)  # the zone itself (None: looked up by its name)
 
     @property
     def hours(self) -> float:
         return (self.end - self.start).total_seconds() / 3600
+
+    @property
+    def tzinfo(self) -> tzinfo:
+        """The casino's zone: as given, else by its name; UTC when the name is not a zone this machine knows."""
+        if self.tz is not None:
+            return self.tz
+        from zoneinfo import ZoneInfo
+
+        try:
+            return ZoneInfo(self.zone)
+        except (ValueError, KeyError, OSError):  # named as configured, checked then: a copy read elsewhere
+            return timezone.utc
+
+    def local(self, t: datetime) -> datetime:
+        return t.astimezone(self.tzinfo)
+
+
+def local_time(t: datetime, zone: tzinfo, *, date_too: bool = True) -> str:
+    """`t` as the casino's clock showed it, to the second, with the zone's abbreviation: "2026-11-30 06:00:00 EST"
+    (time only: "06:00:00 EST")."""
+    lt = t.astimezone(zone)
+    return lt.strftime("%Y-%m-%d %H:%M:%S %Z" if date_too else "%H:%M:%S %Z")
 
 
 def parse_day_starts(text: object, field: str) -> time:
@@ -53,7 +76,7 @@ def gaming_day(day: date, starts_at: time, zone: tzinfo, zone_name: str = "") ->
     fold=0), so the day is never empty."""
     start = _utc(datetime.combine(day, starts_at, zone))
     end = _utc(datetime.combine(day + timedelta(days=1), starts_at, zone))
-    return GamingDay(day, start, end, starts_at, zone_name or str(zone))
+    return GamingDay(day, start, end, starts_at, zone_name or str(zone), zone)
 
 
 def day_of(moment: datetime, starts_at: time, zone: tzinfo, zone_name: str = "") -> GamingDay:

@@ -15,17 +15,17 @@ from pathlib import Path
 from ..ledger import journal
 from ..ledger.reader import JournalReader
 from ..meter_ledger import Meters
-from .build import DayReport, day_report, meter_series, split_at
+from .build import DayReport, Source, day_report, meter_series, split_at
 from .day import GamingDay
 from .render import FORMS, render
 
 
-def read_report(state_dir: Path, day: GamingDay) -> DayReport:
+def read_report(state_dir: Path, day: GamingDay, source: Source | None = None) -> DayReport:
     """The report of `day` from the journal in `state_dir`, its hash chain checked as it is read: LedgerDamaged naming
     the first bad entry (no figure is made of a journal changed behind the chain's back), InvariantViolation if the
-    day does not reconcile."""
+    day does not reconcile. `source`: whose journal it is (None: told from its entries; `day_report`)."""
     with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
-        return day_report(reader.verified(until=day.end), day)
+        return day_report(reader.verified(until=day.end), day, source)
 
 
 def journal_span(state_dir: Path) -> tuple[datetime, datetime] | None:

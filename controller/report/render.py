@@ -1,6 +1,8 @@
-"""The gaming day's report in its four forms: text for people, JSON exact (money as decimal strings), CSV one row
-per meter and figure, and one self-contained HTML file (inline CSS, an inline SVG plot of each meter over the day,
-no JavaScript) that prints on A4 or Letter. Pure: each returns a string."""
+"""The gaming day's report in its four forms: text for people, JSON exact (money as decimal strings of dollars, times
+ISO-8601 UTC), CSV one row per meter and figure (each row naming the table or link authority and the meter), and one
+self-contained HTML file (inline CSS, an inline SVG plot of each meter over the day, no JavaScript) to print on A4 or
+Letter and sign. Text and HTML are for people: amounts as "$10,017.85", times on the casino's clock to the second
+with the zone's abbreviation. Pure: each returns a string."""
 
 from __future__ import annotations
 
@@ -10,8 +12,31 @@ from html import escape
 from typing import Any
 
 from ..faults import Outage
-from ..money import format_cents, format_units
-from .build import DayFaults, DayReport, Holdings, MeterDay, downsample
+from ..money import (
+    UNITS_PER_CENT,
+    UNITS_PER_DOLLAR,
+    format_cents,
+    format_dollars_human,
+    format_units,
+    format_units_human,
+)
+from .build import (
+    AUTHORITY,
+    ENVY,
+    FIXED,
+    JACKPOT,
+    LUCKY_BONUS,
+    MAGIC_CARD,
+    TABLE,
+    Award,
+    DayFaults,
+    DayReport,
+    Holdings,
+    MeterDay,
+    Readings,
+    downsample,
+)
+from .day import GamingDay, local_time
 
 
 def _t(t: datetime | None) -> str | None:
@@ -57,13 +82,27 @@ def _tally(t: dict[str, tuple[int, int]]) -> dict[str, dict[str, Any]]:
     return {k: {"count": n, "amount": format_cents(c)} for k, (n, c) in t.items()}
 
 
+def _readings(r: Readings) -> dict[str, Any]:
+    return {"hits": r.hits, "wagers_count": r.wagers_count, "wagers_amount": format_cents(r.wagers_cents),
+            "paid_by_table": format_cents(r.paid_by_table_cents),
+            "paid_by_attendant": format_cents(r.paid_by_attendant_cents),
+            "cumulative_payouts": format_cents(r.cumulative_payouts_cents)}
+
+
 def meter_json(d: MeterDay) -> dict[str, Any]:
     u = format_units
+    jackpots, resets = d.jackpots, d.resets
     return {
         "meter": d.meter_id,
         "defined_this_day": d.defined,
+        "reset_amount": u(d.reset_units),
+        "rate": d.rate,
         "opening": _holdings(d.opening),
         "closing": _holdings(d.closing),
+        "readings": {"opening": _readings(d.opening_readings), "closing": _readings(d.closing_readings)},
+        "hits": len(d.awards),
+        "jackpots": {"count": len(jackpots), "amount": format_cents(sum(a.cents for a in jackpots))},
+        "resets": {"count": len(resets), "to": [u(a.meter_after) for a in resets]},
         "wagers": {"rounds": d.rounds_booked, "count": d.wagers_count, "amount": format_cents(d.wagers_cents),
                    "voided_count": d.voided_count, "voided_amount": format_cents(d.voided_cents),
                    "net_count": d.wagers_count - d.voided_count,
@@ -79,10 +118,12 @@ def meter_json(d: MeterDay) -> dict[str, Any]:
         "taken": u(d.taken),
         "payouts": u(d.payouts),
         "paid": format_cents(d.paid_cents),
+        "awards_by_what": _tally(d.by_what()),
         "awards_by_hand": _tally(d.by_award()),
         "awards_by_paid_by": _tally(d.by_paid_by()),
         "awards_by_approver": _tally(d.by_approver()),
         "awards": [{"seq": a.seq, "time": _t(a.time), "round": a.round_id, "table": a.table, "seat": a.seat,
+                    "what": a.what, "hand_of": a.hand_of or None,
                     "hand": a.hand, "award": a.award, "amount": format_cents(a.cents), "paid_by": a.paid_by,
                     "approved_by": a.approved_by, "shares": a.shares, "meter_before": u(a.meter_before),
                     "meter_after": u(a.meter_after)} for a in d.awards],
@@ -108,15 +149,21 @@ def to_json(r: DayReport) -> dict[str, Any]:
     g = r.day
     return {
         "report": "gaming day",
+        "source": {"kind": r.source.kind, "id": r.source.id},
+        "table": r.source.id if r.source.kind == TABLE else None,
+        "authority": r.source.id if r.source.kind == AUTHORITY else None,
+        "tables": list(r.tables),
         "day": g.day.isoformat(),
         "day_starts": g.starts_at.strftime("%H:%M"),
         "time_zone": g.zone,
         "start": _t(g.start),
         "end": _t(g.end),
+        "start_local": local_time(g.start, g.tzinfo),
+        "end_local": local_time(g.end, g.tzinfo),
         "head": {"seq": r.head.seq, "hash": r.head.hash, "time": _t(r.head.time)},
         "first_seq": r.first_seq,
         "entries": r.entries,
-        "meters": [meter_json(d) for d in r.meters.values()],
+        "meters": [{"source_id": r.source.id, **meter_json(d)} for d in r.meters.values()],
         "table_events": [{"seq": e.seq, "time": _t(e.time), "kind": e.kind, "detail": e.detail}
                          for e in r.table_events],
         **faults_json(r.faults, g.start, g.end),
@@ -128,14 +175,17 @@ def to_json(r: DayReport) -> dict[str, Any]:
 
 def _figures(d: MeterDay) -> list[tuple[str, str]]:
     j = meter_json(d)
-    rows: list[tuple[str, str]] = []
+    rows: list[tuple[str, str]] = [("reset amount", j["reset_amount"]), ("rate of progression", j["rate"])]
     for side in ("opening", "closing"):
         rows += [(f"{side} {k}", v) for k, v in j[side].items()]
+        rows += [(f"{side} reading {k}".replace("_", " "), str(v)) for k, v in j["readings"][side].items()]
+    rows += [("hits", str(j["hits"])), ("jackpots count", str(j["jackpots"]["count"])),
+             ("jackpots amount", j["jackpots"]["amount"]), ("resets", str(j["resets"]["count"]))]
     rows += [(f"wagers {k}".replace("_", " "), str(v)) for k, v in j["wagers"].items()]
     for k in ("contributions", "reserved", "overflowed", "from_reserve", "from_overflow", "released_to_overflow",
               "seed", "adjustments", "taken", "payouts", "paid"):
         rows.append((k.replace("_", " "), j[k]))
-    for group in ("awards_by_hand", "awards_by_paid_by", "awards_by_approver"):
+    for group in ("awards_by_what", "awards_by_hand", "awards_by_paid_by", "awards_by_approver"):
         for label, t in j[group].items():
             name = group.replace("_", " ")
             rows += [(f"{name}: {label}: count", str(t["count"])), (f"{name}: {label}: amount", t["amount"])]
@@ -163,66 +213,207 @@ def _csv_field(v: object) -> str:
     return '"' + s.replace('"', '""') + '"' if any(c in s for c in ',"\r\n') else s
 
 
+CSV_HEADER = "day,source,source_id,meter,figure,value"
+
+
 def to_csv(r: DayReport) -> str:
-    lines = ["day,meter,figure,value"]
-    day = r.day.day.isoformat()
+    """`day,source,source_id,meter,figure,value`: every row says whose report it is (`source` "table" or "link
+    authority", and its id) and which meter (empty: the table's or authority's own figures)."""
+    lines = [CSV_HEADER]
+    day, src, sid = r.day.day.isoformat(), r.source.kind, r.source.id
+
+    def row(meter: str, k: str, v: object) -> str:
+        return ",".join(_csv_field(x) for x in (day, src, sid, meter, k, v))
+
     for d in r.meters.values():
-        lines += [",".join(_csv_field(x) for x in (day, d.meter_id, k, v)) for k, v in _figures(d)]
-    lines += [",".join(_csv_field(x) for x in (day, "", k, v)) for k, v in _fault_figures(r.faults)]
-    lines.append(",".join(_csv_field(x) for x in (day, "", "head seq", r.head.seq)))
-    lines.append(",".join(_csv_field(x) for x in (day, "", "head hash", r.head.hash)))
+        lines += [row(d.meter_id, k, v) for k, v in _figures(d)]
+    lines += [row("", k, v) for k, v in _fault_figures(r.faults)]
+    lines += [row("", "tables", " ".join(r.tables)), row("", "head seq", r.head.seq), row("", "head hash", r.head.hash)]
     return "\r\n".join(lines) + "\r\n"
+
+
+# --- for people: text and HTML share these words --------------------------------------------------------
+
+# What a payout is, for people (the regulations' words)
+WHAT = {JACKPOT: "Jackpot", FIXED: "Fixed award", ENVY: "Envy Bonus", MAGIC_CARD: "Magic Card",
+        LUCKY_BONUS: "Lucky Bonus"}
+PAID_BY = {"attendant": "an attendant", "table": "the table (dealer)"}
+PAID_BY_SHORT = {"attendant": "attendant", "table": "table"}
+
+
+def _usd(units: int) -> str:
+    return format_units_human(units)
+
+
+def _cents(cents: int) -> str:
+    return format_dollars_human(cents)
+
+
+def _when(g: GamingDay, t: datetime | None) -> str:
+    return "" if t is None else local_time(t, g.tzinfo)
+
+
+def duration(t: timedelta) -> str:
+    """A duration for people, to the second: "0:01:23" (hours:minutes:seconds)."""
+    s = t // timedelta(seconds=1)
+    return f"{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}"
+
+
+def _n(n: int, thing: str) -> str:
+    return f"{n:,} {thing}" + ("" if n == 1 else "s")
+
+
+def _hand(hand: str) -> str:
+    """A hand's label for people: "royal-flush" -> "royal flush"."""
+    return hand.replace("-", " ")
+
+
+def what(a: Award) -> str:
+    """What a payout is: "Jackpot", "Envy Bonus", "Fixed award", "Magic Card", "Lucky Bonus"."""
+    return WHAT.get(a.what, a.what)
+
+
+def on_hand(a: Award) -> str:
+    """The hand a payout is on, for people: an Envy Bonus's is another player's ("seat 5's royal flush")."""
+    hand = _hand(a.hand) or "no hand"
+    if a.what == ENVY and a.hand_of.startswith("seat "):
+        return f"{a.hand_of}'s {hand}"
+    return hand
+
+
+def title(r: DayReport) -> str:
+    return f"Progressive meter report: {r.source.title}, gaming day {r.day.day.strftime('%A %-d %B %Y')}"
+
+
+def _day_line(r: DayReport) -> str:
+    g = r.day
+    hours = (g.end - g.start) // timedelta(hours=1)
+    return (f"From {_when(g, g.start)} to {_when(g, g.end)} ({hours} hours: the gaming day starts at "
+            f"{g.starts_at.strftime('%H:%M')}, {g.zone.rsplit('/', 1)[-1].replace('_', ' ')} time)")
+
+
+def _tables_line(r: DayReport) -> str:
+    if not r.tables:
+        return "No table played on the meters this day."
+    return ("Tables that played on the meters this day: " if r.source.kind == AUTHORITY else
+            "Table named by this day's entries: " if len(r.tables) == 1 else "Tables named by this day's entries: ") \
+        + ", ".join(r.tables) + "."
+
+
+def readings_rows(d: MeterDay) -> list[tuple[str, str, str]]:
+    """(reading, at the opening, at the close): the meters of § 605a.7(a) and what the meter holds."""
+    o, c, ro, rc = d.opening, d.closing, d.opening_readings, d.closing_readings
+    opened = not d.defined
+    rows = [("Visible meter (the jackpot amount shown)", _usd(o.current), _usd(c.current)),
+            ("Reserve (hidden, funds the next reset)", _usd(o.reserve), _usd(c.reserve)),
+            ("Overflow (above the ceiling)", _usd(o.overflow), _usd(c.overflow)),
+            ("Jackpots locked, awaiting a supervisor", _usd(o.locked), _usd(c.locked)),
+            ("Held in all", _usd(o.total), _usd(c.total)),
+            ("Hits (payouts counted)", str(ro.hits), str(rc.hits)),
+            ("Qualifying wagers (count)", f"{ro.wagers_count:,}", f"{rc.wagers_count:,}"),
+            ("Qualifying wagers (amount)", _cents(ro.wagers_cents), _cents(rc.wagers_cents)),
+            ("Paid by the table", _cents(ro.paid_by_table_cents), _cents(rc.paid_by_table_cents)),
+            ("Paid by an attendant", _cents(ro.paid_by_attendant_cents), _cents(rc.paid_by_attendant_cents)),
+            ("Cumulative payouts", _cents(ro.cumulative_payouts_cents), _cents(rc.cumulative_payouts_cents))]
+    return rows if opened else [(k, "not yet defined", v) for k, _, v in rows]
+
+
+def day_rows(d: MeterDay) -> list[tuple[str, str]]:
+    """The day's movements of a meter, in words."""
+    j = d.jackpots
+    resets = d.resets
+    net = d.wagers_count - d.voided_count
+    rows = [("Qualifying wagers", f"{d.wagers_count:,} for {_cents(d.wagers_cents)} in {_n(d.rounds_booked, 'round')}"),
+            ("Returned by voids", f"{d.voided_count:,} for {_cents(d.voided_cents)} in {_n(len(d.voids), 'round')}"),
+            ("Qualifying wagers, net of voids", f"{net:,} for {_cents(d.wagers_cents - d.voided_cents)}"),
+            (f"Contributions to the meter (rate of progression {d.rate or '?'})", _usd(d.contributions)),
+            ("Contributions to the reserve", _usd(d.reserved)),
+            ("Contributions to the overflow", _usd(d.overflowed)),
+            ("Hits (every payout)", f"{len(d.awards):,} for {_cents(d.paid_cents)}"),
+            ("Jackpots paid (percentage of the meter)", f"{len(j):,} for {_cents(sum(a.cents for a in j))}"),
+            ("Taken from the meter by jackpots", _usd(d.taken)),
+            ("Resets", f"{len(resets):,}" + (" (to " + ", ".join(_usd(a.meter_after) for a in resets) + ")"
+                                              if resets else "") + f"; reset amount {_usd(d.reset_units)}"),
+            ("Moved from the reserve to the meter", _usd(d.from_reserve)),
+            ("Moved from the overflow to the meter", _usd(d.from_overflow)),
+            ("Put in by the operator (seed: a new meter, top-ups, resets)", _usd(d.seed)),
+            ("Authorized adjustments", _usd(d.adjustments)),
+            ("Paid to players by the table", _cents(sum(a.cents for a in d.awards if a.paid_by == "table"))),
+            ("Paid to players by an attendant", _cents(sum(a.cents for a in d.awards if a.paid_by != "table")))]
+    return rows
+
+
+def reconciliation(d: MeterDay) -> list[tuple[str, bool, list[tuple[str, str]]]]:
+    """Each reconciliation: its title, whether it balances, and its terms ((sign and name, amount); the last is the
+    closing amount the sum must equal)."""
+    return [
+        ("the meter's visible amount", d.visible_expected() == d.closing.current, [
+            ("Opening", _usd(d.opening.current)), ("+ contributions", _usd(d.contributions)),
+            ("+ from the reserve", _usd(d.from_reserve)), ("+ from the overflow", _usd(d.from_overflow)),
+            ("+ put in by the operator", _usd(d.seed)), ("+ adjustments", _usd(d.adjustments)),
+            ("− taken by jackpots", _usd(d.taken)), ("− released to the overflow", _usd(d.released_to_overflow)),
+            ("= closing", _usd(d.closing.current))]),
+        ("all the meter holds (visible, reserve, overflow, locked)", d.held_expected() == d.closing.total, [
+            ("Opening", _usd(d.opening.total)), ("+ contributions (meter, reserve, overflow)", _usd(d.wagers_in)),
+            ("+ put in by the operator", _usd(d.seed)), ("+ adjustments", _usd(d.adjustments)),
+            ("− paid out of the meter", _usd(d.payouts)), ("= closing", _usd(d.closing.total))]),
+    ]
+
+
+def _event(kind: str, detail: str) -> str:
+    if kind == "claim":
+        cid, _, event = detail.partition(" ")
+        return f"Claim {cid}: {event or 'recorded'}"
+    return f"{kind[:1].upper()}{kind[1:]}: {detail}"
 
 
 # --- text ------------------------------------------------------------------------------------------
 
 
-def _d(units: int) -> str:
-    return "$" + format_units(units)
-
-
 def to_text(r: DayReport) -> str:
     g = r.day
-    out = [f"Gaming day {g.day.isoformat()}: {_t(g.start)} to {_t(g.end)} ({g.starts_at.strftime('%H:%M')} "
-           f"{g.zone})",
-           f"Journal at the day's close: entry {r.head.seq} {r.head.hash} ({r.entries} entries this day)", ""]
+    out = [title(r), _day_line(r), _tables_line(r),
+           f"Journal: {r.entries:,} entries this day; at the close, entry {r.head.seq} with hash {r.head.hash}", ""]
     for d in r.meters.values():
-        j = meter_json(d)
-        w = j["wagers"]
-        out.append(f"Meter {d.meter_id}" + (" (defined this day)" if d.defined else ""))
-        for side, h in (("opening", d.opening), ("closing", d.closing)):
-            out.append(f"  {side}: meter {_d(h.current)}, reserve {_d(h.reserve)}, overflow {_d(h.overflow)}, "
-                       f"locked {_d(h.locked)}; held {_d(h.total)}")
-        out.append(f"  qualifying wagers: {w['count']} for ${w['amount']} in {w['rounds']} rounds; voided "
-                   f"{w['voided_count']} for ${w['voided_amount']}; net {w['net_count']} for ${w['net_amount']}")
-        out.append(f"  contributions {_d(d.contributions)} to the meter, {_d(d.reserved)} to reserve, "
-                   f"{_d(d.overflowed)} to overflow; seed {_d(d.seed)}; adjustments {_d(d.adjustments)}")
-        out.append(f"  payouts from the meter {_d(d.payouts)}; paid to players ${format_cents(d.paid_cents)}")
-        for group, title in (("awards_by_hand", "by hand"), ("awards_by_paid_by", "paid by"),
-                             ("awards_by_approver", "approved by")):
-            for label, t in j[group].items():
-                out.append(f"  awards {title} {label}: {t['count']} for ${t['amount']}")
+        out.append(f"Meter {d.meter_id} of {r.source.title}" + (" (defined this day)" if d.defined else ""))
+        out.append("  Meter readings (58 Pa. Code § 605a.7(a)): at the opening / at the close")
+        out += [f"    {k}: {o} / {c}" for k, o, c in readings_rows(d)]
+        out.append("  The day:")
+        out += [f"    {k}: {v}" for k, v in day_rows(d)]
+        out.append(f"  Payouts ({_n(len(d.awards), 'hit')}):" if d.awards else "  Payouts: none")
         for a in d.awards:
-            out.append(f"  award #{a.seq} {_t(a.time)} round {a.round_id} seat {a.seat} {a.label} "
-                       f"${format_cents(a.cents)} paid by {a.paid_by}, approved by {a.approved_by}")
-        for v in d.voids:
-            out.append(f"  void #{v.seq} {_t(v.time)} round {v.round_id}: {v.wagers} wagers ${format_cents(v.cents)} "
-                       f"returned ({v.reason})")
-        for c in d.changes:
-            out.append(f"  {c.kind} #{c.seq} {_t(c.time)} by {c.who}: {_d(c.units)} ({c.detail})")
-        rv, rh = j["reconciliation"]["visible"], j["reconciliation"]["held"]
-        out.append(f"  reconciliation, meter: {rv['opening']} + contributions {rv['contributions']} + from reserve "
-                   f"{rv['from_reserve']} + from overflow {rv['from_overflow']} + seed {rv['seed']} + adjustments "
-                   f"{rv['adjustments']} - taken {rv['taken']} - released to overflow {rv['released_to_overflow']} "
-                   f"= {rv['closing']}: balanced")
-        out.append(f"  reconciliation, held: {rh['opening']} + contributions {rh['contributions']} + seed "
-                   f"{rh['seed']} + adjustments {rh['adjustments']} - payouts {rh['payouts']} = {rh['closing']}: "
-                   "balanced")
+            at = f"table {a.table}, " if r.source.kind == AUTHORITY or len(r.tables) > 1 else ""
+            out.append(f"    {_when(g, a.time)}, {at}round {a.round_id}, seat {a.seat}: {what(a)} on {on_hand(a)} "
+                       f"({a.award}), {_cents(a.cents)}, paid by {PAID_BY.get(a.paid_by, a.paid_by)}, approved by "
+                       f"{a.approved_by or 'no one'}"
+                       + (f"; meter {_usd(a.meter_before)} before, {_usd(a.meter_after)} after" if a.jackpot else "")
+                       + f" (entry {a.seq})")
+        out += [f"  {w}: {n} for {_cents(c)}" for w, (n, c) in
+                ((WHAT.get(k, k), t) for k, t in d.by_what().items())]
+        out += [f"  Approved by {who or 'no one'}: {_n(n, 'payout')} for {_cents(c)}" for who, (n, c) in
+                d.by_approver().items()]
+        out.append(f"  Voids ({len(d.voids)}):" if d.voids else "  Voids: none")
+        out += [f"    {_when(g, v.time)}, round {v.round_id}: {v.wagers} wagers, {_cents(v.cents)} returned "
+                f"({v.reason}; entry {v.seq})" for v in d.voids]
+        out.append("  Adjustments, top-ups and parameters:" if d.changes else "  Adjustments, top-ups and parameters: none")
+        out += [f"    {_when(g, c.time)}: {_change(c.kind)} by {c.who or 'no one named'}: {_usd(c.units)} ({c.detail}; "
+                f"entry {c.seq})" for c in d.changes]
+        for name, ok, terms in reconciliation(d):
+            out.append(f"  Reconciliation: {name} balances: {'yes' if ok else 'NO'}")
+            out.append("    " + " ".join(f"{k.lower() if i else k} {v}" for i, (k, v) in enumerate(terms)))
         out.append("")
     out.append("Table events (journaled):" if r.table_events else "Table events (journaled): none")
-    out += [f"  #{e.seq} {_t(e.time)} {e.kind}: {e.detail}" for e in r.table_events]
+    out += [f"  {_when(g, e.time)}: {_event(e.kind, e.detail)} (entry {e.seq})" for e in r.table_events]
     out += ["", *_faults_text(r), ""]
     return "\n".join(out)
+
+
+_CHANGES = {"top-up": "Top-up", "adjust": "Adjustment", "change-params": "Parameters changed",
+            "define-meter": "Meter defined"}
+
+
+def _change(kind: str) -> str:
+    return _CHANGES.get(kind, kind)
 
 
 # what ended a fault or a block, for people
@@ -234,37 +425,155 @@ def _faults_text(r: DayReport) -> list[str]:
     f, g = r.faults, r.day
     out = ["Device faults (journaled):" if f.devices else "Device faults (journaled): none"]
     for d in f.devices:
-        what = f"seats {', '.join(map(str, d.seats))}" if d.seats else "the whole table"
-        out.append(f"  {d.device} ({d.kind}, disables {what}): {len(d.faults)} faults, {d.flaps} flaps, down "
-                   f"{seconds(d.down)} s from {_t(d.first)} to {_t(d.last)}" + (", down at the close" if d.open_at_close
-                                                                                 else ""))
-        out += [f"    down #{o.start_seq} {_t(o.start)} ({o.detail.get('reason') or 'no reason given'}), "
-                + (f"{_ENDED.get(o.ended_by, o.ended_by)} #{o.end_seq} {_t(o.end)}" if o.end else "not back at the close")
-                + f": {seconds(o.within(g.start, g.end))} s this day, {o.flaps} flaps" for o in d.faults]
-    out.append(f"Progressive wagering blocked (journaled): {seconds(f.blocked)} s in all")
+        which = (("seat " if len(d.seats) == 1 else "seats ") + ", ".join(map(str, d.seats))) if d.seats \
+            else "the whole table"
+        out.append(f"  {d.device} ({d.kind}, disables {which}): {_n(len(d.faults), 'fault')}, {_n(d.flaps, 'flap')}, down "
+                   f"{duration(d.down)} from {_when(g, d.first)} to {_when(g, d.last)}"
+                   + (", down at the close" if d.open_at_close else ""))
+        out += [f"    down {_when(g, o.start)} ({o.detail.get('reason') or 'no reason given'}; entry {o.start_seq}), "
+                + (f"{_ENDED.get(o.ended_by, o.ended_by)} {_when(g, o.end)} (entry {o.end_seq})" if o.end
+                   else "not back at the close")
+                + f": {duration(o.within(g.start, g.end))} this day, {_n(o.flaps, 'flap')}" for o in d.faults]
+    out.append(f"Progressive wagering blocked (journaled): {duration(f.blocked)} in all")
     for b in f.blocks:
-        out.append(f"  {b.block}: {len(b.blocks)} times, {seconds(b.time)} s")
-        out += [f"    from #{o.start_seq} {_t(o.start)} " + (f"{_ENDED.get(o.ended_by, o.ended_by)} #{o.end_seq} {_t(o.end)}"
-                                                          if o.end else "to the close (still blocked)")
-                + f" by {', '.join(o.detail.get('sources', ())) or '?'}: {seconds(o.within(g.start, g.end))} s, "
-                f"{o.flaps} flaps" for o in b.blocks]
+        out.append(f"  {b.block}: {_n(len(b.blocks), 'time')}, {duration(b.time)}")
+        out += [f"    from {_when(g, o.start)} (entry {o.start_seq}) "
+                + (f"{_ENDED.get(o.ended_by, o.ended_by)} {_when(g, o.end)} (entry {o.end_seq})"
+                   if o.end else "to the close (still blocked)")
+                + f" by {', '.join(o.detail.get('sources', ())) or 'no device named'}: "
+                f"{duration(o.within(g.start, g.end))}, {_n(o.flaps, 'flap')}" for o in b.blocks]
     return out
 
 
 # --- HTML ------------------------------------------------------------------------------------------
 
-_CSS = """body{font:11pt/1.35 system-ui,sans-serif;margin:1.5em;color:#111}
-h1{font-size:16pt;margin:0 0 .2em}h2{font-size:13pt;margin:1.2em 0 .3em;border-bottom:1px solid #999}
-table{border-collapse:collapse;margin:.3em 0}td,th{border:1px solid #bbb;padding:.15em .5em;text-align:left}
-td.n{text-align:right;font-variant-numeric:tabular-nums}.anchor{font-family:monospace;word-break:break-all}
-svg{border:1px solid #bbb;max-width:100%;height:auto}.note{font-size:9pt;color:#333}
-@media print{body{margin:0}h2{break-after:avoid}section{break-inside:avoid}a{color:inherit}}"""
+# On screen and on paper: black on white whatever the viewer's theme; on paper each meter starts a page, no table
+# row or signature line is cut across two, headings stay with what follows. No @page size: A4 and Letter both fit.
+_CSS = """:root{color-scheme:light}
+html,body{background:#fff;color:#111}
+body{font:10.5pt/1.35 "DejaVu Sans",system-ui,sans-serif;margin:1.5em auto;max-width:190mm;padding:0 1em}
+h1{font-size:15pt;margin:0 0 .3em}h2{font-size:12.5pt;margin:1.3em 0 .35em;border-bottom:1px solid #777}
+h3{font-size:11pt;margin:1em 0 .3em}p{margin:.3em 0}
+table{border-collapse:collapse;margin:.3em 0 .6em;width:100%}
+td,th{border:1px solid #aaa;padding:.15em .45em;text-align:left;vertical-align:top}
+thead th,tr.head th{background:#eee}td.n,th.n{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}
+td.t{white-space:nowrap}.anchor{font-family:"DejaVu Sans Mono",monospace;font-size:8.5pt;word-break:break-all}
+table.recon td.n{width:11em}table.recon tr.total td,table.recon tr.total th{border-top:2px solid #111;font-weight:bold}
+.ok{font-weight:bold}.bad{font-weight:bold;color:#a00}
+figure{margin:.4em 0}figure svg{display:block;width:100%;height:auto}figcaption{font-size:9pt;color:#333}
+.note{font-size:9pt;color:#333}
+table.sign td{height:2.6em}table.sign th{width:8em}
+table.readings td.n,table.readings th.n{width:27%;white-space:normal}table.payouts{font-size:9pt}
+table.payouts td:first-child{min-width:6.5em}table.glance td.n{white-space:normal}
+@page{margin:14mm}
+@page{@bottom-right{content:"Page " counter(page) " of " counter(pages);font-size:8pt}}
+@media print{body{margin:0;max-width:none;padding:0;font-size:9.5pt}
+section.meter{break-before:page}h2,h3{break-after:avoid}tr,figure,.sign,table.recon{break-inside:avoid}
+thead{display:table-header-group}a{color:inherit}}"""
+
+# The report's plot: the meter over the gaming day, time on the casino's clock.
+PW, PH = 720, 260
+PL, PR, PT, PB = 92, 18, 14, 46  # margins: the amounts' labels on the left, the hours' below
+
+
+def _amount_ticks(lo: int, hi: int) -> tuple[int, int, int]:
+    """(bottom, top, step) of the amount axis in units: a step of 1, 2 or 5 times a power of ten (from a cent) that
+    cuts [lo, hi] into at most 5, bottom and top on whole steps around it."""
+    step = UNITS_PER_CENT
+    while True:
+        for m in (1, 2, 5):
+            s = step * m
+            bottom, top = lo // s * s, -(-hi // s) * s
+            if top == bottom:  # a flat line: in the middle, a dollar either side
+                return lo - UNITS_PER_DOLLAR, lo + UNITS_PER_DOLLAR, UNITS_PER_DOLLAR
+            if (top - bottom) // s <= 5:
+                return bottom, top, s
+        step *= 10
+
+
+def _hour_ticks(g: GamingDay, every: int = 3) -> list[datetime]:
+    """The ticks of the time axis: every `every` hours from the first whole hour of the casino's clock at or after
+    the day's start, and the day's end when it is a whole hour too (a start at 06:00: 06:00, 09:00, ..., 06:00)."""
+    first = g.local(g.start).replace(minute=0, second=0, microsecond=0)
+    if first < g.local(g.start):
+        first += timedelta(hours=1)
+    t = first.astimezone(g.start.tzinfo)
+    ticks = []
+    while t <= g.end:
+        ticks.append(t)
+        t += timedelta(hours=every)
+    return ticks
+
+
+def plot_caption(d: MeterDay, g: GamingDay) -> str:
+    """What the plot shows, in the same figures as the report's text: the opening (or when the meter was defined and
+    with what), the close, the high and the low, the jackpots."""
+    values = [v for _, _, v in d.series]
+    if d.defined:
+        t0, _, v0 = d.series[0]
+        start = f"defined at {_when(g, t0)} with {_usd(v0)} (the reset amount, put in by the operator; no opening)"
+    else:
+        start = f"{_usd(d.opening.current)} at the opening, {_when(g, g.start)}"
+    jackpots = d.jackpots
+    falls = f"; {len(jackpots)} jackpot{'s' if len(jackpots) != 1 else ''} paid (each a fall, marked)" if jackpots \
+        else "; no jackpot paid"
+    return (f"Meter {d.meter_id}, visible amount over the gaming day: {start}; {_usd(d.closing.current)} at the close, "
+            f"{_when(g, g.end)}; high {_usd(max(values))}, low {_usd(min(values))}{falls}.")
+
+
+def day_plot_svg(d: MeterDay, g: GamingDay) -> str:
+    """The visible meter over the day as an inline SVG step line with axes: amounts on whole steps, the day's hours
+    on the casino's clock every 3 hours; each jackpot marked at its amount before the payout. Integer pixels computed
+    from the exact amounts and times: no float near the money."""
+    if not d.series:
+        return ""
+    pts = [(t, v) for t, _, v in d.series]
+    values = [v for _, v in pts] + [a.meter_before for a in d.jackpots]
+    bottom, top, step = _amount_ticks(min(values), max(values))
+    span_us = max((g.end - g.start) // timedelta(microseconds=1), 1)
+    w, h = PW - PL - PR, PH - PT - PB
+
+    def x(t: datetime) -> int:
+        us = min(max((t - g.start) // timedelta(microseconds=1), 0), span_us)
+        return PL + w * us // span_us
+
+    def y(v: int) -> int:
+        return PT + h - h * (v - bottom) // (top - bottom)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {PW} {PH}" width="{PW}" height="{PH}" role="img" '
+           f'aria-label="{escape(plot_caption(d, g))}" font-family="DejaVu Sans, sans-serif" font-size="11">',
+           f'<rect x="{PL}" y="{PT}" width="{w}" height="{h}" fill="#fff" stroke="#888"/>']
+    for v in range(bottom, top + 1, step):
+        out.append(f'<line x1="{PL - 4}" y1="{y(v)}" x2="{PL + w}" y2="{y(v)}" stroke="#ddd"/>'
+                   f'<text x="{PL - 7}" y="{y(v) + 4}" text-anchor="end">{escape(_usd(v))}</text>')
+    zones = []
+    for t in _hour_ticks(g):
+        lt = g.local(t)
+        zones.append(lt.strftime("%Z"))
+        out.append(f'<line x1="{x(t)}" y1="{PT}" x2="{x(t)}" y2="{PT + h + 4}" stroke="#ddd"/>'
+                   f'<text x="{x(t)}" y="{PT + h + 17}" text-anchor="middle">{lt.strftime("%H:%M")}</text>')
+    names = "/".join(dict.fromkeys(zones))
+    out.append(f'<text x="{PL + w // 2}" y="{PH - 6}" text-anchor="middle">{escape(g.local(g.start).strftime("%a %-d %b"))}'
+               f' {g.starts_at.strftime("%H:%M")} to {escape(g.local(g.end).strftime("%a %-d %b"))} '
+               f'{g.starts_at.strftime("%H:%M")}, time on the casino\'s clock ({escape(names)})</text>')
+    path: list[str] = []
+    for t, v in pts:
+        if path:
+            path.append(f"{x(t)},{path[-1].split(',')[1]}")
+        path.append(f"{x(t)},{y(v)}")
+    out.append(f'<polyline fill="none" stroke="#1a5fb4" stroke-width="2" points="{" ".join(path)}"/>')
+    for a in d.jackpots:
+        out.append(f'<circle cx="{x(a.time)}" cy="{y(a.meter_before)}" r="4" fill="#c01c28"><title>'
+                   f'{escape(f"{what(a)} {_cents(a.cents)} at {_when(g, a.time)}")}</title></circle>')
+    out.append("</svg>")
+    return "".join(out)
+
 
 W, H, PAD = 720, 220, 40
 
 
 def plot_svg(d: MeterDay, start: datetime, end: datetime) -> str:
-    """The visible meter over the day as an inline SVG step line (integer pixels; amounts only in the labels)."""
+    """The visible meter over [start, end] as the console draws a series (`series_svg`)."""
     return series_svg(d.meter_id, [(t, v) for t, _, v in d.series], start, end)
 
 
@@ -323,67 +632,143 @@ def series_json(series: Mapping[str, Sequence[tuple[datetime, int, int]]], span:
     return out
 
 
-def _rows(rows: list[tuple[str, str]]) -> str:
-    return "".join(f'<tr><th>{escape(k)}</th><td class="n">{escape(v)}</td></tr>' for k, v in rows)
-
-
-def _list(head: list[str], rows: list[list[object]]) -> str:
+def _table(head: Sequence[str], rows: Sequence[Sequence[object]], numeric: Sequence[int] = (),
+           cls: str = "") -> str:
+    """A table with a heading row; columns `numeric` right-aligned; "None." when there is no row."""
     if not rows:
-        return "<p>None.</p>"
-    h = "".join(f"<th>{escape(x)}</th>" for x in head)
-    b = "".join("<tr>" + "".join(f"<td>{escape(str(c))}</td>" for c in r) + "</tr>" for r in rows)
-    return f"<table><tr>{h}</tr>{b}</table>"
+        return '<p class="none">Nothing this day.</p>'
+
+    def cell(i: int, v: object, tag: str = "td") -> str:
+        return f'<{tag} class="n">{escape(str(v))}</{tag}>' if i in numeric else f"<{tag}>{escape(str(v))}</{tag}>"
+
+    h = "".join(cell(i, x, "th") for i, x in enumerate(head))
+    b = "".join("<tr>" + "".join(cell(i, c) for i, c in enumerate(r)) + "</tr>" for r in rows)
+    return f'<table{f" class={cls!r}" if cls else ""}><thead><tr>{h}</tr></thead><tbody>{b}</tbody></table>'
+
+
+def _summary_html(r: DayReport) -> str:
+    rows = []
+    for d in r.meters.values():
+        j = d.jackpots
+        rows.append([d.meter_id, "not yet defined" if d.defined else _usd(d.opening.current), _usd(d.contributions),
+                     f"{len(j)} for {_cents(sum(a.cents for a in j))}", str(len(d.resets)), _usd(d.closing.current),
+                     str(len(d.awards)), str(len(d.voids)),
+                     ", ".join(who for who in d.by_approver() if who) or "none"])
+    return "<h2>The day at a glance</h2>" + _table(
+        ["Meter", "Opening", "Contributions", "Jackpots paid", "Resets", "Closing", "Hits", "Voids",
+         "Payouts approved by"], rows, numeric=(1, 2, 4, 5, 6, 7), cls="glance")
+
+
+def _meter_html(r: DayReport, d: MeterDay) -> str:
+    g = r.day
+    parts = [f'<section class="meter" data-meter="{escape(d.meter_id)}">'
+             f"<h2>{escape(r.source.title)}, meter {escape(d.meter_id)}"
+             + (" (defined this day)" if d.defined else "") + "</h2>",
+             f"<p>Reset amount {escape(_usd(d.reset_units))}; rate of progression {escape(d.rate or '?')} "
+             f"(at the close).</p>",
+             f'<figure>{day_plot_svg(d, g)}<figcaption>{escape(plot_caption(d, g))}</figcaption></figure>',
+             "<h3>Meter readings (58 Pa. Code § 605a.7(a))</h3>",
+             _table(["Reading", f"At the opening, {_when(g, g.start)}", f"At the close, {_when(g, g.end)}"],
+                    readings_rows(d), numeric=(1, 2), cls="readings"),
+             "<h3>The day</h3>", _table(["The day's movements", "Amount"], day_rows(d), numeric=(1,)),
+             f"<h3>Payouts ({_n(len(d.awards), 'hit')})</h3>",
+             _payouts_html(r, d)]
+    if d.awards:
+        parts.append(_table(["Payouts by what they are", "Count", "Amount"],
+                            [[WHAT.get(k, k), n, _cents(c)] for k, (n, c) in d.by_what().items()],
+                            numeric=(1, 2)))
+    parts += ["<h3>Supervisors' approvals</h3>",
+              _table(["Supervisor", "Payouts approved", "Amount"],
+                     [[who or "no one", n, _cents(c)] for who, (n, c) in d.by_approver().items()], numeric=(1, 2)),
+              f"<h3>Voids ({len(d.voids)})</h3>",
+              _table(["Time", "Round", "Wagers returned", "Amount", "Reason (and who)", "Entry"],
+                     [[_when(g, v.time), v.round_id, v.wagers, _cents(v.cents), v.reason, v.seq] for v in d.voids],
+                     numeric=(2, 3, 5)),
+              "<h3>Adjustments, top-ups and parameters</h3>",
+              _table(["Time", "What", "By", "Amount", "Detail", "Entry"],
+                     [[_when(g, c.time), _change(c.kind), c.who or "no one named", _usd(c.units), c.detail, c.seq]
+                      for c in d.changes], numeric=(3, 5)),
+              "<h3>Reconciliation</h3>"]
+    for name, ok, terms in reconciliation(d):
+        body = "".join(f'<tr{" class=total" if k.startswith("=") else ""}><th>{escape(k)}</th>'
+                       f'<td class="n">{escape(v)}</td></tr>' for k, v in terms)
+        parts.append(f"<p>Reconciliation: {escape(name)} balances: "
+                     f'<span class="{"ok" if ok else "bad"}">{"yes" if ok else "NO"}</span></p>'
+                     f'<table class="recon"><tbody>{body}</tbody></table>')
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _payouts_html(r: DayReport, d: MeterDay) -> str:
+    """Each payout of the meter; at a link authority (or a journal of several tables), which table it was at."""
+    g = r.day
+    tables = r.source.kind == AUTHORITY or len(r.tables) > 1
+    rows = [[_when(g, a.time), *([a.table] if tables else []), a.round_id, a.seat, what(a),
+             f"{on_hand(a)} ({a.award})", _cents(a.cents),
+             f"{_usd(a.meter_before)} → {_usd(a.meter_after)}" if a.jackpot else "",
+             PAID_BY_SHORT.get(a.paid_by, a.paid_by), a.approved_by or "no one", a.seq] for a in d.awards]
+    head = ["Time", *(["Table"] if tables else []), "Round", "Seat", "What", "On the hand (award)", "Amount",
+            "Meter before → after", "Paid by", "Approved by", "Entry"]
+    k = 1 if tables else 0
+    return _table(head, rows, numeric=(2 + k, 5 + k, 9 + k), cls="payouts")
+
+
+def _sign_html(r: DayReport) -> str:
+    """The block accounting signs (as the table inventory slip is signed: § 465a.36(e)(5), credential number as
+    § 465a.36(f)(3)(iv) asks of a floorperson)."""
+    rows = "".join(f"<tr><th>{who}</th><td></td><td></td><td></td><td></td></tr>"
+                   for who in ("Prepared by", "Reviewed by"))
+    return ('<section class="sign"><h2>Prepared and reviewed</h2>'
+            '<table class="sign"><thead><tr><th></th><th>Name</th><th>Title and credential number</th>'
+            f"<th>Signature</th><th>Date</th></tr></thead><tbody>{rows}</tbody></table>"
+            f"<p class=\"note\">This report is of the journal up to entry {r.head.seq}; its hash "
+            f'<span class="anchor">{escape(r.head.hash)}</span> proves later that the journal still holds this day '
+            f"as printed (<code>progressivectl audit verify --expect-head {r.head.seq}:HASH</code>).</p></section>")
 
 
 def to_html(r: DayReport) -> str:
     g = r.day
-    title = f"Gaming day {g.day.isoformat()}"
-    parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-             f"<style>{_CSS}</style></head><body>",
-             f"<h1>{escape(title)}</h1><p>{escape(str(_t(g.start)))} to {escape(str(_t(g.end)))} "
-             f"(day starts {g.starts_at.strftime('%H:%M')} {escape(g.zone)}); {r.entries} journal entries.</p>",
-             f'<p>Journal at the day\'s close: entry {r.head.seq}, hash <span class="anchor">{escape(r.head.hash)}'
-             "</span> (keep this anchor: <code>progressivectl audit verify --expect-head SEQ:HASH</code>).</p>"]
-    for d in r.meters.values():
-        j = meter_json(d)
-        parts.append(f"<section><h2>Meter {escape(d.meter_id)}</h2>{plot_svg(d, g.start, g.end)}")
-        parts.append(f"<table>{_rows(_figures(d))}</table>")
-        parts.append("<h3>Awards</h3>" + _list(
-            ["entry", "time", "round", "seat", "hand: award", "amount", "paid by", "approved by"],
-            [[a.seq, _t(a.time), a.round_id, a.seat, a.label, format_cents(a.cents), a.paid_by, a.approved_by]
-             for a in d.awards]))
-        parts.append("<h3>Voids</h3>" + _list(["entry", "time", "round", "wagers", "amount", "reason"],
-                                              [[v.seq, _t(v.time), v.round_id, v.wagers, format_cents(v.cents),
-                                                v.reason] for v in d.voids]))
-        parts.append("<h3>Adjustments, top-ups and parameters</h3>" + _list(
-            ["entry", "time", "what", "by", "amount", "detail"],
-            [[c.seq, _t(c.time), c.kind, c.who, format_units(c.units), c.detail] for c in d.changes]))
-        rv, rh = j["reconciliation"]["visible"], j["reconciliation"]["held"]
-        parts.append("<h3>Reconciliation</h3><p>Meter: " + escape(
-            f"{rv['opening']} + {rv['contributions']} contributions + {rv['from_reserve']} from reserve + "
-            f"{rv['from_overflow']} from overflow + {rv['seed']} seed + {rv['adjustments']} adjustments - "
-            f"{rv['taken']} taken - {rv['released_to_overflow']} released to overflow = {rv['closing']}")
-            + " (balanced)</p><p>Held (meter, reserve, overflow, locked): " + escape(
-            f"{rh['opening']} + {rh['contributions']} contributions + {rh['seed']} seed + {rh['adjustments']} "
-            f"adjustments - {rh['payouts']} payouts = {rh['closing']}") + " (balanced)</p></section>")
-    parts.append("<h2>Table events</h2>" + _list(["entry", "time", "kind", "detail"],
-                                                  [[e.seq, _t(e.time), e.kind, e.detail] for e in r.table_events]))
-    parts.append(_faults_html(r))
+    head = title(r)
+    parts = [f'<!DOCTYPE html><html lang="en"><head><meta charset="utf-8"><title>{escape(head)}</title>'
+             f"<style>{_CSS}\n@page{{@bottom-left{{content:{_css_string(_running_head(r))};font-size:8pt}}}}</style>"
+             "</head><body>",
+             f"<header><h1>{escape(head)}</h1><p>{escape(_day_line(r))}.</p><p>{escape(_tables_line(r))} "
+             f"{r.entries:,} journal entries this day.</p></header>",
+             _summary_html(r)]
+    parts += [_meter_html(r, d) for d in r.meters.values()]
+    parts.append('<section class="events"><h2>Table events (journaled)</h2>' + _table(
+        ["Time", "Event", "Entry"], [[_when(g, e.time), _event(e.kind, e.detail), e.seq] for e in r.table_events],
+        numeric=(2,)) + _faults_html(r) + "</section>")
+    parts.append(_sign_html(r))
     parts.append("</body></html>\n")
     return "".join(parts)
 
 
+def _running_head(r: DayReport) -> str:
+    """What each printed page says at its foot, so that a loose page still says whose and which day it is."""
+    return f"Progressive meter report: {r.source.title}, gaming day {r.day.day.isoformat()}"
+
+
+def _css_string(text: str) -> str:
+    """`text` as a CSS string inside <style>: quotes and backslashes escaped, "<" too (no "</style>" in it)."""
+    return '"' + "".join(f"\\{ord(c):x} " if c in '"\\<>' or ord(c) < 32 else c for c in text) + '"'
+
+
 def _faults_html(r: DayReport) -> str:
     f, g = r.faults, r.day
-    devices = _list(["device", "kind", "disables", "faults", "flaps", "first", "last", "down (s)", "down at the close"],
-                    [[d.device, d.kind, ", ".join(map(str, d.seats)) or "the table", len(d.faults), d.flaps, _t(d.first),
-                      _t(d.last), seconds(d.down), "yes" if d.open_at_close else "no"] for d in f.devices])
-    each = _list(["device", "down (entry)", "at", "reason", "back (entry)", "at", "flaps", "this day (s)"],
-                 [[d.device, o.start_seq, _t(o.start), o.detail.get("reason", ""), o.end_seq or "", _t(o.end) or "open",
-                   o.flaps, seconds(o.within(g.start, g.end))] for d in f.devices for o in d.faults])
-    blocks = _list(["cause", "times", "seconds"], [[b.block, len(b.blocks), seconds(b.time)] for b in f.blocks])
+    devices = _table(["Device", "Kind", "Disables", "Faults", "Flaps", "First", "Last", "Down", "Down at the close"],
+                     [[d.device, d.kind, ", ".join(f"seat {s}" for s in d.seats) or "the table", len(d.faults),
+                       d.flaps, _when(g, d.first), _when(g, d.last), duration(d.down),
+                       "yes" if d.open_at_close else "no"] for d in f.devices], numeric=(3, 4, 7))
+    each = _table(["Device", "Down", "Reason", "Back", "Flaps", "This day", "Entries"],
+                  [[d.device, _when(g, o.start), o.detail.get("reason", ""),
+                    _when(g, o.end) or "not back at the close", o.flaps, duration(o.within(g.start, g.end)),
+                    f"{o.start_seq}–{o.end_seq}" if o.end_seq else str(o.start_seq)]
+                   for d in f.devices for o in d.faults], numeric=(4, 5))
+    blocks = _table(["Cause", "Times", "Time blocked"], [[b.block, len(b.blocks), duration(b.time)] for b in f.blocks],
+                    numeric=(1, 2))
     return (f"<h2>Device faults</h2>{devices}{each if f.devices else ''}<h2>Progressive wagering blocked</h2>"
-            f"<p>{escape(seconds(f.blocked))} s in all (causes at once counted once).</p>{blocks}")
+            f"<p>{escape(duration(f.blocked))} in all (causes at the same time counted once).</p>{blocks}")
 
 
 def render(r: DayReport, form: str) -> str:
