@@ -60,7 +60,7 @@ from .reports import DayReports, MeterSeries
 from .sdnotify import Notifier
 from .setup import award_spots, standalone_meters, table_rules
 from .shell import ControlFactory, TableShell, close_buses
-from .views import hit_json, meter_json
+from .views import hit_json, hit_kind, meter_json, meter_title, table_json
 
 if TYPE_CHECKING:
     from drivers.modbus.bus import ModbusBus
@@ -696,7 +696,8 @@ class TableDaemon(TableShell):
             case "meters":
                 return [meter_json(s) for _m, s in sorted(self.ledger.state.items())]
             case "history":
-                return [hit_json(m, h) for m, s in sorted(self.ledger.state.items()) for h in s.history]
+                return [hit_json(m, h, hit_kind(self.cfg, m, h)) for m, s in sorted(self.ledger.state.items())
+                        for h in s.history]
             case "meter_series":
                 return await self.series.answer(args)
             case "settle":
@@ -954,16 +955,19 @@ class TableDaemon(TableShell):
             "blocks": [{"block": b.value, "sources": sorted(src)} for b, src in sorted(s.blocks.items()) if src],
             "seats_disabled": self.seats_disabled_json(s.seats_down),
             "devices": self.devices_json(),
-            "meters": [{"meter": m, "amount": format_cents(st.current_cents)}
+            "meters": [{"meter": m, "amount": format_cents(st.current_cents), **meter_title(self.cfg, m)}
                        for m, st in sorted(self.ledger.state.items())]
                       + ([{"meter": m, "linked": a, "amount": format_cents(self.link.values[a].cents)
-                           if a in self.link.values else None} for m, a in sorted(self.link.linked.items())]
+                           if a in self.link.values else None, **meter_title(self.cfg, m)}
+                          for m, a in sorted(self.link.linked.items())]
                          if self.link is not None else []),
             "ledger_head_seq": self.ledger.head.seq,
             "ledger_head_hash": self.ledger.head.hash,
             "anchor": self.anchoring.json() if self.anchoring is not None else None,
             "uptime_seconds": self.uptime(),
             **({"link": self.link.status()} if self.link is not None else {}),
+            **table_json(self.cfg),
+            "lights": self.lights_json(),
         }
 
     def round_info(self) -> dict[str, Any]:
