@@ -537,7 +537,7 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
             f'<span class="amount total">{total}</span></p>'
             f'<h3>{seat} · {spot_name(status, c.get("spot"))} · {hand} <span class="cards">'
             f'{cards_text(c.get("cards"))}</span> <small>claim {_e(cid)}, by the {_e(c.get("claimed_by"))}</small>'
-            f'</h3><p class="hand" hidden>{_e(c.get("description"))}</p>{_payouts(c)}'
+            f'</h3>{_payouts(c)}'
             f'<div class="decide"><form method="post" action="/approve" class="approve">{_hidden(csrf, cid)}'
             f'{_credential_fields(supervisor)}<button type="submit" class="approve">✔ Approve {total}</button></form>'
             f'<form method="post" action="/reject" class="reject">{_hidden(csrf, cid)}'
