@@ -159,8 +159,8 @@ SERIES = {"day": [{"meter": "main", "span": "day", "start": "2026-11-30T11:00:00
 
 
 def test_the_plots_are_drawn_from_the_daemon_series_scaled_to_the_data_and_labelled():
-    snap = {"status": {"meters": [{"meter": "main", "amount": "10000.00", "title": "Progressive Payout Wager"}],
-                       "time_zone": "America/New_York"},
+    snap = {"status": {"meters": [{"meter": "main", "amount": "10000.00"}], "time_zone": "America/New_York",
+                       "wagers": [{"spot": "progressive", "title": "Progressive Payout Wager", "meter": "main"}]},
             "round": {}, "history": [], "series": SERIES}
     html = page.sections(snap, None, "t")["plots"]
     assert html.count("<svg") == 2 and html.count('role="img"') == 2 and "<h3>Progressive Payout Wager</h3>" in html
@@ -215,8 +215,7 @@ STATUS = {"table": "CS-07", "game": "caribbean-stud", "version": "1", "time_zone
           "round": {"id": "CS-07-r9", "phase": "dealing"}, "blocks": [],
           "wagers": [{"spot": "progressive", "title": "Progressive Payout Wager", "meter": "main"},
                      {"spot": "five-card-hand-bonus", "title": "Five Card Hand Bonus", "meter": "bonus"}],
-          "meters": [{"meter": "main", "amount": "10017.85", "title": "Progressive Payout Wager"},
-                     {"meter": "bonus", "amount": "10000.00", "title": "Five Card Hand Bonus"}],
+          "meters": [{"meter": "main", "amount": "10017.85"}, {"meter": "bonus", "amount": "10000.00"}],
           "lights": {"accepted": [{"seat": 2, "spots": ["progressive"]}, {"seat": 4, "spots": ["progressive"]}],
                      "win": [4]},
           "seats_disabled": [], "devices": []}

@@ -60,7 +60,7 @@ from .reports import DayReports, MeterSeries
 from .sdnotify import Notifier
 from .setup import award_spots, standalone_meters, table_rules
 from .shell import ControlFactory, TableShell, close_buses
-from .views import hit_json, hit_kind, meter_json, meter_title, table_json
+from .views import hit_json, hit_kind, meter_json, table_json
 
 if TYPE_CHECKING:
     from drivers.modbus.bus import ModbusBus
@@ -955,11 +955,10 @@ class TableDaemon(TableShell):
             "blocks": [{"block": b.value, "sources": sorted(src)} for b, src in sorted(s.blocks.items()) if src],
             "seats_disabled": self.seats_disabled_json(s.seats_down),
             "devices": self.devices_json(),
-            "meters": [{"meter": m, "amount": format_cents(st.current_cents), **meter_title(self.cfg, m)}
+            "meters": [{"meter": m, "amount": format_cents(st.current_cents)}
                        for m, st in sorted(self.ledger.state.items())]
                       + ([{"meter": m, "linked": a, "amount": format_cents(self.link.values[a].cents)
-                           if a in self.link.values else None, **meter_title(self.cfg, m)}
-                          for m, a in sorted(self.link.linked.items())]
+                           if a in self.link.values else None} for m, a in sorted(self.link.linked.items())]
                          if self.link is not None else []),
             "ledger_head_seq": self.ledger.head.seq,
             "ledger_head_hash": self.ledger.head.hash,

@@ -75,13 +75,6 @@ def payout_json(p: Payout) -> dict[str, Any]:
             "amount": format_cents(p.amount), "paid_by": p.paid_by, "shared_by": p.shared_by}
 
 
-def meter_title(cfg: TableConfig, meter_id: str) -> dict[str, str]:
-    """The title of the wager that feeds `meter_id` ("Progressive Payout Wager"), as the configuration names it;
-    {} when no wager does."""
-    titles = [w.wager.title for w in cfg.wagers.values() if w.meter == meter_id]
-    return {"title": " / ".join(titles)} if titles else {}
-
-
 def table_json(cfg: TableConfig) -> dict[str, Any]:
     """What the pit console needs of the configuration to show the table: its seats, its wagers (the spots and
     their titles) and the casino's time zone (`[report] time_zone`, the zone of the gaming day)."""
@@ -89,4 +82,4 @@ def table_json(cfg: TableConfig) -> dict[str, Any]:
             "wagers": [{"spot": w.id, "title": w.wager.title, "meter": w.meter} for w in cfg.wagers.values()]}
 
 
-__all__ = ["hit_json", "hit_kind", "meter_json", "meter_title", "payout_json", "table_json"]
+__all__ = ["hit_json", "hit_kind", "meter_json", "payout_json", "table_json"]

@@ -222,12 +222,16 @@ def spot_name(status: Mapping[str, Any], spot: object) -> str:
     return escape(_titles(status).get(str(spot), str(spot or "")))
 
 
+def meter_title(status: Mapping[str, Any], meter: object) -> str | None:
+    """A meter as the configuration names it: the title of the wager that feeds it (status `wagers`)."""
+    titles = [str(w["title"]) for w in status.get("wagers") or []
+              if isinstance(w, Mapping) and w.get("meter") == meter and w.get("title")]
+    return " / ".join(titles) if titles else None
+
+
 def meter_name(status: Mapping[str, Any], meter: object) -> str:
-    """A meter as the configuration names it (the title of the wager it feeds), else its id."""
-    for m in status.get("meters") or []:
-        if isinstance(m, Mapping) and m.get("meter") == meter and m.get("title"):
-            return escape(str(m["title"]))
-    return _e(meter)
+    """A meter as the configuration names it, else its id."""
+    return _e(meter_title(status, meter) or meter)
 
 
 MONEY = re.compile(r"\$([0-9][0-9,]*(?:\.[0-9]+)?)")
@@ -256,8 +260,9 @@ def _meters(status: Mapping[str, Any]) -> str:
     rows = []
     for m in status.get("meters") or []:
         linked = (f' <small class="linked">linked: {_e(m.get("linked"))}</small>' if m.get("linked") else "")
-        title = (f'<span class="title">{_e(m.get("title"))}</span><small class="id">meter {_e(m.get("meter"))}'
-                 f'</small>' if m.get("title") else f'<span class="title">{_e(m.get("meter"))}</span>')
+        named = meter_title(status, m.get("meter"))
+        title = (f'<span class="title">{_e(named)}</span><small class="id">meter {_e(m.get("meter"))}'
+                 f'</small>' if named else f'<span class="title">{_e(m.get("meter"))}</span>')
         known = m.get("amount") is not None
         amount = dollars(m.get("amount")) if known else "✖ OFFLINE"
         rows.append(f'<div class="meter"><span class="name">{title}{linked}</span>'
