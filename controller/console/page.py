@@ -470,9 +470,14 @@ def _devices(status: Mapping[str, Any]) -> str:
                     f'</td><td class="state">{state}</td><td class="time">{since}</td>'
                     f'<td class="num">{outages}</td></tr>')
     abbreviation = datetime.now(UTC).astimezone(zone).strftime("%Z")
-    return (head + '<table class="devices"><thead><tr><th>Device</th><th>State</th>'
-            f'<th>Since ({_e(abbreviation)})</th><th class="num">Outages</th></tr></thead>'
-            f'<tbody>{"".join(rows)}</tbody></table>')
+    table = ('<table class="devices"><thead><tr><th>Device</th><th>State</th>'
+             f'<th>Since ({_e(abbreviation)})</th><th class="num">Outages</th></tr></thead>'
+             f'<tbody>{"".join(rows)}</tbody></table>')
+    if problems or any(d.get("errors") for d in devices) or not devices:
+        return head + table
+    # all well since the start: the pit needs one line; each device is a tap away
+    return (head + f'<details data-key="devices"><summary>{len(devices)} devices: '
+            f'{_e(", ".join(str(d.get("id")) for d in devices))}</summary>{table}</details>')
 
 
 def _hidden(csrf: str, claim_id: object) -> str:
