@@ -158,21 +158,33 @@ SERIES = {"day": [{"meter": "main", "span": "day", "start": "2026-11-30T11:00:00
                               ["2026-11-20T11:00:00+00:00", "10000.00"], ["2026-11-30T15:00:00+00:00", "10000.00"]]}]}
 
 
-def test_the_plots_are_drawn_from_the_daemon_series_with_their_amounts_said():
-    snap = {"status": {"meters": [{"meter": "main", "amount": "10000.00"}]}, "round": {}, "history": [],
-            "series": SERIES}
+def test_the_plots_are_drawn_from_the_daemon_series_scaled_to_the_data_and_labelled():
+    snap = {"status": {"meters": [{"meter": "main", "amount": "10000.00"}], "time_zone": "America/New_York",
+                       "wagers": [{"spot": "progressive", "title": "Progressive Payout Wager", "meter": "main"}]},
+            "round": {}, "history": [], "series": SERIES}
     html = page.sections(snap, None, "t")["plots"]
-    assert html.count("<svg") == 2 and html.count('role="img"') == 2
+    assert html.count("<svg") == 2 and html.count('role="img"') == 2 and "<h3>Progressive Payout Wager</h3>" in html
     assert '<figure class="plot" data-meter="main" data-span="day">' in html and 'data-span="30d"' in html
     day, month = html.split('data-span="30d"')
-    assert ('aria-label="meter main over the gaming day so far: $10000.00 at the start, $10000.00 at the end, '
-            'high $10012.345678, low $10000.00"') in day
-    assert "high $10,012.34, low $10,000.00; 5 changes" in day  # the caption as the sign reads it: floored
-    assert "$10500.00 at the start" in month and "2026-11-01 UTC" in month
+    assert ('aria-label="meter main over the gaming day so far: $10,000.00 at the start, $10,000.00 at the end, '
+            'high $10,012.34, low $10,000.00"') in day  # one format for money everywhere, floored as the sign
+    # the caption says when its last amount was (the series lags the live meter), never "now"
+    assert "$10,000.00 at 10:00:00 EST; high $10,012.34, low $10,000.00; 5 changes" in day and " now" not in html
+    assert "$10,500.00 at the start" in month and "2026-11-30 10:00:00 EST" in month
+    assert "time (EST)" in day and "meter ($)" in day and ">06:00<" in day and ">10:00<" in day  # labelled axes
     (line,) = re.findall(r'<polyline [^>]*points="([^"]*)"', day)
-    ys = [int(p.split(",")[1]) for p in line.split()]  # integer pixels only
-    assert all(re.fullmatch(r"\d+,\d+", p) for p in line.split())
-    assert min(ys) < max(ys) and ys[-1] == max(ys)  # the reset: back to the bottom of the plot (the low)
+    assert all(re.fullmatch(r"\d+,\d+", p) for p in line.split())  # integer pixels only
+    xs, ys = [int(p.split(",")[0]) for p in line.split()], [int(p.split(",")[1]) for p in line.split()]
+    assert xs[0] == page.LEFT and xs[-1] == page.PW - page.RIGHT  # the whole width: from the first point to the end
+    assert min(ys) > page.TOP and max(ys) < page.PH - page.BOTTOM  # the high and the low inside the frame
+    assert max(ys) - min(ys) > (page.PH - page.TOP - page.BOTTOM) * 3 // 4  # ... and most of its height
+    assert ys[-1] == max(ys)  # the reset: back to the bottom of the line (the low)
+    # a month whose journal began yesterday: scaled to the data, not a line at the right edge of 30 days
+    recent = {**SERIES["30d"][0], "points": [["2026-11-29T15:00:00+00:00", "10000.00"],
+                                             ["2026-11-30T15:00:00+00:00", "10000.00"]]}
+    (line,) = re.findall(r'<polyline [^>]*points="([^"]*)"', page.sections(
+        {**snap, "series": {"30d": [recent]}}, None, "t")["plots"])
+    assert int(line.split()[0].split(",")[0]) == page.LEFT
     assert "<script" not in html
     # what the daemon says is escaped; an answer that is not a series, or a refusal, is one line
     evil = {"day": [{**SERIES["day"][0], "meter": "<b>x"}], "30d": [{"meter": "main", "points": "nonsense"}]}
@@ -182,6 +194,159 @@ def test_the_plots_are_drawn_from_the_daemon_series_with_their_amounts_said():
     assert "not available: unknown operation" in html
     assert "asked once a minute" in page.sections({**snap, "series": None}, None, "t")["plots"]
     assert "Meters over time" in page.page(page.sections(snap, None, "t"), csrf="t")
+
+
+def _text(html: str) -> str:
+    """What a reader sees of `html`: the tags taken out, the entities read."""
+    import html as htmllib
+
+    return htmllib.unescape(re.sub(r"<[^>]+>", " ", html))
+
+
+ZONE = "America/New_York"
+PAYOUTS = [
+    {"seat": 4, "kind": "paytable", "hand_of": "player", "hand": "royal-flush", "award": "100% of meter",
+     "amount": "10017.85", "paid_by": "attendant", "shared_by": 1},
+    {"seat": 6, "kind": "envy", "hand_of": "seat 4", "hand": "royal-flush", "award": "$1,000.00", "amount": "1000.00",
+     "paid_by": "table", "shared_by": 1},
+    {"seat": 2, "kind": "envy", "hand_of": "seat 4", "hand": "royal-flush", "award": "$5,000.00", "amount": "5000.00",
+     "paid_by": "table", "shared_by": 1}]
+STATUS = {"table": "CS-07", "game": "caribbean-stud", "version": "1", "time_zone": ZONE, "seats": 7,
+          "round": {"id": "CS-07-r9", "phase": "dealing"}, "blocks": [],
+          "wagers": [{"spot": "progressive", "title": "Progressive Payout Wager", "meter": "main"},
+                     {"spot": "five-card-hand-bonus", "title": "Five Card Hand Bonus", "meter": "bonus"}],
+          "meters": [{"meter": "main", "amount": "10017.85"}, {"meter": "bonus", "amount": "10000.00"}],
+          "lights": {"accepted": [{"seat": 2, "spots": ["progressive"]}, {"seat": 4, "spots": ["progressive"]}],
+                     "win": [4]},
+          "seats_disabled": [], "devices": []}
+ROUND = {"id": "CS-07-r9", "phase": "dealing",
+         "wagers": [{"seat": 2, "spot": "progressive", "amount": "5.00"}, {"seat": 4, "spot": "progressive",
+                                                                           "amount": "1.00"},
+                    {"seat": 6, "spot": "progressive", "amount": "1.00"}],
+         "claims": [{"claim_id": "CS-07-r9-c1", "seat": 4, "spot": "progressive", "status": "pending",
+                     "amount": "10017.85", "total": "16017.85", "cards": "AS KS QS JS TS", "by": "",
+                     "claimed_by": "dealer", "payouts": PAYOUTS,
+                     "description": "claim CS-07-r9-c1: seat 4 AS KS QS JS TS: royal-flush 100% of meter = $10017.85"}],
+         "void_requested": None}
+
+
+def test_a_pending_claim_comes_first_with_every_payout_and_the_total_approved():
+    parts = page.sections({"status": STATUS, "round": ROUND, "history": []}, None, "tok")
+    html = page.page(parts, csrf="tok", table="CS-07", zone=ZONE)
+    assert html.index('id="claims"') < html.index('id="daemon"') < html.index('id="meters"')  # the first thing
+    claim = " ".join(_text(parts["claims"]).split())
+    assert "JACKPOT CLAIM" in claim and "Seat 4 · Progressive Payout Wager · Royal flush A♠ K♠ Q♠ J♠ 10♠" in claim
+    rows = re.findall(r'<tr class="payout kind-(\w+)">(.*?)</tr>', parts["claims"])
+    assert [k for k, _ in rows] == ["paytable", "envy", "envy"]
+    said = [" ".join(_text(r).split()) for _, r in rows]
+    assert said == ["Seat 4 Jackpot Royal flush 100% of meter $10,017.85",
+                    "Seat 6 Envy Bonus Royal flush at seat 4 $1,000.00 $1,000.00",
+                    "Seat 2 Envy Bonus Royal flush at seat 4 $5,000.00 $5,000.00"]
+    assert "Total the supervisor approves $16,017.85" in claim
+    assert "✔ Approve $16,016.85" not in claim and "✔ Approve $16,017.85" in claim
+    assert "$10017.85" not in _text(html)  # the daemon's own description is not what is shown
+
+
+def test_the_seat_map_says_in_words_who_wagered_what_is_lit_disabled_and_claimed():
+    status = {**STATUS, "seats_disabled": [{"seat": 6, "device": "seat-6", "reason": "unit 6: no reply"}]}
+    seats = page.sections({"status": status, "round": ROUND, "history": []}, None, "t")["seats"]
+    tiles = dict(re.findall(r'data-seat="(\d)"><h3>Seat \d</h3>(.*?)</ul></div>', seats))
+    assert len(tiles) == 7
+    two, four, six = (" ".join(_text(tiles[n]).split()) for n in "246")
+    assert two == "● Progressive Payout Wager $5.00 light on"
+    assert four == "★ CLAIM PENDING ✦ Win light on ● Progressive Payout Wager $1.00 light on"
+    assert six == "✖ DISABLED (seat-6 down) ○ Progressive Payout Wager $1.00 light off"
+    assert _text(tiles["1"]).strip() == "No wager"
+    round_text = " ".join(_text(page.sections({"status": status, "round": ROUND, "history": []}, None, "t")
+                                ["round"]).split())
+    assert "Seat 6 DISABLED: seat-6 is down: no reply" in round_text  # never the daemon's list as Python prints it
+
+
+def test_one_unplugged_cable_is_one_line_and_a_recovered_device_s_error_is_folded():
+    bus = {"bus": "table-bus", "port": "/dev/ttyUSB0"}
+    devices = [{"id": f"seat-{n}", "kind": "seat", "up": False, "errors": 1, "since": f"2026-12-05T15:41:0{n}Z",
+                "last_error": f"unit {n} function 4: no usable reply after 3 attempt(s) (timeout)", **bus}
+               for n in range(1, 8)]
+    devices += [{"id": "lockout", "kind": "lockout", "up": False, "errors": 1, "since": "2026-12-05T15:41:08Z",
+                 "last_error": "unit 20: no usable reply after 3 attempt(s) (timeout)", **bus},
+                {"id": "sign", "kind": "sign", "up": False, "errors": 1, "since": "2026-12-05T15:41:09Z",
+                 "last_error": "unit 30: no usable reply after 3 attempt(s) (timeout)", **bus},
+                {"id": "shoe", "kind": "card-counter", "up": True, "errors": 2, "since": "2026-12-05T15:40:00Z",
+                 "last_error": "a long line about a jam " * 4, "bus": None, "port": "/dev/ttyUSB2"}]
+    disabled = [{"seat": n, "device": f"seat-{n}", "reason": d["last_error"]} for n, d in enumerate(devices[:7], 1)]
+    status = {**STATUS, "devices": devices, "seats_disabled": disabled}
+    parts = page.sections({"status": status, "round": ROUND, "history": []}, None, "t")
+    problems = re.findall(r'<p class="alarm problem">(.*?)</p>', parts["devices"])
+    assert [" ".join(_text(p).split()) for p in problems] == [
+        "✖ bus table-bus (/dev/ttyUSB0) down since 10:41:01 EST: seats 1-7, lock-out and sign unreachable "
+        "(no usable reply after 3 attempt(s) (timeout))"]
+    shoe = re.search(r'<tr class="up" data-device="shoe">(.*?)</tr>', parts["devices"]).group(1)
+    assert '<details data-key="err-shoe"><summary>2</summary>' in shoe  # folded: the count, the text on a tap
+    assert "Seats 1-7 DISABLED: their wagering devices are down" in " ".join(_text(parts["round"]).split())
+    page_text = _text(page.page(parts, csrf="t"))
+    assert not [raw for raw in ("[{", "{'", "None", "True", "False") if raw in page_text]
+    assert page.seats_text([1, 2, 3, 5]) == "seats 1-3 and 5" and page.seats_text([4]) == "seat 4"
+    assert page.seats_text([1, 2, 5, 6]) == "seats 1, 2 and 5, 6"
+
+
+def test_the_hit_history_is_in_the_casino_s_time_with_its_envy_bonuses_named():
+    history = [{"meter": "main", "number": 1, "time": "2026-12-05T15:41:07.123456Z", "round": "CS-07-r9", "seat": 4,
+                "hand": "royal-flush", "award": "100% of meter", "amount": "10017.85", "paid_by": "attendant",
+                "approved_by": "floor-1", "kind": "jackpot"},
+               {"meter": "main", "number": 2, "time": "2026-07-05T15:41:08.5Z", "round": "CS-07-r9", "seat": 2,
+                "hand": "royal-flush", "award": "$5,000.00", "amount": "5000.00", "paid_by": "table",
+                "approved_by": "floor-1", "kind": "envy"}]
+    html = page.sections({"status": STATUS, "round": ROUND, "history": history}, None, "t")["history"]
+    rows = [" ".join(_text(r).split()) for r in re.findall(r"<tr class=\"hit.*?</tr>", html)]
+    assert rows == [
+        "10:41:07 EST 2026-12-05 · round CS-07-r9 Progressive Payout Wager #1 4 Jackpot 100% of meter Royal flush "
+        "$10,017.85 attendant approved by floor-1",
+        "11:41:08 EDT 2026-07-05 · round CS-07-r9 Progressive Payout Wager #2 2 Envy Bonus Royal flush (another "
+        "player's hand) $5,000.00 table approved by floor-1"]
+    assert page.local_time("2026-12-05T15:41:07Z", page.zone_of({"time_zone": "Nope/Nowhere"})) == \
+        "2026-12-05 15:41:07 UTC"  # a zone the box does not know: UTC, said so
+
+
+def test_the_table_s_names_are_on_the_page_its_login_and_its_clock():
+    parts = page.sections({"status": STATUS, "round": ROUND, "history": []}, None, "t")
+    html = page.page(parts, csrf="t", table="CS-07", zone=ZONE)
+    assert "<title>CS-07 · Pit console</title>" in html and '<time id="clock" data-zone="America/New_York"' in html
+    assert re.search(r'title="[^"]*">\d\d:\d\d:\d\d E[SD]T</time>', html)
+    assert "Five Card Hand Bonus</span><small class=\"id\">meter bonus" in parts["meters"]
+    login = page.login_page(csrf="t", table="CS-07")
+    assert "<title>CS-07 · Pit console: log in</title>" in login and "Log in as a supervisor of table CS-07" in login
+    assert page.identity({"status": STATUS}) == ("CS-07", ZONE) and page.identity(None) == (None, None)
+    # the daemon's answers in one format of money too
+    assert page.money_words("royal-flush = $10017.85, envy bonus $1,000.00 <b>") == \
+        "royal-flush = $10,017.85, envy bonus $1,000.00 &lt;b&gt;"
+    # settle while dealing, void while a round is open: each with a supervisor's name and secret
+    assert 'action="/settle"' in parts["round"] and 'action="/void"' in parts["round"]
+    assert parts["round"].count('name="secret"') == 2 and 'name="round_id" value="CS-07-r9"' in parts["round"]
+    betting = page.sections({"status": {**STATUS, "round": {"id": "CS-07-r10", "phase": "betting"}},
+                             "round": {}, "history": []}, None, "t")["round"]
+    assert 'action="/settle"' not in betting and 'action="/void"' in betting
+
+
+def test_a_hit_says_whether_it_was_an_envy_bonus_from_the_table_s_paytable():
+    from datetime import UTC, datetime
+
+    from controller.app.views import hit_json, hit_kind, table_json
+    from controller.config import load_config
+    from controller.meter.state import Hit
+
+    cfg = load_config(TABLE)
+    at = datetime(2026, 12, 5, 15, 41, 7, tzinfo=UTC)
+
+    def hit(hand, award, paid_by):
+        return Hit(1, "CS-07", "CS-07-r1", 2, hand, award, 100_000, paid_by, 1, 0, 0, at, "floor-1")
+
+    assert hit_kind(cfg, "main", hit("royal-flush", "$1,000.00", "table")) == "envy"
+    assert hit_kind(cfg, "main", hit("straight-flush", "$1,500.00", "table")) == "envy"
+    assert hit_kind(cfg, "main", hit("royal-flush", "100% of meter", "attendant")) == "jackpot"
+    assert hit_kind(cfg, "bonus", hit("royal-flush", "$1,000.00", "table")) != "envy"  # no envy table there
+    assert hit_json("main", hit("royal-flush", "$1,000.00", "table"), "envy")["kind"] == "envy"
+    assert "kind" not in hit_json("main", hit("royal-flush", "$1,000.00", "table"))  # as the CLI's audit prints it
+    assert table_json(cfg)["time_zone"] == cfg.report.time_zone and table_json(cfg)["seats"] == 7
 
 
 # --- the command line --------------------------------------------------------------------------------
@@ -307,6 +472,45 @@ async def test_approvals_go_through_the_daemon_and_no_secret_reaches_a_url_or_th
     assert SECRET not in log and WRONG not in log and "secret=" not in log and token not in log
     assert TYPED not in log and any(  # a refused name is logged as a fingerprint only
         e["event"] == "console action refused" and e["supervisor"] == server._typed(TYPED) for e in entries)
+
+
+async def test_a_supervisor_settles_and_voids_the_round_on_the_page_through_the_daemon_s_checks(tmp_path):
+    async with console_on_rig(tmp_path) as (daemon, rig, console), console.client() as http:
+        await lock_round(daemon, rig, [(4, "progressive")])
+        first = daemon._round_id()
+        token = csrf_of(await _page(http, console, 'action="/settle"'))
+        own = {"Origin": console.origin}
+
+        async def post(path, data, headers=own):
+            async with http.post(console.url + path, data=data, headers=headers, allow_redirects=False) as r:
+                return r.status
+
+        settle = {"csrf": token, "round_id": first, **FLOOR}
+        assert await post("settle", {k: v for k, v in settle.items() if k != "csrf"}) == 403  # no token: not asked
+        assert await post("settle", settle, {"Origin": "http://evil.example"}) == 403
+        assert await post("settle", {**settle, "secret": WRONG}) == 303
+        assert f"settle of {first} refused: supervisor name or credential not accepted" in await _page(http, console)
+        assert daemon._round_id() == first and daemon.state.phase.value == "dealing"
+        assert await post("settle", settle) == 303
+        assert f"round {first} settled (1 wagers)" in await _page(http, console)  # the answer, once
+        await _page(http, console, "BETTING open")
+        second = daemon._round_id()
+        assert second != first
+
+        # a void form of the round just settled voids nothing (the daemon voids its current round)
+        void = {"csrf": token, "round_id": first, "reason": "misdeal", **FLOOR}
+        assert await post("void", void) == 303
+        assert f"round {first} is no longer the current round ({second}): nothing voided" in await _page(http, console)
+        await lock_round(daemon, rig, [(2, "progressive")])
+        assert daemon._round_id() == second
+        await _page(http, console, "DEALING")
+        assert await post("void", {**void, "round_id": second, "reason": ""}) == 303  # the daemon asks why
+        assert "say why the round is voided" in await _page(http, console)
+        assert await post("void", {**void, "round_id": second}) == 303
+        assert f"round {second} voided: 1 wagers returned" in await _page(http, console)
+        assert daemon._round_id() != second
+    log = console.log.read_text()
+    assert SECRET not in log and WRONG not in log
 
 
 async def test_a_meter_change_is_on_the_open_page_within_a_second(tmp_path):

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 
 import structlog
 
+from ..cards import cards_str
 from ..config.model import TableConfig
 from ..errors import InputError, RulesError
 from ..ledger import Ledger
@@ -59,6 +60,7 @@ from ..round.model import TableRules
 from .meter_port import Meters, booking_key
 from .metrics import Metrics
 from .sign import Sign
+from .views import payout_json
 
 log = structlog.get_logger("table")
 
@@ -342,7 +344,8 @@ class ClaimDesk:
     def claims_json(self) -> list[dict[str, Any]]:
         return [{"claim_id": c.id, "seat": DEALER if c.on_dealer else c.seat, "spot": c.spot, "status": c.status,
                  "amount": format_cents(c.amount_cents), "by": c.by, "claimed_by": c.claimed_by,
-                 "description": c.describe()} for c in self.state.claims]
+                 "description": c.describe(), "cards": cards_str(c.cards), "payouts": [payout_json(p) for p in c.payouts],
+                 "total": format_cents(sum(p.amount for p in c.payouts))} for c in self.state.claims]
 
     # --- the machine and its effects ----------------------------------------------------------------
 

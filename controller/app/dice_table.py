@@ -41,6 +41,7 @@ from .metrics import Metrics
 from .operations import check_arguments
 from .sdnotify import Notifier
 from .shell import ControlFactory, TableShell, close_buses
+from .views import table_json
 
 if TYPE_CHECKING:
     from drivers.modbus.bus import ModbusBus
@@ -540,6 +541,8 @@ class DiceTableDaemon(TableShell):
             "ledger_head_seq": None,
             "uptime_seconds": self.uptime(),
             "dice": self.dice(),
+            **table_json(self.cfg),
+            "lights": self.lights_json(),
         }
 
     def round_info(self) -> dict[str, Any]:

@@ -39,6 +39,10 @@ class DeviceOutputs:
             self._dirty.append(key)
         self._wake.set()
 
+    def desired(self) -> list[Command]:
+        """What every output should show now (delivered or not yet)."""
+        return list(self._desired.values())
+
     def resend_all(self) -> None:
         """After a recovery: every output again, in the order they were first set."""
         self._dirty = list(self._desired)

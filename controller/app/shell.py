@@ -16,12 +16,14 @@ import asyncio
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
 from drivers import events as ev
 from drivers.device import Device
+from drivers.modbus.settings import SerialBusSettings
 
 from ..config.model import TableConfig
 from .auth import SupervisorCheck
@@ -61,6 +63,7 @@ class DeviceInfo:
     up: bool | None = None
     errors: int = 0  # outages since start
     last_error: str | None = None
+    since: str | None = None  # when it last went up or down (UTC, ISO 8601): the console's "down since"
 
 
 class TableShell:
@@ -187,6 +190,8 @@ class TableShell:
 
     def _device_state(self, name: str, up: bool, reason: str) -> None:
         info = self._info.setdefault(name, DeviceInfo("?"))
+        if info.up is not up:
+            info.since = datetime.now(UTC).isoformat(timespec="seconds")
         info.up = up
         self.metrics.device_up.labels(name, info.kind).set(1 if up else 0)
         bus = self._bus_of.setdefault(name, name)
@@ -273,8 +278,33 @@ class TableShell:
         return await self.supervisors.check(args.get("supervisor"), args.get("secret"), PEER.get().get("peer_uid"))
 
     def devices_json(self) -> list[dict[str, Any]]:
-        return [{"id": n, "kind": i.kind, "up": i.up, "errors": i.errors, "last_error": i.last_error}
-                for n, i in sorted(self._info.items())]
+        return [{"id": n, "kind": i.kind, "up": i.up, "errors": i.errors, "last_error": i.last_error,
+                 "since": i.since, **self._cabled(n)} for n, i in sorted(self._info.items())]
+
+    def _cabled(self, name: str) -> dict[str, Any]:
+        """Where a device hangs (its bus and port): one unplugged cable takes down every device on it."""
+        d = self.cfg.devices.get(name)
+        if d is None:
+            return {"bus": None, "port": None}
+        if d.bus is not None and d.bus in self.cfg.buses:
+            settings = self.cfg.buses[d.bus].settings
+            port = settings.port if isinstance(settings, SerialBusSettings) else settings.describe()
+            return {"bus": d.bus, "port": port}
+        return {"bus": None, "port": d.line.port if d.line is not None else None}
+
+    def lights_json(self) -> dict[str, Any]:
+        """The seats' lights as the daemon last told the devices to show them (a device down shows them again when
+        it is back): each seat's spots whose accepted light is on, and the seats whose win light is on."""
+        accepted: dict[int, list[str]] = {}
+        win: list[int] = []
+        for outputs in self._outputs.values():
+            for command in outputs.desired():
+                if isinstance(command, ev.SetAcceptedLight) and command.on:
+                    accepted.setdefault(command.seat, []).append(command.spot)
+                elif isinstance(command, ev.SetWinLight) and command.on:
+                    win.append(command.seat)
+        return {"accepted": [{"seat": seat, "spots": sorted(spots)} for seat, spots in sorted(accepted.items())],
+                "win": sorted(win)}
 
     def uptime(self) -> float:
         return round(time.monotonic() - self.started_at, 1)

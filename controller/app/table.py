@@ -60,7 +60,7 @@ from .reports import DayReports, MeterSeries
 from .sdnotify import Notifier
 from .setup import award_spots, standalone_meters, table_rules
 from .shell import ControlFactory, TableShell, close_buses
-from .views import hit_json, meter_json
+from .views import hit_json, hit_kind, meter_json, table_json
 
 if TYPE_CHECKING:
     from drivers.modbus.bus import ModbusBus
@@ -698,7 +698,8 @@ class TableDaemon(TableShell):
             case "meters":
                 return [meter_json(s) for _m, s in sorted(self.ledger.state.items())]
             case "history":
-                return [hit_json(m, h) for m, s in sorted(self.ledger.state.items()) for h in s.history]
+                return [hit_json(m, h, hit_kind(self.cfg, m, h)) for m, s in sorted(self.ledger.state.items())
+                        for h in s.history]
             case "meter_series":
                 return await self.series.answer(args)
             case "settle":
@@ -966,6 +967,8 @@ class TableDaemon(TableShell):
             "anchor": self.anchoring.json() if self.anchoring is not None else None,
             "uptime_seconds": self.uptime(),
             **({"link": self.link.status()} if self.link is not None else {}),
+            **table_json(self.cfg),
+            "lights": self.lights_json(),
         }
 
     def _floor_line(self) -> FloorLine | None:

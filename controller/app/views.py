@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from ..config.model import TableConfig
 from ..meter import Hit, MeterState, params_to_dict
 from ..meter.snapshot import hit_to_dict
 from ..money import format_cents, format_units
+from ..settlement import Payout
 
 
 def meter_json(s: MeterState) -> dict[str, Any]:
@@ -42,9 +44,42 @@ def meter_json(s: MeterState) -> dict[str, Any]:
     }
 
 
-def hit_json(meter_id: str, h: Hit) -> dict[str, Any]:
+def hit_json(meter_id: str, h: Hit, kind: str | None = None) -> dict[str, Any]:
     d = hit_to_dict(h)
-    return {"meter": meter_id, "number": d.pop("number"), "time": d.pop("at"), "round": d.pop("round_id"), **d}
+    out = {"meter": meter_id, "number": d.pop("number"), "time": d.pop("at"), "round": d.pop("round_id"), **d}
+    if kind is not None:
+        out["kind"] = kind
+    return out
 
 
-__all__ = ["hit_json", "meter_json"]
+def hit_kind(cfg: TableConfig, meter_id: str, h: Hit) -> str:
+    """What a hit of `meter_id` paid, for people: "jackpot" (a percentage of the meter), "envy" (an Envy Bonus: a
+    fixed sum for another player's hand, paid by the table), or "award" (any other row of the paytable). The hit
+    keeps the hand and the award as the paytable states them; an Envy Bonus is the one whose award is the envy
+    table's for that hand and not the paytable's own row."""
+    for w in cfg.wagers.values():
+        if w.meter != meter_id:
+            continue
+        pt = w.paytable
+        own = {p.award.describe() for p in pt.pays if p.hand == h.hand}
+        if pt.envy is not None and h.paid_by == "table" and h.award not in own and any(
+                row.get(h.hand) is not None and row[h.hand].describe() == h.award for row in pt.envy.by_wager.values()):
+            return "envy"
+    return "jackpot" if "% of meter" in h.award else "award"
+
+
+def payout_json(p: Payout) -> dict[str, Any]:
+    """One payout of a claim: who receives it, what it is (`kind`: "paytable", "envy", "magic-card",
+    "lucky-bonus"), on which hand, the award as the paytable states it and the amount."""
+    return {"seat": p.seat, "kind": p.kind, "hand_of": p.hand_of, "hand": p.hand, "award": p.award,
+            "amount": format_cents(p.amount), "paid_by": p.paid_by, "shared_by": p.shared_by}
+
+
+def table_json(cfg: TableConfig) -> dict[str, Any]:
+    """What the pit console needs of the configuration to show the table: its seats, its wagers (the spots and
+    their titles) and the casino's time zone (`[report] time_zone`, the zone of the gaming day)."""
+    return {"seats": cfg.seats, "time_zone": cfg.report.time_zone,
+            "wagers": [{"spot": w.id, "title": w.wager.title, "meter": w.meter} for w in cfg.wagers.values()]}
+
+
+__all__ = ["hit_json", "hit_kind", "meter_json", "payout_json", "table_json"]

@@ -16,12 +16,20 @@
     if (shown[el.id] === html) return;  // the same again (a reconnect): leave the forms alone
     shown[el.id] = html;
     const typed = {};
+    const opened = {};
     let focused = null;
+    el.querySelectorAll("details[id], details[data-key]").forEach(function (d) {
+      opened[d.id || d.dataset.key] = d.open;
+    });
     el.querySelectorAll("input:not([type=hidden])").forEach(function (i) {
       if (i.value) typed[key(i)] = i.value;
       if (i === document.activeElement) focused = key(i);
     });
     el.innerHTML = html;
+    el.querySelectorAll("details[id], details[data-key]").forEach(function (d) {
+      const k = d.id || d.dataset.key;
+      if (k in opened) d.open = opened[k];
+    });
     el.querySelectorAll("input:not([type=hidden])").forEach(function (i) {
       const k = key(i);
       if (k in typed) i.value = typed[k];
@@ -51,6 +59,14 @@
       state("reconnecting…", true);
       if (es.readyState === EventSource.CLOSED) setTimeout(function () { location.reload(); }, 3000);
     };
+  }
+
+  // The casino's clock (the table's time zone), to the second.
+  const clock = document.getElementById("clock");
+  if (clock && window.Intl) {
+    const fmt = new Intl.DateTimeFormat("en-US", {timeZone: clock.dataset.zone, hour: "2-digit", minute: "2-digit",
+                                                  second: "2-digit", hourCycle: "h23", timeZoneName: "short"});
+    setInterval(function () { clock.textContent = fmt.format(new Date()); }, 1000);
   }
 
   if (document.getElementById("meters")) connect();

@@ -279,7 +279,7 @@ def authority_sections(status: Mapping[str, Any], down: str | None, series: Mapp
     moment the page is made (a time not of its day shows its date too)."""
     tz = zone(status.get("time_zone"))
     return {"claims": _claims(status, tz, today), "daemon": _authority(status if down is None else None, down, tz),
-            "tables": _tables(status, tz, today), "meters": _meters(status), "plots": _plots(series)}
+            "tables": _tables(status, tz, today), "meters": _meters(status), "plots": _plots(series, status)}
 
 
 def sections(snapshot: Mapping[str, Any], down: str | None, today: datetime | None = None) -> dict[str, str]:

@@ -400,8 +400,11 @@ def _parts(poller: Poller, csrf: str, supervisor: str | None) -> tuple[dict[str,
 
 def _console_page(console: Console, supervisor: str | None, csrf: str, flash: str | None) -> str:
     parts, is_floor = _parts(console.poller, csrf, supervisor)
-    render = floor.page if is_floor else page.page
-    return render(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required)
+    if is_floor:
+        return floor.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required)
+    table, zone = page.identity(console.poller.snapshot)
+    return page.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required,
+                     table=table, zone=zone)
 
 
 async def index(request: web.Request) -> web.Response:
@@ -517,8 +520,12 @@ async def _act(request: web.Request, op: str, fields: tuple[str, ...]) -> web.St
     if isinstance(got, web.Response):
         return got
     sid, _session, form = got
-    claim = form.get("claim_id", "")
+    claim = form.get("claim_id") or form.get("round_id") or ""
     try:
+        if op == "void" and form.get("round_id") != _current_round(console):
+            # the daemon voids its current round: a form of a round since settled must not void the next one
+            raise ControlError("rules", f"round {form.get('round_id')} is no longer the current round "
+                                        f"({_current_round(console)}): nothing voided")
         result = await _forward(request, op, {k: form.get(k, "") for k in fields})
     except ControlError as e:
         flash = f"{op} of {claim} refused: {e}"
@@ -533,6 +540,12 @@ async def _act(request: web.Request, op: str, fields: tuple[str, ...]) -> web.St
     return response
 
 
+def _current_round(console: Console) -> str | None:
+    status = (console.poller.snapshot or {}).get("status") or {}
+    found = status.get("round") if isinstance(status, dict) else None
+    return found.get("id") if isinstance(found, dict) else None
+
+
 async def approve(request: web.Request) -> web.StreamResponse:
     return await _act(request, "approve", ("claim_id", "supervisor", "secret"))
 
@@ -541,8 +554,20 @@ async def reject(request: web.Request) -> web.StreamResponse:
     return await _act(request, "reject", ("claim_id", "supervisor", "secret", "reason"))
 
 
+async def settle(request: web.Request) -> web.StreamResponse:
+    """The round settled by a supervisor (`progressivectl settle` with a credential): the daemon says whether it
+    may be (a claim still open, a detected hit not claimed, a void asked for are its refusals)."""
+    return await _act(request, "settle", ("round_id", "supervisor", "secret"))
+
+
+async def void(request: web.Request) -> web.StreamResponse:
+    """The round voided by a supervisor (`progressivectl void`); the daemon voids its current round."""
+    return await _act(request, "void", ("reason", "supervisor", "secret"))
+
+
 async def login_form(request: web.Request) -> web.Response:
-    return _html(request, lambda _console, _supervisor, csrf, flash: page.login_page(csrf=csrf, message=flash))
+    return _html(request, lambda console, _supervisor, csrf, flash: page.login_page(
+        csrf=csrf, message=flash, table=page.identity(console.poller.snapshot)[0]))
 
 
 async def login(request: web.Request) -> web.StreamResponse:
@@ -617,6 +642,8 @@ def application(console: Console) -> web.Application:
     app.router.add_get("/events", events)
     app.router.add_post("/approve", approve)
     app.router.add_post("/reject", reject)
+    app.router.add_post("/settle", settle)
+    app.router.add_post("/void", void)
     app.router.add_get("/login", login_form)
     app.router.add_post("/login", login)
     app.router.add_post("/logout", logout)
