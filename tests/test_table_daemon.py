@@ -619,6 +619,10 @@ async def test_royal_flush_dealt_by_the_shoe_is_detected_and_paid_after_approval
             await daemon.call("claim", {"seat": 3, "cards": seat3})
         await daemon.call("settle", {"round_id": "CS-07-r1"})
         assert [(h["seat"], h["amount"]) for h in await daemon.call("history", {})] == [(3, "10000.30"), (5, "1000.00")]
+        # as the journal has it, unless asked what each payout is (the console's question)
+        assert not [h for h in await daemon.call("history", {}) if "kind" in h]
+        assert [(h["seat"], h["kind"]) for h in await daemon.call("history", {"kinds": True})] == [
+            (3, "jackpot"), (5, "envy")]
 
 
 async def test_a_settle_right_after_the_deal_claims_the_shoes_hits_first_and_never_drops_them(tmp_path):

@@ -26,7 +26,7 @@ OPERATIONS: Mapping[str, Operation] = {
     "status": Operation(),
     "round": Operation(),
     "meters": Operation(),
-    "history": Operation(),
+    "history": Operation(("kinds",)),  # kinds: true adds what each payout is (the console's), beside the journal's form
     "meter_series": Operation(("span", "meter")),  # read from the journal, kept a minute a span (app/reports.py)
     "settle": Operation(("round_id",), supervisor="optional"),
     "void": Operation(("reason",), supervisor="required"),

@@ -697,9 +697,10 @@ class TableDaemon(TableShell):
                 return self.round_info()
             case "meters":
                 return [meter_json(s) for _m, s in sorted(self.ledger.state.items())]
-            case "history":
-                return [hit_json(m, h, hit_kind(self.cfg, m, h)) for m, s in sorted(self.ledger.state.items())
-                        for h in s.history]
+            case "history":  # as `history --state` reads it from the journal; with kinds, what each payout is
+                kinds = args.get("kinds") is True
+                return [hit_json(m, h, hit_kind(self.cfg, m, h) if kinds else None)
+                        for m, s in sorted(self.ledger.state.items()) for h in s.history]
             case "meter_series":
                 return await self.series.answer(args)
             case "settle":

@@ -136,7 +136,8 @@ class Poller:
             if floor.is_authority(status):  # its status holds all it shows, beside the plots
                 snapshot = {"status": status, "series": self.series}
             else:
-                snapshot = {"status": status, **{op: await self.client.call(op) for op in ("round", "history")}}
+                snapshot = {"status": status, "round": await self.client.call("round"),
+                            "history": await self.client.call("history", kinds=True)}
                 snapshot["series"] = self.series
             if isinstance(snapshot["status"], dict):  # changes at every answer: not a change to show
                 snapshot["status"].pop("uptime_seconds", None)
