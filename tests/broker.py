@@ -21,7 +21,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -240,3 +241,16 @@ def start_broker(directory: Path, users: Iterable[str], operators: Iterable[str]
     broker = Broker(directory, users, operators=operators)
     broker.start()
     return broker
+
+
+@contextmanager
+def running_broker(directory: Path, users: Iterable[str], **kwargs: Any) -> Iterator[Broker]:
+    """A broker for the `users` (skipped without Mosquitto), stopped at the end: what each test module's fixture
+    yields."""
+    require_mosquitto()
+    b = start_broker(directory, users, **kwargs)
+    try:
+        yield b
+    finally:
+        b.stop()
+

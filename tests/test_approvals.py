@@ -22,7 +22,7 @@ from controller.link import approval, schema
 from controller.link.mqtt import MqttLink
 from controller.meter import ops
 
-from broker import require_mosquitto, start_broker
+from broker import running_broker
 from linkrig import AT, METER, PREFIX, LinkRig, approvers_file, signed, signing_key_file
 from rigtable import until
 
@@ -34,12 +34,8 @@ CTL = Path(sys.executable).parent / "progressivectl"
 
 @pytest.fixture
 def broker(tmp_path: Path):
-    require_mosquitto()
-    b = start_broker(tmp_path / "mosquitto", (TABLE, "fcp-02", "authority"))
-    try:
+    with running_broker(tmp_path / "mosquitto", (TABLE, "fcp-02", "authority")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 class RawTable:

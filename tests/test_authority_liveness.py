@@ -29,7 +29,7 @@ from controller.meter import ops
 from controller.money import format_units
 from controller.report.files import read_series
 
-from broker import ROOT, require_mosquitto, start_broker
+from broker import ROOT, running_broker
 from consolerig import SECRET, SUPERVISOR, console_process, csrf_of, login_form, self_signed
 from linkrig import AT, METER, AuthorityProcess, LinkRig, authority_doc, mqtt_config, supervisors_file
 from rigtable import until
@@ -45,12 +45,8 @@ CHILD = Path(__file__).resolve().parent / "link_table_child.py"
 
 @pytest.fixture
 def broker(tmp_path: Path):
-    require_mosquitto()
-    b = start_broker(tmp_path / "mosquitto", (*TABLES, "authority"))
-    try:
+    with running_broker(tmp_path / "mosquitto", (*TABLES, "authority")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 class ChildTable:

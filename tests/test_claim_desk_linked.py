@@ -23,7 +23,7 @@ from controller.config.model import LinkedMeter, MqttConfig
 from controller.errors import RulesError
 from controller.money import UNITS_PER_CENT
 
-from broker import require_mosquitto, start_broker
+from broker import running_broker
 from linkrig import AUTHORITY_KEY, METER, PREFIX, RESET, LinkRig, approval_keys
 from rigtable import daemon_on_rig, drawing, lock_round, message, until, win, with_supervisor
 
@@ -40,12 +40,8 @@ ROYAL = ["AH", "KH", "QH", "JH", "TH"]  # 100% of the meter
 
 @pytest.fixture
 def broker(tmp_path: Path):
-    require_mosquitto()
-    b = start_broker(tmp_path / "mosquitto", (TABLE_ID, "authority"))
-    try:
+    with running_broker(tmp_path / "mosquitto", (TABLE_ID, "authority")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 @contextlib.asynccontextmanager

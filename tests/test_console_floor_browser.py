@@ -22,7 +22,7 @@ from controller.link import schema
 from controller.meter import ops
 from controller.money import parse_cents
 
-from broker import require_mosquitto, start_broker
+from broker import running_broker
 from consolerig import ROOT, console_process
 from linkrig import AT, METER, LinkRig
 from rigtable import until
@@ -53,12 +53,8 @@ return out;
 
 @pytest.fixture
 def broker(tmp_path: Path):
-    require_mosquitto()
-    b = start_broker(tmp_path / "mosquitto", (*TABLES, "authority"))
-    try:
+    with running_broker(tmp_path / "mosquitto", (*TABLES, "authority")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def _line(table: str, phase: str, n: int, blocks=(), seats=(), claims=()):

@@ -16,7 +16,7 @@ from controller.link.mqtt import MqttLink
 from controller.meter import ops
 from controller.money import UNITS_PER_CENT, format_units, parse_cents
 
-from broker import require_mosquitto, start_broker
+from broker import running_broker
 from linkrig import AT, METER, PREFIX, RATE, RESET, LinkRig, approval_keys, signed
 from rigtable import until
 
@@ -26,12 +26,8 @@ TOPICS = schema.Topics(PREFIX)
 
 @pytest.fixture
 def broker(tmp_path: Path):
-    require_mosquitto()
-    b = start_broker(tmp_path / "mosquitto", (*TABLES, "authority", "rogue"))
-    try:
+    with running_broker(tmp_path / "mosquitto", (*TABLES, "authority", "rogue")) as b:
         yield b
-    finally:
-        b.stop()
 
 
 def booking(table: str, n: int, wagers=((1, 100), (2, 500))):

@@ -40,7 +40,7 @@ from controller.link.mqtt import MqttLink, MqttSettings
 from controller.link.outbox import Sent
 from controller.meter import ops
 
-from broker import require_mosquitto, start_broker
+from broker import running_broker
 from linkrig import AT, METER, PREFIX, RESET, SIGNING_KEY, signed
 from rigtable import lock_round, until
 
@@ -50,12 +50,8 @@ OPERATOR = "broker-operator"
 
 @pytest.fixture
 def broker(tmp_path):
-    require_mosquitto()
-    b = start_broker(tmp_path / "mosquitto", (TABLE_ID, "authority"), operators=(OPERATOR,))
-    try:
+    with running_broker(tmp_path / "mosquitto", (TABLE_ID, "authority"), operators=(OPERATOR,)) as b:
         yield b
-    finally:
-        b.stop()
 
 
 class Client:

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InputError
 from ..money import format_dollars_human, parse_cents
-from .page import _e, _plots
+from .page import _e, _plots, logout_form, sections_html
 
 SECTIONS = ("claims", "daemon", "tables", "meters", "plots")
 TITLES = {"claims": "Claims awaiting approval", "daemon": "Link authority", "tables": "Linked tables",
@@ -298,13 +298,9 @@ def _head(title: str) -> str:
 def page(parts: Mapping[str, str], *, csrf: str, flash: str | None = None, supervisor: str | None = None,
          logout: bool = False) -> str:
     """The floor view's whole page: the console's frame (header, log out) around the floor's sections."""
-    who = ""
-    if logout:
-        who = (f'<form method="post" action="/logout" class="logout"><span>{_e(supervisor)}</span>'
-               f'<input type="hidden" name="csrf" value="{_e(csrf)}"><button type="submit">Log out</button></form>')
+    who = logout_form(supervisor, csrf) if logout else ""
     note = f'<p class="flash" id="flash" role="status">{_e(flash)}</p>' if flash else ""
-    body = "".join(f'<section class="s-{name}"><h2>{TITLES[name]}</h2><div id="{name}">{parts[name]}</div></section>'
-                   for name in SECTIONS)
+    body = sections_html(parts, SECTIONS, TITLES)
     return (_head("Floor · pit console") + f'<body class="floor-view"><header><h1>Floor</h1>'
             f'<span id="live">connecting…</span>{who}</header>{note}<main>{body}</main></body></html>')
 

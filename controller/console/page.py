@@ -734,17 +734,25 @@ def _clock(zone: str | None) -> str:
     return f'<time id="clock" data-zone="{_e(zone)}" title="the casino\'s time ({_e(zone)})">{_e(now)}</time>'
 
 
+def logout_form(supervisor: str | None, csrf: str) -> str:
+    """The header's "Log out" with the supervisor's name (a page served behind a login)."""
+    return (f'<form method="post" action="/logout" class="logout"><span>{_e(supervisor)}</span>'
+            f'<input type="hidden" name="csrf" value="{_e(csrf)}"><button type="submit">Log out</button></form>')
+
+
+def sections_html(parts: Mapping[str, str], order: Iterable[str], titles: Mapping[str, str]) -> str:
+    """Each section in `order`, titled, its inner HTML in the element the event stream replaces (its id)."""
+    return "".join(f'<section class="s-{name}"><h2>{titles[name]}</h2><div id="{name}">{parts[name]}</div></section>'
+                   for name in order)
+
+
 def page(parts: Mapping[str, str], *, csrf: str, flash: str | None = None, supervisor: str | None = None,
          logout: bool = False, table: str | None = None, zone: str | None = None) -> str:
     """The whole console page: every section, the message of the last action, a logout button when logged in; the
     table's id in the title and the casino's clock in the header."""
-    who = ""
-    if logout:
-        who = (f'<form method="post" action="/logout" class="logout"><span>{_e(supervisor)}</span>'
-               f'<input type="hidden" name="csrf" value="{_e(csrf)}"><button type="submit">Log out</button></form>')
+    who = logout_form(supervisor, csrf) if logout else ""
     note = f'<p class="flash" id="flash" role="status">{money_words(flash)}</p>' if flash else ""
-    body = "".join(f'<section class="s-{name}"><h2>{TITLES[name]}</h2><div id="{name}">{parts[name]}</div></section>'
-                   for name in SECTIONS)
+    body = sections_html(parts, SECTIONS, TITLES)
     name = f"{table} · Pit console" if table else "Pit console"
     return (_head(name) + f'<body><header><h1>{_e(name)}</h1>{_clock(zone)}<span id="live">connecting…</span>'
             f'{who}</header>{note}<main>{body}</main></body></html>')
@@ -761,5 +769,5 @@ def login_page(*, csrf: str, message: str | None = None, table: str | None = Non
 
 
 __all__ = ["SECTIONS", "cards_text", "dollars", "hand_name", "host_allowed", "identity", "is_loopback", "local_time",
-           "login_page", "page", "parse_listen", "payout_kind", "plot_svg", "same_origin", "seats_text",
-           "secret_in_query", "sections", "zone_of"]
+           "login_page", "logout_form", "page", "parse_listen", "payout_kind", "plot_svg", "same_origin", "seats_text",
+           "secret_in_query", "sections", "sections_html", "zone_of"]
