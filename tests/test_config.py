@@ -513,10 +513,13 @@ def test_meter_wager_size_without_an_envy_row(tree):
 
 
 def test_paytable_file_relative_to_the_configuration(tree):
-    cfg = load_config(tree / "tables" / "let-it-ride.toml")
+    cfg = load_config(tree / "tables" / "let-it-ride.toml")  # the package's example, by name
     assert cfg.wagers["three-card-progressive"].paytable.id == "let-it-ride-three-card-progressive-example"
-    missing = edit(tree / "tables" / "let-it-ride.toml", "let-it-ride-three-card-progressive-example.toml",
-                   "nope.toml")
+    by_path = edit(tree / "tables" / "let-it-ride.toml", '"let-it-ride-three-card-progressive-example"',
+                   '"../paytables/let-it-ride-three-card-progressive-example.toml"')
+    cfg = load_config(by_path)  # a file, by its path relative to the table's
+    assert cfg.wagers["three-card-progressive"].paytable.id == "let-it-ride-three-card-progressive-example"
+    missing = edit(by_path, "let-it-ride-three-card-progressive-example.toml", "nope.toml")
     p = one(check_config(missing), "wagers.three-card-progressive.paytable")
     assert p.message.startswith("../paytables/nope.toml: cannot read the paytable file")
 

@@ -191,15 +191,27 @@ def test_the_box_table_is_the_caribbean_stud_example_as_a_box_runs_it():
     assert box == example
 
 
-def test_an_example_copied_anywhere_keeps_its_register_maps(tmp_path):
-    """The examples name the shipped maps: copied away from config/ (as to /etc/progressive), each device's map
-    is found. (The operator paytable files two examples name are still paths relative to config/tables/.)"""
+def test_an_example_copied_anywhere_keeps_its_register_maps_and_paytables(tmp_path):
+    """The examples name the shipped maps and example paytables: copied away from config/ (as to /etc/progressive),
+    each device's map and each wager's paytable is found."""
     for example in sorted((EXAMPLES / "tables").glob("*.toml")):
         copy = tmp_path / example.name
         shutil.copy(example, copy)
         copy.chmod(0o600)
-        found = [p for p in check_config(copy) if p.path.startswith("devices")]
+        found = [p for p in check_config(copy) if p.path.startswith(("devices", "wagers"))]
         assert found == [], example.name
+
+
+def test_an_unknown_paytable_name_is_refused_naming_the_built_in_ids_and_the_shipped_examples(tmp_path):
+    text = (EXAMPLES / "tables" / "let-it-ride.toml").read_text(encoding="utf-8")
+    path = tmp_path / "table.toml"
+    path.write_text(text.replace('"let-it-ride-three-card-progressive-example"',
+                                 '"let-it-ride-three-card-progresive-example"', 1), encoding="utf-8")
+    path.chmod(0o600)
+    (problem,) = [p for p in check_config(path) if p.path.startswith("wagers")]
+    assert "unknown paytable 'let-it-ride-three-card-progresive-example'" in problem.message
+    assert "did you mean 'let-it-ride-three-card-progressive-example'?" in problem.hint
+    assert "progressive_examples" in problem.hint or "paytables" in problem.hint
 
 
 def _table_with_map(tmp_path: Path, ref: str) -> Path:

@@ -22,6 +22,8 @@ from .problems import join
 # The register maps the package ships, given by name (register_map = "seat-single"): on a box, the installed
 # package's devices/ directory. (By name: progressive_examples is config/, installed; mypy does not see it.)
 SHIPPED_MAPS: Path = importlib.import_module("progressive_examples").path("devices")
+# The example paytable files the examples name the same way ([wagers.ID] paytable = "NAME").
+SHIPPED_PAYTABLES: Path = importlib.import_module("progressive_examples").path("paytables")
 
 # The progressive table game system: a wagering device at each betting position ((1)) and a lock-out
 # ((2)); for the Five Card Hand Bonus an electronic wagering system at each position with a lockout.

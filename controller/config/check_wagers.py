@@ -10,6 +10,7 @@ from ..paytables import builtin_paytables, check_paytable_for, load_paytable
 from ..paytables.model import Paytable
 from . import schema
 from .check import Checker
+from .check_devices import SHIPPED_PAYTABLES
 from .fields import did_you_mean
 from .model import WagerConfig
 from .problems import join
@@ -94,10 +95,18 @@ class WagerChecks(Checker):
         builtin = builtin_paytables()
         if ref in builtin:
             return builtin[ref]
-        close = difflib.get_close_matches(ref, list(builtin), n=1, cutoff=0.6)
+        shipped = sorted(p.stem for p in SHIPPED_PAYTABLES.glob("*.toml"))
+        if ref in shipped:  # an example paytable file of the package, by name: an example copied anywhere finds it
+            try:
+                return load_paytable(SHIPPED_PAYTABLES / f"{ref}.toml")
+            except InputError as e:
+                self.add(at, str(e), "the package's example paytable: install the package again")
+                return None
+        close = difflib.get_close_matches(ref, [*builtin, *shipped], n=1, cutoff=0.6)
         self.add(at, f"unknown paytable {ref!r}",
                  (f"did you mean {close[0]!r}? " if close else "") + "`progressivectl paytables` lists the built-in "
-                 "ids; a paytable file is given by its path, e.g. \"../paytables/NAME.toml\"")
+                 f"ids; the package's example paytables are named as their files in {SHIPPED_PAYTABLES}; a paytable "
+                 "file of your own is given by its path, e.g. \"paytables/NAME.toml\" (relative to this file)")
         return None
 
     def _select(self, pt: Paytable, ref: str, wid: str, at: str, *, linked: bool, sizes: tuple[int, ...],
