@@ -1,0 +1,58 @@
+"""Attacks on the pit console's forms and on what it shows (docs/security.md, "The pit console"): each runs against
+the console process over HTTP and a daemon on the rig, as an adversary would."""
+
+from __future__ import annotations
+
+import asyncio
+
+from consolerig import SECRET, SUPERVISOR, console_on_rig, csrf_of
+from rigtable import lock_round
+
+FLOOR = {"supervisor": SUPERVISOR, "secret": SECRET}
+
+
+async def _page(http, console, want: str) -> str:
+    async with asyncio.timeout(10):
+        while True:
+            async with http.get(console.url) as r:
+                html = await r.text()
+            if want in html:
+                return html
+            await asyncio.sleep(0.05)
+
+
+async def test_a_void_aimed_at_a_round_that_changed_while_its_secret_was_checked_voids_nothing(tmp_path):
+    """The daemon voids its current round: a void form of round N that is still being checked (its secret hashed,
+    or the console's view a poll behind) when round N settles and N+1 is dealt must not void N+1."""
+    async with console_on_rig(tmp_path) as (daemon, rig, console), console.client() as http:
+        await lock_round(daemon, rig, [(4, "progressive")])
+        first = daemon._round_id()
+        token = csrf_of(await _page(http, console, 'action="/void"'))
+        checking, checked = asyncio.Event(), asyncio.Event()
+        real = daemon.supervisor
+
+        async def slow_check(args):  # the secret's hash taking its time: the table plays on meanwhile
+            who = await real(args)
+            if args.get("reason") == "misdeal":
+                checking.set()
+                await checked.wait()
+            return who
+
+        daemon.supervisor = slow_check
+        form = {"csrf": token, "round_id": first, "reason": "misdeal", **FLOOR}
+        posted = asyncio.create_task(http.post(console.url + "void", data=form, headers={"Origin": console.origin},
+                                               allow_redirects=False))
+        async with asyncio.timeout(10):
+            await checking.wait()
+        await daemon.call("settle", {"round_id": first})  # the dealer settles round N at the table
+        await lock_round(daemon, rig, [(2, "progressive")])  # ... and round N+1 is dealt
+        second = daemon._round_id()
+        assert second != first
+        checked.set()
+        async with asyncio.timeout(10):
+            response = await posted
+        assert response.status == 303
+        response.release()
+        assert daemon._round_id() == second and daemon.state.phase.value == "dealing"  # N+1 not voided
+        html = await _page(http, console, "refused")
+        assert f"round {first} is not the current round {second}" in html
