@@ -56,3 +56,31 @@ async def test_a_void_aimed_at_a_round_that_changed_while_its_secret_was_checked
         assert daemon._round_id() == second and daemon.state.phase.value == "dealing"  # N+1 not voided
         html = await _page(http, console, "refused")
         assert f"round {first} is not the current round {second}" in html
+
+
+async def test_wrong_secrets_in_settle_and_void_forms_count_as_the_logins_do(tmp_path):
+    """A form that guesses a secret is a guess, whatever its action: three wrong ones from an address (settle, void,
+    settle) and the console refuses the fourth itself, the right secret too, asking the daemon nothing."""
+    async with console_on_rig(tmp_path) as (daemon, rig, console), console.client() as http:
+        await lock_round(daemon, rig, [(4, "progressive")])
+        first = daemon._round_id()
+        token = csrf_of(await _page(http, console, 'action="/settle"'))
+
+        def failures() -> float:
+            return daemon.metrics.registry.get_sample_value("progressive_auth_failures_total") or 0
+
+        async def post(path: str, data: dict) -> str:
+            async with http.post(console.url + path, data={"csrf": token, "round_id": first, **data},
+                                 headers={"Origin": console.origin}, allow_redirects=False) as r:
+                assert r.status == 303
+            return await _page(http, console, "refused")
+
+        wrong = {"supervisor": SUPERVISOR, "secret": "not-the-secret-42"}
+        for path in ("settle", "void", "settle"):
+            assert "supervisor name or credential not accepted" in await post(path, {**wrong, "reason": "misdeal"})
+        hashed = failures()
+        assert "too many wrong secrets from this address" in await post("settle", FLOOR)
+        assert "too many wrong secrets from this address" in await post("void", {**FLOOR, "reason": "misdeal"})
+        assert failures() == hashed == 3  # the daemon hashed the three, and was asked nothing after
+        assert daemon._round_id() == first and daemon.state.phase.value == "dealing"
+    assert SECRET not in console.log.read_text()
