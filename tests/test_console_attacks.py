@@ -4,6 +4,10 @@ the console process over HTTP and a daemon on the rig, as an adversary would."""
 from __future__ import annotations
 
 import asyncio
+import os
+
+import pytest
+from test_console_browser import FOUND, _wait, browser
 
 from consolerig import SECRET, SUPERVISOR, console_on_rig, csrf_of
 from rigtable import lock_round
@@ -84,3 +88,38 @@ async def test_wrong_secrets_in_settle_and_void_forms_count_as_the_logins_do(tmp
         assert failures() == hashed == 3  # the daemon hashed the three, and was asked nothing after
         assert daemon._round_id() == first and daemon.state.phase.value == "dealing"
     assert SECRET not in console.log.read_text()
+
+
+@pytest.mark.skipif(not FOUND and not os.environ.get("CI"), reason="Debian's chromium and chromium-driver are not "
+                                                                   "installed (CI installs them)")
+async def test_what_a_supervisor_typed_into_a_rounds_void_form_stays_with_that_round(tmp_path):
+    """The page keeps what was typed across its live updates, form by form. A void (or settle) form typed for round
+    N must not come back filled in as round N+1's when N settles and N+1 is dealt meanwhile: one Enter would then
+    void N+1, which the daemon cannot tell from a void meant for it."""
+    from selenium.webdriver.common.by import By
+
+    async with console_on_rig(tmp_path) as (daemon, rig, console):
+        await lock_round(daemon, rig, [(4, "progressive")])
+        first = daemon._round_id()
+        with browser(tmp_path / "profile") as driver:
+            await asyncio.to_thread(driver.get, console.url)
+
+            def form(action: str) -> dict[str, str]:
+                found = driver.find_element(By.CSS_SELECTOR, f'form[action="/{action}"]')
+                return {i.get_attribute("name"): i.get_property("value")
+                        for i in found.find_elements(By.CSS_SELECTOR, "input")}
+
+            await asyncio.to_thread(_wait, driver, lambda d: form("void").get("round_id") == first, "round N's form")
+            for action, typed in (("settle", {"supervisor": SUPERVISOR, "secret": SECRET}),
+                                  ("void", {"reason": "misdeal", "supervisor": SUPERVISOR, "secret": SECRET})):
+                driver.find_element(By.CSS_SELECTOR, f"#act-{action} summary").click()
+                for name, text in typed.items():
+                    driver.find_element(By.CSS_SELECTOR, f'form[action="/{action}"] [name={name}]').send_keys(text)
+            assert form("void")["secret"] == SECRET
+            await daemon.call("settle", {"round_id": first})  # the dealer settles round N at the table
+            await lock_round(daemon, rig, [(2, "progressive")])  # ... and round N+1 is dealt
+            second = daemon._round_id()
+            await asyncio.to_thread(_wait, driver, lambda d: form("settle").get("round_id") == second,
+                                    "round N+1's forms")
+            for action in ("settle", "void"):
+                assert not any(form(action).get(name) for name in ("reason", "supervisor", "secret")), form(action)

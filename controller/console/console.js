@@ -4,10 +4,12 @@
 (function () {
   const live = document.getElementById("live");
 
+  // What was typed belongs to its form's claim or round: a round's settle or void form typed for round N is not
+  // round N+1's when the round changes under it (one Enter would act on the wrong round).
   function key(input) {
     const form = input.form;
-    const claim = form && form.querySelector("input[name=claim_id]");
-    return (form ? form.getAttribute("action") : "") + "|" + (claim ? claim.value : "") + "|" + input.name;
+    const what = form && form.querySelector("input[name=claim_id], input[name=round_id]");
+    return (form ? form.getAttribute("action") : "") + "|" + (what ? what.value : "") + "|" + input.name;
   }
 
   const shown = {};
