@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import replace
 
 import pytest
 from test_console_browser import FOUND, _wait, browser
@@ -123,3 +124,24 @@ async def test_what_a_supervisor_typed_into_a_rounds_void_form_stays_with_that_r
                                     "round N+1's forms")
             for action in ("settle", "void"):
                 assert not any(form(action).get(name) for name in ("reason", "supervisor", "secret")), form(action)
+
+
+@pytest.mark.skipif(not FOUND and not os.environ.get("CI"), reason="Debian's chromium and chromium-driver are not "
+                                                                   "installed (CI installs them)")
+async def test_a_time_zone_the_browser_does_not_know_leaves_the_page_live(tmp_path):
+    """`time_zone = "localtime"` passes the daemon's check (Python reads the box's zone file) but Chromium's clock
+    refuses it: before, the page's script stopped there and the page never went live, a pit boss's screen frozen on
+    what it first showed (a claim approved since still waiting, a new one never shown)."""
+    from selenium.webdriver.common.by import By
+
+    async with console_on_rig(tmp_path) as (daemon, rig, console):
+        daemon.cfg = replace(daemon.cfg, report=replace(daemon.cfg.report, time_zone="localtime"))
+        async with console.client() as http:
+            await _page(http, console, 'data-zone="localtime"')
+        with browser(tmp_path / "profile") as driver:
+            await asyncio.to_thread(driver.get, console.url)
+            await asyncio.to_thread(_wait, driver, lambda d: d.find_element(By.ID, "live").text == "live",
+                                    "the page live")
+            await rig.place_chip(4, "progressive", 100)
+            await asyncio.to_thread(_wait, driver, lambda d: "light on" in d.find_element(By.ID, "seats").text,
+                                    "a wager on the page without a reload")
