@@ -688,7 +688,7 @@ def test_an_argument_an_operation_does_not_take_is_refused():
     check_arguments("void", {"reason": "misdeal", "supervisor": "ann", "secret": SECRET})
     with pytest.raises(InputError) as e:
         check_arguments("void", {"Reason": "misdeal", "supervisor": "ann", "secret": SECRET})
-    assert e.value.field == "Reason" and "it takes reason, secret, supervisor" in e.value.problem
+    assert e.value.field == "Reason" and "it takes reason, round_id, secret, supervisor" in e.value.problem
     with pytest.raises(InputError, match="claim does not take 'secret'"):
         check_arguments("claim", {"seat": 3, "cards": [], "secret": SECRET})
     with pytest.raises(LookupError):

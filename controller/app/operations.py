@@ -29,7 +29,7 @@ OPERATIONS: Mapping[str, Operation] = {
     "history": Operation(("kinds",)),  # kinds: true adds what each payout is (the console's), beside the journal's form
     "meter_series": Operation(("span", "meter")),  # read from the journal, kept a minute a span (app/reports.py)
     "settle": Operation(("round_id",), supervisor="optional"),
-    "void": Operation(("reason",), supervisor="required"),
+    "void": Operation(("reason", "round_id"), supervisor="required"),  # round_id: the round the void is for
     "deck_replaced": Operation(supervisor="required"),
     "stub_count": Operation(("stub", "dealt"), supervisor="optional"),
     "close_table": Operation(supervisor="required"),

@@ -711,6 +711,10 @@ class TableDaemon(TableShell):
                 reason = args.get("reason")
                 if not isinstance(reason, str) or not reason.strip():
                     raise InputError("reason", "say why the round is voided")
+                if "round_id" in args and args["round_id"] != self._round_id():  # checked after the secret's hash
+                    shown = args["round_id"] if isinstance(args["round_id"], str) else repr(args["round_id"])
+                    raise RulesError("round_id", f"round {shown} is not the current round {self._round_id()}: "
+                                                 "nothing voided")
                 return await self._void_asked(f"{reason} (by {who})")
             case "deck_replaced":
                 who = await self.supervisor(args)

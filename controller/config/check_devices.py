@@ -239,7 +239,7 @@ class DeviceChecks(Checker):
         self._maps[path] = None
         st = probe(path)
         if st is None or isinstance(st, FileRefused):
-            self.add(at, f"{ref}: no such file" if st is None else f"{show_path(ref)}: {st.reason}",
+            self.add(at, f"{show_path(ref)}: no such file" if st is None else f"{show_path(ref)}: {st.reason}",
                      f"a path is relative to this configuration file; a shipped map is given by its name, as "
                      f"register_map = \"seat-single\" (the shipped maps are in {SHIPPED_MAPS})")
             return None

@@ -77,8 +77,11 @@ class FileRead:
 
 
 def show_path(path: str | PathLike[str]) -> str:
-    """A path for a message: whole unless very long (a 5,000-character path is not repeated whole)."""
+    """A path for a message: whole unless very long (a 5,000-character path is not repeated whole), its control
+    characters escaped (a newline in a path must not start a line of its own in the message)."""
     text = os.fspath(path)
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
     if len(text) <= _SHOWN_PATH:
         return text
     return f"{text[:60]}...{text[-40:]} ({len(text):,} characters)"

@@ -4,10 +4,12 @@
 (function () {
   const live = document.getElementById("live");
 
+  // What was typed belongs to its form's claim or round: a round's settle or void form typed for round N is not
+  // round N+1's when the round changes under it (one Enter would act on the wrong round).
   function key(input) {
     const form = input.form;
-    const claim = form && form.querySelector("input[name=claim_id]");
-    return (form ? form.getAttribute("action") : "") + "|" + (claim ? claim.value : "") + "|" + input.name;
+    const what = form && form.querySelector("input[name=claim_id], input[name=round_id]");
+    return (form ? form.getAttribute("action") : "") + "|" + (what ? what.value : "") + "|" + input.name;
   }
 
   const shown = {};
@@ -63,11 +65,18 @@
 
   // The casino's clock (the table's time zone), to the second.
   const clock = document.getElementById("clock");
-  if (clock && window.Intl) {
-    const fmt = new Intl.DateTimeFormat("en-US", {timeZone: clock.dataset.zone, hour: "2-digit", minute: "2-digit",
-                                                  second: "2-digit", hourCycle: "h23", timeZoneName: "short"});
-    setInterval(function () { clock.textContent = fmt.format(new Date()); }, 1000);
+  // A zone the browser does not know ("localtime" passes the daemon's check) leaves the page's own clock as it was
+  // drawn: it must not stop the live updates below.
+  let fmt = null;
+  try {
+    if (clock && window.Intl) {
+      fmt = new Intl.DateTimeFormat("en-US", {timeZone: clock.dataset.zone, hour: "2-digit", minute: "2-digit",
+                                              second: "2-digit", hourCycle: "h23", timeZoneName: "short"});
+    }
+  } catch (e) {
+    fmt = null;
   }
+  if (fmt) setInterval(function () { clock.textContent = fmt.format(new Date()); }, 1000);
 
   if (document.getElementById("meters")) connect();
 })();

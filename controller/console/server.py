@@ -562,8 +562,9 @@ async def settle(request: web.Request) -> web.StreamResponse:
 
 
 async def void(request: web.Request) -> web.StreamResponse:
-    """The round voided by a supervisor (`progressivectl void`); the daemon voids its current round."""
-    return await _act(request, "void", ("reason", "supervisor", "secret"))
+    """The round voided by a supervisor (`progressivectl void`): the daemon voids the form's round only if it is
+    still its current one once the secret is checked (the console's view may be a poll behind)."""
+    return await _act(request, "void", ("round_id", "reason", "supervisor", "secret"))
 
 
 async def login_form(request: web.Request) -> web.Response:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import heapq
 import json
 import re
 import secrets
@@ -58,6 +59,7 @@ _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0
 DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic", "anchor_too_often",
            "old_version", "floor_too_often")
 FLOOR_MIN_S = 0.5  # a table's floor lines taken at most this often (it sends one a second at most)
+OPEN_ROUNDS_SHOWN = 16  # a table's open rounds in `status`: its latest (the floor view shows the last)
 TableMessage = schema.Op | schema.Hello | schema.JournalAnchor  # what a table sends the authority
 _MESSAGE_TYPE = {schema.Op: "op", schema.Hello: "hello", schema.JournalAnchor: "anchor", schema.FloorLine: "floor"}
 
@@ -582,6 +584,7 @@ class LinkAuthority:
     def status(self) -> dict[str, Any]:
         """The authority, its meters and every configured table as it knows them (docs/operations.md)."""
         assert self.ledger is not None
+        opened = _open_rounds(self.ledger.state)
         return {
             "role": "link-authority",
             "authority": self.cfg.authority,
@@ -596,7 +599,7 @@ class LinkAuthority:
                        for m, s in sorted(self.ledger.state.items())],
             "tables": [{**table_json(t, st, (a.seq, a.at) if (a := self.anchors.get(t)) else None),
                         "anchor_suspect": _suspect_json(self.held.get(t)),
-                        "open_rounds": _open_rounds(t, self.ledger.state),
+                        "open_rounds": opened.get(t, []),
                         "floor": floor_json(*self.floor[t]) if t in self.floor else None}
                        for t, st in self.liveness.tables.items()],
             "ledger_head_seq": self.ledger.head.seq,
@@ -717,11 +720,19 @@ def _replayed(held: anchors.TableAnchors, found: Found, now: float) -> anchors.T
     return anchors.after(held, verdict, anchors.Report(a, when))
 
 
-def _open_rounds(table: str, meters: Meters) -> list[dict[str, Any]]:
-    """The table's rounds booked on a linked meter and not closed, from the authority's journal: (meter, round)."""
-    own = re.compile(re.escape(table) + r"-r[0-9]+")
-    return [{"meter": m, "round_id": rid} for m, s in sorted(meters.items()) for rid in sorted(s.open_rounds)
-            if own.fullmatch(rid)]
+def _open_rounds(meters: Meters) -> dict[str, list[dict[str, Any]]]:
+    """table -> its rounds booked on a linked meter and not closed, from the authority's journal: (meter, round), its
+    latest OPEN_ROUNDS_SHOWN in the order of their numbers. One pass over the open rounds, whatever their number: a
+    table's password can book rounds it never closes, and the console asks for the status twice a second."""
+    found: dict[str, list[tuple[int, str, str]]] = {}
+    for m, s in meters.items():
+        for rid, booking in s.open_rounds.items():
+            table = booking.table
+            number = rid[len(table) + 2:]
+            if rid.startswith(f"{table}-r") and number.isascii() and number.isdigit():
+                found.setdefault(table, []).append((int(number), m, rid))
+    return {t: [{"meter": m, "round_id": rid} for _n, m, rid in sorted(heapq.nlargest(OPEN_ROUNDS_SHOWN, rows))]
+            for t, rows in found.items()}
 
 
 def _suspect_json(held: anchors.TableAnchors | None) -> dict[str, Any] | None:
