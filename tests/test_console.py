@@ -949,3 +949,56 @@ async def test_a_flood_of_requests_is_logged_within_the_access_budget(tmp_path):
                 assert r.status == 200
         lines = console.log.read_text().count('"console request"') or console.log.read_text().count("console request")
         assert 0 < lines <= 2 * server.ACCESS_LINES[0], lines  # within one or two windows: not one a request
+
+
+# --- an answer of the wrong shape costs its section, never the page ---------------------------------------
+
+def _paths(value, at=()):
+    """Every place in a JSON value (dict keys and list indexes), the value itself first."""
+    yield at
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield from _paths(v, (*at, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _paths(v, (*at, i))
+
+
+def _replaced(value, path, new):
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(value, dict):
+        return {**value, head: _replaced(value[head], rest, new)}
+    return [_replaced(v, rest, new) if i == head else v for i, v in enumerate(value)]
+
+
+MISSHAPEN = (None, "x", 7, -1, True, [], {}, "1e999", [{"a": 1}], {"a": [None]})
+HIT = {"meter": "main", "number": 1, "time": "2026-12-05T15:41:07.123456Z", "round": "CS-07-r9", "seat": 4,
+       "hand": "royal-flush", "award": "100% of meter", "amount": "10017.85", "paid_by": "attendant",
+       "approved_by": "floor-1", "kind": "jackpot"}
+
+
+def test_any_answer_of_the_wrong_shape_is_one_line_in_its_section_and_the_page_stands():
+    """Every place of a realistic answer (status, round, history, plots), each replaced by values of the wrong shape
+    (a daemon of another version, a fault): the page is made, and each section that cannot show its part says so."""
+    snapshot = {"status": STATUS, "round": ROUND, "history": [HIT], "series": SERIES}
+    tried = unshown = 0
+    for where in list(_paths(snapshot))[1:]:
+        for new in MISSHAPEN:
+            errors: list[str] = []
+            parts = page.sections(_replaced(snapshot, where, new), None, "t", errors=errors)
+            assert set(parts) == set(page.SECTIONS), where
+            html = page.page(parts, csrf="t", table="CS-07", zone=ZONE)
+            assert len(errors) == html.count("cannot be shown"), (where, new, errors)
+            tried, unshown = tried + 1, unshown + bool(errors)
+    assert tried > 1000 and unshown > 50  # the check meets answers it cannot show, and each says so
+
+
+def test_a_section_that_cannot_be_shown_says_so_and_the_others_stand():
+    errors: list[str] = []
+    parts = page.sections({"status": {**STATUS, "meters": "not a list"}, "round": ROUND, "history": 7}, None, "t",
+                          errors=errors)
+    assert "cannot be shown" in parts["history"] and "cannot be shown" not in parts["round"]
+    assert errors and all(": " in e for e in errors)
+    assert "CS-07-r9" in parts["round"]

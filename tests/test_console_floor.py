@@ -350,3 +350,18 @@ async def test_a_table_sends_no_floor_line_to_an_authority_that_does_not_take_it
         await until(lambda: "cs-01" in a.floor, "the line at the authority")
     finally:
         await rig.close()
+
+
+def test_any_authority_answer_of_the_wrong_shape_costs_its_section_never_the_floor():
+    from test_console import MISSHAPEN, _paths, _replaced
+
+    snapshot = {"status": _status()}
+    tried = unshown = 0
+    for where in list(_paths(snapshot))[2:]:  # the status itself stays a mapping: the poller asks its role
+        for new in MISSHAPEN:
+            errors: list[str] = []
+            parts = floor.sections(_replaced(snapshot, where, new), None, NOW, errors)
+            html = floor.page(parts, csrf="t")
+            assert len(errors) == html.count("cannot be shown"), (where, new, errors)
+            tried, unshown = tried + 1, unshown + bool(errors)
+    assert tried > 300 and unshown > 10

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InputError
 from ..money import format_dollars_human, parse_cents
-from .page import _e, _plots, logout_form, sections_html
+from .page import _e, _plots, logout_form, sections_html, shown
 
 SECTIONS = ("claims", "daemon", "tables", "meters", "plots")
 TITLES = {"claims": "Claims awaiting approval", "daemon": "Link authority", "tables": "Linked tables",
@@ -273,18 +273,21 @@ def _tables(status: Mapping[str, Any], tz: tzinfo, today: datetime | None) -> st
 
 
 def authority_sections(status: Mapping[str, Any], down: str | None, series: Mapping[str, Any] | None = None,
-                       today: datetime | None = None) -> dict[str, str]:
+                       today: datetime | None = None, errors: list[str] | None = None) -> dict[str, str]:
     """The sections of the floor view: the claims awaiting approval on the whole floor, the authority, one card a
     table, the linked meters, and their plots from the authority's journal (`series` as a table's). `today`: the
     moment the page is made (a time not of its day shows its date too)."""
     tz = zone(status.get("time_zone"))
-    return {"claims": _claims(status, tz, today), "daemon": _authority(status if down is None else None, down, tz),
-            "tables": _tables(status, tz, today), "meters": _meters(status), "plots": _plots(series, status)}
+    return {"claims": shown(lambda: _claims(status, tz, today), errors),
+            "daemon": shown(lambda: _authority(status if down is None else None, down, tz), errors),
+            "tables": shown(lambda: _tables(status, tz, today), errors),
+            "meters": shown(lambda: _meters(status), errors), "plots": shown(lambda: _plots(series, status), errors)}
 
 
-def sections(snapshot: Mapping[str, Any], down: str | None, today: datetime | None = None) -> dict[str, str]:
+def sections(snapshot: Mapping[str, Any], down: str | None, today: datetime | None = None,
+             errors: list[str] | None = None) -> dict[str, str]:
     """Each section's inner HTML from the authority's last snapshot ({"status", "series"})."""
-    return authority_sections(snapshot["status"], down, snapshot.get("series"), today)
+    return authority_sections(snapshot["status"], down, snapshot.get("series"), today, errors)
 
 
 def _head(title: str) -> str:

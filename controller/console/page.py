@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta, tzinfo
 from decimal import ROUND_FLOOR, Decimal, InvalidOperation
 from html import escape
@@ -694,25 +694,37 @@ def _plots(series: Mapping[str, Any] | None, status: Mapping[str, Any] | None = 
 
 
 def sections(snapshot: Mapping[str, Any] | None, down: str | None, csrf: str,
-             supervisor: str | None = None) -> dict[str, str]:
+             supervisor: str | None = None, errors: list[str] | None = None) -> dict[str, str]:
     """Each section's inner HTML: from the last `snapshot` ({"status", "round", "history"}, and "series": span ->
     the `meter_series` answer, or {"error": why}); `down` says why the daemon does not answer now (the last
     snapshot stays shown, marked by the daemon section). A link authority's page is floor.py's."""
-    daemon = _daemon(snapshot["status"] if snapshot and down is None else None, down)
+    daemon = shown(lambda: _daemon(snapshot.get("status") if snapshot and down is None else None, down), errors)
     if snapshot is None:
         waiting = "<p>Waiting for the daemon.</p>"
         return {"daemon": daemon, **{name: waiting for name in SECTIONS if name != "daemon"}}
-    status, rnd = snapshot["status"], snapshot["round"]
+    status, rnd, history = snapshot["status"], snapshot["round"], snapshot["history"]
     return {
-        "claims": _claims(rnd, csrf, supervisor, status),
+        "claims": shown(lambda: _claims(rnd, csrf, supervisor, status), errors),
         "daemon": daemon,
-        "meters": _meters(status),
-        "round": _round(status, rnd, csrf, supervisor),
-        "seats": _seats(status, rnd),
-        "devices": _devices(status),
-        "history": _history(snapshot["history"], status),
-        "plots": _plots(snapshot.get("series"), status),
+        "meters": shown(lambda: _meters(status), errors),
+        "round": shown(lambda: _round(status, rnd, csrf, supervisor), errors),
+        "seats": shown(lambda: _seats(status, rnd), errors),
+        "devices": shown(lambda: _devices(status), errors),
+        "history": shown(lambda: _history(history, status), errors),
+        "plots": shown(lambda: _plots(snapshot.get("series"), status), errors),
     }
+
+
+def shown(render: Callable[[], str], errors: list[str] | None) -> str:
+    """A section, or one line saying it cannot be shown: an answer of the wrong shape (a daemon of another
+    version, a fault) costs that section, never the page. What went wrong is added to `errors` for the log."""
+    try:
+        return render()
+    except Exception as e:  # noqa: BLE001 - any shape of answer; the caller logs it
+        if errors is not None:
+            errors.append(f"{type(e).__name__}: {e}")
+        return ('<p class="alarm">✖ This part of the daemon\'s answer cannot be shown (a daemon of another version?): '
+                'the console\'s log says why.</p>')
 
 
 TITLES = {"daemon": "Controller", "meters": "Meters", "round": "Round", "seats": "Seats", "devices": "Devices",
@@ -770,4 +782,4 @@ def login_page(*, csrf: str, message: str | None = None, table: str | None = Non
 
 __all__ = ["SECTIONS", "cards_text", "dollars", "hand_name", "host_allowed", "identity", "is_loopback", "local_time",
            "login_page", "logout_form", "page", "parse_listen", "payout_kind", "plot_svg", "same_origin", "seats_text",
-           "secret_in_query", "sections", "sections_html", "zone_of"]
+           "secret_in_query", "sections", "sections_html", "shown", "zone_of"]

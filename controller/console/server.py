@@ -41,7 +41,7 @@ from aiohttp.abc import AbstractAccessLogger
 from ..app import sdlisten
 from ..app.auth import WINDOW_S, Guesses
 from ..app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
-from ..app.logs import KeyedBudget
+from ..app.logs import KeyedBudget, LogBudget
 from ..exits import EXIT_BAD_INPUT
 from . import floor, gate, page
 
@@ -89,6 +89,7 @@ class Poller:
                  series_interval: float = SERIES_S) -> None:
         self.client = client
         self.interval = interval
+        self.unshown = LogBudget(1, 10.0)  # answers a section could not show: once per kind of error and 10 s
         self.series_client = series_client or client
         self.series_interval = series_interval
         self.series: dict[str, Any] | None = None  # span -> the meter_series answer, or {"error": why}
@@ -395,8 +396,22 @@ def _parts(poller: Poller, csrf: str, supervisor: str | None) -> tuple[dict[str,
     """The page's sections, and whether they are the floor's (a link authority answers)."""
     snapshot = poller.snapshot
     if snapshot is not None and floor.is_authority(snapshot["status"]):
-        return floor.sections(snapshot, poller.down, datetime.now(UTC)), True
-    return page.sections(snapshot, poller.down, csrf, supervisor), False
+        errors: list[str] = []
+        parts = floor.sections(snapshot, poller.down, datetime.now(UTC), errors)
+        _log_unshown(poller, errors)
+        return parts, True
+    errors = []
+    parts = page.sections(snapshot, poller.down, csrf, supervisor, errors)
+    _log_unshown(poller, errors)
+    return parts, False
+
+
+def _log_unshown(poller: Poller, errors: list[str]) -> None:
+    """An answer of the daemon a section could not show: logged once per kind of error and 10 s, not per page."""
+    for error in errors:
+        skipped = poller.unshown.take(error.partition(":")[0])
+        if skipped is not None:
+            log.error("the daemon's answer cannot be shown", error=error, not_logged_before=skipped)
 
 
 def _console_page(console: Console, supervisor: str | None, csrf: str, flash: str | None) -> str:
