@@ -316,9 +316,16 @@ def test_the_table_s_names_are_on_the_page_its_login_and_its_clock():
     login = page.login_page(csrf="t", table="CS-07")
     assert "<title>CS-07 · Pit console: log in</title>" in login and "Log in as a supervisor of table CS-07" in login
     assert page.identity({"status": STATUS}) == ("CS-07", ZONE) and page.identity(None) == (None, None)
-    # the daemon's answers in one format of money too
+    # the daemon's answers in the page's words: one format of money, the cards' suits, the hand and payouts named
     assert page.money_words("royal-flush = $10017.85, envy bonus $1,000.00 <b>") == \
-        "royal-flush = $10,017.85, envy bonus $1,000.00 &lt;b&gt;"
+        "Royal flush = $10,017.85, Envy Bonus $1,000.00 &lt;b&gt;"
+    assert page.money_words("claim CS-07-r3-c1: seat 5 AS KS QS JS TS: royal-flush 100% of meter = $10001.65, "
+                            "envy bonus to seat 6 $1,000.00: approved by floor-1 and paid") == \
+        ("claim CS-07-r3-c1: seat 5 A♠ K♠ Q♠ J♠ 10♠: Royal flush 100% of meter = $10,001.65, "
+         "Envy Bonus to seat 6 $1,000.00: approved by floor-1 and paid")
+    assert page.money_words("three-of-a-kind 9C 9D 9H AS KS and four-of-a-kind") == \
+        "Three of a kind 9♣ 9♦ 9♥ A♠ K♠ and Four of a kind"
+    assert "Table <b>CS-07</b> · Caribbean Stud Poker · controller" in parts["daemon"]
     # settle while dealing, void while a round is open: each with a supervisor's name and secret
     assert 'action="/settle"' in parts["round"] and 'action="/void"' in parts["round"]
     assert parts["round"].count('name="secret"') == 2 and 'name="round_id" value="CS-07-r9"' in parts["round"]

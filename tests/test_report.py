@@ -384,6 +384,8 @@ def test_the_report_for_people_names_its_table_and_reads_as_words():
     assert "2026-11-30 07:03:00 EST" in text  # 12:03 UTC on the casino's clock
     assert "Parameters changed by configuration table.toml: $0.00 (reset amount $10,000.00, rate of progression 20%" \
         in text
+    for words in ("Prepared by", "Reviewed by", "Signature", "Date", "Title and credential number"):
+        assert words in text, words  # the text form is printed and signed too
     for words in ("Prepared by", "Reviewed by", "Signature", "Date", "Title and credential number", "@media print",
                   "@page", "break-before:page", "color-scheme:light", 'counter(page) " of " counter(pages)',
                   '@bottom-left{content:"Progressive meter report: Table CS-07, gaming day 2026-11-30"'):

@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InputError
+from ..games import GAMES
+from ..hands.categories import Four, Poker5, Three
 from ..money import format_units, parse_units
 
 SECTIONS = ("claims", "daemon", "meters", "round", "devices", "seats", "history", "plots")  # a pending claim first
@@ -237,9 +239,27 @@ def meter_name(status: Mapping[str, Any], meter: object) -> str:
 MONEY = re.compile(r"\$([0-9][0-9,]*(?:\.[0-9]+)?)")
 
 
+CARDS = re.compile(r"\b[2-9TJQKA][SHDC](?: [2-9TJQKA][SHDC])+\b")  # a hand's cards as the daemon writes them
+HAND_LABELS = sorted({c.label for kind in (Poker5, Three, Four) for c in kind if "-" in c.label}, key=len, reverse=True)
+HANDS = re.compile(r"\b(?:" + "|".join(map(re.escape, HAND_LABELS)) + r")\b")
+WAGER_WORDS = {"envy bonus": "Envy Bonus", "magic card": "Magic Card", "lucky bonus": "Lucky Bonus"}
+WAGER_RE = re.compile(r"\b(?:" + "|".join(WAGER_WORDS) + r")\b")
+
+
 def money_words(text: str) -> str:
-    """The daemon's words, escaped, with every amount in them as the page shows money ($10001.05 -> $10,001.05)."""
-    return MONEY.sub(lambda m: dollars(m.group(1).replace(",", "")), escape(text))
+    """The daemon's words, escaped, as the page says them: every amount as the page shows money ($10001.05 ->
+    $10,001.05), a hand's cards with their suits (AS KS -> A♠ K♠), a hand's label in words (royal-flush -> Royal
+    flush) and the payouts' names as the regulations write them (envy bonus -> Envy Bonus)."""
+    text = CARDS.sub(lambda m: cards_text(m.group(0)), escape(text))
+    text = HANDS.sub(lambda m: hand_name(m.group(0)), text)
+    text = WAGER_RE.sub(lambda m: WAGER_WORDS[m.group(0)], text)
+    return MONEY.sub(lambda m: dollars(m.group(1).replace(",", "")), text)
+
+
+def game_title(game: object) -> str:
+    """A game's name as the regulations title it ("caribbean-stud" -> "Caribbean Stud Poker"); else as it came."""
+    found = GAMES.get(game) if isinstance(game, str) else None
+    return escape(found.title) if found else _e(game)
 
 
 # --- sections ------------------------------------------------------------------------------------------
@@ -251,7 +271,7 @@ def _daemon(status: Mapping[str, Any] | None, down: str | None) -> str:
                 f'({_e(down)}). This page shows what it knew last and reconnects by itself.</p>')
     zone = zone_of(status)
     zone_name = status.get("time_zone") or "UTC"
-    return (f'<p class="ident">Table <b>{_e(status.get("table"))}</b> · {_e(status.get("game"))} · controller '
+    return (f'<p class="ident">Table <b>{_e(status.get("table"))}</b> · {game_title(status.get("game"))} · controller '
             f'{_e(status.get("version"))} · times in {_e(zone_name)} '
             f'({_e(datetime.now(UTC).astimezone(zone).strftime("%Z"))})</p>')
 

@@ -688,8 +688,10 @@ def options(argv: list[str] | None) -> Options:
                    help="auto: a supervisor logs in when the console is served with TLS; always: on loopback too")
     p.add_argument("--tls-cert", help="the server's certificate chain (PEM): serves HTTPS, with a supervisor's login")
     p.add_argument("--tls-key", help="the certificate's private key (PEM)")
-    p.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    p.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
+                   help="auto: JSON lines unless standard error is a terminal; json; console: lines for people")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
+                   help="the least severe lines written (default info)")
     a = p.parse_args(argv)
 
     def bad(line: str) -> SystemExit:

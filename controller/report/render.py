@@ -404,8 +404,20 @@ def to_text(r: DayReport) -> str:
         out.append("")
     out.append("Table events (journaled):" if r.table_events else "Table events (journaled): none")
     out += [f"  {_when(g, e.time)}: {_event(e.kind, e.detail)} (entry {e.seq})" for e in r.table_events]
-    out += ["", *_faults_text(r), ""]
+    out += ["", *_faults_text(r), "", *_sign_text(r), ""]
     return "\n".join(out)
+
+
+def _sign_text(r: DayReport) -> list[str]:
+    """The block accounting signs, as the HTML's (a printed text report is signed too)."""
+    line = "_" * 20
+    out = ["Prepared and reviewed:"]
+    for who in ("Prepared by", "Reviewed by"):
+        out += ["", f"  {who + ':':<13} Name {line}  Title and credential number {line}",
+                f"  {'':<13} Signature {line}  Date {'_' * 14}"]
+    return [*out, "", f"This report is of the journal up to entry {r.head.seq} (its hash is at the top):",
+            f"`progressivectl audit verify --expect-head {r.head.seq}:HASH` proves later that the journal still holds "
+            "this day as printed."]
 
 
 _CHANGES = {"top-up": "Top-up", "adjust": "Adjustment", "change-params": "Parameters changed",
