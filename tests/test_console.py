@@ -166,7 +166,8 @@ def test_the_plots_are_drawn_from_the_daemon_series_scaled_to_the_data_and_label
     assert html.count("<svg") == 2 and html.count('role="img"') == 2 and "<h3>Progressive Payout Wager</h3>" in html
     assert '<figure class="plot" data-meter="main" data-span="day">' in html and 'data-span="30d"' in html
     day, month = html.split('data-span="30d"')
-    assert ('aria-label="meter main over the gaming day so far: $10,000.00 at the start, $10,000.00 at the end, '
+    assert ('aria-label="Progressive Payout Wager over the gaming day so far: $10,000.00 at the start, '
+            '$10,000.00 at the end, '
             'high $10,012.34, low $10,000.00"') in day  # one format for money everywhere, floored as the sign
     # the caption says when its last amount was (the series lags the live meter), never "now"
     assert "$10,000.00 at 10:00:00 EST; high $10,012.34, low $10,000.00; 5 changes" in day and " now" not in html
@@ -186,6 +187,12 @@ def test_the_plots_are_drawn_from_the_daemon_series_scaled_to_the_data_and_label
         {**snap, "series": {"30d": [recent]}}, None, "t")["plots"])
     assert int(line.split()[0].split(",")[0]) == page.LEFT
     assert "<script" not in html
+    # a change of 20 cents: the high's and the low's labels stay apart (they were 10 px apart, one over the other)
+    small = {**SERIES["day"][0], "high": "10000.20", "points": [["2026-11-30T11:00:00+00:00", "10000.00"],
+                                                                 ["2026-11-30T12:00:00+00:00", "10000.20"]]}
+    plot = page.sections({**snap, "series": {"day": [small]}}, None, "t")["plots"]
+    (low, high) = (int(y) for y in re.findall(rf'<text class="tick" x="{page.LEFT - 8}" y="(\d+)"', plot))
+    assert low - high >= page.LABEL_GAP and ">$10,000.00<" in plot and ">$10,000.20<" in plot
     # what the daemon says is escaped; an answer that is not a series, or a refusal, is one line
     evil = {"day": [{**SERIES["day"][0], "meter": "<b>x"}], "30d": [{"meter": "main", "points": "nonsense"}]}
     html = page.sections({**snap, "series": evil}, None, "t")["plots"]
@@ -245,6 +252,19 @@ def test_a_pending_claim_comes_first_with_every_payout_and_the_total_approved():
     assert "Total the supervisor approves $16,017.85" in claim
     assert "✔ Approve $16,016.85" not in claim and "✔ Approve $16,017.85" in claim
     assert "$10017.85" not in _text(html)  # the daemon's own description is not what is shown
+
+
+def test_a_decided_claim_says_who_paid_it_and_on_whose_hand():
+    """A Five Card Hand Bonus on the dealer's hand the table paid read "PAID by dealer: seat dealer"."""
+    dealer = {"claim_id": "CS-07-r9-c2", "seat": "dealer", "spot": "five-card-hand-bonus", "status": "paid",
+              "amount": "100.00", "total": "100.00", "by": "dealer", "claimed_by": "dealer", "payouts": [{}, {}]}
+    approved = {**ROUND["claims"][0], "status": "paid", "by": "floor-1"}
+    claims = page.sections({"status": STATUS, "round": {**ROUND, "claims": [approved, dealer]}, "history": []},
+                           None, "t")["claims"]
+    said = [" ".join(_text(li).split()) for li in re.findall(r"<li[^>]*>(.*?)</li>", claims)]
+    assert said == ["✔ PAID by floor-1: seat 4, Progressive Payout Wager, $16,017.85 (3 payouts) claim CS-07-r9-c1",
+                    "✔ PAID by the table (no supervisor needed): the dealer's hand, Five Card Hand Bonus, $100.00 "
+                    "(2 payouts) claim CS-07-r9-c2"]
 
 
 def test_the_seat_map_says_in_words_who_wagered_what_is_lit_disabled_and_claimed():

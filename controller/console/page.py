@@ -581,9 +581,13 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
         for c in done:
             icon, word = STATUS_WORDS.get(str(c.get("status")), ("", str(c.get("status")).upper()))
             n = len(c.get("payouts") or [])
+            by = c.get("by")
+            # paid by the table, a claim's `by` is who claimed it: no supervisor approved it
+            by_words = "the table (no supervisor needed)" if by == c.get("claimed_by") else _e(by)
+            seat = "the dealer's hand" if c.get("seat") == "dealer" else f"seat {_e(c.get('seat'))}"
             items.append(f'<li class="{_e(c.get("status"))}"><span class="icon" aria-hidden="true">{icon}</span> '
-                         f'<b>{_e(word)}</b>{" by " + _e(c.get("by")) if c.get("by") else ""}: seat '
-                         f'{_e(c.get("seat"))}, {spot_name(status, c.get("spot"))}, '
+                         f'<b>{_e(word)}</b>{" by " + by_words if by else ""}: {seat}, '
+                         f'{spot_name(status, c.get("spot"))}, '
                          f'<b class="num">{dollars(c.get("total") or c.get("amount"))}</b>'
                          f'{f" ({n} payouts)" if n > 1 else ""} <small>claim {_e(c.get("claim_id"))}</small></li>')
         out.append(f'<ul class="done">{"".join(items)}</ul>')
@@ -623,6 +627,7 @@ def _history(history: list[Mapping[str, Any]], status: Mapping[str, Any] | None 
 PLOTS = {"day": ("The gaming day so far", "the gaming day so far"),
          "30d": ("The last 30 gaming days", "the last 30 gaming days")}
 PW, PH, LEFT, RIGHT, TOP, BOTTOM = 720, 260, 124, 16, 16, 52  # the plot's box and its margins (pixels)
+LABEL_GAP = 20  # pixels between the high's and the low's labels at least (their text is 14 px high)
 US = timedelta(microseconds=1)
 
 
@@ -656,8 +661,12 @@ def plot_svg(label: str, points: list[tuple[datetime, int]], end: datetime, zone
     fmt = ("%b %d" if end - first > timedelta(days=2) else "%H:%M" if end - first > timedelta(hours=2)
            else "%H:%M:%S")
     ticks_x = [first, first + (end - first) // 2, end]
+    at = {v: y(v) for v in (lo, hi)}
+    if hi != lo and at[lo] - at[hi] < LABEL_GAP:  # a small change: its two labels apart, not one over the other
+        mid = (at[lo] + at[hi]) // 2
+        at = {lo: mid + LABEL_GAP // 2, hi: mid - LABEL_GAP // 2}
     grid = "".join(f'<line class="grid" x1="{x0}" y1="{y(v)}" x2="{x1}" y2="{y(v)}"/>'
-                   f'<text class="tick" x="{x0 - 8}" y="{y(v) + 5}" text-anchor="end">'
+                   f'<text class="tick" x="{x0 - 8}" y="{at[v] + 5}" text-anchor="end">'
                    f'{dollars(format_units(v))}</text>' for v in sorted({lo, hi}))
     xt = "".join(f'<line class="tickmark" x1="{x(t)}" y1="{y0}" x2="{x(t)}" y2="{y0 + 6}"/>'
                  f'<text class="tick" x="{x(t)}" y="{y0 + 22}" text-anchor="{a}">'
@@ -680,7 +689,7 @@ def _plot(m: Mapping[str, Any], span: str, zone: tzinfo = UTC, name: str | None 
     try:
         points = [(datetime.fromisoformat(t), parse_units(a, "points")) for t, a in m["points"]]
         end = datetime.fromisoformat(m["end"])
-        label = (f"meter {m['meter']} over {over}: {dollars(m.get('opening'))} at the start, "
+        label = (f"{name or 'meter ' + str(m['meter'])} over {over}: {dollars(m.get('opening'))} at the start, "
                  f"{dollars(m.get('closing'))} at the end, high {dollars(m.get('high'))}, low {dollars(m.get('low'))}")
         svg = plot_svg(label, points, end, zone)
     except (KeyError, TypeError, ValueError, InputError) as e:
@@ -709,7 +718,8 @@ def _plots(series: Mapping[str, Any] | None, status: Mapping[str, Any] | None = 
         return "<p>No meter in the journal.</p>"
     return ('<p class="quiet">From the journal, asked once a minute: up to 2 minutes behind the meters above.</p>'
             + "".join(f'<h3>{meter_name(status, meter)}</h3><div class="plots">'
-                      + "".join(_plot(spans[span], span, zone) for span in PLOTS if span in spans) + "</div>"
+                      + "".join(_plot(spans[span], span, zone, meter_title(status, meter)) for span in PLOTS
+                                if span in spans) + "</div>"
                       for meter, spans in sorted(by_meter.items())))
 
 
