@@ -299,7 +299,9 @@ def test_one_unplugged_cable_is_one_line_and_a_recovered_device_s_error_is_folde
     problems = re.findall(r'<p class="alarm problem">(.*?)</p>', parts["devices"])
     assert [" ".join(_text(p).split()) for p in problems] == [
         "✖ bus table-bus (/dev/ttyUSB0) down since 10:41:01 EST: seats 1-7, lock-out and sign unreachable "
-        "(no usable reply after 3 attempt(s) (timeout))"]
+        "(no usable reply in 3 tries (timed out))"]
+    assert page.cause("unit 2 function 3: no usable reply after 3 attempt(s) (timeout, crc, timeout)") == \
+        "no usable reply in 3 tries (timed out, crc)"
     shoe = re.search(r'<tr class="up" data-device="shoe">(.*?)</tr>', parts["devices"]).group(1)
     assert '<details data-key="err-shoe"><summary>2</summary>' in shoe  # folded: the count, the text on a tap
     assert "Seats 1-7 DISABLED: their wagering devices are down" in " ".join(_text(parts["round"]).split())
@@ -315,14 +317,19 @@ def test_the_hit_history_is_in_the_casino_s_time_with_its_envy_bonuses_named():
                 "approved_by": "floor-1", "kind": "jackpot"},
                {"meter": "main", "number": 2, "time": "2026-07-05T15:41:08.5Z", "round": "CS-07-r9", "seat": 2,
                 "hand": "royal-flush", "award": "$5,000.00", "amount": "5000.00", "paid_by": "table",
-                "approved_by": "floor-1", "kind": "envy"}]
+                "approved_by": "floor-1", "kind": "envy"},
+               {"meter": "bonus", "number": 1, "time": "2026-07-05T15:41:06Z", "round": "CS-07-r8", "seat": 3,
+                "hand": "flush (dealer's hand)", "award": "50 for 1", "amount": "50.00", "paid_by": "table",
+                "approved_by": "dealer", "kind": "award"}]
     html = page.sections({"status": STATUS, "round": ROUND, "history": history}, None, "t")["history"]
     rows = [" ".join(_text(r).split()) for r in re.findall(r"<tr class=\"hit.*?</tr>", html)]
     assert rows == [
         "10:41:07 EST 2026-12-05 · round CS-07-r9 Progressive Payout Wager #1 4 Jackpot 100% of meter Royal flush "
         "$10,017.85 attendant approved by floor-1",
         "11:41:08 EDT 2026-07-05 · round CS-07-r9 Progressive Payout Wager #2 2 Envy Bonus Royal flush (another "
-        "player's hand) $5,000.00 table approved by floor-1"]
+        "player's hand) $5,000.00 table approved by floor-1",
+        "11:41:06 EDT 2026-07-05 · round CS-07-r8 Five Card Hand Bonus #1 3 Award 50 for 1 Flush (dealer's hand) "
+        "$50.00 table no supervisor needed"]  # the table paid it on the dealer's claim: "approved by dealer" was wrong
     assert page.local_time("2026-12-05T15:41:07Z", page.zone_of({"time_zone": "Nope/Nowhere"})) == \
         "2026-12-05 15:41:07 UTC"  # a zone the box does not know: UTC, said so
 

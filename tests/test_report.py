@@ -407,6 +407,20 @@ def test_a_meter_defined_during_the_day_is_plotted_from_its_definition_not_from_
     assert "not yet defined" in page and "at the start" not in page
 
 
+def test_a_payout_the_table_paid_on_the_dealer_s_claim_names_no_supervisor():
+    """A flush on the dealer's hand (50 for 1) the table pays needs no supervisor: the journal names the dealer, whom
+    the report listed among the supervisors' approvals ("Approved by dealer")."""
+    j = Journal()
+    j.add(DEFINE_METER, define_meter_body(PARAMS, "slot-tech 4411", IN), IN)
+    j.op(meter_ops.BookContributions("r1", "CS-07", ((2, 100),), IN), IN)
+    j.op(meter_ops.PayFixedAward("r1", "CS-07", 2, "flush", "50 for 1", 5_000, "table", IN, "dealer"), IN)
+    r = day_report(j.records, DAY)
+    text, page = render(r, "text"), html.unescape(render(r, "html"))
+    assert "paid by the table (dealer), approved by no supervisor (the dealer's claim)" in text
+    assert "Approved by no supervisor (the dealer's claim): 1 payout for $50.00" in text
+    assert "by dealer" not in text and ">dealer<" not in page and "no supervisor (the dealer's claim)" in page
+
+
 def test_whose_report_it_is():
     j = a_day()
     assert day_report(j.records, DAY).source == Source(TABLE, "CS-07")

@@ -422,10 +422,21 @@ def _seats(status: Mapping[str, Any], rnd: Mapping[str, Any]) -> str:
 UNIT = re.compile(r"\bunit \d+(?: function \d+)?:\s*")
 
 
+NO_REPLY = re.compile(r"no usable reply after (\d+) attempt\(s\) \(([^()]*)\)")
+FAILURES = {"timeout": "timed out"}
+
+
+def _no_reply(m: re.Match[str]) -> str:
+    n, kinds = int(m.group(1)), dict.fromkeys(k.strip() for k in m.group(2).split(",") if k.strip())
+    tries = "1 try" if n == 1 else f"{n} tries"
+    return f"no usable reply in {tries} ({', '.join(FAILURES.get(k, k) for k in kinds)})"
+
+
 def cause(error: object) -> str:
-    """A device's error without its unit and function: the devices of one cable share it ("no usable reply after
-    3 attempt(s) (timeout, ...)")."""
-    return UNIT.sub("", str(error or "")).strip()
+    """A device's error without its unit and function, in words: the devices of one cable share it ("unit 3
+    function 3: no usable reply after 3 attempt(s) (timeout, timeout, timeout)" -> "no usable reply in 3 tries
+    (timed out)")."""
+    return NO_REPLY.sub(_no_reply, UNIT.sub("", str(error or "")).strip())
 
 
 KINDS = {"lockout": "lock-out", "sign": "sign", "card-counter": "card counter", "dice": "dice entry"}
@@ -597,6 +608,12 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
 HIT_KINDS = {"envy": "Envy Bonus", "jackpot": "Jackpot", "award": "Award"}
 
 
+def approval(who: object) -> str:
+    """Who approved a hit. One the table paid on the dealer's claim is journaled as approved by the dealer: no
+    supervisor was needed (nor asked)."""
+    return "no supervisor needed" if who == "dealer" else f"approved by {_e(who or '—')}"
+
+
 def _history(history: list[Mapping[str, Any]], status: Mapping[str, Any] | None = None) -> str:
     status = status or {}
     zone = zone_of(status)
@@ -617,7 +634,7 @@ def _history(history: list[Mapping[str, Any]], status: Mapping[str, Any] | None 
             f'<td>{meter_name(status, h.get("meter"))} <small>#{_e(h.get("number"))}</small></td>'
             f'<td class="num">{_e(h.get("seat"))}</td><td><b>{_e(what)}</b> {award}'
             f'<br>{hand}</td><td class="num amount">{dollars(h.get("amount"))}</td>'
-            f'<td>{_e(h.get("paid_by"))}<small>approved by {_e(h.get("approved_by") or "—")}</small></td></tr>')
+            f'<td>{_e(h.get("paid_by"))}<small>{approval(h.get("approved_by"))}</small></td></tr>')
     return ('<table class="history"><thead><tr><th>Time</th><th>Meter</th><th class="num">Seat</th><th>Payout</th>'
             '<th class="num">Amount</th><th>Paid by</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
