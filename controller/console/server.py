@@ -402,7 +402,9 @@ def _parts(poller: Poller, csrf: str, supervisor: str | None) -> tuple[dict[str,
 def _console_page(console: Console, supervisor: str | None, csrf: str, flash: str | None) -> str:
     parts, is_floor = _parts(console.poller, csrf, supervisor)
     if is_floor:
-        return floor.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required)
+        authority, zone = floor.identity(console.poller.snapshot)
+        return floor.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required,
+                          authority=authority, zone=zone)
     table, zone = page.identity(console.poller.snapshot)
     return page.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required,
                      table=table, zone=zone)
