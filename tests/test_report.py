@@ -379,6 +379,7 @@ def test_the_report_for_people_names_its_table_and_reads_as_words():
         assert not re.search(r"\b[a-z]+_[a-z_]+\b|\b(True|False|None)\b|UTC|\+00:00|royal-flush|balanced|10001\.20",
                              words), words
     assert "Reconciliation: the meter's visible amount balances: yes" in text
+    assert "Every round in the journal this day was at table CS-07." in text  # not "named by this day's entries"
     assert "seat 7: Jackpot on royal flush (100% of meter), $10,001.20" in text
     assert "seat 4: Fixed award on four of a kind (300 for 1), $300.00" in text
     assert "2026-11-30 07:03:00 EST" in text  # 12:03 UTC on the casino's clock

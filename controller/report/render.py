@@ -303,9 +303,11 @@ def _day_line(r: DayReport) -> str:
 def _tables_line(r: DayReport) -> str:
     if not r.tables:
         return "No table played on the meters this day."
-    return ("Tables that played on the meters this day: " if r.source.kind == AUTHORITY else
-            "Table named by this day's entries: " if len(r.tables) == 1 else "Tables named by this day's entries: ") \
-        + ", ".join(r.tables) + "."
+    if r.source.kind == AUTHORITY:
+        return "Tables that played on the meters this day: " + ", ".join(r.tables) + "."
+    # the journal's own rounds name their table: a cross-check of the title, in words
+    return (f"Every round in the journal this day was at table {r.tables[0]}." if len(r.tables) == 1 else
+            "Rounds in the journal this day were at tables " + ", ".join(r.tables) + ".")
 
 
 def readings_rows(d: MeterDay) -> list[tuple[str, str, str]]:
