@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 
 from controller.app import sdlisten
-from controller.app.control import ControlServer
+from controller.app.control import ControlError, ControlServer
 from controller.app.table import TableDaemon
 from controller.console import gate, page, server
 
@@ -506,6 +506,17 @@ async def test_approvals_go_through_the_daemon_and_no_secret_reaches_a_url_or_th
     assert SECRET not in log and WRONG not in log and "secret=" not in log and token not in log
     assert TYPED not in log and any(  # a refused name is logged as a fingerprint only
         e["event"] == "console action refused" and e["supervisor"] == server._typed(TYPED) for e in entries)
+
+
+def test_a_refusal_names_no_field_the_supervisor_did_not_type():
+    """Settling with a claim open read "settle of CS-07-r5 refused: round_id: CS-07-r5-c1 awaits ...": the page sent
+    round_id itself. A field the supervisor typed is named as the form labels it."""
+    assert server.refusal(ControlError("rules", "CS-07-r5-c1 awaits a supervisor's approval", "round_id")) == \
+        "CS-07-r5-c1 awaits a supervisor's approval"
+    assert server.refusal(ControlError("bad_request", "must not be empty", "reason")) == "the reason: must not be empty"
+    assert server.refusal(ControlError("auth", "supervisor name or credential not accepted")) == \
+        "supervisor name or credential not accepted"
+    assert server.refusal(ControlError("bad_request", "odd", "other.field")) == "other.field: odd"
 
 
 async def test_a_supervisor_settles_and_voids_the_round_on_the_page_through_the_daemon_s_checks(tmp_path):

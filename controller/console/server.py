@@ -516,6 +516,17 @@ async def _forward_in_turn(console: Console, request: web.Request, remote: tuple
     return result
 
 
+FIELD_WORDS = {"supervisor": "the supervisor's name", "secret": "the secret", "reason": "the reason"}
+
+
+def refusal(e: ControlError) -> str:
+    """The daemon's refusal in the page's words: the field it names as the form labels it; none for the claim or
+    round the page itself sent ("round_id: CS-07-r5-c1 awaits a supervisor's approval" named a field nobody typed)."""
+    if e.field in ("claim_id", "round_id"):
+        return e.message
+    return f"{FIELD_WORDS[e.field]}: {e.message}" if e.field in FIELD_WORDS else str(e)
+
+
 async def _act(request: web.Request, op: str, fields: tuple[str, ...]) -> web.StreamResponse:
     """Approve or reject: the form's claim, supervisor and secret forwarded once to the daemon, which decides."""
     console: Console = request.app["console"]
@@ -531,7 +542,7 @@ async def _act(request: web.Request, op: str, fields: tuple[str, ...]) -> web.St
                                         f"({_current_round(console)}): nothing voided")
         result = await _forward(request, op, {k: form.get(k, "") for k in fields})
     except ControlError as e:
-        flash = f"{op} of {claim} refused: {e}"
+        flash = f"{op} of {claim} refused: {refusal(e)}"
     except DaemonUnavailable as e:
         flash = f"{op} of {claim} not done: the daemon is not answering ({e.reason})"
     else:
