@@ -265,6 +265,12 @@ def test_a_decided_claim_says_who_paid_it_and_on_whose_hand():
     assert said == ["✔ PAID by floor-1: seat 4, Progressive Payout Wager, $16,017.85 (3 payouts) claim CS-07-r9-c1",
                     "✔ PAID by the table (no supervisor needed): the dealer's hand, Five Card Hand Bonus, $100.00 "
                     "(2 payouts) claim CS-07-r9-c2"]
+    # a wager on the dealer's hand whose title says so: the hand not said twice
+    titled = {**STATUS, "wagers": [*STATUS["wagers"], {"spot": "five-card-hand-bonus-dealer", "meter": "bonus",
+                                                       "title": "Five Card Hand Bonus Wager (dealer's hand)"}]}
+    on_dealer = {**dealer, "spot": "five-card-hand-bonus-dealer"}
+    assert page.claim_on(on_dealer, titled, ", ", "seat") == "Five Card Hand Bonus Wager (dealer&#x27;s hand)"
+    assert page.claim_on(ROUND["claims"][0], titled, " · ") == "Seat 4 · Progressive Payout Wager"
 
 
 def test_the_seat_map_says_in_words_who_wagered_what_is_lit_disabled_and_claimed():

@@ -557,6 +557,15 @@ def _payouts(c: Mapping[str, Any]) -> str:
             f'<td class="num amount total">{dollars(c.get("total"))}</td></tr></tfoot></table>')
 
 
+def claim_on(c: Mapping[str, Any], status: Mapping[str, Any], sep: str, seat_word: str = "Seat") -> str:
+    """Whose hand and which wager a claim is on: "Seat 4 · Progressive Payout Wager"; on the dealer's hand the
+    wager's title when it says so already ("Five Card Hand Bonus Wager (dealer's hand)"), not the hand twice."""
+    spot = spot_name(status, c.get("spot"))
+    if c.get("seat") == "dealer":
+        return spot if "dealer" in spot.lower() else f"the dealer's hand{sep}{spot}"
+    return f"{seat_word} {_e(c.get('seat'))}{sep}{spot}"
+
+
 STATUS_WORDS = {"paid": ("✔", "PAID"), "rejected": ("✖", "REJECTED"), "voided": ("✖", "VOIDED"),
                 "refused": ("✖", "REFUSED"), "paying": ("…", "BEING PAID"), "locking": ("…", "LOCKING at the authority")}
 
@@ -568,7 +577,6 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
     out = []
     for c in pending:
         cid = c.get("claim_id")
-        seat = "the dealer's hand" if c.get("seat") == "dealer" else f"Seat {_e(c.get('seat'))}"
         hand = next((hand_name(p.get("hand")) for p in c.get("payouts") or []
                      if isinstance(p, Mapping) and p.get("kind") == "paytable"), "")
         total = dollars(c.get("total")) if c.get("total") else dollars(c.get("amount"))
@@ -576,7 +584,7 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
             f'<article class="claim" id="claim-{_e(cid)}" data-claim="{_e(cid)}">'
             f'<p class="badge"><span class="icon" aria-hidden="true">⚠</span> JACKPOT CLAIM · AWAITING A SUPERVISOR'
             f'<span class="amount total">{total}</span></p>'
-            f'<h3>{seat} · {spot_name(status, c.get("spot"))} · {hand} <span class="cards">'
+            f'<h3>{claim_on(c, status, " · ")} · {hand} <span class="cards">'
             f'{cards_text(c.get("cards"))}</span> <small>claim {_e(cid)}, by the {_e(c.get("claimed_by"))}</small>'
             f'</h3>{_payouts(c)}'
             f'<div class="decide"><form method="post" action="/approve" class="approve">{_hidden(csrf, cid)}'
@@ -595,10 +603,8 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
             by = c.get("by")
             # paid by the table, a claim's `by` is who claimed it: no supervisor approved it
             by_words = "the table (no supervisor needed)" if by == c.get("claimed_by") else _e(by)
-            seat = "the dealer's hand" if c.get("seat") == "dealer" else f"seat {_e(c.get('seat'))}"
             items.append(f'<li class="{_e(c.get("status"))}"><span class="icon" aria-hidden="true">{icon}</span> '
-                         f'<b>{_e(word)}</b>{" by " + by_words if by else ""}: {seat}, '
-                         f'{spot_name(status, c.get("spot"))}, '
+                         f'<b>{_e(word)}</b>{" by " + by_words if by else ""}: {claim_on(c, status, ", ", "seat")}, '
                          f'<b class="num">{dollars(c.get("total") or c.get("amount"))}</b>'
                          f'{f" ({n} payouts)" if n > 1 else ""} <small>claim {_e(c.get("claim_id"))}</small></li>')
         out.append(f'<ul class="done">{"".join(items)}</ul>')
