@@ -113,6 +113,16 @@ def _usage(parser: argparse.ArgumentParser) -> str:
     return " ".join(parser.format_usage().removeprefix("usage: ").split())
 
 
+def _filled(usage: str) -> str:
+    """A usage line that wraps at the page's width: between its bracketed groups, never inside one ("[--log-format
+    {auto,json,console}]" stays whole)."""
+    out, depth = [], 0
+    for ch in esc(usage):
+        depth += {"[": 1, "]": -1}.get(ch, 0)
+        out.append("\\ " if ch == " " and depth > 0 else ch)
+    return "".join(out)
+
+
 def generated(program: str) -> dict[str, list[str]]:
     """The generated parts of `program`'s page, by marker: @SYNOPSIS@, @OPTIONS@ and @COMMANDS@."""
     parser = parser_of(program)
@@ -120,13 +130,13 @@ def generated(program: str) -> dict[str, list[str]]:
     if commands:
         synopsis = [".nf", f"\\fB{esc(program)}\\fR [\\fIOPTIONS\\fR] \\fICOMMAND\\fR [\\fIARGUMENTS\\fR]", ".fi"]
     else:
-        synopsis = [".nf", esc(_usage(parser)), ".fi"]
+        synopsis = [_filled(_usage(parser))]
     options = [".SH OPTIONS", ".TP", "\\fB\\-h\\fR, \\fB\\-\\-help\\fR", "print the usage and exit", *_arguments(parser)]
     cmds: list[str] = []
     if commands:
         cmds.append(".SH COMMANDS")
         for name, text, sub in commands:
-            cmds += [f".SS {esc(name)}", esc(text) if text else "", ".PP", ".nf", esc(_usage(sub)), ".fi"]
+            cmds += [f".SS {esc(name)}", esc(text) if text else "", ".PP", _filled(_usage(sub))]
             nested = list(_commands(sub))
             args = _arguments(sub)
             if args:
@@ -135,7 +145,7 @@ def generated(program: str) -> dict[str, list[str]]:
                 cmds += [".RS"]
                 for inner, inner_text, inner_sub in nested:
                     cmds += [".TP", f"\\fB{esc(name)} {esc(inner)}\\fR", esc(inner_text) if inner_text else "",
-                             ".nf", esc(_usage(inner_sub)), ".fi", ".RS", *_arguments(inner_sub), ".RE"]
+                             ".br", _filled(_usage(inner_sub)), ".RS", *_arguments(inner_sub), ".RE"]
                 cmds += [".RE"]
     return {"@SYNOPSIS@": synopsis, "@OPTIONS@": options, "@COMMANDS@": cmds}
 

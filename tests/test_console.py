@@ -22,7 +22,7 @@ import aiohttp
 import pytest
 
 from controller.app import sdlisten
-from controller.app.control import ControlServer
+from controller.app.control import ControlError, ControlServer
 from controller.app.table import TableDaemon
 from controller.console import gate, page, server
 
@@ -166,7 +166,8 @@ def test_the_plots_are_drawn_from_the_daemon_series_scaled_to_the_data_and_label
     assert html.count("<svg") == 2 and html.count('role="img"') == 2 and "<h3>Progressive Payout Wager</h3>" in html
     assert '<figure class="plot" data-meter="main" data-span="day">' in html and 'data-span="30d"' in html
     day, month = html.split('data-span="30d"')
-    assert ('aria-label="meter main over the gaming day so far: $10,000.00 at the start, $10,000.00 at the end, '
+    assert ('aria-label="Progressive Payout Wager over the gaming day so far: $10,000.00 at the start, '
+            '$10,000.00 at the end, '
             'high $10,012.34, low $10,000.00"') in day  # one format for money everywhere, floored as the sign
     # the caption says when its last amount was (the series lags the live meter), never "now"
     assert "$10,000.00 at 10:00:00 EST; high $10,012.34, low $10,000.00; 5 changes" in day and " now" not in html
@@ -186,6 +187,12 @@ def test_the_plots_are_drawn_from_the_daemon_series_scaled_to_the_data_and_label
         {**snap, "series": {"30d": [recent]}}, None, "t")["plots"])
     assert int(line.split()[0].split(",")[0]) == page.LEFT
     assert "<script" not in html
+    # a change of 20 cents: the high's and the low's labels stay apart (they were 10 px apart, one over the other)
+    small = {**SERIES["day"][0], "high": "10000.20", "points": [["2026-11-30T11:00:00+00:00", "10000.00"],
+                                                                 ["2026-11-30T12:00:00+00:00", "10000.20"]]}
+    plot = page.sections({**snap, "series": {"day": [small]}}, None, "t")["plots"]
+    (low, high) = (int(y) for y in re.findall(rf'<text class="tick" x="{page.LEFT - 8}" y="(\d+)"', plot))
+    assert low - high >= page.LABEL_GAP and ">$10,000.00<" in plot and ">$10,000.20<" in plot
     # what the daemon says is escaped; an answer that is not a series, or a refusal, is one line
     evil = {"day": [{**SERIES["day"][0], "meter": "<b>x"}], "30d": [{"meter": "main", "points": "nonsense"}]}
     html = page.sections({**snap, "series": evil}, None, "t")["plots"]
@@ -247,6 +254,25 @@ def test_a_pending_claim_comes_first_with_every_payout_and_the_total_approved():
     assert "$10017.85" not in _text(html)  # the daemon's own description is not what is shown
 
 
+def test_a_decided_claim_says_who_paid_it_and_on_whose_hand():
+    """A Five Card Hand Bonus on the dealer's hand the table paid read "PAID by dealer: seat dealer"."""
+    dealer = {"claim_id": "CS-07-r9-c2", "seat": "dealer", "spot": "five-card-hand-bonus", "status": "paid",
+              "amount": "100.00", "total": "100.00", "by": "dealer", "claimed_by": "dealer", "payouts": [{}, {}]}
+    approved = {**ROUND["claims"][0], "status": "paid", "by": "floor-1"}
+    claims = page.sections({"status": STATUS, "round": {**ROUND, "claims": [approved, dealer]}, "history": []},
+                           None, "t")["claims"]
+    said = [" ".join(_text(li).split()) for li in re.findall(r"<li[^>]*>(.*?)</li>", claims)]
+    assert said == ["✔ PAID by floor-1: seat 4, Progressive Payout Wager, $16,017.85 (3 payouts) claim CS-07-r9-c1",
+                    "✔ PAID by the table (no supervisor needed): the dealer's hand, Five Card Hand Bonus, $100.00 "
+                    "(2 payouts) claim CS-07-r9-c2"]
+    # a wager on the dealer's hand whose title says so: the hand not said twice
+    titled = {**STATUS, "wagers": [*STATUS["wagers"], {"spot": "five-card-hand-bonus-dealer", "meter": "bonus",
+                                                       "title": "Five Card Hand Bonus Wager (dealer's hand)"}]}
+    on_dealer = {**dealer, "spot": "five-card-hand-bonus-dealer"}
+    assert page.claim_on(on_dealer, titled, ", ", "seat") == "Five Card Hand Bonus Wager (dealer&#x27;s hand)"
+    assert page.claim_on(ROUND["claims"][0], titled, " · ") == "Seat 4 · Progressive Payout Wager"
+
+
 def test_the_seat_map_says_in_words_who_wagered_what_is_lit_disabled_and_claimed():
     status = {**STATUS, "seats_disabled": [{"seat": 6, "device": "seat-6", "reason": "unit 6: no reply"}]}
     seats = page.sections({"status": status, "round": ROUND, "history": []}, None, "t")["seats"]
@@ -279,7 +305,9 @@ def test_one_unplugged_cable_is_one_line_and_a_recovered_device_s_error_is_folde
     problems = re.findall(r'<p class="alarm problem">(.*?)</p>', parts["devices"])
     assert [" ".join(_text(p).split()) for p in problems] == [
         "✖ bus table-bus (/dev/ttyUSB0) down since 10:41:01 EST: seats 1-7, lock-out and sign unreachable "
-        "(no usable reply after 3 attempt(s) (timeout))"]
+        "(no usable reply in 3 tries (timed out))"]
+    assert page.cause("unit 2 function 3: no usable reply after 3 attempt(s) (timeout, crc, timeout)") == \
+        "no usable reply in 3 tries (timed out, crc)"
     shoe = re.search(r'<tr class="up" data-device="shoe">(.*?)</tr>', parts["devices"]).group(1)
     assert '<details data-key="err-shoe"><summary>2</summary>' in shoe  # folded: the count, the text on a tap
     assert "Seats 1-7 DISABLED: their wagering devices are down" in " ".join(_text(parts["round"]).split())
@@ -295,14 +323,19 @@ def test_the_hit_history_is_in_the_casino_s_time_with_its_envy_bonuses_named():
                 "approved_by": "floor-1", "kind": "jackpot"},
                {"meter": "main", "number": 2, "time": "2026-07-05T15:41:08.5Z", "round": "CS-07-r9", "seat": 2,
                 "hand": "royal-flush", "award": "$5,000.00", "amount": "5000.00", "paid_by": "table",
-                "approved_by": "floor-1", "kind": "envy"}]
+                "approved_by": "floor-1", "kind": "envy"},
+               {"meter": "bonus", "number": 1, "time": "2026-07-05T15:41:06Z", "round": "CS-07-r8", "seat": 3,
+                "hand": "flush (dealer's hand)", "award": "50 for 1", "amount": "50.00", "paid_by": "table",
+                "approved_by": "dealer", "kind": "award"}]
     html = page.sections({"status": STATUS, "round": ROUND, "history": history}, None, "t")["history"]
     rows = [" ".join(_text(r).split()) for r in re.findall(r"<tr class=\"hit.*?</tr>", html)]
     assert rows == [
         "10:41:07 EST 2026-12-05 · round CS-07-r9 Progressive Payout Wager #1 4 Jackpot 100% of meter Royal flush "
         "$10,017.85 attendant approved by floor-1",
         "11:41:08 EDT 2026-07-05 · round CS-07-r9 Progressive Payout Wager #2 2 Envy Bonus Royal flush (another "
-        "player's hand) $5,000.00 table approved by floor-1"]
+        "player's hand) $5,000.00 table approved by floor-1",
+        "11:41:06 EDT 2026-07-05 · round CS-07-r8 Five Card Hand Bonus #1 3 Award 50 for 1 Flush (dealer's hand) "
+        "$50.00 table no supervisor needed"]  # the table paid it on the dealer's claim: "approved by dealer" was wrong
     assert page.local_time("2026-12-05T15:41:07Z", page.zone_of({"time_zone": "Nope/Nowhere"})) == \
         "2026-12-05 15:41:07 UTC"  # a zone the box does not know: UTC, said so
 
@@ -316,9 +349,16 @@ def test_the_table_s_names_are_on_the_page_its_login_and_its_clock():
     login = page.login_page(csrf="t", table="CS-07")
     assert "<title>CS-07 · Pit console: log in</title>" in login and "Log in as a supervisor of table CS-07" in login
     assert page.identity({"status": STATUS}) == ("CS-07", ZONE) and page.identity(None) == (None, None)
-    # the daemon's answers in one format of money too
+    # the daemon's answers in the page's words: one format of money, the cards' suits, the hand and payouts named
     assert page.money_words("royal-flush = $10017.85, envy bonus $1,000.00 <b>") == \
-        "royal-flush = $10,017.85, envy bonus $1,000.00 &lt;b&gt;"
+        "Royal flush = $10,017.85, Envy Bonus $1,000.00 &lt;b&gt;"
+    assert page.money_words("claim CS-07-r3-c1: seat 5 AS KS QS JS TS: royal-flush 100% of meter = $10001.65, "
+                            "envy bonus to seat 6 $1,000.00: approved by floor-1 and paid") == \
+        ("claim CS-07-r3-c1: seat 5 A♠ K♠ Q♠ J♠ 10♠: Royal flush 100% of meter = $10,001.65, "
+         "Envy Bonus to seat 6 $1,000.00: approved by floor-1 and paid")
+    assert page.money_words("three-of-a-kind 9C 9D 9H AS KS and four-of-a-kind") == \
+        "Three of a kind 9♣ 9♦ 9♥ A♠ K♠ and Four of a kind"
+    assert "Table <b>CS-07</b> · Caribbean Stud Poker · controller" in parts["daemon"]
     # settle while dealing, void while a round is open: each with a supervisor's name and secret
     assert 'action="/settle"' in parts["round"] and 'action="/void"' in parts["round"]
     assert parts["round"].count('name="secret"') == 2 and 'name="round_id" value="CS-07-r9"' in parts["round"]
@@ -472,6 +512,17 @@ async def test_approvals_go_through_the_daemon_and_no_secret_reaches_a_url_or_th
     assert SECRET not in log and WRONG not in log and "secret=" not in log and token not in log
     assert TYPED not in log and any(  # a refused name is logged as a fingerprint only
         e["event"] == "console action refused" and e["supervisor"] == server._typed(TYPED) for e in entries)
+
+
+def test_a_refusal_names_no_field_the_supervisor_did_not_type():
+    """Settling with a claim open read "settle of CS-07-r5 refused: round_id: CS-07-r5-c1 awaits ...": the page sent
+    round_id itself. A field the supervisor typed is named as the form labels it."""
+    assert server.refusal(ControlError("rules", "CS-07-r5-c1 awaits a supervisor's approval", "round_id")) == \
+        "CS-07-r5-c1 awaits a supervisor's approval"
+    assert server.refusal(ControlError("bad_request", "must not be empty", "reason")) == "the reason: must not be empty"
+    assert server.refusal(ControlError("auth", "supervisor name or credential not accepted")) == \
+        "supervisor name or credential not accepted"
+    assert server.refusal(ControlError("bad_request", "odd", "other.field")) == "other.field: odd"
 
 
 async def test_a_supervisor_settles_and_voids_the_round_on_the_page_through_the_daemon_s_checks(tmp_path):

@@ -90,6 +90,12 @@ def test_a_claim_awaiting_approval_is_the_first_thing_on_the_floor_page():
     assert "awaiting approval" in parts["tables"]
     assert _text(parts["daemon"]).split() [:11] == "3 tables · 2 online · 1 OFFLINE · 1 blocked".split()
     assert "/approve" not in html and "<form" not in html  # nothing on it acts
+    # whose floor it is and the casino's clock, as a table's page has its id and clock (the header said "Floor")
+    authority, tz = floor.identity({"status": _status()})
+    named = floor.page(parts, csrf="t", authority=authority, zone=tz)
+    assert authority and f"<title>Floor view · link authority {authority} · Pit console</title>" in named
+    assert re.search(r'<time id="clock" data-zone="America/New_York"[^>]*>\d\d:\d\d:\d\d E[SD]T</time>', named)
+    assert floor.identity({"status": {"table": "CS-07"}}) == (None, None)
 
 
 def test_each_table_shows_its_link_round_meters_and_blocks_in_words_and_local_time():

@@ -362,3 +362,19 @@ def test_the_man_page_check_sees_an_option_missing(tmp_path):
     page.write_text(text.replace("\\fB\\-\\-socket\\fR", "\\fB\\-\\-sock\\fR"))
     with pytest.raises(AssertionError, match="--socket"):
         check_page("progressived", page)
+
+
+def test_each_man_page_fits_a_terminal_of_80_columns(tmp_path):
+    """The usage lines were set without filling: progressive-console's SYNOPSIS ran to 190 columns past the
+    terminal's edge. Now every line of every page fits 80 columns, a bracketed option kept whole."""
+    if shutil.which("man") is None:
+        pytest.fail("man is needed to render the manual pages (Debian's man-db)")
+    assert _manpages().main([str(tmp_path), "9.9"]) == 0
+    pages = sorted(tmp_path.glob("man*/*.[18]"))
+    assert len(pages) == 5
+    for page in pages:
+        shown = subprocess.run(["man", "-l", str(page)], capture_output=True, text=True, timeout=60, check=True,
+                               env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8", "MANWIDTH": "80"}).stdout
+        wide = [line for line in shown.splitlines() if len(line) > 80]
+        assert not wide, f"{page.name}: {wide}"
+        assert "[--log-format {auto,json,console}]" in shown or "--log-format" not in shown, page.name

@@ -379,11 +379,14 @@ def test_the_report_for_people_names_its_table_and_reads_as_words():
         assert not re.search(r"\b[a-z]+_[a-z_]+\b|\b(True|False|None)\b|UTC|\+00:00|royal-flush|balanced|10001\.20",
                              words), words
     assert "Reconciliation: the meter's visible amount balances: yes" in text
+    assert "Every round in the journal this day was at table CS-07." in text  # not "named by this day's entries"
     assert "seat 7: Jackpot on royal flush (100% of meter), $10,001.20" in text
     assert "seat 4: Fixed award on four of a kind (300 for 1), $300.00" in text
     assert "2026-11-30 07:03:00 EST" in text  # 12:03 UTC on the casino's clock
     assert "Parameters changed by configuration table.toml: $0.00 (reset amount $10,000.00, rate of progression 20%" \
         in text
+    for words in ("Prepared by", "Reviewed by", "Signature", "Date", "Title and credential number"):
+        assert words in text, words  # the text form is printed and signed too
     for words in ("Prepared by", "Reviewed by", "Signature", "Date", "Title and credential number", "@media print",
                   "@page", "break-before:page", "color-scheme:light", 'counter(page) " of " counter(pages)',
                   '@bottom-left{content:"Progressive meter report: Table CS-07, gaming day 2026-11-30"'):
@@ -403,6 +406,20 @@ def test_a_meter_defined_during_the_day_is_plotted_from_its_definition_not_from_
     assert "defined at 2026-11-30 07:00:00 EST with $10,000.00 (the reset amount, put in by the operator; no opening)" \
         in page
     assert "not yet defined" in page and "at the start" not in page
+
+
+def test_a_payout_the_table_paid_on_the_dealer_s_claim_names_no_supervisor():
+    """A flush on the dealer's hand (50 for 1) the table pays needs no supervisor: the journal names the dealer, whom
+    the report listed among the supervisors' approvals ("Approved by dealer")."""
+    j = Journal()
+    j.add(DEFINE_METER, define_meter_body(PARAMS, "slot-tech 4411", IN), IN)
+    j.op(meter_ops.BookContributions("r1", "CS-07", ((2, 100),), IN), IN)
+    j.op(meter_ops.PayFixedAward("r1", "CS-07", 2, "flush", "50 for 1", 5_000, "table", IN, "dealer"), IN)
+    r = day_report(j.records, DAY)
+    text, page = render(r, "text"), html.unescape(render(r, "html"))
+    assert "paid by the table (dealer), approved by no supervisor (the dealer's claim)" in text
+    assert "Approved by no supervisor (the dealer's claim): 1 payout for $50.00" in text
+    assert "by dealer" not in text and ">dealer<" not in page and "no supervisor (the dealer's claim)" in page
 
 
 def test_whose_report_it_is():

@@ -20,7 +20,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InputError
 from ..money import format_dollars_human, parse_cents
-from .page import _e, _plots, logout_form, sections_html, shown
+from .page import _clock, _e, _plots, logout_form, sections_html, shown
 
 SECTIONS = ("claims", "daemon", "tables", "meters", "plots")
 TITLES = {"claims": "Claims awaiting approval", "daemon": "Link authority", "tables": "Linked tables",
@@ -298,15 +298,26 @@ def _head(title: str) -> str:
             '<script src="/static/console.js" defer></script></head>')
 
 
+def identity(snapshot: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
+    """(the authority's id, its time zone) of its last snapshot, for the page's title and clock."""
+    status = snapshot.get("status") if isinstance(snapshot, Mapping) else None
+    if not isinstance(status, Mapping) or not is_authority(status):
+        return None, None
+    name, tz = status.get("authority"), status.get("time_zone")
+    return (name if isinstance(name, str) else None), (tz if isinstance(tz, str) else None)
+
+
 def page(parts: Mapping[str, str], *, csrf: str, flash: str | None = None, supervisor: str | None = None,
-         logout: bool = False) -> str:
-    """The floor view's whole page: the console's frame (header, log out) around the floor's sections."""
+         logout: bool = False, authority: str | None = None, zone: str | None = None) -> str:
+    """The floor view's whole page: the console's frame (header with the authority's id and the casino's clock,
+    log out) around the floor's sections."""
     who = logout_form(supervisor, csrf) if logout else ""
     note = f'<p class="flash" id="flash" role="status">{_e(flash)}</p>' if flash else ""
     body = sections_html(parts, SECTIONS, TITLES)
-    return (_head("Floor · pit console") + f'<body class="floor-view"><header><h1>Floor</h1>'
+    name = f"Floor view · link authority {authority}" if authority else "Floor view"
+    return (_head(f"{name} · Pit console") + f'<body class="floor-view"><header><h1>{_e(name)}</h1>{_clock(zone)}'
             f'<span id="live">connecting…</span>{who}</header>{note}<main>{body}</main></body></html>')
 
 
 __all__ = ["AUTHORITY_SECTIONS", "AUTHORITY_TITLES", "SECTIONS", "TITLES", "authority_sections", "claims_of",
-           "is_authority", "local", "money", "page", "sections", "zone"]
+           "identity", "is_authority", "local", "money", "page", "sections", "zone"]

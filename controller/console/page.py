@@ -19,6 +19,8 @@ from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InputError
+from ..games import GAMES
+from ..hands.categories import Four, Poker5, Three
 from ..money import format_units, parse_units
 
 SECTIONS = ("claims", "daemon", "meters", "round", "devices", "seats", "history", "plots")  # a pending claim first
@@ -237,9 +239,27 @@ def meter_name(status: Mapping[str, Any], meter: object) -> str:
 MONEY = re.compile(r"\$([0-9][0-9,]*(?:\.[0-9]+)?)")
 
 
+CARDS = re.compile(r"\b[2-9TJQKA][SHDC](?: [2-9TJQKA][SHDC])+\b")  # a hand's cards as the daemon writes them
+HAND_LABELS = sorted({c.label for kind in (Poker5, Three, Four) for c in kind if "-" in c.label}, key=len, reverse=True)
+HANDS = re.compile(r"\b(?:" + "|".join(map(re.escape, HAND_LABELS)) + r")\b")
+WAGER_WORDS = {"envy bonus": "Envy Bonus", "magic card": "Magic Card", "lucky bonus": "Lucky Bonus"}
+WAGER_RE = re.compile(r"\b(?:" + "|".join(WAGER_WORDS) + r")\b")
+
+
 def money_words(text: str) -> str:
-    """The daemon's words, escaped, with every amount in them as the page shows money ($10001.05 -> $10,001.05)."""
-    return MONEY.sub(lambda m: dollars(m.group(1).replace(",", "")), escape(text))
+    """The daemon's words, escaped, as the page says them: every amount as the page shows money ($10001.05 ->
+    $10,001.05), a hand's cards with their suits (AS KS -> A♠ K♠), a hand's label in words (royal-flush -> Royal
+    flush) and the payouts' names as the regulations write them (envy bonus -> Envy Bonus)."""
+    text = CARDS.sub(lambda m: cards_text(m.group(0)), escape(text))
+    text = HANDS.sub(lambda m: hand_name(m.group(0)), text)
+    text = WAGER_RE.sub(lambda m: WAGER_WORDS[m.group(0)], text)
+    return MONEY.sub(lambda m: dollars(m.group(1).replace(",", "")), text)
+
+
+def game_title(game: object) -> str:
+    """A game's name as the regulations title it ("caribbean-stud" -> "Caribbean Stud Poker"); else as it came."""
+    found = GAMES.get(game) if isinstance(game, str) else None
+    return escape(found.title) if found else _e(game)
 
 
 # --- sections ------------------------------------------------------------------------------------------
@@ -251,7 +271,7 @@ def _daemon(status: Mapping[str, Any] | None, down: str | None) -> str:
                 f'({_e(down)}). This page shows what it knew last and reconnects by itself.</p>')
     zone = zone_of(status)
     zone_name = status.get("time_zone") or "UTC"
-    return (f'<p class="ident">Table <b>{_e(status.get("table"))}</b> · {_e(status.get("game"))} · controller '
+    return (f'<p class="ident">Table <b>{_e(status.get("table"))}</b> · {game_title(status.get("game"))} · controller '
             f'{_e(status.get("version"))} · times in {_e(zone_name)} '
             f'({_e(datetime.now(UTC).astimezone(zone).strftime("%Z"))})</p>')
 
@@ -402,10 +422,21 @@ def _seats(status: Mapping[str, Any], rnd: Mapping[str, Any]) -> str:
 UNIT = re.compile(r"\bunit \d+(?: function \d+)?:\s*")
 
 
+NO_REPLY = re.compile(r"no usable reply after (\d+) attempt\(s\) \(([^()]*)\)")
+FAILURES = {"timeout": "timed out"}
+
+
+def _no_reply(m: re.Match[str]) -> str:
+    n, kinds = int(m.group(1)), dict.fromkeys(k.strip() for k in m.group(2).split(",") if k.strip())
+    tries = "1 try" if n == 1 else f"{n} tries"
+    return f"no usable reply in {tries} ({', '.join(FAILURES.get(k, k) for k in kinds)})"
+
+
 def cause(error: object) -> str:
-    """A device's error without its unit and function: the devices of one cable share it ("no usable reply after
-    3 attempt(s) (timeout, ...)")."""
-    return UNIT.sub("", str(error or "")).strip()
+    """A device's error without its unit and function, in words: the devices of one cable share it ("unit 3
+    function 3: no usable reply after 3 attempt(s) (timeout, timeout, timeout)" -> "no usable reply in 3 tries
+    (timed out)")."""
+    return NO_REPLY.sub(_no_reply, UNIT.sub("", str(error or "")).strip())
 
 
 KINDS = {"lockout": "lock-out", "sign": "sign", "card-counter": "card counter", "dice": "dice entry"}
@@ -526,6 +557,15 @@ def _payouts(c: Mapping[str, Any]) -> str:
             f'<td class="num amount total">{dollars(c.get("total"))}</td></tr></tfoot></table>')
 
 
+def claim_on(c: Mapping[str, Any], status: Mapping[str, Any], sep: str, seat_word: str = "Seat") -> str:
+    """Whose hand and which wager a claim is on: "Seat 4 · Progressive Payout Wager"; on the dealer's hand the
+    wager's title when it says so already ("Five Card Hand Bonus Wager (dealer's hand)"), not the hand twice."""
+    spot = spot_name(status, c.get("spot"))
+    if c.get("seat") == "dealer":
+        return spot if "dealer" in spot.lower() else f"the dealer's hand{sep}{spot}"
+    return f"{seat_word} {_e(c.get('seat'))}{sep}{spot}"
+
+
 STATUS_WORDS = {"paid": ("✔", "PAID"), "rejected": ("✖", "REJECTED"), "voided": ("✖", "VOIDED"),
                 "refused": ("✖", "REFUSED"), "paying": ("…", "BEING PAID"), "locking": ("…", "LOCKING at the authority")}
 
@@ -537,7 +577,6 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
     out = []
     for c in pending:
         cid = c.get("claim_id")
-        seat = "the dealer's hand" if c.get("seat") == "dealer" else f"Seat {_e(c.get('seat'))}"
         hand = next((hand_name(p.get("hand")) for p in c.get("payouts") or []
                      if isinstance(p, Mapping) and p.get("kind") == "paytable"), "")
         total = dollars(c.get("total")) if c.get("total") else dollars(c.get("amount"))
@@ -545,7 +584,7 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
             f'<article class="claim" id="claim-{_e(cid)}" data-claim="{_e(cid)}">'
             f'<p class="badge"><span class="icon" aria-hidden="true">⚠</span> JACKPOT CLAIM · AWAITING A SUPERVISOR'
             f'<span class="amount total">{total}</span></p>'
-            f'<h3>{seat} · {spot_name(status, c.get("spot"))} · {hand} <span class="cards">'
+            f'<h3>{claim_on(c, status, " · ")} · {hand} <span class="cards">'
             f'{cards_text(c.get("cards"))}</span> <small>claim {_e(cid)}, by the {_e(c.get("claimed_by"))}</small>'
             f'</h3>{_payouts(c)}'
             f'<div class="decide"><form method="post" action="/approve" class="approve">{_hidden(csrf, cid)}'
@@ -561,9 +600,11 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
         for c in done:
             icon, word = STATUS_WORDS.get(str(c.get("status")), ("", str(c.get("status")).upper()))
             n = len(c.get("payouts") or [])
+            by = c.get("by")
+            # paid by the table, a claim's `by` is who claimed it: no supervisor approved it
+            by_words = "the table (no supervisor needed)" if by == c.get("claimed_by") else _e(by)
             items.append(f'<li class="{_e(c.get("status"))}"><span class="icon" aria-hidden="true">{icon}</span> '
-                         f'<b>{_e(word)}</b>{" by " + _e(c.get("by")) if c.get("by") else ""}: seat '
-                         f'{_e(c.get("seat"))}, {spot_name(status, c.get("spot"))}, '
+                         f'<b>{_e(word)}</b>{" by " + by_words if by else ""}: {claim_on(c, status, ", ", "seat")}, '
                          f'<b class="num">{dollars(c.get("total") or c.get("amount"))}</b>'
                          f'{f" ({n} payouts)" if n > 1 else ""} <small>claim {_e(c.get("claim_id"))}</small></li>')
         out.append(f'<ul class="done">{"".join(items)}</ul>')
@@ -571,6 +612,12 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
 
 
 HIT_KINDS = {"envy": "Envy Bonus", "jackpot": "Jackpot", "award": "Award"}
+
+
+def approval(who: object) -> str:
+    """Who approved a hit. One the table paid on the dealer's claim is journaled as approved by the dealer: no
+    supervisor was needed (nor asked)."""
+    return "no supervisor needed" if who == "dealer" else f"approved by {_e(who or '—')}"
 
 
 def _history(history: list[Mapping[str, Any]], status: Mapping[str, Any] | None = None) -> str:
@@ -593,7 +640,7 @@ def _history(history: list[Mapping[str, Any]], status: Mapping[str, Any] | None 
             f'<td>{meter_name(status, h.get("meter"))} <small>#{_e(h.get("number"))}</small></td>'
             f'<td class="num">{_e(h.get("seat"))}</td><td><b>{_e(what)}</b> {award}'
             f'<br>{hand}</td><td class="num amount">{dollars(h.get("amount"))}</td>'
-            f'<td>{_e(h.get("paid_by"))}<small>approved by {_e(h.get("approved_by") or "—")}</small></td></tr>')
+            f'<td>{_e(h.get("paid_by"))}<small>{approval(h.get("approved_by"))}</small></td></tr>')
     return ('<table class="history"><thead><tr><th>Time</th><th>Meter</th><th class="num">Seat</th><th>Payout</th>'
             '<th class="num">Amount</th><th>Paid by</th></tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>')
@@ -603,6 +650,7 @@ def _history(history: list[Mapping[str, Any]], status: Mapping[str, Any] | None 
 PLOTS = {"day": ("The gaming day so far", "the gaming day so far"),
          "30d": ("The last 30 gaming days", "the last 30 gaming days")}
 PW, PH, LEFT, RIGHT, TOP, BOTTOM = 720, 260, 124, 16, 16, 52  # the plot's box and its margins (pixels)
+LABEL_GAP = 20  # pixels between the high's and the low's labels at least (their text is 14 px high)
 US = timedelta(microseconds=1)
 
 
@@ -636,8 +684,12 @@ def plot_svg(label: str, points: list[tuple[datetime, int]], end: datetime, zone
     fmt = ("%b %d" if end - first > timedelta(days=2) else "%H:%M" if end - first > timedelta(hours=2)
            else "%H:%M:%S")
     ticks_x = [first, first + (end - first) // 2, end]
+    at = {v: y(v) for v in (lo, hi)}
+    if hi != lo and at[lo] - at[hi] < LABEL_GAP:  # a small change: its two labels apart, not one over the other
+        mid = (at[lo] + at[hi]) // 2
+        at = {lo: mid + LABEL_GAP // 2, hi: mid - LABEL_GAP // 2}
     grid = "".join(f'<line class="grid" x1="{x0}" y1="{y(v)}" x2="{x1}" y2="{y(v)}"/>'
-                   f'<text class="tick" x="{x0 - 8}" y="{y(v) + 5}" text-anchor="end">'
+                   f'<text class="tick" x="{x0 - 8}" y="{at[v] + 5}" text-anchor="end">'
                    f'{dollars(format_units(v))}</text>' for v in sorted({lo, hi}))
     xt = "".join(f'<line class="tickmark" x1="{x(t)}" y1="{y0}" x2="{x(t)}" y2="{y0 + 6}"/>'
                  f'<text class="tick" x="{x(t)}" y="{y0 + 22}" text-anchor="{a}">'
@@ -660,7 +712,7 @@ def _plot(m: Mapping[str, Any], span: str, zone: tzinfo = UTC, name: str | None 
     try:
         points = [(datetime.fromisoformat(t), parse_units(a, "points")) for t, a in m["points"]]
         end = datetime.fromisoformat(m["end"])
-        label = (f"meter {m['meter']} over {over}: {dollars(m.get('opening'))} at the start, "
+        label = (f"{name or 'meter ' + str(m['meter'])} over {over}: {dollars(m.get('opening'))} at the start, "
                  f"{dollars(m.get('closing'))} at the end, high {dollars(m.get('high'))}, low {dollars(m.get('low'))}")
         svg = plot_svg(label, points, end, zone)
     except (KeyError, TypeError, ValueError, InputError) as e:
@@ -689,7 +741,8 @@ def _plots(series: Mapping[str, Any] | None, status: Mapping[str, Any] | None = 
         return "<p>No meter in the journal.</p>"
     return ('<p class="quiet">From the journal, asked once a minute: up to 2 minutes behind the meters above.</p>'
             + "".join(f'<h3>{meter_name(status, meter)}</h3><div class="plots">'
-                      + "".join(_plot(spans[span], span, zone) for span in PLOTS if span in spans) + "</div>"
+                      + "".join(_plot(spans[span], span, zone, meter_title(status, meter)) for span in PLOTS
+                                if span in spans) + "</div>"
                       for meter, spans in sorted(by_meter.items())))
 
 

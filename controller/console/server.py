@@ -417,7 +417,9 @@ def _log_unshown(poller: Poller, errors: list[str]) -> None:
 def _console_page(console: Console, supervisor: str | None, csrf: str, flash: str | None) -> str:
     parts, is_floor = _parts(console.poller, csrf, supervisor)
     if is_floor:
-        return floor.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required)
+        authority, zone = floor.identity(console.poller.snapshot)
+        return floor.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required,
+                          authority=authority, zone=zone)
     table, zone = page.identity(console.poller.snapshot)
     return page.page(parts, csrf=csrf, flash=flash, supervisor=supervisor, logout=console.login_required,
                      table=table, zone=zone)
@@ -529,6 +531,17 @@ async def _forward_in_turn(console: Console, request: web.Request, remote: tuple
     return result
 
 
+FIELD_WORDS = {"supervisor": "the supervisor's name", "secret": "the secret", "reason": "the reason"}
+
+
+def refusal(e: ControlError) -> str:
+    """The daemon's refusal in the page's words: the field it names as the form labels it; none for the claim or
+    round the page itself sent ("round_id: CS-07-r5-c1 awaits a supervisor's approval" named a field nobody typed)."""
+    if e.field in ("claim_id", "round_id"):
+        return e.message
+    return f"{FIELD_WORDS[e.field]}: {e.message}" if e.field in FIELD_WORDS else str(e)
+
+
 async def _act(request: web.Request, op: str, fields: tuple[str, ...]) -> web.StreamResponse:
     """Approve or reject: the form's claim, supervisor and secret forwarded once to the daemon, which decides."""
     console: Console = request.app["console"]
@@ -544,7 +557,7 @@ async def _act(request: web.Request, op: str, fields: tuple[str, ...]) -> web.St
                                         f"({_current_round(console)}): nothing voided")
         result = await _forward(request, op, {k: form.get(k, "") for k in fields})
     except ControlError as e:
-        flash = f"{op} of {claim} refused: {e}"
+        flash = f"{op} of {claim} refused: {refusal(e)}"
     except DaemonUnavailable as e:
         flash = f"{op} of {claim} not done: the daemon is not answering ({e.reason})"
     else:
@@ -704,8 +717,10 @@ def options(argv: list[str] | None) -> Options:
                    help="auto: a supervisor logs in when the console is served with TLS; always: on loopback too")
     p.add_argument("--tls-cert", help="the server's certificate chain (PEM): serves HTTPS, with a supervisor's login")
     p.add_argument("--tls-key", help="the certificate's private key (PEM)")
-    p.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
-    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info")
+    p.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
+                   help="auto: JSON lines unless standard error is a terminal; json; console: lines for people")
+    p.add_argument("--log-level", choices=("debug", "info", "warning", "error"), default="info",
+                   help="the least severe lines written (default info)")
     a = p.parse_args(argv)
 
     def bad(line: str) -> SystemExit:

@@ -239,6 +239,14 @@ WHAT = {JACKPOT: "Jackpot", FIXED: "Fixed award", ENVY: "Envy Bonus", MAGIC_CARD
         LUCKY_BONUS: "Lucky Bonus"}
 PAID_BY = {"attendant": "an attendant", "table": "the table (dealer)"}
 PAID_BY_SHORT = {"attendant": "attendant", "table": "table"}
+# A payout the table pays on the dealer's claim without a supervisor (a fixed award below the threshold that asks for
+# one) is journaled as approved by the one who claimed it: the dealer. Not a supervisor's name.
+NO_SUPERVISOR = "no supervisor (the dealer's claim)"
+
+
+def approver(who: str) -> str:
+    """Who approved a payout, for people."""
+    return {"": "no one", "dealer": NO_SUPERVISOR}.get(who, who)
 
 
 def _usd(units: int) -> str:
@@ -295,9 +303,11 @@ def _day_line(r: DayReport) -> str:
 def _tables_line(r: DayReport) -> str:
     if not r.tables:
         return "No table played on the meters this day."
-    return ("Tables that played on the meters this day: " if r.source.kind == AUTHORITY else
-            "Table named by this day's entries: " if len(r.tables) == 1 else "Tables named by this day's entries: ") \
-        + ", ".join(r.tables) + "."
+    if r.source.kind == AUTHORITY:
+        return "Tables that played on the meters this day: " + ", ".join(r.tables) + "."
+    # the journal's own rounds name their table: a cross-check of the title, in words
+    return (f"Every round in the journal this day was at table {r.tables[0]}." if len(r.tables) == 1 else
+            "Rounds in the journal this day were at tables " + ", ".join(r.tables) + ".")
 
 
 def readings_rows(d: MeterDay) -> list[tuple[str, str, str]]:
@@ -385,12 +395,12 @@ def to_text(r: DayReport) -> str:
             at = f"table {a.table}, " if r.source.kind == AUTHORITY or len(r.tables) > 1 else ""
             out.append(f"    {_when(g, a.time)}, {at}round {a.round_id}, seat {a.seat}: {what(a)} on {on_hand(a)} "
                        f"({a.award}), {_cents(a.cents)}, paid by {PAID_BY.get(a.paid_by, a.paid_by)}, approved by "
-                       f"{a.approved_by or 'no one'}"
+                       f"{approver(a.approved_by)}"
                        + (f"; meter {_usd(a.meter_before)} before, {_usd(a.meter_after)} after" if a.jackpot else "")
                        + f" (entry {a.seq})")
         out += [f"  {w}: {n} for {_cents(c)}" for w, (n, c) in
                 ((WHAT.get(k, k), t) for k, t in d.by_what().items())]
-        out += [f"  Approved by {who or 'no one'}: {_n(n, 'payout')} for {_cents(c)}" for who, (n, c) in
+        out += [f"  Approved by {approver(who)}: {_n(n, 'payout')} for {_cents(c)}" for who, (n, c) in
                 d.by_approver().items()]
         out.append(f"  Voids ({len(d.voids)}):" if d.voids else "  Voids: none")
         out += [f"    {_when(g, v.time)}, round {v.round_id}: {v.wagers} wagers, {_cents(v.cents)} returned "
@@ -404,8 +414,20 @@ def to_text(r: DayReport) -> str:
         out.append("")
     out.append("Table events (journaled):" if r.table_events else "Table events (journaled): none")
     out += [f"  {_when(g, e.time)}: {_event(e.kind, e.detail)} (entry {e.seq})" for e in r.table_events]
-    out += ["", *_faults_text(r), ""]
+    out += ["", *_faults_text(r), "", *_sign_text(r), ""]
     return "\n".join(out)
+
+
+def _sign_text(r: DayReport) -> list[str]:
+    """The block accounting signs, as the HTML's (a printed text report is signed too)."""
+    line = "_" * 20
+    out = ["Prepared and reviewed:"]
+    for who in ("Prepared by", "Reviewed by"):
+        out += ["", f"  {who + ':':<13} Name {line}  Title and credential number {line}",
+                f"  {'':<13} Signature {line}  Date {'_' * 14}"]
+    return [*out, "", f"This report is of the journal up to entry {r.head.seq} (its hash is at the top):",
+            f"`progressivectl audit verify --expect-head {r.head.seq}:HASH` proves later that the journal still holds "
+            "this day as printed."]
 
 
 _CHANGES = {"top-up": "Top-up", "adjust": "Adjustment", "change-params": "Parameters changed",
@@ -653,7 +675,7 @@ def _summary_html(r: DayReport) -> str:
         rows.append([d.meter_id, "not yet defined" if d.defined else _usd(d.opening.current), _usd(d.contributions),
                      f"{len(j)} for {_cents(sum(a.cents for a in j))}", str(len(d.resets)), _usd(d.closing.current),
                      str(len(d.awards)), str(len(d.voids)),
-                     ", ".join(who for who in d.by_approver() if who) or "none"])
+                     ", ".join(approver(who) for who in d.by_approver() if who) or "none"])
     return "<h2>The day at a glance</h2>" + _table(
         ["Meter", "Opening", "Contributions", "Jackpots paid", "Resets", "Closing", "Hits", "Voids",
          "Payouts approved by"], rows, numeric=(1, 2, 4, 5, 6, 7), cls="glance")
@@ -679,7 +701,7 @@ def _meter_html(r: DayReport, d: MeterDay) -> str:
                             numeric=(1, 2)))
     parts += ["<h3>Supervisors' approvals</h3>",
               _table(["Supervisor", "Payouts approved", "Amount"],
-                     [[who or "no one", n, _cents(c)] for who, (n, c) in d.by_approver().items()], numeric=(1, 2)),
+                     [[approver(who), n, _cents(c)] for who, (n, c) in d.by_approver().items()], numeric=(1, 2)),
               f"<h3>Voids ({len(d.voids)})</h3>",
               _table(["Time", "Round", "Wagers returned", "Amount", "Reason (and who)", "Entry"],
                      [[_when(g, v.time), v.round_id, v.wagers, _cents(v.cents), v.reason, v.seq] for v in d.voids],
@@ -706,7 +728,7 @@ def _payouts_html(r: DayReport, d: MeterDay) -> str:
     rows = [[_when(g, a.time), *([a.table] if tables else []), a.round_id, a.seat, what(a),
              f"{on_hand(a)} ({a.award})", _cents(a.cents),
              f"{_usd(a.meter_before)} → {_usd(a.meter_after)}" if a.jackpot else "",
-             PAID_BY_SHORT.get(a.paid_by, a.paid_by), a.approved_by or "no one", a.seq] for a in d.awards]
+             PAID_BY_SHORT.get(a.paid_by, a.paid_by), approver(a.approved_by), a.seq] for a in d.awards]
     head = ["Time", *(["Table"] if tables else []), "Round", "Seat", "What", "On the hand (award)", "Amount",
             "Meter before → after", "Paid by", "Approved by", "Entry"]
     k = 1 if tables else 0
