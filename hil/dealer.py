@@ -84,6 +84,10 @@ async def play(rig: Any, table: Table, *, rounds: int | None = None, seats: int 
             await rig.remove_chip(seat, spot)
         await rig.deal(rng.sample(range(52), 5 * (len(players) + 1)))
         await asyncio.sleep(pause)
+        # the chips collected before the settle, as a dealer does: while the cards are dealt the seats are read only
+        # every few seconds (the bus's health_interval), and a chip still seen at the settle is left for the next
+        # round ("chips left on their spots")
+        await _until(lambda: not table.state.sensed, "chips collected")
         status = await table.call("status", {})
         rid = status["round"]["id"]
         await _settle(table, rid, floorperson, pause)
@@ -91,5 +95,4 @@ async def play(rig: Any, table: Table, *, rounds: int | None = None, seats: int 
         played += 1
         if on_round is not None:
             on_round(rid)
-        await _until(lambda: not table.state.sensed, "chips collected")
     return played
