@@ -39,7 +39,7 @@ from ..cards import card_str, cards_str, parse_card, parse_cards
 from ..errors import InputError, RulesError
 from ..games import Game, Wager
 from ..meter import ops as meter_ops
-from ..money import format_cents, format_units, parse_cents, parse_units
+from ..money import format_cents, format_dollars_human, format_units, parse_cents, parse_units
 from ..paytables import Paytable
 from ..positions import DEALER, DEALER_POSITION, position_name
 from ..settlement import Payout, Round, Seat, settle, settlement_order
@@ -163,7 +163,7 @@ class Claim:
 
 def _describe(p: Payout, claim: Claim) -> str:
     if p.kind == "envy":
-        return f"envy bonus to seat {p.seat} {p.award}"
+        return f"Envy Bonus to seat {p.seat} {p.award}"
     to = f"seat {p.seat} " if claim.on_dealer else ""
     if p.kind == "magic-card":
         what = f"Magic Card {card_str(p.cards[0])}"
@@ -172,7 +172,7 @@ def _describe(p: Payout, claim: Claim) -> str:
     else:
         what = p.hand
     shared = f" (1 of {p.shared_by} shares)" if p.shared_by > 1 else ""
-    return f"{to}{what} {p.award}{shared} = ${format_cents(p.amount)}"
+    return f"{to}{what} {p.award}{shared} = {format_dollars_human(p.amount)}"
 
 
 def hit_hand(p: Payout) -> str:
