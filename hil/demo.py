@@ -45,7 +45,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--rounds", type=int, help="stop after the scripted dealer played this many rounds")
     p.add_argument("--no-dealer", action="store_true", help="no scripted dealer (drive the rig yourself)")
     p.add_argument("--metrics", help="serve metrics on HOST:PORT (default: none)")
-    p.add_argument("--log-format", choices=("auto", "json", "console"), default="auto")
+    p.add_argument("--log-format", choices=("auto", "json", "console"), default="auto",
+                   help="auto: readable lines on a terminal, JSON otherwise (default auto)")
     args = p.parse_args(argv)
     if args.rounds is not None and args.rounds < 1:
         p.error("--rounds: at least 1")

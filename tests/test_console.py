@@ -543,7 +543,7 @@ async def test_a_supervisor_settles_and_voids_the_round_on_the_page_through_the_
         assert f"settle of {first} refused: supervisor name or credential not accepted" in await _page(http, console)
         assert daemon._round_id() == first and daemon.state.phase.value == "dealing"
         assert await post("settle", settle) == 303
-        assert f"round {first} settled (1 wagers)" in await _page(http, console)  # the answer, once
+        assert f"round {first} settled (1 wager)" in await _page(http, console)  # the answer, once
         await _page(http, console, "BETTING open")
         second = daemon._round_id()
         assert second != first

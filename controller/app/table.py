@@ -774,7 +774,8 @@ class TableDaemon(TableShell):
         wagers = len(self.state.accepted)
         self._act(rm.RoundSettled(rid, who))
         await self._durable(rid)
-        return {"message": f"round {rid} settled ({wagers} wagers); round {self._round_id()} open for betting"}
+        counted = f"{wagers} wager" + ("" if wagers == 1 else "s")
+        return {"message": f"round {rid} settled ({counted}); round {self._round_id()} open for betting"}
 
     async def _void_asked(self, reason: str) -> dict[str, Any]:
         assert self.state is not None and self.desk is not None

@@ -25,7 +25,7 @@ def add_parsers(sub: Any) -> None:
     asub = a.add_subparsers(dest="audit_command", required=True, parser_class=Parser)
     v = asub.add_parser("verify", help="verify the journal's chain, integrity and invariant (exit 1 if damaged)")
     v.add_argument("--state", required=True, type=Path, help="state directory (or a copy of it)")
-    v.add_argument("--json", action="store_true")
+    v.add_argument("--json", action="store_true", help="the verdict and every finding as JSON, for scripts")
     v.add_argument("--expect-head", metavar="SEQ:HASH",
                    help="an anchor of the journal (from the log, the syslog or the link authority): the journal "
                         "must hold it, else it was rolled back or rewritten (exit 1)")

@@ -53,7 +53,7 @@ def add_meters(sub: Any) -> None:
     m.add_argument("--state", type=Path, metavar="DIR",
                    help="read this state directory's journal instead of asking the daemon")
     m.add_argument("--meter", help="only this meter")
-    m.add_argument("--json", action="store_true")
+    m.add_argument("--json", action="store_true", help="the meters as JSON, for scripts")
     _live_options(m)
     m.set_defaults(handler=_cmd_meters)
 
@@ -64,7 +64,7 @@ def add_history(sub: Any) -> None:
                    help="read this state directory's journal instead of asking the daemon")
     h.add_argument("--meter", help="only this meter")
     h.add_argument("--limit", metavar="N", help="only the N most recent hits")
-    h.add_argument("--json", action="store_true")
+    h.add_argument("--json", action="store_true", help="the hits as JSON, for scripts")
     _live_options(h)
     h.set_defaults(handler=_cmd_history)
 

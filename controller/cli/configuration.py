@@ -19,12 +19,13 @@ def add_parsers(sub: Any) -> None:
     k = sub.add_parser("check-config",
                        help="check a table's or a link authority's configuration file (exit 0 sound, 2 problems)")
     k.add_argument("file", type=Path, help="the TOML configuration of a table or of a link authority")
-    k.add_argument("--json", action="store_true")
+    k.add_argument("--json", action="store_true", help="every problem and warning as JSON, for scripts")
     k.set_defaults(handler=_cmd_check_config)
 
     x = sub.add_parser("hash-credential",
                        help="hash a supervisor's secret for the configuration (read from the terminal or stdin)")
-    x.add_argument("--scheme", choices=["scrypt", "pbkdf2_sha256"], default="scrypt")
+    x.add_argument("--scheme", choices=["scrypt", "pbkdf2_sha256"], default="scrypt",
+                   help="the hash: scrypt (the default), or pbkdf2_sha256 where a faster check is needed")
     x.set_defaults(handler=_cmd_hash_credential)
 
     y = sub.add_parser("approval-key",

@@ -23,7 +23,7 @@ def add_settle(sub: Any) -> None:
 
 def add_odds(sub: Any) -> None:
     o = sub.add_parser("odds", help="exact odds, return and break-even meter of a wager and paytable")
-    o.add_argument("--game", required=True)
+    o.add_argument("--game", required=True, help="the game's id, e.g. caribbean-stud (`progressivectl paytables` lists them)")
     o.add_argument("--wager", required=True, help="wager id, e.g. progressive, five-card-hand-bonus")
     o.add_argument("--paytable", required=True, help="paytable id or TOML file")
     o.add_argument("--bet", help="the Props & Hops bet, e.g. field, hop-the-top, six-eight-shake")
@@ -31,27 +31,31 @@ def add_odds(sub: Any) -> None:
     o.add_argument("--amount", default="1.00", help="amount wagered in dollars (default 1.00)")
     o.add_argument("--players", type=int, default=1, help="players at the table, for Envy Bonus returns")
     o.add_argument("--lucky-positions", type=int, help="positions the Lucky Bonus draws from")
-    o.add_argument("--paytable-dir", action="append", default=[], type=Path)
-    o.add_argument("--json", action="store_true")
+    o.add_argument("--paytable-dir", action="append", default=[], type=Path, metavar="DIR",
+                   help="also look for paytable files here (repeatable)")
+    o.add_argument("--json", action="store_true", help="the exact figures as JSON, for scripts")
     o.set_defaults(handler=_cmd_odds)
 
 
 def add_check_paytable(sub: Any) -> None:
     c = sub.add_parser("check-paytable", help="may this paytable be selected for this wager? (exit 0 yes, 2 no)")
-    c.add_argument("--game", required=True)
-    c.add_argument("--wager", required=True)
+    c.add_argument("--game", required=True, help="the game's id, e.g. caribbean-stud")
+    c.add_argument("--wager", required=True, help="wager id, e.g. progressive, five-card-hand-bonus")
     c.add_argument("--paytable", required=True, help="paytable id or TOML file")
     c.add_argument("--linked", action="store_true", help="the meter is shared with other tables (§ 605a.8)")
-    c.add_argument("--wager-sizes", default="", help="comma-separated wager sizes offered, e.g. 1.00,5.00")
+    c.add_argument("--wager-sizes", default="", metavar="AMOUNTS",
+                   help="comma-separated wager sizes offered, e.g. 1.00,5.00 (default: the paytable's own)")
     c.add_argument("--no-examples", action="store_true", help="refuse paytables marked as examples")
-    c.add_argument("--paytable-dir", action="append", default=[], type=Path)
+    c.add_argument("--paytable-dir", action="append", default=[], type=Path, metavar="DIR",
+                   help="also look for paytable files here (repeatable)")
     c.set_defaults(handler=_cmd_check_paytable)
 
 
 def add_paytables(sub: Any) -> None:
     t = sub.add_parser("paytables", help="list every built-in and loaded paytable")
-    t.add_argument("--paytable-dir", action="append", default=[], type=Path)
-    t.add_argument("--json", action="store_true")
+    t.add_argument("--paytable-dir", action="append", default=[], type=Path, metavar="DIR",
+                   help="also list the paytable files here (repeatable)")
+    t.add_argument("--json", action="store_true", help="every paytable as JSON, for scripts")
     t.set_defaults(handler=_cmd_paytables)
 
 
