@@ -378,3 +378,20 @@ def test_each_man_page_fits_a_terminal_of_80_columns(tmp_path):
         wide = [line for line in shown.splitlines() if len(line) > 80]
         assert not wide, f"{page.name}: {wide}"
         assert "[--log-format {auto,json,console}]" in shown or "--log-format" not in shown, page.name
+
+
+@pytest.mark.parametrize("program", ["progressived", "progressivectl", "progressive-hil", "progressive-console",
+                                     "progressive-demo"])
+def test_every_option_says_what_it_does(program):
+    """A man page lists each option with the help its parser gives: an option without one was listed bare (20 were)."""
+    manpages = _manpages()
+
+    def bare(parser, where):
+        for action in parser._actions:  # argparse keeps no public list of a parser's arguments
+            if isinstance(action, argparse._SubParsersAction):
+                for name, sub in action.choices.items():
+                    yield from bare(sub, f"{where} {name}")
+            elif action.help is None and action.option_strings and action.dest != "help":
+                yield f"{where} {'/'.join(action.option_strings)}"
+
+    assert list(bare(manpages.parser_of(program), program)) == []

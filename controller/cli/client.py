@@ -134,7 +134,7 @@ def add_parsers(sub: Any) -> None:
 
     j = sub.add_parser("reject", help="a supervisor rejects a jackpot claim")
     j.add_argument("claim_id", metavar="CLAIM_ID")
-    j.add_argument("--reason", required=True, metavar="TEXT")
+    j.add_argument("--reason", required=True, metavar="TEXT", help="why the claim is rejected, for the journal")
     _supervisor_options(j)
     _live_options(j, json_option=True)
     j.set_defaults(handler=_cmd_reject)
