@@ -264,5 +264,29 @@ def test_a_day_without_entries_says_so_and_names_the_days_that_have_them(state_d
     assert empty.stdout.startswith("Progressive meter report: Table t3, gaming day Wednesday 2 December 2026\n")
     future = report(state_dir, "--day", "2999-01-01", process=True)
     assert future.returncode == 3 and future.stdout == ""
-    assert "the gaming day 2999-01-01 has not begun" in future.stderr, future.stderr
+    assert "the gaming day 2999-01-01 has not begun (it starts at 2999-01-01 06:00 EST)" in future.stderr, future.stderr
     assert report(state_dir, "--day", "2026-11-30", process=True).returncode == 0
+
+
+def test_a_day_not_over_says_its_figures_at_the_close_are_so_far(tmp_path):
+    """The report of the gaming day in progress is the journal's as of now: a line says so, and when the day ends."""
+    from zoneinfo import ZoneInfo
+
+    from controller.report.day import day_of, parse_day_starts
+
+    now = datetime.now(timezone.utc)
+    path = tmp_path / "progressive"
+    ledger = Ledger.open(path, MetersReducer(), software_digest="sha256:test", clock=lambda: now)
+    try:
+        params = params_from_dict({"meter_id": "cs-1", "reset": "10000.00", "rate": "0.15", "reserve_rate": "0.05",
+                                   "wager_sizes": ["1.00"]}, "params")
+        ledger.submit("define-meter", define_meter_body(params, "slot-tech 4411", now), key="define:cs-1")
+        ledger.submit("book-contributions", op_body("cs-1", BookContributions("r1", "t3", ((1, 100),), now)),
+                      key="t3:r1")
+    finally:
+        ledger.close()
+    today = day_of(now, parse_day_starts("06:00", "day_starts"), ZoneInfo("America/New_York")).day
+    proc = report(path, "--day", today.isoformat(), process=True)
+    assert proc.returncode == 0, proc.stderr
+    assert f"progressivectl: the gaming day {today} is not over (it ends at " in proc.stderr, proc.stderr
+    assert "so far" in proc.stderr and "UTC" not in proc.stderr

@@ -17,6 +17,8 @@ from .common import EXIT_DAMAGED
 EXIT_NO_ENTRIES = 3  # the day has no entry in the journal: said in a line, so that a script does not file it unread
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from ..report.build import Source
     from ..report.day import GamingDay
 
@@ -98,19 +100,33 @@ def cmd_report(args: Any) -> int:
     except InvariantViolation as e:
         print(f"progressivectl: the gaming day {day.day} does not reconcile: {e}", file=sys.stderr)
         return EXIT_DAMAGED
-    if report.entries == 0:
-        from datetime import datetime, timezone
+    from datetime import datetime, timezone
 
-        if day.start > datetime.now(timezone.utc):
-            print(f"progressivectl: the gaming day {day.day} has not begun (it starts at {day.start:%Y-%m-%d %H:%M} "
-                  f"UTC): no report", file=sys.stderr)
+    now = datetime.now(timezone.utc)
+    if report.entries == 0:
+        if day.start > now:
+            print(f"progressivectl: the gaming day {day.day} has not begun (it starts at {_local(day, day.start)}): "
+                  "no report", file=sys.stderr)
             return EXIT_NO_ENTRIES
         sys.stdout.write(render(report, args.form))
         print(f"progressivectl: the gaming day {day.day} has no entry in the journal: {_entries_span(args.state, day)}",
               file=sys.stderr)
         return EXIT_NO_ENTRIES
     sys.stdout.write(render(report, args.form))
+    if day.end > now:  # the figures "at the close" are the journal's as of now
+        print(f"progressivectl: the gaming day {day.day} is not over (it ends at {_local(day, day.end)}): its figures "
+              f"\"at the close\" are those of {_local(day, now)}, so far", file=sys.stderr)
     return 0
+
+
+def _local(day: GamingDay, moment: datetime) -> str:
+    """A moment on the casino's clock (the day's zone), to the minute, with the zone's abbreviation."""
+    from zoneinfo import ZoneInfo
+
+    try:
+        return f"{moment.astimezone(ZoneInfo(day.zone)):%Y-%m-%d %H:%M %Z}"
+    except (ValueError, KeyError, OSError):  # a zone named as configured: checked when the day was made
+        return f"{moment:%Y-%m-%d %H:%M} UTC"
 
 
 def _entries_span(state: Path, day: GamingDay) -> str:
