@@ -253,6 +253,13 @@ def test_a_pending_claim_comes_first_with_every_payout_and_the_total_approved():
     assert "✔ Approve $16,016.85" not in claim and "✔ Approve $16,017.85" in claim
     assert "$10017.85" not in _text(html)  # the daemon's own description is not what is shown
 
+    # a fixed award (four of a kind, 300 for 1) is an award, not a jackpot
+    four = {**ROUND["claims"][0], "total": "300.00", "payouts": [
+        {"seat": 4, "kind": "paytable", "hand": "four-of-a-kind", "award": "300 for 1", "amount": "300.00"}]}
+    fixed = " ".join(_text(page.sections({"status": STATUS, "round": {**ROUND, "claims": [four]}, "history": []},
+                                         None, "tok")["claims"]).split())
+    assert "AWARD CLAIM · AWAITING A SUPERVISOR" in fixed and "JACKPOT" not in fixed
+
 
 def test_a_decided_claim_says_who_paid_it_and_on_whose_hand():
     """A Five Card Hand Bonus on the dealer's hand the table paid read "PAID by dealer: seat dealer"."""

@@ -580,9 +580,12 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
         hand = next((hand_name(p.get("hand")) for p in c.get("payouts") or []
                      if isinstance(p, Mapping) and p.get("kind") == "paytable"), "")
         total = dollars(c.get("total")) if c.get("total") else dollars(c.get("amount"))
+        # a percentage of a meter is a jackpot; a fixed or odds award (four of a kind, 300 for 1) is an award
+        jackpot = any("%" in str(p.get("award")) for p in c.get("payouts") or [c] if isinstance(p, Mapping))
         out.append(
             f'<article class="claim" id="claim-{_e(cid)}" data-claim="{_e(cid)}">'
-            f'<p class="badge"><span class="icon" aria-hidden="true">⚠</span> JACKPOT CLAIM · AWAITING A SUPERVISOR'
+            f'<p class="badge"><span class="icon" aria-hidden="true">⚠</span> '
+            f'{"JACKPOT" if jackpot else "AWARD"} CLAIM · AWAITING A SUPERVISOR'
             f'<span class="amount total">{total}</span></p>'
             f'<h3>{claim_on(c, status, " · ")} · {hand} <span class="cards">'
             f'{cards_text(c.get("cards"))}</span> <small>claim {_e(cid)}, by the {_e(c.get("claimed_by"))}</small>'
