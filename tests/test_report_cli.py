@@ -135,6 +135,14 @@ def test_the_day_and_the_table_from_the_configuration(state_dir, tmp_path):
     assert doc["start"] == "2026-11-30T11:00:00+00:00" and doc["table"] == "t3"  # the default [report]
     proc = report(state_dir, "--day", "2026-11-30", "--role", "link", "--config", str(t3))
     assert proc.returncode == 2 and proc.stderr.startswith("progressivectl: --config: "), proc.stderr
+    # the meters named as the configuration's wagers are: its progressive wager's meter is the journal's cs-1
+    t3.write_text(t3.read_text(encoding="utf-8").replace('meter = "main"', 'meter = "cs-1"')
+                  .replace("[meters.main]", "[meters.cs-1]"), encoding="utf-8")
+    proc = report(state_dir, "--day", "2026-11-30", "--config", str(t3))
+    assert proc.returncode == 0, proc.stderr
+    assert "Progressive Payout Wager (meter cs-1) of Table t3" in proc.stdout, proc.stdout[:2000]
+    html = report(state_dir, "--day", "2026-11-30", "--html", "--config", str(t3)).stdout
+    assert "Table t3, Progressive Payout Wager (meter cs-1)" in html
 
 
 @pytest.mark.parametrize("args, field", [

@@ -238,7 +238,10 @@ async def test_the_daemon_writes_the_report_when_the_day_ends_and_a_missed_one_a
         shift[0] += timedelta(hours=1)
         async with table(tmp_path, clock=lambda: utc_now() + shift[0]):
             await until(lambda: [e for e in logs if e["event"] == "gaming day report written"], "the missed report")
-    assert (out / f"report-{today}.html").read_text().count("<svg") == 2  # a plot a meter
+    html = (out / f"report-{today}.html").read_text()
+    assert html.count("<svg") == 2  # a plot a meter
+    # the daemon's own report names its table and its meters as its configuration does
+    assert "Table CS-07, Progressive Payout Wager (meter main)" in html
     assert victim.read_text(encoding="utf-8") == "not a report"
     assert all(not (out / f"report-{today}.{x}").is_symlink() for x in ("csv", "html", "json", "txt"))
 

@@ -22,7 +22,7 @@ import structlog
 from ..config.model import ReportConfig
 from ..errors import InputError
 from ..ledger.chain import utc_now
-from ..report.build import POINTS_PER_INTERVAL
+from ..report.build import POINTS_PER_INTERVAL, Source
 from ..report.day import GamingDay, day_of, last_ended, parse_span, span_edges
 from ..report.files import Opening, first_entry_time, read_report, read_series, write_report, written
 from ..report.render import series_json
@@ -40,8 +40,9 @@ SERIES_TIMEOUT_S = 120.0  # a request waits this long for the span's read, then 
 
 class DayReports:
     def __init__(self, state_dir: Path, cfg: ReportConfig, *, clock: Callable[[], datetime] = utc_now,
-                 settle_s: float | None = None) -> None:
+                 settle_s: float | None = None, source: Source | None = None) -> None:
         self.state_dir = Path(state_dir)
+        self.source = source  # whose reports (the table's id, its meters' titles); None: as the journal says
         self.directory = cfg.dir_for(self.state_dir)
         self.starts_at, self.zone, self.zone_name = cfg.day_starts, cfg.zone, cfg.time_zone
         self.clock = clock
@@ -76,7 +77,7 @@ class DayReports:
             began = first_entry_time(self.state_dir)
             if began is None or began >= day.end:  # the journal did not exist yet that day
                 return None
-        return write_report(self.directory, read_report(self.state_dir, day))
+        return write_report(self.directory, read_report(self.state_dir, day, self.source))
 
 
 class MeterSeries:

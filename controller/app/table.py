@@ -43,6 +43,7 @@ from ..meter_ledger import DEAL, TABLE_STATE, MetersReducer, configure_meter, op
 from ..meter_ledger import Meters as MeterStates
 from ..money import UNITS_PER_CENT, format_cents, parse_units
 from ..positions import position_name
+from ..report.build import TABLE, Source
 from ..round import claim_machine as cm
 from ..round import detect, machine
 from ..round import model as rm
@@ -60,7 +61,7 @@ from .reports import DayReports, MeterSeries
 from .sdnotify import Notifier
 from .setup import award_spots, standalone_meters, table_rules
 from .shell import ControlFactory, TableShell, close_buses
-from .views import hit_json, hit_kind, meter_json, table_json
+from .views import hit_json, hit_kind, meter_json, meter_titles, table_json
 
 if TYPE_CHECKING:
     from drivers.modbus.bus import ModbusBus
@@ -218,7 +219,9 @@ class TableDaemon(TableShell):
                 self.spawn(faults.run(), "fault-journal")
                 await self.anchoring.anchor("start")
                 self.spawn(self.anchoring.run(), "anchor")
-                self.spawn(DayReports(self.cfg.state_dir, self.cfg.report, clock=self.clock).run(), "day-report")
+                source = Source(TABLE, self.cfg.table, meter_titles(self.cfg))
+                self.spawn(DayReports(self.cfg.state_dir, self.cfg.report, clock=self.clock, source=source).run(),
+                           "day-report")
                 self._show_meters()
                 self.ready.set()
                 self.notifier.ready(f"table {self.cfg.table}: round {self._round_id()}")

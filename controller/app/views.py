@@ -82,4 +82,9 @@ def table_json(cfg: TableConfig) -> dict[str, Any]:
             "wagers": [{"spot": w.id, "title": w.wager.title, "meter": w.meter} for w in cfg.wagers.values()]}
 
 
-__all__ = ["hit_json", "hit_kind", "meter_json", "payout_json", "table_json"]
+def meter_titles(cfg: TableConfig) -> tuple[tuple[str, str], ...]:
+    """(meter id, the title of the wager it belongs to) for each progressive wager: the names people read."""
+    return tuple(sorted((w.meter, w.wager.title) for w in cfg.wagers.values() if w.meter))
+
+
+__all__ = ["hit_json", "hit_kind", "meter_json", "meter_titles", "payout_json", "table_json"]

@@ -54,6 +54,7 @@ def _day(args: Any) -> tuple[GamingDay, Source | None]:
     if args.config is not None:
         if args.time_zone is not None:
             raise InputError("--time-zone", "give it in the configuration's [report] time_zone, or use --day-starts")
+        from ..app.views import meter_titles
         from ..config import ConfigError, load_config
         from ..config.authority import load_authority_config
 
@@ -63,7 +64,7 @@ def _day(args: Any) -> tuple[GamingDay, Source | None]:
                 rc, source = a.report, Source(AUTHORITY, a.authority)
             else:
                 t = load_config(args.config)
-                rc, source = t.report, Source(TABLE, t.table)
+                rc, source = t.report, Source(TABLE, t.table, meter_titles(t))
         except ConfigError as e:
             raise InputError("--config", f"{args.config}: {e.problems[0] if e.problems else e}") from None
         return gaming_day(day, rc.day_starts, rc.zone, rc.time_zone), source

@@ -101,11 +101,18 @@ class Source:
 
     kind: str
     id: str
+    # (meter id, the wager's title) where the configuration gives them: people read "Progressive Payout Wager"
+    titles: tuple[tuple[str, str], ...] = ()
 
     @property
     def title(self) -> str:
         what = "Table" if self.kind == TABLE else "Link authority"
         return f"{what} {self.id}" if self.id else f"{what} (id not given)"
+
+    def meter_name(self, meter_id: str) -> str:
+        """A meter as people know it: its wager's title with its id ("Progressive Payout Wager (meter main)")."""
+        title = dict(self.titles).get(meter_id)
+        return f"{title} (meter {meter_id})" if title else f"meter {meter_id}"
 
 
 TABLE, AUTHORITY = "table", "link authority"

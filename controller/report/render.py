@@ -385,7 +385,8 @@ def to_text(r: DayReport) -> str:
     out = [title(r), _day_line(r), _tables_line(r),
            f"Journal: {r.entries:,} entries this day; at the close, entry {r.head.seq} with hash {r.head.hash}", ""]
     for d in r.meters.values():
-        out.append(f"Meter {d.meter_id} of {r.source.title}" + (" (defined this day)" if d.defined else ""))
+        out.append(f"{_cap(r.source.meter_name(d.meter_id))} of {r.source.title}"
+                   + (" (defined this day)" if d.defined else ""))
         out.append("  Meter readings (58 Pa. Code § 605a.7(a)): at the opening / at the close")
         out += [f"    {k}: {o} / {c}" for k, o, c in readings_rows(d)]
         out.append("  The day:")
@@ -684,7 +685,7 @@ def _summary_html(r: DayReport) -> str:
 def _meter_html(r: DayReport, d: MeterDay) -> str:
     g = r.day
     parts = [f'<section class="meter" data-meter="{escape(d.meter_id)}">'
-             f"<h2>{escape(r.source.title)}, meter {escape(d.meter_id)}"
+             f"<h2>{escape(r.source.title)}, {escape(r.source.meter_name(d.meter_id))}"
              + (" (defined this day)" if d.defined else "") + "</h2>",
              f"<p>Reset amount {escape(_usd(d.reset_units))}; rate of progression {escape(d.rate or '?')} "
              f"(at the close).</p>",
@@ -803,3 +804,8 @@ def render(r: DayReport, form: str) -> str:
 
 
 FORMS = {"text": "txt", "json": "json", "csv": "csv", "html": "html"}  # form -> file suffix
+
+
+def _cap(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
