@@ -8,6 +8,7 @@ screenshots of docs/console.md ("Floor view") are written again (docs/images/con
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import shutil
 from datetime import UTC, datetime
@@ -74,7 +75,11 @@ def _look(driver, tmp_path: Path, state: str) -> str:
         text = driver.find_element("css selector", "body").text
         assert not any(r in text for r in REPRS), [r for r in REPRS if r in text]
         name = f"console-floor-{state}-{width}.png"
-        driver.save_screenshot(str(tmp_path / name))
+        full = driver.execute_script("return document.documentElement.scrollHeight")
+        shot = driver.execute_cdp_cmd("Page.captureScreenshot", {  # the whole page, not its first screen
+            "format": "png", "captureBeyondViewport": True,
+            "clip": {"x": 0, "y": 0, "width": inner, "height": max(full + 40, height), "scale": 1}})
+        (tmp_path / name).write_bytes(base64.b64decode(shot["data"]))
         assert (tmp_path / name).stat().st_size > 10_000  # a page, not a blank
         if os.environ.get("PROGRESSIVE_SCREENSHOTS"):
             shutil.copyfile(tmp_path / name, SHOTS / name)
