@@ -61,7 +61,7 @@ from controller.link import client as link_client
 from controller.link import schema
 from controller.link.mqtt import MqttLink
 from controller.link.outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, OutboxReducer
-from controller.money import UNITS_PER_CENT, format_cents, format_units, parse_cents, parse_units
+from controller.money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units, parse_cents, parse_units
 from hil.rig import Rig
 
 import soak
@@ -787,7 +787,7 @@ async def _reconcile(authority: AuthorityProcess, ts: dict[str, Table], claims: 
         assert e.body["table"] == claims[cid]["table"], (e.body, claims[cid])
         assert parse_cents(e.result["amount"], "amount") == award // UNITS_PER_CENT, (cid, e.result, award)
         assert parse_units(e.result["meter_before"], "meter_before") == award, (cid, e.result, award)
-        assert f"${format_cents(award // UNITS_PER_CENT)}" in claims[cid]["message"], (claims[cid], award)
+        assert format_dollars_human(award // UNITS_PER_CENT) in claims[cid]["message"], (claims[cid], award)
     gaps = []
     for i in (0, 2):  # two hits within the same second, twice
         (first, _a1), (second, award_second) = locks[i], locks[i + 1]
