@@ -338,6 +338,8 @@ def test_state_and_socket_do_not_go_together(live, state_dir):
 @pytest.mark.parametrize("argv, op, args", [
     (["void", "--reason", "misdeal", "--supervisor", "ann"], "void",
      {"supervisor": "ann", "secret": SECRET, "reason": "misdeal"}),
+    (["void", "--reason", "misdeal", "--round", "CS-07-r12", "--supervisor", "ann"], "void",
+     {"supervisor": "ann", "secret": SECRET, "reason": "misdeal", "round_id": "CS-07-r12"}),
     (["settle-round", "CS-07-r12"], "settle", {"round_id": "CS-07-r12"}),
     (["deck-replaced", "--supervisor", "ann"], "deck_replaced", {"supervisor": "ann", "secret": SECRET}),
     (["stub-count", "40"], "stub_count", {"stub": 40}),

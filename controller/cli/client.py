@@ -85,6 +85,9 @@ def add_parsers(sub: Any) -> None:
 
     v = sub.add_parser("void", help="void the round being dealt (shoe jam, misdeal): every wager is returned")
     v.add_argument("--reason", required=True, metavar="TEXT", help="why, for the journal (e.g. \"misdeal\")")
+    v.add_argument("--round", dest="round_id", metavar="ROUND_ID",
+                   help="the round meant (`progressivectl round`): voided only if it is still the round being dealt "
+                        "once the secret is checked, never the next one")
     _supervisor_options(v)
     _live_options(v, json_option=True)
     v.set_defaults(handler=_cmd_void)
@@ -393,6 +396,8 @@ def _supervised(args: argparse.Namespace, op: str, **call_args: Any) -> int:
 def _cmd_void(args: argparse.Namespace) -> int:
     if not args.reason.strip():
         raise InputError("--reason", "is empty: say why the round is voided")
+    if args.round_id is not None:
+        return _supervised(args, "void", reason=args.reason, round_id=args.round_id)
     return _supervised(args, "void", reason=args.reason)
 
 
