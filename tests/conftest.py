@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import io
+import os
 
 import pytest
 from hypothesis import settings
 
-ASYNC_TEST_DEADLINE_S = 120.0
+ASYNC_TEST_DEADLINE_S = float(os.environ.get("PROGRESSIVE_ASYNC_DEADLINE_S", "120"))
+GRACE_S = min(30.0, ASYNC_TEST_DEADLINE_S / 4)  # after the deadline, for a test's teardown to end
 
 settings.register_profile("suite", deadline=None, print_blob=True)
 settings.load_profile("suite")
@@ -25,14 +28,54 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     names = pyfuncitem._fixtureinfo.argnames
     kwargs = {name: pyfuncitem.funcargs[name] for name in names}
 
-    async def main() -> None:
+    async def main(watch: asyncio.Task | None) -> None:
         async with asyncio.timeout(ASYNC_TEST_DEADLINE_S):
             await fn(**kwargs)
-        leftover = asyncio.all_tasks() - {asyncio.current_task()}
+        leftover = asyncio.all_tasks() - {asyncio.current_task(), watch}
         assert not leftover, f"tasks left running: {leftover}"
 
-    asyncio.run(main())
+    async def watched() -> None:
+        """The test, and a watch over it: a test that swallows its deadline's cancellation (a teardown's
+        `suppress(CancelledError)` around an await takes the test's own cancel too) and then waits for ever fails
+        after a grace, with every task's stack, instead of hanging the suite."""
+        test = asyncio.create_task(main(asyncio.current_task()))
+        done, _ = await asyncio.wait({test}, timeout=ASYNC_TEST_DEADLINE_S + GRACE_S)
+        if test in done:
+            return test.result()
+        stacks = io.StringIO()
+        for t in asyncio.all_tasks():
+            if t is not asyncio.current_task():
+                print(f"{t.get_name()}:", *_awaiting(t), sep="\n  ", file=stacks)
+        for t in asyncio.all_tasks() - {asyncio.current_task()}:
+            t.cancel()
+        await asyncio.wait(asyncio.all_tasks() - {asyncio.current_task()}, timeout=GRACE_S)
+        raise AssertionError(f"the test did not end {ASYNC_TEST_DEADLINE_S + GRACE_S:g} s after it started, its "
+                             f"deadline's cancellation swallowed:\n{stacks.getvalue()}")
+
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_until_complete(watched())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        # what a swallowed cancellation left running is not waited for again: the failure above says what it was
+        for t in asyncio.all_tasks(loop):
+            t.cancel()
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        asyncio.set_event_loop(None)
+        loop.close()
     return True
+
+
+def _awaiting(task: asyncio.Task) -> list[str]:
+    """Where a task waits: each coroutine of its await chain (a task's own stack shows only the outermost)."""
+    where, coro = [], task.get_coro()
+    while coro is not None:
+        frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+        if frame is not None:
+            where.append(f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}")
+        coro = getattr(coro, "cr_await", None) or getattr(coro, "gi_yieldfrom", None)
+    return where
 
 
 # Tests of 10 s and more on a loaded two-core machine that are neither soaks nor grouped (measured with

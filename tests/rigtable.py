@@ -60,8 +60,13 @@ async def stop(task: asyncio.Task) -> None:
     task.cancel()
     try:
         async with asyncio.timeout(20):
-            with contextlib.suppress(asyncio.CancelledError):
+            try:
                 await task
+            except asyncio.CancelledError:
+                # the daemon's own end, unless this task is cancelled too (the 20 s here, the test's deadline):
+                # swallowing that one would return with the daemon still running, and hang the test
+                if (me := asyncio.current_task()) is not None and me.cancelling():
+                    raise
     except TimeoutError:
         out = io.StringIO()
         for t in asyncio.all_tasks():
