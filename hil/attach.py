@@ -27,9 +27,11 @@ def attach(cfg: TableConfig, connections: dict[str, Any]) -> TableConfig:
         if conn.transport != dev.transport:
             raise AttachError(f"devices.{name}: {dev.transport} in the configuration, {conn.transport} on the rig")
         if dev.transport == "line":
+            assert dev.line is not None, "a line device has its line settings"
             devices[name] = replace(dev, line=replace(dev.line, port=conn.port, baud=conn.baud,
                                                       **_framing(conn)))
             continue
+        assert dev.bus is not None, "a Modbus device names its bus"
         bus = buses[dev.bus]
         if dev.transport == "rtu":
             update = {"port": conn.port, "baud": conn.baud, **_framing(conn)}

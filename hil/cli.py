@@ -19,7 +19,7 @@ import signal
 import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import structlog
 
@@ -34,13 +34,13 @@ EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, status 2, as for any bad input
+    def error(self, message: str) -> NoReturn:  # one line, status 2, as for any bad input
         raise InputError("arguments", message)
 
 
 def _parser() -> argparse.ArgumentParser:
     # --control and --json are accepted before or after the command.
-    common = argparse.ArgumentParser(add_help=False)
+    common = _Parser(add_help=False)
     common.add_argument("--control", metavar="SOCKET", default=argparse.SUPPRESS,
                         help="control socket (default: $PROGRESSIVE_HIL_SOCKET or progressive-hil.sock "
                              "in $XDG_RUNTIME_DIR or /tmp)")
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     f = cmd("fault", "inject a fault: corrupt, drop, delay, garbage, exception, mute")
     f.add_argument("name", help="device or bus name")
     fs = f.add_subparsers(dest="fault", required=True, parser_class=_Parser)
-    direction = argparse.ArgumentParser(add_help=False)
+    direction = _Parser(add_help=False)
     direction.add_argument("--direction", choices=["to-driver", "to-device"], default="to-driver",
                            help="the frames the fault hits: the device's replies (to-driver, the default) or the "
                                 "controller's requests (to-device)")

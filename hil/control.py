@@ -11,6 +11,7 @@ The operations are listed in OPS and in docs/hil.md.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import contextlib
 import json
 import os
@@ -96,19 +97,19 @@ class _Params:
             raise RequestError(f"{key}: must be a string, not {v!r}")
         return v
 
-    def bool(self, key: str) -> bool:
+    def bool(self, key: builtins.str) -> bool:
         v = self._get(key, None, True)
         if not isinstance(v, bool):
             raise RequestError(f"{key}: must be true or false, not {v!r}")
         return v
 
-    def list(self, key: str) -> list[Any]:
+    def list(self, key: builtins.str) -> builtins.list[Any]:
         v = self._get(key, None, True)
         if not isinstance(v, list):
             raise RequestError(f"{key}: must be a list, not {v!r}")
         return v
 
-    def hex(self, key: str) -> bytes:
+    def hex(self, key: builtins.str) -> bytes:
         v = self.str(key)
         try:
             return bytes.fromhex(v)

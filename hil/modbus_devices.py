@@ -144,12 +144,16 @@ class SimDevice:
         table = self._outputs[p.table]
         return p.decode([table.get(p.address + i, 0) for i in range(p.width)])
 
+    def _table_seat(self, p: Point) -> int:
+        assert p.seat is not None, "a seat's light has its seat"
+        return self.first_seat + p.seat - 1
+
     def lights(self) -> dict:
         if self.map.kind is Kind.SEAT:
             return {
-                "accepted": {(self.first_seat + p.seat - 1, p.spot): bool(self._read_output(p))
+                "accepted": {(self._table_seat(p), p.spot): bool(self._read_output(p))
                              for p in self.map.points("accepted_light")},
-                "win": {self.first_seat + p.seat - 1: bool(self._read_output(p)) for p in self.map.points("win_light")},
+                "win": {self._table_seat(p): bool(self._read_output(p)) for p in self.map.points("win_light")},
             }
         if self.map.kind is Kind.LOCKOUT:
             return {"lockout_lamp": bool(self._read_output(self.map.one("lamp")))}
@@ -213,6 +217,7 @@ class SimDevice:
         if p.role == "wager_present":
             raw = p.encode((p.seat, p.spot) in self._chips)
         elif p.role == "wager_amount":
+            assert p.seat is not None and p.spot is not None, "a wager's amount has its seat and spot"
             cents = self._chips.get((p.seat, p.spot))
             raw = p.encode(self._to_raw(p, cents) if cents is not None else 0)
         elif p.mode is ButtonMode.COUNTER:
@@ -327,6 +332,7 @@ class ModbusBusSim:
         # pymodbus answers an unknown unit from unit 0 (or fails noisily): give it one, whose replies the
         # trace hook drops like any reply from a unit that is not on the bus.
         sims.append(PymodbusSimDevice(id=0, simdata=SimData(0, values=0, datatype=SimDataType.REGISTERS)))
+        server: ModbusSerialServer | ModbusTcpServer
         if self._rtu:
             server = ModbusSerialServer(sims, framer=FramerType.RTU, port=self.port or "", baudrate=self.baudrate,
                                         parity="N", stopbits=2, trace_packet=self._trace)

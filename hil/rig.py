@@ -370,6 +370,7 @@ class Rig:
         starts: list[tuple[str, Any]] = []
         modbus_bus = self._modbus_bus or (_modbus_bus_factory() if (cfg.rtu or cfg.tcp) else None)
         for rtu in cfg.rtu:
+            assert modbus_bus is not None  # made above: there is a bus
             wire = self._wire(stack, rtu.baud, rtu.paced, rtu.name)
             faults = UnitFaults()
             for d in Direction:
@@ -380,6 +381,7 @@ class Rig:
             starts.append((rtu.name, bus.sim))
         tcp_proxy = self._tcp_proxy or (_tcp_proxy_factory() if cfg.tcp else None)
         for tcp in cfg.tcp:
+            assert modbus_bus is not None and tcp_proxy is not None  # made above: there is a TCP bus
             # The server takes any free port; drivers connect through the fault proxy at the configured one.
             bus = _Bus(tcp.name, "tcp", modbus_bus(host=tcp.host, tcp_port=0), host=tcp.host)
             bus.proxy = _TcpBus(tcp_proxy, bus.sim, tcp.host, tcp.port)
@@ -387,6 +389,7 @@ class Rig:
             starts.append((tcp.name, bus.proxy))
         line_device = self._line_device or (_line_device_factory() if cfg.line else None)
         for ld in cfg.line:
+            assert line_device is not None  # made above: there is a line device
             wire = self._wire(stack, ld.baud, ld.paced, ld.name)
             # seats: the table's, so the device refuses a seat number the table has not got, as the driver does.
             sim = line_device(wire.device_port, name=ld.name, kind=ld.kind, baud=ld.baud,

@@ -10,11 +10,12 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic_core import ErrorDetails
 
 import progressive_examples
 from controller.config.files import FileRefused, kind_of, probe, read_file, show_path
@@ -108,6 +109,8 @@ class RigConfig(_Model):
 
     def devices(self) -> Iterator[tuple[str, ModbusDeviceConfig | LineDeviceConfig]]:
         """Every device with its TOML path, in file order: RTU buses, TCP buses, line devices."""
+        bus: RtuBusConfig | TcpBusConfig
+        dev: ModbusDeviceConfig | LineDeviceConfig
         for b, bus in enumerate(self.rtu):
             for d, dev in enumerate(bus.devices):
                 yield f"rtu[{b}].devices[{d}]", dev
@@ -204,7 +207,7 @@ def load_maps(cfg: RigConfig, source: str, load_map: MapLoader | None = None) ->
     return maps
 
 
-def _problem(err: dict[str, Any]) -> str:
+def _problem(err: ErrorDetails) -> str:
     kind = err["type"]
     if kind == "extra_forbidden":
         return "unknown key"
@@ -221,11 +224,14 @@ def _cross_check(cfg: RigConfig) -> Iterator[tuple[str, str]]:
     if not (cfg.rtu or cfg.tcp or cfg.line):
         yield "(top level)", "no devices: add an [[rtu]], [[tcp]] or [[line]] section"
     names: dict[str, str] = {}
+    bus: RtuBusConfig | TcpBusConfig
+    dev: ModbusDeviceConfig | LineDeviceConfig
     for b, bus in enumerate(cfg.rtu):
         _claim(names, bus.name, f"rtu[{b}].name")
     for b, bus in enumerate(cfg.tcp):
         _claim(names, bus.name, f"tcp[{b}].name")
-    for kind, buses in (("rtu", cfg.rtu), ("tcp", cfg.tcp)):
+    by_kind: tuple[tuple[str, Sequence[RtuBusConfig | TcpBusConfig]], ...] = (("rtu", cfg.rtu), ("tcp", cfg.tcp))
+    for kind, buses in by_kind:
         for b, bus in enumerate(buses):
             units: dict[int, str] = {}
             for d, dev in enumerate(bus.devices):

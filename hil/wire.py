@@ -205,9 +205,10 @@ class SerialWire:
             return None
         hook = f.hooks[direction]
         if hook is not None:
-            data = hook(data)
-            if not data:
+            hooked = hook(data)
+            if not hooked:
                 return None
+            data = hooked
         if f.drop[direction]:
             f.drop[direction] -= 1
             self.stats.dropped += 1

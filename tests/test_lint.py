@@ -1,5 +1,5 @@
-"""The code passes ruff's rules as pyproject.toml selects them, the pure core type-checks under mypy --strict, and
-the shell under mypy's defaults."""
+"""The code passes ruff's rules as pyproject.toml selects them, controller/ and drivers/ type-check under
+mypy --strict (but the modules listed in NOT_YET_STRICT), and the rig, hil/, under mypy's defaults."""
 
 from __future__ import annotations
 
@@ -17,17 +17,10 @@ def _mypy() -> str:
     return mypy
 
 
-def shell_files() -> list[str]:
-    """The modules of controller/ and drivers/ outside the pure core."""
-    from test_architecture import CORE_FILES
-
-    core = set(CORE_FILES)
-    out = []
-    for path in sorted([*(ROOT / "controller").rglob("*.py"), *(ROOT / "drivers").rglob("*.py")]):
-        rel = path.relative_to(ROOT).as_posix()
-        if path not in core:
-            out.append(rel)
-    return out
+def checked_files() -> list[str]:
+    """The modules mypy checks: controller/, drivers/ and the rig, hil/."""
+    paths = [*(ROOT / "controller").rglob("*.py"), *(ROOT / "drivers").rglob("*.py"), *(ROOT / "hil").rglob("*.py")]
+    return sorted(path.relative_to(ROOT).as_posix() for path in paths)
 
 
 def test_ruff_clean():
@@ -42,59 +35,66 @@ def test_ruff_clean():
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-# --strict as per-module options (mypy cannot scope the flag itself): one mypy process checks the core strictly
-# and the shell with mypy's defaults, the standard library's stubs read once.
+# --strict as per-module options (mypy cannot scope the flag itself): one mypy process checks controller/ and
+# drivers/ strictly and the rig with mypy's defaults, the standard library's stubs read once.
 STRICT_PER_MODULE = ("disallow_any_generics", "disallow_subclassing_any", "disallow_untyped_calls",
                      "disallow_untyped_defs", "disallow_incomplete_defs", "disallow_untyped_decorators",
                      "warn_return_any", "no_implicit_reexport", "strict_equality", "extra_checks")
 
+# Checked with the rig's options, not --strict: the table daemon's modules, being split into smaller objects
+# (issue 26). This list goes when the split lands.
+NOT_YET_STRICT = ("controller.app.table", "controller.app.dice_table", "controller.app.shell")
 
-def mypy_config(core_modules: list[str]) -> str:
-    """The shell: mypy's defaults, the bodies of unannotated functions checked too, and every `type: ignore` still
-    needed. (The rig, hil/, is test equipment: not held to it.)"""
+
+def mypy_config() -> str:
+    """Everywhere: mypy's defaults, the bodies of unannotated functions checked too, and every `type: ignore` still
+    needed. controller/ and drivers/: --strict, but NOT_YET_STRICT. paho-mqtt's Properties is unannotated: calling
+    it is allowed. progressive_examples is config/ installed under another name, which mypy cannot find in an
+    editable install."""
     lines = ["[mypy]", "check_untyped_defs = True", "warn_unused_ignores = True", "follow_imports = silent",
-             "warn_redundant_casts = True", "", f"[mypy-{','.join(core_modules)}]"]
+             "warn_redundant_casts = True", "untyped_calls_exclude = paho", "",
+             "[mypy-controller,controller.*,drivers,drivers.*]"]
     lines += [f"{flag} = True" for flag in STRICT_PER_MODULE]
+    lines += ["", f"[mypy-{','.join(NOT_YET_STRICT)}]"]
+    lines += [f"{flag} = False" for flag in STRICT_PER_MODULE]
+    lines += ["", "[mypy-progressive_examples,progressive_examples.*]", "ignore_missing_imports = True"]
     return "\n".join(lines) + "\n"
 
 
-def run_mypy(tmp_path: Path, root: Path, core: list[str], shell: list[str]) -> subprocess.CompletedProcess[str]:
-    def module(path: str) -> str:
-        parts = Path(path).with_suffix("").parts
-        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
+def run_mypy(tmp_path: Path, root: Path, files: list[str]) -> subprocess.CompletedProcess[str]:
     config = tmp_path / "mypy.ini"
-    config.write_text(mypy_config(sorted({module(f) for f in core})), encoding="utf-8")
-    return subprocess.run([_mypy(), "--config-file", str(config), "--cache-dir", str(tmp_path / "cache"),
-                           *core, *shell], cwd=root, capture_output=True, text=True, timeout=300)
+    config.write_text(mypy_config(), encoding="utf-8")
+    return subprocess.run([_mypy(), "--config-file", str(config), "--cache-dir", str(tmp_path / "cache"), *files],
+                          cwd=root, capture_output=True, text=True, timeout=300)
 
 
 def test_the_code_type_checks(tmp_path):
-    """mypy, in one run: the pure core as docs/architecture.md lists it (tests/test_architecture.py: CORE) under
-    --strict (no Any returned where a type is declared, no untyped function, no unused ignore); the shell with
-    mypy_config's options, so that the types at its seams (the link, the ledger's state, the daemon's control socket) are
-    checked where they meet."""
-    from test_architecture import CORE_FILES
-
-    files = shell_files()
+    """mypy, in one run: controller/ and drivers/ under --strict (no Any returned where a type is declared, no
+    untyped function, no unused ignore), so that the types at the seams (the link, the ledger's state, the
+    daemon's control socket) are checked where they meet; the rig with mypy_config's options."""
+    files = checked_files()
     assert "controller/app/table.py" in files and "controller/cli/daemon.py" in files
-    assert "controller/meter_ledger.py" not in files and "controller/config/load.py" in files
-    core = [p.relative_to(ROOT).as_posix() for p in CORE_FILES]
-    proc = run_mypy(tmp_path, ROOT, core, files)
+    assert "controller/meter_ledger.py" in files and "drivers/modbus/bus.py" in files and "hil/rig.py" in files
+    proc = run_mypy(tmp_path, ROOT, files)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_the_core_is_held_to_strict_and_the_shell_is_not(tmp_path):
-    """The check itself: an unannotated function is an error in a core module and allowed in the shell."""
-    for pkg in ("controller", "controller/round", "controller/app"):
+def test_strict_holds_but_for_the_rig_and_the_modules_not_yet_strict(tmp_path):
+    """The check itself: an unannotated function is an error in controller/ and drivers/, core or shell, and
+    allowed in a module of NOT_YET_STRICT and in the rig."""
+    for pkg in ("controller", "controller/round", "controller/app", "drivers", "hil"):
         (tmp_path / pkg).mkdir(parents=True, exist_ok=True)
         (tmp_path / pkg / "__init__.py").write_text("", encoding="utf-8")
     body = "def f(x):\n    return x\n"
-    (tmp_path / "controller/round/m.py").write_text(body, encoding="utf-8")
-    (tmp_path / "controller/app/m.py").write_text(body, encoding="utf-8")
+    strict = ["controller/round/m.py", "controller/app/m.py", "drivers/m.py"]
+    lenient = [f"{NOT_YET_STRICT[0].replace('.', '/')}.py", "hil/m.py"]
+    for f in strict + lenient:
+        (tmp_path / f).write_text(body, encoding="utf-8")
     out = tmp_path / "out"
     out.mkdir()
-    proc = run_mypy(out, tmp_path, ["controller/round/m.py"], ["controller/app/m.py"])
+    proc = run_mypy(out, tmp_path, strict + lenient)
     assert proc.returncode == 1, proc.stdout + proc.stderr
-    assert "controller/round/m.py:1: error: Function is missing a type annotation" in proc.stdout, proc.stdout
-    assert "controller/app/m.py" not in proc.stdout, proc.stdout
+    for f in strict:
+        assert f"{f}:1: error: Function is missing a type annotation" in proc.stdout, proc.stdout
+    for f in lenient:
+        assert f not in proc.stdout, proc.stdout

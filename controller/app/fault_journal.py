@@ -14,6 +14,7 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
 
@@ -26,7 +27,7 @@ log = structlog.get_logger("table")
 
 
 class FaultJournal:
-    def __init__(self, ledger: Ledger, *, hold: timedelta | None = None,
+    def __init__(self, ledger: Ledger[Any], *, hold: timedelta | None = None,
                  clock: Callable[[], datetime] = utc_now) -> None:
         self._ledger = ledger
         self._clock = clock

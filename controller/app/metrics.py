@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING
 
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import start_http_server
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from wsgiref.simple_server import WSGIServer
 
 from .. import __version__
 from ..odds import percent_of_meter_chance
@@ -117,7 +121,7 @@ class Metrics:
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
 
-    def serve(self, host: str, port: int):
+    def serve(self, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
         """Serve /metrics on host:port in a thread of its own; returns (server, thread)."""
         return start_http_server(port, addr=host, registry=self.registry)
 

@@ -17,6 +17,7 @@ from ..errors import InputError
 from .common import EXIT_DAMAGED, Parser, dump_json, no_such_meter, show_hits, show_meters
 
 if TYPE_CHECKING:
+    from ..ledger import Report
     from ..meter import MeterState
 
 
@@ -40,7 +41,7 @@ def add_parsers(sub: Any) -> None:
     an.set_defaults(handler=lambda args: cmd_anchor(args.state, args.anchor, args.key_file, args.expect_head))
 
 
-def _audit(state_dir: Path):
+def _audit(state_dir: Path) -> Report:
     from ..ledger import verify_state_dir
 
     if not state_dir.exists():
@@ -72,7 +73,7 @@ def _reducer_for(state_dir: Path) -> Any:
     return MetersReducer()
 
 
-def _meters_journal(report, state_dir: Path) -> None:
+def _meters_journal(report: Report, state_dir: Path) -> None:
     from ..link.outbox import Outbox
 
     if isinstance(report.state, Outbox):
@@ -80,7 +81,7 @@ def _meters_journal(report, state_dir: Path) -> None:
                                     "meters are the link authority's; give its state directory")
 
 
-def _damaged(report) -> int:
+def _damaged(report: Report) -> int:
     print(f"progressivectl: {report.summary()}", file=sys.stderr)
     return EXIT_DAMAGED
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 
 from .. import __version__
 from ..errors import InputError
@@ -40,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (argv if argv is not None else sys.argv[1:])
     try:
         args = _parser().parse_args(argv)
-        return args.handler(args)
+        handler: Callable[[argparse.Namespace], int] = args.handler
+        return handler(args)
     except Exit as e:
         print(e.line, file=sys.stderr)
         return e.status

@@ -31,9 +31,17 @@ from .. import __version__
 from ..exits import EXIT_INTERNAL, EXIT_STORAGE
 
 if TYPE_CHECKING:
+    import threading
+    from wsgiref.simple_server import WSGIServer
+
+    from prometheus_client import CollectorRegistry
+    from structlog.typing import FilteringBoundLogger
+
+    from ..app.sdnotify import Notifier
     from ..app.shell import TableShell
     from ..config.authority import AuthorityConfig
     from ..config.model import TableConfig
+    from ..link.authority import LinkAuthority
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -72,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     return run_daemon(lambda: serve(cfg, socket=socket_path(args.socket), listen=listen, freeze_heap=True))
 
 
-def load_table(source: Path):
+def load_table(source: Path) -> TableConfig | None:
     """The table's configuration, checked whole; None after printing every problem, as check-config does."""
     from ..config import load_config
     from ..config.problems import ConfigError
@@ -120,7 +128,7 @@ class _StorageError(_Ending):
     status = EXIT_STORAGE
 
 
-def _log_warnings(cfg, source: Path) -> None:
+def _log_warnings(cfg: TableConfig | AuthorityConfig, source: Path) -> None:
     import structlog
 
     log = structlog.get_logger("progressived")
@@ -150,7 +158,8 @@ def _leaves(group: BaseExceptionGroup) -> list[BaseException]:
     return out
 
 
-def _ending(group: BaseExceptionGroup, log, start_errors: tuple[type[BaseException], ...]) -> _Ending:
+def _ending(group: BaseExceptionGroup, log: FilteringBoundLogger,
+            start_errors: tuple[type[BaseException], ...]) -> _Ending:
     """The one way the daemon ends for what its task group raised, the gravest first: a storage error (74),
     a task that failed (70, logged with its traceback), a start-up refusal (1). One clause decides: several
     clauses of an ``except*`` that each raise escape together as an ExceptionGroup, a traceback on standard
@@ -243,7 +252,7 @@ async def _run_link(cfg: AuthorityConfig, socket: str) -> int:
     return 0
 
 
-async def _watchdog(authority, notifier, interval: float) -> None:
+async def _watchdog(authority: LinkAuthority, notifier: Notifier, interval: float) -> None:
     """Pings systemd while the authority's journal takes writes (the health path: a failed ledger stops them)."""
     while True:
         if authority.ledger is not None and authority.ledger.failed is None:
@@ -251,7 +260,7 @@ async def _watchdog(authority, notifier, interval: float) -> None:
         await asyncio.sleep(interval)
 
 
-def start_metrics(registry, host: str, port: int):
+def start_metrics(registry: CollectorRegistry, host: str, port: int) -> tuple[WSGIServer, threading.Thread]:
     from prometheus_client.exposition import start_http_server
     return start_http_server(port, addr=host, registry=registry)
 

@@ -116,7 +116,7 @@ class DeviceConfig:
         """The table seat of the register map's first local seat (the Modbus seat driver's offset)."""
         if not self.seats:
             return 1
-        local = list(getattr(self.register_map, "seats", None) or [1])
+        local: list[int] = list(getattr(self.register_map, "seats", None) or [1])
         return self.seats[0] - local[0] + 1
 
 

@@ -41,7 +41,7 @@ from aiohttp.abc import AbstractAccessLogger
 from ..app import sdlisten
 from ..app.auth import WINDOW_S, Guesses
 from ..app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
-from ..app.logs import KeyedBudget, LogBudget
+from ..app.logs import Format, KeyedBudget, LogBudget
 from ..exits import EXIT_BAD_INPUT
 from . import floor, gate, page
 
@@ -190,9 +190,11 @@ class Sessions:
     table: dict[str, Session] = field(default_factory=dict)
 
     def get(self, sid: str | None) -> Session | None:
-        s = self.table.get(sid) if sid else None
+        if not sid:
+            return None
+        s = self.table.get(sid)
         if s is not None and s.expires <= self.clock():
-            del self.table[sid]  # type: ignore[arg-type]
+            del self.table[sid]
             return None
         return s
 
@@ -700,7 +702,7 @@ class Options:
     host: str
     port: int
     tls: ssl.SSLContext | None
-    log_format: str
+    log_format: Format
     log_level: str
     login_always: bool = False
     sock: Listener | None = None  # inherited from systemd (socket activation): host and port are its own
@@ -816,7 +818,7 @@ def main(argv: list[str] | None = None) -> int:
     from ..app import logs
 
     opts = options(argv)
-    logs.configure(opts.log_format, opts.log_level)  # type: ignore[arg-type]
+    logs.configure(opts.log_format, opts.log_level)
     return asyncio.run(serve(opts))
 
 

@@ -10,6 +10,7 @@ See docs/meters.md, section "Ledger".
 """
 
 from ..errors import InvariantViolation
+from ..exits import EXIT_STORAGE
 from .errors import (
                      FatalStorageError,
                      KeyConflict,
@@ -22,7 +23,7 @@ from .ledger import Head, Ledger, Startup
 from .reducer import Reducer
 from .software import software_digest
 from .verify import Problem, Report, verify_state_dir
-from .writer import EXIT_STORAGE, Receipt, exit_process
+from .writer import Receipt, exit_process
 
 __all__ = [
     "EXIT_STORAGE", "FatalStorageError", "Head", "InvariantViolation", "KeyConflict", "Ledger", "LedgerBusy",

@@ -321,7 +321,9 @@ def rows(conn: sqlite3.Connection, first: int, last: int | None = None) -> Itera
 
 
 def entry_at(conn: sqlite3.Connection, seq: int) -> tuple[int, str, str, str] | None:
-    return conn.execute("SELECT seq, key, entry, hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+    row: tuple[int, str, str, str] | None = conn.execute(
+        "SELECT seq, key, entry, hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+    return row
 
 
 def segment_parts(conn: sqlite3.Connection, first: int, last: int) -> tuple[bytes, bytes, bytes, int]:

@@ -18,7 +18,7 @@ from . import chain, journal
 from .chain import GENESIS, GENESIS_PREV, INTERNAL_KEY_PREFIX, SELF_CHECK
 from .errors import FatalStorageError, LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
 from .reducer import Reducer
-from .verify import Bad, derive_state, run_integrity_check, verify_chain_fast
+from .verify import Bad, ChainHead, derive_state, run_integrity_check, verify_chain_fast
 from .writer import Op, Receipt, Waiter, WalCheckpoint, Writer, exit_process
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ class Ledger(Generic[S]):
     - `state` is the derived state as of the last COMMIT (treat it as read-only); `head` the last entry.
     """
 
-    def __init__(self, path: Path, db: Path, lock_fd: int, conn: sqlite3.Connection, writer: Writer,
+    def __init__(self, path: Path, db: Path, lock_fd: int, conn: sqlite3.Connection, writer: Writer[S],
                  startup: Startup) -> None:
         self.path = path
         self.db_path = db
@@ -271,8 +271,8 @@ def _create(db: Path, software_digest: str, clock: Callable[[], Any]) -> None:
     journal.create(db, (1, key, text, chain.entry_hash(text)), now)
 
 
-def _verify_and_load(conn: sqlite3.Connection, db: Path, reducer: Reducer, *, integrity: str,
-                     **writer_args: Any):
+def _verify_and_load(conn: sqlite3.Connection, db: Path, reducer: Reducer[S], *, integrity: str,
+                     **writer_args: Any) -> tuple[Writer[S], ChainHead, int]:
     journal.check_header(conn, db)
     try:
         journal.set_pragmas(conn)

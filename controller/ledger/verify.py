@@ -24,14 +24,17 @@ import hashlib
 import json
 import sqlite3
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from . import chain, journal
 from .chain import CHECKPOINT, GENESIS, GENESIS_PREV, INTERNAL_KINDS, Entry
 from .errors import LedgerDamaged, LedgerError
 from .reducer import Reducer
+
+S = TypeVar("S")
 
 
 class Bad(Exception):
@@ -127,7 +130,7 @@ class ChainScan:
         return e
 
 
-def scan_all(conn: sqlite3.Connection, on_entry=None) -> ChainScan:
+def scan_all(conn: sqlite3.Connection, on_entry: Callable[[int, Entry], object] | None = None) -> ChainScan:
     """Entry by entry from entry 1; raises Bad at the first problem."""
     scan = ChainScan(1, GENESIS_PREV, 1)
     for seq, key, text, h in journal.rows(conn, -(2**63)):
@@ -217,7 +220,7 @@ def check_segments(conn: sqlite3.Connection, segments: list[tuple[int, int, int,
             raise Bad(k, f"the digest it records for entries {first}..{last} does not match them")
 
 
-def _check_segments_in_thread(db: Path, segments, out: list) -> threading.Thread:
+def _check_segments_in_thread(db: Path, segments: list[tuple[int, int, int, str]], out: list[Bad]) -> threading.Thread:
     def work() -> None:
         try:
             conn = journal.connect(db, "ro")
@@ -289,7 +292,7 @@ def state_digest(state_text: str) -> str:
     return hashlib.sha256(state_text.encode("ascii")).hexdigest()
 
 
-def restore_snapshot(reducer: Reducer, seq: int, state_text: str, recorded_sha: str | None) -> Any:
+def restore_snapshot(reducer: Reducer[S], seq: int, state_text: str, recorded_sha: str | None) -> S:
     if recorded_sha is None or state_digest(state_text) != recorded_sha:
         raise Bad(seq, "the snapshot stored for this checkpoint does not match the state digest the "
                        "checkpoint entry records (the snapshot was changed)")
@@ -304,7 +307,7 @@ def restore_snapshot(reducer: Reducer, seq: int, state_text: str, recorded_sha: 
     return state
 
 
-def apply_entry(reducer: Reducer, state: Any, seq: int, e: Entry) -> Any:
+def apply_entry(reducer: Reducer[S], state: S, seq: int, e: Entry) -> S:
     """The state after replaying entry `e` (internal entries change nothing)."""
     if e.kind in INTERNAL_KINDS:
         return state
@@ -322,7 +325,7 @@ def apply_entry(reducer: Reducer, state: Any, seq: int, e: Entry) -> Any:
     return new_state
 
 
-def replay(conn: sqlite3.Connection, reducer: Reducer, state: Any, first: int, *, check_each: bool) -> Any:
+def replay(conn: sqlite3.Connection, reducer: Reducer[S], state: S, first: int, *, check_each: bool) -> S:
     for seq, _key, text, _h in journal.rows(conn, first):
         state = apply_entry(reducer, state, seq, Entry(text))
         if check_each:
@@ -330,14 +333,14 @@ def replay(conn: sqlite3.Connection, reducer: Reducer, state: Any, first: int, *
     return state
 
 
-def _check(reducer: Reducer, state: Any, seq: int) -> None:
+def _check(reducer: Reducer[S], state: S, seq: int) -> None:
     try:
         reducer.check(state)
     except Exception as err:  # noqa: BLE001
         raise Bad(seq, f"the invariant does not hold after this entry: {err}") from None
 
 
-def derive_state(conn: sqlite3.Connection, reducer: Reducer, head: ChainHead) -> tuple[Any, int]:
+def derive_state(conn: sqlite3.Connection, reducer: Reducer[S], head: ChainHead) -> tuple[S, int]:
     """The state at the head: from the latest snapshot, replaying the tail. Returns (state, replayed from)."""
     if head.checkpoint is not None:
         c = head.checkpoint
@@ -392,7 +395,7 @@ class Report:
         return f"{self.path}: DAMAGED: " + "; ".join(str(p) for p in self.problems)
 
 
-def verify_state_dir(path: str | Path, reducer: Reducer, *, check_each: bool = True) -> Report:
+def verify_state_dir(path: str | Path, reducer: Reducer[Any], *, check_each: bool = True) -> Report:
     """Audit a copy of a state directory (or a ledger file) without a running writer. Read-only."""
     p = Path(path)
     db = p / journal.DB_NAME if p.is_dir() else p
@@ -413,7 +416,7 @@ def verify_state_dir(path: str | Path, reducer: Reducer, *, check_each: bool = T
     return report
 
 
-def _audit(conn: sqlite3.Connection, db: Path, reducer: Reducer, report: Report, check_each: bool) -> None:
+def _audit(conn: sqlite3.Connection, db: Path, reducer: Reducer[Any], report: Report, check_each: bool) -> None:
     try:
         journal.check_header(conn, db)
         journal.set_pragmas(conn)
@@ -469,7 +472,8 @@ def _audit(conn: sqlite3.Connection, db: Path, reducer: Reducer, report: Report,
         report.problems.append(Problem(None, f"the file cannot be read: {e}"))
 
 
-def run_integrity_check(path: Path, how: str, out: list[str], factory=None) -> threading.Thread:
+def run_integrity_check(path: Path, how: str, out: list[str],
+                        factory: type[sqlite3.Connection] | None = None) -> threading.Thread:
     """Run the integrity check on its own read-only connection in a thread; problems go to `out`."""
 
     def work() -> None:

@@ -21,17 +21,19 @@ systemd restarts it from the journal. Nothing is retried or swallowed here.
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import json
 import logging
 import os
 import queue
+import sqlite3
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar
 
 from ..errors import InputError, InvariantViolation
 from ..exits import EXIT_STORAGE
@@ -40,6 +42,8 @@ from .chain import CHECKPOINT, Entry
 from .errors import FatalStorageError, KeyConflict, LedgerClosed
 from .reducer import Reducer
 from .verify import ChainHead, state_digest
+
+S = TypeVar("S")
 
 if TYPE_CHECKING:
     import asyncio  # the writer never loads it: an asyncio caller has
@@ -76,7 +80,7 @@ class Receipt:
             self._result = json.loads(self.result_json)
         return self._result
 
-    def _fields(self) -> tuple:
+    def _fields(self) -> tuple[int, str, str, str, str, str]:
         return (self.seq, self.key, self.kind, self.time, self.hash, self.result_json)
 
     def __eq__(self, other: object) -> bool:
@@ -142,7 +146,11 @@ class WalCheckpoint:
         self.loop = None  # resolved like a concurrent Op's future (deliver)
 
 
-_STOP = object()
+class _Stop(enum.Enum):
+    STOP = 0
+
+
+_STOP: Final = _Stop.STOP  # an enum member, so that `item is _STOP` narrows the queue's items
 _NOTHING_FOUND: dict[str, tuple[int, str, str]] = {}
 
 
@@ -190,14 +198,15 @@ class _Prepared:
 
     def __init__(self, rows: list[tuple[int, str, str, str]], texts: list[bytes], outcomes: list[tuple[Op, Any]],
                  state: Any, seq: int, hash: str, refused_keys: list[str],
-                 notes: list[tuple[int, str, tuple, BaseException | None]]) -> None:
+                 notes: list[tuple[int, str, tuple[object, ...], BaseException | None]]) -> None:
         self.rows, self.texts, self.outcomes = rows, texts, outcomes
         self.state, self.seq, self.hash = state, seq, hash
         self.refused_keys, self.notes = refused_keys, notes
 
 
-class Writer:
-    def __init__(self, conn, reducer: Reducer, state: Any, head: ChainHead, *, clock: Callable[[], Any],
+class Writer(Generic[S]):
+    def __init__(self, conn: sqlite3.Connection, reducer: Reducer[S], state: S, head: ChainHead, *,
+                 clock: Callable[[], Any],
                  checkpoint_every: int, keep_snapshots: int, max_batch: int,
                  fatal: Callable[[BaseException], None]) -> None:
         self._conn = conn
@@ -215,7 +224,7 @@ class Writer:
         self._recent_checkpoints = sorted(journal.checkpoint_seqs(conn))[-keep_snapshots:]
         self._checkpoints_ok = True
         self.transactions = 0       # COMMITs, for tests and metrics
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
+        self._q: queue.SimpleQueue[Op | WalCheckpoint | _Stop] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._closed = False
         self._checkpoint_at_stop = False
@@ -375,7 +384,7 @@ class Writer:
         texts: list[bytes] = []
         outcomes: list[tuple[Op, Any]] = []
         doubtful: list[str] = []
-        notes: list[tuple[int, str, tuple, BaseException | None]] = []
+        notes: list[tuple[int, str, tuple[object, ...], BaseException | None]] = []
         canonical_checked, entry_text, sha256 = chain.canonical_checked, chain.entry_text, hashlib.sha256
         for op in taken:
             key = op.key

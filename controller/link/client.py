@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import structlog
 
@@ -30,9 +30,10 @@ from ..ledger.errors import KeyConflict
 from ..ledger.reader import Found, lookup
 from ..meter import ops as meter_ops
 from ..meter_award import RESET_FLOOR_CENTS
+from ..meter_ledger import LINK_REFUSED
 from . import schema, signing
 from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
-from .outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, Outbox, OutboxReducer, Sent, send_body
+from .outbox import LINK_ACK, LINK_SEND, Outbox, OutboxReducer, Sent, send_body
 
 log = structlog.get_logger("controller.link.client")
 
@@ -231,7 +232,7 @@ class TableLink:
         found = self._journaled(f"answer:{seq}")
         if found.kind == LINK_REFUSED:
             raise LinkRefused(found.body["field"], found.body["message"])
-        return found.body["result"]
+        return cast(dict[str, Any], found.body["result"])  # journaled JSON: an answer's result is an object
 
     def _op(self, sent: Sent) -> schema.Op:
         return schema.Op(self.table, sent.seq, sent.kind, sent.linked, dict(sent.body),

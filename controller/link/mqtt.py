@@ -231,7 +231,7 @@ class _NoAck(Exception):
     """No acknowledgement within the publish's timeout."""
 
 
-def _expire(fut: asyncio.Future) -> None:
+def _expire(fut: asyncio.Future[Any]) -> None:
     if not fut.done():
         fut.set_exception(_NoAck())
 
@@ -333,7 +333,7 @@ async def _apart(aw: Awaitable[T], bound: float) -> T:
     return task.result()
 
 
-def _consume(task: asyncio.Future) -> None:
+def _consume(task: asyncio.Future[Any]) -> None:
     """Mark the outcome of a task as seen (it is, or it was given up on)."""
     if not task.cancelled():
         task.exception()
@@ -541,7 +541,7 @@ class MqttLink:
             # loss when its connect completes, and would wait on a dead connection
             raise LinkDown("the connection was lost as soon as it was made")
         _no_delay(inner)
-        task: asyncio.Task | None = None
+        task: asyncio.Task[None] | None = None
         try:
             if self.subscriptions:
                 subscribe = client.subscribe(list(self.subscriptions), timeout=self.settings.timeout)
@@ -651,7 +651,7 @@ class MqttLink:
             misc.cancel()
             await asyncio.wait({misc}, timeout=1.0)
 
-    def _call_on_connect(self, on_connect: OnConnect) -> asyncio.Task | None:
+    def _call_on_connect(self, on_connect: OnConnect) -> asyncio.Task[None] | None:
         try:
             result = on_connect()
         except Exception:

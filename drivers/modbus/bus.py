@@ -24,7 +24,7 @@ import collections
 import contextlib
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 
 import structlog
@@ -136,7 +136,7 @@ class BusLock:
 
     def __init__(self) -> None:
         self._held = False
-        self._waiting: dict[bool, collections.deque[asyncio.Future]] = {True: collections.deque(),
+        self._waiting: dict[bool, collections.deque[asyncio.Future[None]]] = {True: collections.deque(),
                                                                          False: collections.deque()}
 
     @property
@@ -148,7 +148,7 @@ class BusLock:
         return len(self._waiting[True]) + len(self._waiting[False])
 
     @contextlib.asynccontextmanager
-    async def hold(self, urgent: bool):
+    async def hold(self, urgent: bool) -> AsyncIterator[None]:
         if self._held or self._waiting[True] or self._waiting[False]:
             fut = asyncio.get_running_loop().create_future()
             self._waiting[urgent].append(fut)
@@ -260,7 +260,8 @@ class ModbusBus:
         fc = frames.write_fc(table, count)
         await self._transact(unit, fc, count, address, list(values), on_fault, retries, urgent=True)
 
-    def _call(self, client, unit: int, fc: int, address: int, count: int, values):
+    def _call(self, client: AsyncModbusSerialClient | AsyncModbusTcpClient, unit: int, fc: int, address: int,
+              count: int, values: list[int] | list[bool] | None) -> Awaitable[ModbusPDU]:
         if fc == frames.READ_COILS:
             return client.read_coils(address, count=count, device_id=unit)
         if fc == frames.READ_DISCRETE_INPUTS:
@@ -269,6 +270,7 @@ class ModbusBus:
             return client.read_holding_registers(address, count=count, device_id=unit)
         if fc == frames.READ_INPUT_REGISTERS:
             return client.read_input_registers(address, count=count, device_id=unit)
+        assert values is not None, "a write carries its values"
         if fc == frames.WRITE_SINGLE_COIL:
             return client.write_coil(address, bool(values[0]), device_id=unit)
         if fc == frames.WRITE_MULTIPLE_COILS:
@@ -277,8 +279,8 @@ class ModbusBus:
             return client.write_register(address, int(values[0]), device_id=unit)
         return client.write_registers(address, [int(v) for v in values], device_id=unit)
 
-    async def _transact(self, unit: int, fc: int, count: int, address: int, values, on_fault: FaultSink | None,
-                        retries: int | None, *, urgent: bool):
+    async def _transact(self, unit: int, fc: int, count: int, address: int, values: list[int] | list[bool] | None,
+                        on_fault: FaultSink | None, retries: int | None, *, urgent: bool) -> ModbusPDU:
         attempts = 1 + (self.settings.retries if retries is None else retries)
         expect = frames.response_len(self.framing, fc, count)
         kinds: list[str] = []
@@ -327,7 +329,8 @@ class ModbusBus:
         self._silent.clear()
         self._answered.add(unit)
 
-    async def _attempt_once(self, client, att: _Attempt, address: int, count: int, values):
+    async def _attempt_once(self, client: AsyncModbusSerialClient | AsyncModbusTcpClient, att: _Attempt, address: int,
+                            count: int, values: list[int] | list[bool] | None) -> ModbusPDU:
         self._attempt = att
         self._last_request = (att.unit, att.fc)
         try:
@@ -361,7 +364,7 @@ class ModbusBus:
                                     f"({att.buffers[-1][:16].hex()})")
 
     @staticmethod
-    def _matches(reply, att: _Attempt, address: int, count: int) -> bool:
+    def _matches(reply: ModbusPDU, att: _Attempt, address: int, count: int) -> bool:
         if reply.dev_id != att.unit and reply.dev_id != 0:
             return False
         if reply.isError():
@@ -483,7 +486,7 @@ class ModbusBus:
         client.set_max_no_responses(_NEVER)
         return client
 
-    async def _ensure_connected(self):
+    async def _ensure_connected(self) -> AsyncModbusSerialClient | AsyncModbusTcpClient:
         if self._closed:
             raise NotConnected(f"{self.name}: closed")
         if self._client is not None and self._client.connected:

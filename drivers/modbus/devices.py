@@ -20,9 +20,9 @@ events; ``send`` turns commands into writes. Faults, per the policy in docs/regi
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import structlog
 
@@ -52,6 +52,9 @@ from .schedule import Read, Role
 
 log = structlog.get_logger("drivers.modbus")
 
+# The values of a point as read or written: a table of bits reads bools, of registers ints.
+Raw = list[int] | list[bool]
+
 
 class EmitError(RuntimeError):
     """``emit`` raised: not a device fault, so it ends ``run`` (the caller's queue is full or broken)."""
@@ -66,7 +69,7 @@ class Block:
     count: int
     points: tuple[Point, ...]
 
-    def slice(self, raw: list, point: Point) -> list:
+    def slice(self, raw: Raw, point: Point) -> Raw:
         return raw[point.address - self.address:point.end - self.address]
 
 
@@ -132,8 +135,8 @@ class ModbusDevice:
         self.busy_down_after = max(1, busy_down_after)
         self._emit: Callable[[Event], None] = _discard
         self.health = DeviceHealth(name, self._forward)
-        self._commanded: dict[Point, list] = {}
-        self._writing: dict[Point, list] = {}  # outputs being written now (a write may take several requests)
+        self._commanded: dict[Point, Raw] = {}
+        self._writing: dict[Point, Raw] = {}  # outputs being written now (a write may take several requests)
         self._busy_streak = 0
         self._since_verify = 0
         self.polls = 0
@@ -215,7 +218,7 @@ class ModbusDevice:
                              dict(self.health.errors), self.polls, self.failed_polls, self.last_poll_s)
 
     @property
-    def commanded(self) -> dict[Point, list]:
+    def commanded(self) -> dict[Point, Raw]:
         return dict(self._commanded)
 
     # --- shared machinery -------------------------------------------------------------------------
@@ -250,8 +253,8 @@ class ModbusDevice:
         self.health.ok()
         return recovered
 
-    async def _read(self, blocks: list[Block], retries: int | None) -> dict[Point, list]:
-        raw: dict[Point, list] = {}
+    async def _read(self, blocks: list[Block], retries: int | None) -> dict[Point, Raw]:
+        raw: dict[Point, Raw] = {}
         for block in blocks:
             values = await self.bus.read(self.unit, block.table, block.address, block.count,
                                          on_fault=self._fault, retries=retries)
@@ -259,13 +262,13 @@ class ModbusDevice:
                 raw[p] = block.slice(values, p)
         return raw
 
-    async def _write(self, writes: dict[Point, list]) -> None:
+    async def _write(self, writes: dict[Point, Raw]) -> None:
         blocks = plan_blocks(writes, write=True)
         # Where a write takes several requests, the one with a message code goes last, so a sign never
         # shows a new message over old details.
         blocks.sort(key=lambda b: any(p.role == "message_code" for p in b.points))
         for block in blocks:
-            values: list = []
+            values: list[int] = []  # one table's: all bools or all ints
             for p in block.points:
                 values.extend(writes[p])
             await self.bus.write(self.unit, block.table, block.address, values, on_fault=self._fault)
@@ -284,7 +287,7 @@ class ModbusDevice:
         raw = await self._read(plan_blocks(commanded), None)
         await self._restore(raw, commanded)
 
-    async def _restore(self, raw: dict[Point, list], commanded: dict[Point, list]) -> None:
+    async def _restore(self, raw: dict[Point, Raw], commanded: dict[Point, Raw]) -> None:
         # A point being written now reads as either value: the write in flight decides it, not a read-back.
         lost = {p: v for p, v in commanded.items() if p in raw and _norm(raw[p]) != _norm(v)
                 and self._commanded.get(p) == v and p not in self._writing}
@@ -303,14 +306,14 @@ class ModbusDevice:
             self._since_verify = 0
             await self._verify()
 
-    def _plan(self, command: Command) -> dict[Point, list]:
+    def _plan(self, command: Command) -> dict[Point, Raw]:
         raise UnsupportedCommand(f"{self.name} ({self.kind.value}) does not take {type(command).__name__}")
 
     def _unsupported(self, command: Command, why: str) -> UnsupportedCommand:
         return UnsupportedCommand(f"{self.name}: {type(command).__name__}: {why}")
 
 
-def _norm(values: list) -> list[int]:
+def _norm(values: Sequence[int]) -> list[int]:
     return [int(v) for v in values]
 
 
@@ -328,7 +331,7 @@ class ModbusSeatDevice(ModbusDevice):
 
     kind = Kind.SEAT
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         m = self.map
         self._present = {_seat_spot(p): p for p in m.points("wager_present")}
@@ -370,7 +373,7 @@ class ModbusSeatDevice(ModbusDevice):
                 self._forward(WagerRemoved(self.name, seat, spot))
         await self._after_contact(recovered)
 
-    def _cents(self, p: Point, raw: list, previous: int | None) -> int | None:
+    def _cents(self, p: Point, raw: Raw, previous: int | None) -> int | None:
         value = p.decode(raw)
         assert isinstance(value, int)
         if value < 0:
@@ -378,7 +381,7 @@ class ModbusSeatDevice(ModbusDevice):
             return previous
         return p.to_cents(value)
 
-    def _plan(self, command: Command) -> dict[Point, list]:
+    def _plan(self, command: Command) -> dict[Point, Raw]:
         if isinstance(command, SetAcceptedLight):
             p = self._accepted.get((self._local(command.seat), command.spot))
             if p is None:
@@ -402,7 +405,7 @@ class ModbusLockoutButton(ModbusDevice):
 
     kind = Kind.LOCKOUT
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._button = self.map.one("button")
         self._lamp = self.map.one("lamp")
@@ -438,7 +441,7 @@ class ModbusLockoutButton(ModbusDevice):
         # a counter that went back to zero is a restart: the lamp is at its power-on value now
         await self._after_contact(recovered or restarted)
 
-    def _plan(self, command: Command) -> dict[Point, list]:
+    def _plan(self, command: Command) -> dict[Point, Raw]:
         if isinstance(command, SetLockoutLamp):
             return {self._lamp: self._lamp.encode(command.on)}
         return super()._plan(command)
@@ -451,7 +454,7 @@ class ModbusMeterSign(ModbusDevice):
     kind = Kind.SIGN
     default_poll_interval = 1.0
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         m = self.map
         self._slots = sorted(m.points("meter_amount"), key=lambda p: p.slot or 0)
@@ -471,15 +474,15 @@ class ModbusMeterSign(ModbusDevice):
         else:
             await self._restore(raw, dict(self._commanded))
 
-    def _plan(self, command: Command) -> dict[Point, list]:
+    def _plan(self, command: Command) -> dict[Point, Raw]:
         if isinstance(command, ShowAmounts):
             return self._plan_amounts(command)
         if isinstance(command, ShowMessage):
             return self._plan_message(command)
         return super()._plan(command)
 
-    def _plan_amounts(self, command: ShowAmounts) -> dict[Point, list]:
-        writes: dict[Point, list] = {}
+    def _plan_amounts(self, command: ShowAmounts) -> dict[Point, Raw]:
+        writes: dict[Point, Raw] = {}
         if not self._by_meter and len(command.amounts) > len(self._slots):
             raise InputError("amounts", f"{len(command.amounts)} amounts for a sign with {len(self._slots)} slots")
         for i, (meter_id, cents) in enumerate(command.amounts):
@@ -493,7 +496,7 @@ class ModbusMeterSign(ModbusDevice):
         writes[self._code] = self._code.encode(0)  # amounts are the sign's normal face: no message
         return writes
 
-    def _plan_message(self, command: ShowMessage) -> dict[Point, list]:
+    def _plan_message(self, command: ShowMessage) -> dict[Point, Raw]:
         msg = SignMessage(command.message)
         if msg is SignMessage.WIN:
             for field in ("table", "seat", "amount_cents"):
@@ -516,7 +519,7 @@ class ModbusMeterSign(ModbusDevice):
         }
 
     @staticmethod
-    def _encode_cents(p: Point, cents: int, field: str) -> list:
+    def _encode_cents(p: Point, cents: int, field: str) -> Raw:
         if isinstance(cents, bool) or not isinstance(cents, int) or cents < 0:
             raise InputError(field, f"{cents!r} is not a whole, non-negative number of cents")
         try:
@@ -532,6 +535,6 @@ DRIVERS: dict[Kind, type[ModbusDevice]] = {
 }
 
 
-def make_device(name: str, bus: ModbusBus, unit: int, register_map: RegisterMap, **options) -> ModbusDevice:
+def make_device(name: str, bus: ModbusBus, unit: int, register_map: RegisterMap, **options: Any) -> ModbusDevice:
     """The driver for the kind of device the map describes."""
     return DRIVERS[register_map.kind](name, bus, unit, register_map, **options)

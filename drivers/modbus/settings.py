@@ -10,7 +10,7 @@ unanswered requests (one muted unit behind a gateway must not cut off the others
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -40,7 +40,7 @@ class _Common(BaseModel):
         description="seconds between the reads no phase needs fast: seats and the lock-out while dealing")
 
     @model_validator(mode="after")
-    def _backoff_order(self):
+    def _backoff_order(self) -> Self:
         if self.backoff_initial > self.backoff_cap:
             raise ValueError("backoff_initial must not exceed backoff_cap")
         return self
