@@ -6,8 +6,8 @@ is no fault of the code (a test that wants one sets its own); a failure prints h
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
-import io
 import os
 
 import pytest
@@ -28,40 +28,42 @@ def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
     names = pyfuncitem._fixtureinfo.argnames
     kwargs = {name: pyfuncitem.funcargs[name] for name in names}
 
-    async def main(watch: asyncio.Task | None) -> None:
+    async def main() -> None:
         async with asyncio.timeout(ASYNC_TEST_DEADLINE_S):
             await fn(**kwargs)
-        leftover = asyncio.all_tasks() - {asyncio.current_task(), watch}
+        leftover = asyncio.all_tasks() - {asyncio.current_task()}
         assert not leftover, f"tasks left running: {leftover}"
 
-    async def watched() -> None:
-        """The test, and a watch over it: a test that swallows its deadline's cancellation (a teardown's
-        `suppress(CancelledError)` around an await takes the test's own cancel too) and then waits for ever fails
-        after a grace, with every task's stack, instead of hanging the suite."""
-        test = asyncio.create_task(main(asyncio.current_task()))
-        done, _ = await asyncio.wait({test}, timeout=ASYNC_TEST_DEADLINE_S + GRACE_S)
-        if test in done:
-            return test.result()
-        stacks = io.StringIO()
-        for t in asyncio.all_tasks():
-            if t is not asyncio.current_task():
-                print(f"{t.get_name()}:", *_awaiting(t), sep="\n  ", file=stacks)
-        for t in asyncio.all_tasks() - {asyncio.current_task()}:
-            t.cancel()
-        await asyncio.wait(asyncio.all_tasks() - {asyncio.current_task()}, timeout=GRACE_S)
-        raise AssertionError(f"the test did not end {ASYNC_TEST_DEADLINE_S + GRACE_S:g} s after it started, its "
-                             f"deadline's cancellation swallowed:\n{stacks.getvalue()}")
-
+    # A watch over the test, a timer and not a task (tests count the tasks): a test that swallows its deadline's
+    # cancellation (a teardown's `suppress(CancelledError)` around an await takes the test's own cancel too) and then
+    # waits for ever fails after a grace, naming where each task waits, instead of hanging the suite.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    try:
-        loop.run_until_complete(watched())
-        loop.run_until_complete(loop.shutdown_default_executor())
-    finally:
-        # what a swallowed cancellation left running is not waited for again: the failure above says what it was
+    test = loop.create_task(main())
+    stuck: list[str] = []
+
+    def watch() -> None:
+        if test.done():
+            return
+        stuck.extend(f"{t.get_name()}:\n  " + "\n  ".join(_awaiting(t)) for t in asyncio.all_tasks(loop))
         for t in asyncio.all_tasks(loop):
             t.cancel()
-        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.call_later(GRACE_S, loop.stop)  # what ignores even this is left behind: the failure says what it was
+
+    loop.call_later(ASYNC_TEST_DEADLINE_S + GRACE_S, watch)
+    try:
+        loop.run_until_complete(test)
+        loop.run_until_complete(loop.shutdown_default_executor())
+    except (RuntimeError, asyncio.CancelledError):
+        if not stuck:
+            raise
+        raise AssertionError(f"the test did not end {ASYNC_TEST_DEADLINE_S + GRACE_S:g} s after it started, its "
+                             "deadline's cancellation swallowed; where each task waited:\n" + "\n".join(stuck)) from None
+    finally:
+        for t in asyncio.all_tasks(loop):
+            t.cancel()
+        with contextlib.suppress(RuntimeError):
+            loop.run_until_complete(loop.shutdown_asyncgens())
         asyncio.set_event_loop(None)
         loop.close()
     return True
