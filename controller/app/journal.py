@@ -1,7 +1,8 @@
 """The round's journal at a card table: what ending or starting a round writes to the meters (bookings at
 lock-out, reversals at a void, closes at a settle), through each meter's port (meter_port.py), with their
 metrics; what only a supervisor lifts (TABLE_STATE: a deck block, a void asked for), so that a restart does not
-lift it; and, at start-up, the reversal of a lock-out booked on only some of its meters."""
+lift it; and, at start-up, the journal opened with the table's meters defined, and the reversal of a lock-out
+booked on only some of its meters."""
 
 from __future__ import annotations
 
@@ -16,14 +17,14 @@ import structlog
 from ..cards import card_str
 from ..config.model import TableConfig
 from ..errors import InputError
-from ..ledger import Ledger
+from ..ledger import Ledger, software_digest
 from ..ledger.chain import utc_now
 from ..ledger.errors import KeyConflict
 from ..ledger.reader import JournalReader
 from ..link.client import TableLink
 from ..meter import MeterState
 from ..meter import ops as meter_ops
-from ..meter_ledger import TABLE_STATE, op_body
+from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
 from ..meter_ledger import Meters as MeterStates
 from ..money import UNITS_PER_CENT, format_cents, parse_units
 from ..positions import position_name
@@ -34,10 +35,29 @@ from .claim_desk import ClaimDesk
 from .linked import LinkedMeterView
 from .meter_port import Meters
 from .metrics import Metrics
+from .setup import standalone_meters
 
 log = structlog.get_logger("table")
 
 Spawn = Callable[..., asyncio.Task[Any]]  # the daemon's guarded spawn(coro, name, *, fatal=False)
+
+
+def open_ledger(cfg: TableConfig) -> Ledger[MeterStates]:
+    """The table's journal, with each of its meters the journal does not have yet created; a meter whose
+    parameters the configuration changed gets a recorded parameter change (refused while one of its rounds is
+    open). Blocking: run it in a thread."""
+    led = Ledger.open(cfg.state_dir, MetersReducer(), software_digest=software_digest())
+    try:
+        for m in standalone_meters(cfg):
+            done = configure_meter(led, m.params, cfg.table, f"configuration {cfg.source.name}", utc_now())
+            if done == "defined":
+                log.info("meter defined", meter=m.id, reset=format_cents(m.params.reset_cents))
+            elif done == "changed":
+                log.warning("meter parameters changed by the configuration", meter=m.id)
+    except BaseException:
+        led.close()
+        raise
+    return led
 
 
 class RoundJournal:
@@ -215,4 +235,4 @@ class RoundJournal:
                 log.warning("locked award released", lock=lock_id, reason=reason)
 
 
-__all__ = ["RoundJournal"]
+__all__ = ["RoundJournal", "open_ledger"]

@@ -282,6 +282,26 @@ class TableShell:
         if name in self._outputs:
             self._outputs[name].want(("accepted", seat, spot), ev.SetAcceptedLight(seat, spot, on))
 
+    def lights_off(self, spots: Iterable[str]) -> None:
+        """Every light of the seats off (at start-up: a restarted controller owns its outputs, and lights the
+        stopped one left on would tell players a wager was accepted or a hand won). `spots`: the table's spots,
+        each lit on a line-protocol device, which has a light for every spot of its seats."""
+        for d in self.cfg.devices_of("seat"):
+            if d.name not in self._outputs:
+                continue
+            rmap = d.register_map
+            if rmap is not None:
+                offset = d.first_seat - 1
+                accepted = [(p.seat + offset, p.spot) for p in rmap.points("accepted_light") if p.seat and p.spot]
+                wins = [p.seat + offset for p in rmap.points("win_light") if p.seat]
+            else:
+                accepted = [(seat, spot) for seat in d.seats for spot in spots]
+                wins = list(d.seats)
+            for seat, spot in accepted:
+                self.accepted_light(seat, spot, False)
+            for seat in wins:
+                self.win_light(seat, False)
+
     def lamp(self, on: bool) -> None:
         for d in self.cfg.devices_of("lockout"):
             if d.name in self._outputs:

@@ -1,7 +1,8 @@
-"""The card-reading shoe at a card table whose cards come from it (`cards.source` "shoe"): the cards of the round's
-deal, and, once the deal is complete, each hand a wager of the round pays, detected (controller/round/detect.py)
-and claimed through the claim desk as the dealer would claim it, by "shoe" (docs/rounds.md). A settle claims the
-hits left at once; a restart reads a deal whose hits were being claimed again from the journal."""
+"""The dealing shoe at a card table: a jam voids the round being dealt (§ 667a.13(e)). Where the cards come from a
+card-reading shoe (`cards.source` "shoe"): the cards of the round's deal, and, once the deal is complete, each hand
+a wager of the round pays, detected (controller/round/detect.py) and claimed through the claim desk as the dealer
+would claim it, by "shoe" (docs/rounds.md). A settle claims the hits left at once; a restart reads a deal whose
+hits were being claimed again from the journal."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ DETECTED_CLAIM_S = 8.0  # how long a settle waits for the shoe's detected hits t
 CLAIM_RECHECK_S = 0.25  # a detected hit waiting for another claim's verification looks again this often
 FIRST_CARD = ":first"  # `{round}:deal:first`: a deal began (journaled at its first card)
 DROPPED = ":dropped"  # `{round}:deal:dropped`: a card more came after the claims of its hits began
+SHOE_JAM = "shoe jam (§ 667a.13(e))"
 
 
 class Detected:
@@ -66,16 +68,19 @@ class Detected:
 
 
 class Shoe:
-    """The shoe's cards of the round being dealt and the claims of their detected hits. `round_now` is the round
-    machine's state (None while starting), `until` waits for a condition on the round or its claims, and
-    `settled_s` is how long a complete deal waits for a card more before its hits are claimed."""
+    """The shoe's cards of the round being dealt and the claims of their detected hits; its jams. `round_now` is
+    the round machine's state (None while starting), `until` waits for a condition on the round or its claims,
+    `settled_s` is how long a complete deal waits for a card more before its hits are claimed; `void` voids the
+    round being dealt, unless `paid_refusal` says why it cannot be (an award of it was paid)."""
 
     def __init__(self, cfg: TableConfig, rules: rm.TableRules, ledger: Ledger[MeterStates], desk: ClaimDesk, *,
                  round_now: Callable[[], rm.TableState | None],
                  spawn: Callable[[Coroutine[Any, Any, Any], str], asyncio.Task[Any]],
-                 until: Callable[[Callable[[], bool], float | None], Awaitable[None]], settled_s: float) -> None:
+                 until: Callable[[Callable[[], bool], float | None], Awaitable[None]], settled_s: float,
+                 void: Callable[[str], None], paid_refusal: Callable[[], str | None]) -> None:
         self.cfg, self.rules, self.ledger, self.desk = cfg, rules, ledger, desk
         self._round_now, self._spawn, self._until, self._settled_s = round_now, spawn, until, settled_s
+        self._void, self._paid_refusal = void, paid_refusal
         self.cards: list[int] = []
         self.detected: Detected | None = None  # the hits of the last complete deal, and their claims
         self.deal_unknown: str | None = None  # a round dealt across a restart before its deal was complete
@@ -88,6 +93,36 @@ class Shoe:
         state = self._round_now()
         assert state is not None
         return rm.round_id(self.cfg.table, state.round_no)
+
+    def _dealing(self, rid: str | None = None) -> bool:
+        """A round is being dealt (round `rid`, when given)."""
+        state = self._round_now()
+        return state is not None and state.phase is rm.Phase.DEALING and rid in (None, self._round_id())
+
+    def jammed(self, device: str) -> None:
+        """§ 667a.13(e): a jammed dealing shoe voids the round being dealt, unless an award of it was paid."""
+        if not self._dealing():
+            log.warning("shoe jam outside a round", device=device)
+            return
+        rid, why = self._round_id(), self._paid_refusal()
+        if why is not None:
+            log.error("shoe jam: the round is not voided", device=device, round=rid, reason=why)
+        elif self.desk.busy:  # a claim in the middle of a step: the void comes right after it
+            self._spawn(self._void_when_idle(device, rid), f"shoe-jam:{rid}")
+        else:
+            self._void(SHOE_JAM)
+
+    async def _void_when_idle(self, device: str, rid: str) -> None:
+        desk = self.desk
+        await self._until(lambda: not self._dealing(rid) or not desk.busy, None)
+        if not self._dealing(rid):
+            log.warning("shoe jam: the round ended meanwhile", device=device, round=rid)
+            return
+        why = self._paid_refusal()
+        if why is not None:
+            log.error("shoe jam: the round is not voided", device=device, round=rid, reason=why)
+            return
+        self._void(SHOE_JAM)
 
     def opened(self) -> None:
         """Betting opened on a new round: no card of its deal yet."""
@@ -172,15 +207,11 @@ class Shoe:
             async with asyncio.timeout(self._settled_s):
                 await det.now.wait()
 
-        def dealing() -> bool:
-            state = self._round_now()
-            return state is not None and self._round_id() == rid and state.phase is rm.Phase.DEALING
-
         def dropped(i: int) -> bool:
-            if dealing() and len(self.cards) == det.dealt:
+            if self._dealing(rid) and len(self.cards) == det.dealt:
                 return False
             log.warning("detected hits not claimed", round=rid, left=[h.describe() for h in det.hits[i:]],
-                        reason="the shoe read a card more" if dealing() else "the round is no longer dealt")
+                        reason="the shoe read a card more" if self._dealing(rid) else "the round is no longer dealt")
             return True
 
         def claimable() -> bool:  # the booking on disk; no claim left unsettled (one at a time), none being verified
@@ -200,7 +231,7 @@ class Shoe:
                     await self._until(claimable, CLAIM_RECHECK_S)
                     det.step()
                     if dropped(i):
-                        if dealing():  # a card more: a restart claims none of them
+                        if self._dealing(rid):  # a card more: a restart claims none of them
                             await self._journal_deal(rid, tuple(self.cards), DROPPED)
                         end = "dropped"
                         return
@@ -240,4 +271,4 @@ class Shoe:
         return tuple(h for h in det.left if (h.seat, h.spot) not in claimed)
 
 
-__all__ = ["CLAIM_RECHECK_S", "DETECTED_CLAIM_S", "Detected", "Shoe"]
+__all__ = ["CLAIM_RECHECK_S", "DETECTED_CLAIM_S", "SHOE_JAM", "Detected", "Shoe"]

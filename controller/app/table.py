@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
-import time
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -26,18 +25,15 @@ from drivers import events as ev
 from drivers.device import Device
 from drivers.modbus.schedule import Phase as BusPhase
 
-from .. import __version__
 from ..cards import card_str
 from ..config.model import TableConfig
 from ..errors import InputError, RulesError
-from ..ledger import Ledger, software_digest
+from ..ledger import Ledger
 from ..ledger.anchor import Anchor
 from ..ledger.chain import format_time, utc_now
 from ..link.schema import FloorLine, JournalAnchor, Win
 from ..meter import MeterState
 from ..meter_ledger import Meters as MeterStates
-from ..meter_ledger import MetersReducer, configure_meter
-from ..money import format_cents
 from ..report.build import TABLE, Source
 from ..round import claim_machine as cm
 from ..round import machine
@@ -45,11 +41,13 @@ from ..round import model as rm
 from ..round.resume import resume
 from . import linked, logs
 from .anchoring import Anchoring
+from .card_views import card_status, meters_json, round_json
 from .claim_desk import ClaimDesk, RoundView
 from .fault_journal import FaultJournal
 from .handlers import CARD_TABLE
-from .journal import RoundJournal
+from .journal import RoundJournal, open_ledger
 from .linked import LinkedMeterView
+from .lockout import LockoutTimer, draws
 from .meter_port import LinkedMeters, LocalMeters, Meters
 from .metrics import Metrics
 from .reports import DayReports, MeterSeries
@@ -57,7 +55,7 @@ from .sdnotify import Notifier
 from .setup import award_spots, standalone_meters, table_rules
 from .shell import ControlFactory, TableShell, close_buses
 from .shoe import Shoe
-from .views import meter_titles, table_json
+from .views import meter_titles
 
 if TYPE_CHECKING:
     from drivers.modbus.bus import ModbusBus
@@ -65,7 +63,6 @@ if TYPE_CHECKING:
 log = structlog.get_logger("table")
 
 DEAL_SETTLED_S = 3.0  # a complete deal from the card-reading shoe is claimed if no card more comes this long
-SHOE_JAM = "shoe jam (§ 667a.13(e))"
 
 
 class TableDaemon(TableShell):
@@ -92,8 +89,7 @@ class TableDaemon(TableShell):
         self.state: rm.TableState | None = None
         self.journal: RoundJournal | None = None
         self.shoe: Shoe | None = None
-        self._lock_pressed_at: float | None = None
-        self._press_window_from: float | None = None  # the lock-out read before the press (drivers' LockoutPressed)
+        self.lockout = LockoutTimer(self.metrics)
         self._not_recognized = 0
         self._changed = asyncio.Event()  # set and replaced at every change of the round or its claims
         # Linked meters (§ 605a.8) live at the link authority; this table keeps a durable outbox for them.
@@ -106,28 +102,9 @@ class TableDaemon(TableShell):
 
     # --- start-up ----------------------------------------------------------------------------------
 
-    def _open_ledger(self) -> Ledger[MeterStates]:
-        led = Ledger.open(self.cfg.state_dir, MetersReducer(), software_digest=software_digest())
-        try:
-            self._define_meters(led)
-        except BaseException:
-            led.close()
-            raise
-        return led
-
-    def _define_meters(self, led: Ledger[MeterStates]) -> None:
-        """Create each of the table's meters the journal does not have yet; a meter whose parameters the
-        configuration changed gets a recorded parameter change (refused while one of its rounds is open)."""
-        for m in standalone_meters(self.cfg):
-            done = configure_meter(led, m.params, self.cfg.table, f"configuration {self.cfg.source.name}", utc_now())
-            if done == "defined":
-                log.info("meter defined", meter=m.id, reset=format_cents(m.params.reset_cents))
-            elif done == "changed":
-                log.warning("meter parameters changed by the configuration", meter=m.id)
-
     async def run(self) -> None:
         """Start up (the journal opened and checked, the round resumed), serve until cancelled, shut down."""
-        self.ledger = await asyncio.to_thread(self._open_ledger)
+        self.ledger = await asyncio.to_thread(open_ledger, self.cfg)
         try:
             await self._open_journal(self.ledger)
             async with asyncio.TaskGroup() as tg:
@@ -169,8 +146,9 @@ class TableDaemon(TableShell):
         self.journal = journal = RoundJournal(self.cfg, self.metrics, led, self.meters, desk, self.link,
                                               spawn=self.spawn, apply=self.apply, show_meters=self._show_meters)
         self.shoe = Shoe(self.cfg, self.rules, led, desk, round_now=lambda: self.state, spawn=self.spawn,
-                         until=self._until, settled_s=DEAL_SETTLED_S)
-        self._outputs_at_start()
+                         until=self._until, settled_s=DEAL_SETTLED_S, void=self.void,
+                         paid_refusal=self.paid_refusal)
+        self.lights_off(self.rules.spots)  # a resumed round lights its own again
         await asyncio.to_thread(journal.undo_partial_bookings)
         kept = await asyncio.to_thread(journal.read_kept)
         meters: dict[str, MeterState | LinkedMeterView] = {**led.state, **linked.resume_views(self.link)}
@@ -227,25 +205,6 @@ class TableDaemon(TableShell):
         if self.link is not None:
             self.link.close()
 
-    def _outputs_at_start(self) -> None:
-        """Every light off first: a restarted controller owns its outputs, and lights the stopped one left on
-        would tell players a wager was accepted or a hand won (a resumed round lights its own again)."""
-        for d in self.cfg.devices_of("seat"):
-            if d.name not in self._outputs:
-                continue
-            rmap = d.register_map
-            if rmap is not None:
-                offset = d.first_seat - 1
-                accepted = [(p.seat + offset, p.spot) for p in rmap.points("accepted_light") if p.seat and p.spot]
-                wins = [p.seat + offset for p in rmap.points("win_light") if p.seat]
-            else:  # a line-protocol device has a light for every spot of its seats
-                accepted = [(seat, spot) for seat in d.seats for spot in self.rules.spots]
-                wins = list(d.seats)
-            for seat, spot in accepted:
-                self.accepted_light(seat, spot, False)
-            for seat in wins:
-                self.win_light(seat, False)
-
     def healthy(self) -> bool:
         return self.ledger is not None and self.ledger.failed is None
 
@@ -267,10 +226,9 @@ class TableDaemon(TableShell):
                 if spot in self.rules.spots:
                     self.apply(rm.ChipRemoved(seat, spot))
             case ev.LockoutPressed(previous_read_at=previous):
-                self._lock_pressed_at = time.monotonic()
-                self._press_window_from = previous
+                self.lockout.pressed(previous)
                 self.apply(rm.LockoutPressed(**self._draws()))
-                self._press_window_from = None  # observed if the press froze the wagers
+                self.lockout.applied()
             case ev.ShufflerCount(count=count, deck=deck):
                 self.apply(rm.ShuffleCounted(count, deck))
             case ev.ShuffleFault(reason=reason):
@@ -278,7 +236,10 @@ class TableDaemon(TableShell):
             case ev.CardsDispensed(count=count):
                 self.apply(rm.CardsDispensed(count))
             case ev.ShoeJam():
-                self._shoe_jam(e.device)
+                if self.shoe is None:
+                    log.warning("shoe jam outside a round", device=e.device)
+                else:
+                    self.shoe.jammed(e.device)
             case ev.CardDealt(card=card):
                 if self.state is None or self.state.phase not in (rm.Phase.LOCKING, rm.Phase.DEALING):
                     # the deal begins after "no more bets" (§ 639a.8(b), § 667a.8(b)): no card of a round's deal
@@ -299,54 +260,7 @@ class TableDaemon(TableShell):
             self.apply(rm.BlockCleared(rm.Block.DEVICE, name) if up else rm.BlockRaised(rm.Block.DEVICE, name))
 
     def _draws(self) -> dict[str, int | None]:
-        """Magic Card and Lucky Bonus position (§ 639a.1), drawn from the OS CSPRNG at lock-out. The position is
-        one of the seats 1..N, or the dealer's position (0) where the wager that pays it may be placed on the
-        dealer's hand (§ 639a.1, § 641a.1 "Lucky Bonus" (ii)); elsewhere a seat only (§ 643a.1 "Lucky Bonus":
-        "the position that is randomly selected" is where a player is seated). Each position equally likely."""
-        paying = [w.wager for w in self.cfg.wagers.values() if w.wager.magic_and_lucky]
-        if not paying:
-            return {"magic_card": None, "lucky_seat": None}
-        magic = self._draw(52)
-        seats = self.cfg.seats
-        if any(w.lucky_dealer_position for w in paying):
-            lucky = self._draw(seats + 1)  # 0 (the dealer's position), 1..N
-        else:
-            lucky = 1 + self._draw(seats)  # 1..N
-        return {"magic_card": magic, "lucky_seat": lucky}
-
-    def _shoe_jam(self, device: str) -> None:
-        """§ 667a.13(e): a jammed dealing shoe voids the round being dealt, unless an award of it was paid."""
-        if self.state is None or self.state.phase is not rm.Phase.DEALING:
-            log.warning("shoe jam outside a round", device=device)
-            return
-        assert self.desk is not None
-        why = self.paid_refusal()
-        if why is not None:
-            log.error("shoe jam: the round is not voided", device=device, round=self.round_id(), reason=why)
-        elif self.desk.busy:  # a claim in the middle of a step: the void comes right after it
-            self.spawn(self._void_when_idle(device, self.round_id()), f"shoe-jam:{self.round_id()}")
-        else:
-            self.void(SHOE_JAM)
-
-    async def _void_when_idle(self, device: str, rid: str) -> None:
-        assert self.desk is not None
-        desk = self.desk
-        await self._until(lambda: self.round_id() != rid or self.state is None
-                          or self.state.phase is not rm.Phase.DEALING or not desk.busy)
-        if self.round_id() != rid or self.state is None or self.state.phase is not rm.Phase.DEALING:
-            log.warning("shoe jam: the round ended meanwhile", device=device, round=rid)
-            return
-        why = self.paid_refusal()
-        if why is not None:
-            log.error("shoe jam: the round is not voided", device=device, round=rid, reason=why)
-            return
-        self.void(SHOE_JAM)
-
-    def _frozen(self) -> None:
-        """The wagers were just frozen (the round left betting)."""
-        if self._press_window_from is not None:
-            self.metrics.lockout_window.observe(time.monotonic() - self._press_window_from)
-            self._press_window_from = None
+        return draws(self.cfg, self._draw)
 
     def apply(self, event: rm.Input) -> None:
         """Run one input through the round machine and carry out its effects. A refused input is logged
@@ -366,7 +280,7 @@ class TableDaemon(TableShell):
 
     def _after_step(self, out: rm.Step) -> None:
         if out.state.phase is not rm.Phase.BETTING and self.state is not None and self.state.phase is rm.Phase.BETTING:
-            self._frozen()
+            self.lockout.frozen()
         self.state = out.state
         self.metrics.set_phase(out.state.phase.value)
         bus_phase = BusPhase.BETTING if out.state.phase is rm.Phase.BETTING else BusPhase.DEALING
@@ -418,9 +332,7 @@ class TableDaemon(TableShell):
                 assert self.journal is not None
                 self.journal.write(e)
             case rm.Reconcile(round_id=rid, counts=counts):
-                if self._lock_pressed_at is not None:
-                    self.metrics.lockout_latency.observe(time.monotonic() - self._lock_pressed_at)
-                    self._lock_pressed_at = None
+                self.lockout.locked()
                 log.info("wagers locked: count the chips", round=rid, accepted=dict(counts))
             case rm.Opened(round_id=rid):
                 if self.shoe is not None:
@@ -520,28 +432,13 @@ class TableDaemon(TableShell):
 
     def status(self) -> dict[str, Any]:
         assert self.state is not None and self.ledger is not None
-        s = self.state
-        return {
-            "table": self.cfg.table,
-            "game": self.cfg.game.id,
-            "version": __version__,
-            "round": {"id": self.round_id(), "phase": s.phase.value},
-            "blocks": [{"block": b.value, "sources": sorted(src)} for b, src in sorted(s.blocks.items()) if src],
-            "seats_disabled": self.seats_disabled_json(s.seats_down),
-            "devices": self.devices_json(),
-            "meters": [{"meter": m, "amount": format_cents(st.current_cents)}
-                       for m, st in sorted(self.ledger.state.items())]
-                      + ([{"meter": m, "linked": a, "amount": format_cents(self.link.values[a].cents)
-                           if a in self.link.values else None} for m, a in sorted(self.link.linked.items())]
-                         if self.link is not None else []),
-            "ledger_head_seq": self.ledger.head.seq,
-            "ledger_head_hash": self.ledger.head.hash,
-            "anchor": self.anchoring.json() if self.anchoring is not None else None,
-            "uptime_seconds": self.uptime(),
-            **({"link": self.link.status()} if self.link is not None else {}),
-            **table_json(self.cfg),
-            "lights": self.lights_json(),
-        }
+        link = self.link
+        meters = meters_json(self.ledger.state, link.linked if link else None, link.values if link else {})
+        shell = {"seats_disabled": self.seats_disabled_json(self.state.seats_down), "devices": self.devices_json(),
+                 "uptime_seconds": self.uptime(), "lights": self.lights_json()}
+        return card_status(self.cfg, self.state, self.round_id(), meters, self.ledger.head,
+                           anchor=self.anchoring.json() if self.anchoring is not None else None,
+                           link=link.status() if link is not None else None, shell=shell)
 
     def _floor_line(self) -> FloorLine | None:
         if self.state is None or self.ledger is None or self.desk is None or self.link is None:
@@ -552,16 +449,8 @@ class TableDaemon(TableShell):
 
     def round_info(self) -> dict[str, Any]:
         assert self.state is not None and self.desk is not None
-        s = self.state
-        return {
-            "id": self.round_id(),
-            "phase": s.phase.value,
-            "wagers": [{"seat": seat, "spot": spot, "amount": format_cents(c)}
-                       for (seat, spot), c in sorted(s.accepted.items())],
-            "not_recognized": self._not_recognized,
-            "claims": self.desk.claims_json() if self.desk.state.round_id == self.round_id() else [],
-            "void_requested": s.void_requested,
-        }
+        claims = self.desk.claims_json() if self.desk.state.round_id == self.round_id() else []
+        return round_json(self.state, self.round_id(), self._not_recognized, claims)
 
 
 __all__ = ["DEAL_SETTLED_S", "TableDaemon"]
