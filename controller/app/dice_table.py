@@ -38,7 +38,7 @@ from . import logs
 from .handlers import DICE_TABLE
 from .metrics import Metrics
 from .sdnotify import Notifier
-from .shell import ControlFactory, TableShell, close_buses
+from .shell import ControlFactory, TableShell
 from .views import table_json
 
 if TYPE_CHECKING:
@@ -282,9 +282,7 @@ class DiceTableDaemon(TableShell):
                 self.notifier.ready(f"table {self.cfg.table}: series {self.series_id}")
                 log.info("table ready", table=self.cfg.table, game=self.cfg.game.id, series=self.series_id)
         finally:
-            self.notifier.stopping()
-            self.supervisors.close()
-            await close_buses(self.buses)
+            await self.stop_services()
 
     # --- inputs ------------------------------------------------------------------------------------
 

@@ -182,6 +182,12 @@ class TableShell:
             await control.start()
             tg.create_task(_stop_on_cancel(control), name="control")
 
+    async def stop_services(self) -> None:
+        """At shutdown, whatever stopped it: systemd told, the supervisors' checks and the buses closed."""
+        self.notifier.stopping()
+        self.supervisors.close()
+        await close_buses(self.buses)
+
     def emit_for(self, name: str) -> Callable[[ev.Event], None]:
         def emit(event: ev.Event) -> None:
             try:

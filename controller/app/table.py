@@ -4,8 +4,11 @@ One task owns the round state: every input (a device event, a ledger acknowledge
 control socket) goes through `apply`, which runs the pure step of controller.round.machine and then schedules
 its effects without waiting on them. Effects that reach the disk (bookings, reversals, closes) run as tasks
 that feed their acknowledgement back in as the next input; effects that reach devices are desired states that
-each device's sender delivers (outputs.py). Jackpot claims belong to the claim desk (claim_desk.py); the sign
-to its owner (sign.py); what every table daemon shares to the shell (shell.py). Nothing a device does can stop
+each device's sender delivers (outputs.py). The daemon is a composition of objects with one job each: the
+jackpot claims belong to the claim desk (claim_desk.py); bookings, reversals, closes and the kept state to the
+round's journal (journal.py); the shoe's deal, its detected hits and its jams to the shoe (shoe.py); the lock-out's
+draws and timings to lockout.py; the control socket's operations to one handler each (handlers.py); the views to
+card_views.py; the sign to its owner (sign.py); what every table daemon shares to the shell (shell.py). Nothing a device does can stop
 the daemon: driver tasks swallow their own faults, and a storage error stops the process (the ledger's fatal
 hook) so that systemd starts it again from the journal.
 """
@@ -53,7 +56,7 @@ from .metrics import Metrics
 from .reports import DayReports, MeterSeries
 from .sdnotify import Notifier
 from .setup import award_spots, standalone_meters, table_rules
-from .shell import ControlFactory, TableShell, close_buses
+from .shell import ControlFactory, TableShell
 from .shoe import Shoe
 from .views import meter_titles
 
@@ -184,11 +187,9 @@ class TableDaemon(TableShell):
         log.info("table ready", table=self.cfg.table, round=self.round_id())
 
     async def _shut_down(self) -> None:
-        """Devices and supervisors' checks closed, the journal closed and anchored at its final head, the link's
-        outbox closed (not in a thread: a second cancellation must not leave it open)."""
-        self.notifier.stopping()
-        self.supervisors.close()
-        await close_buses(self.buses)
+        """The shell's services stopped, the journal closed and anchored at its final head, the link's outbox closed
+        (not in a thread: a second cancellation must not leave it open)."""
+        await self.stop_services()
         led, self.ledger = self.ledger, None
         if self.faults is not None:
             self.faults.stop()  # queued: the ledger's close writes it
