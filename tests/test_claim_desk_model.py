@@ -141,11 +141,11 @@ class Harness:
         d = self.daemon
         for _ in range(2000):
             await asyncio.sleep(0)
-            busy = d.state.phase in (rm.Phase.LOCKING, rm.Phase.VOID) or d.desk._running or d.desk.waiting_on_link or d._writes and any(
-                not t.done() for t in d._writes.values())
+            busy = d.state.phase in (rm.Phase.LOCKING, rm.Phase.VOID) or d.desk._running or d.desk.waiting_on_link or d.journal.writes and any(
+                not t.done() for t in d.journal.writes.values())
             if d.link is not None and d.link.outbox.pending:
                 busy = True
-            det = d._detected  # the shoe's hits, claimed at the settle: the next one is claimable now
+            det = d.shoe.detected  # the shoe's hits, claimed at the settle: the next one is claimable now
             if det is not None and det.now.is_set() and not det.over and d.desk.state.open is None:
                 busy = True
             if not busy:
@@ -269,7 +269,7 @@ class ClaimDeskModel(RuleBasedStateMachine):
             for card in [h[i] for h in hands] + [dealer[i]]:
                 self.d.on_device_event(ev.CardDealt("shoe", card))
         self.dealt = True
-        det = self.d._detected
+        det = self.d.shoe.detected
         hits = () if det is None or det.rid != self.rid() else det.hits
         self._settle(False)
         if self.dealing:  # refused: a claim of the deal waits, and the hits after it are named

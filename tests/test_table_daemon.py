@@ -637,7 +637,7 @@ async def test_a_settle_right_after_the_deal_claims_the_shoes_hits_first_and_nev
         await _locked_round(daemon, rig, [3, 5])
         seat3, seat5, dealer = "AS KS QS JS TS".split(), "9D 8D 7D 6D 5D".split(), "3H 5C 8C QC KD".split()
         await rig.deal([card for i in range(5) for card in (seat3[i], seat5[i], dealer[i])])
-        await until(lambda: daemon._detected is not None, "the deal complete, its hits detected")
+        await until(lambda: daemon.shoe.detected is not None, "the deal complete, its hits detected")
         with pytest.raises(RulesError) as refused:
             await daemon.call("settle", {"round_id": "CS-07-r1"})
         first = daemon.desk.state.pending
@@ -703,7 +703,7 @@ async def test_a_dealers_claim_at_the_settle_drops_none_of_the_shoes_hits(tmp_pa
     async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
         await _locked_round(daemon, rig, [3, 5])
         await rig.deal([card for i in range(5) for card in (seat3[i], seat5[i], dealer[i])])
-        await until(lambda: daemon._detected is not None, "the deal complete, its hits detected")
+        await until(lambda: daemon.shoe.detected is not None, "the deal complete, its hits detected")
         wrong, settle = await asyncio.gather(
             daemon.call("claim", {"seat": 3, "cards": "2S 7H 9C JC KC".split()}),
             daemon.call("settle", {"round_id": "CS-07-r1"}), return_exceptions=True)
@@ -731,12 +731,12 @@ async def test_a_deal_cut_by_a_restart_is_not_read_as_another(tmp_path):
     async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
         await _locked_round(daemon, rig, [3, 5])
         await rig.deal(deal[:6])
-        await until(lambda: len(daemon._cards) == 6, "six cards read")
+        await until(lambda: len(daemon.shoe.cards) == 6, "six cards read")
     async with table(tmp_path, secret="s3cret-floor") as (daemon, rig):
-        assert daemon.state.phase.value == "dealing" and daemon._deal_unknown == "CS-07-r1"
+        assert daemon.state.phase.value == "dealing" and daemon.shoe.deal_unknown == "CS-07-r1"
         await rig.deal(deal[6:] + deal[:6])  # fifteen cards more: a whole deal's worth, in another order
-        await until(lambda: len(daemon._cards) == 15, "the cards read")
-        assert daemon._detected is None and daemon.desk.state.pending is None
+        await until(lambda: len(daemon.shoe.cards) == 15, "the cards read")
+        assert daemon.shoe.detected is None and daemon.desk.state.pending is None
         await daemon.call("settle", {"round_id": "CS-07-r1"})  # nothing detected holds it
 
 
@@ -864,7 +864,7 @@ async def test_a_lock_out_booked_on_its_local_and_linked_meters_is_resumed_at_st
         assert "CS-07-r1" in box.open_rounds["bonus"] and "CS-07-r1" in daemon.ledger.state["main"].open_rounds
         assert daemon.round_info()["id"] == "CS-07-r1" and daemon.state.phase.value == "dealing"
         assert dict(daemon.state.accepted) == {(3, "progressive"): 500, (3, "five-card-hand-bonus"): 100}
-        assert daemon._booked["CS-07-r1"] == ("bonus", "main")
+        assert daemon.journal.booked["CS-07-r1"] == ("bonus", "main")
 
 
 @pytest.mark.parametrize("closed", ["main", "bonus"])
@@ -893,4 +893,4 @@ async def test_a_round_closed_on_one_of_its_meters_is_not_taken_for_an_unfinishe
         main = daemon.ledger.state["main"]
         assert main.voided_rounds == 0 and main.wagers_count == 1
         assert daemon.round_info()["id"] == "CS-07-r1"  # left open for the dealer to settle (or void)
-        assert daemon._booked["CS-07-r1"] == (still,)
+        assert daemon.journal.booked["CS-07-r1"] == (still,)

@@ -33,14 +33,12 @@ from ..dice.six_eight_shake import BET as SIX_EIGHT_SHAKE
 from ..dice.six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
 from ..errors import InputError, RulesError
 from ..money import format_cents
-from ..report.day import parse_span
 from ..round.machine import seat_disabled_because, seats_marked
 from . import logs
-from .control import NotAvailable
+from .handlers import DICE_TABLE
 from .metrics import Metrics
-from .operations import check_arguments
 from .sdnotify import Notifier
-from .shell import ControlFactory, TableShell, close_buses
+from .shell import ControlFactory, TableShell
 from .views import table_json
 
 if TYPE_CHECKING:
@@ -51,7 +49,6 @@ log = structlog.get_logger("dice-table")
 SpotKey = tuple[int, str]  # (position or seat, spot)
 
 PHASES = ("betting", "rolling")  # the values of `round.phase` at a dice table
-CARD_TABLE_OPS = ("settle", "void", "deck_replaced", "stub_count", "claim", "approve", "reject")
 
 # Why the rules refused a wager, by the field their RulesError names: the label of the metric.
 _REFUSAL = {
@@ -234,6 +231,8 @@ class DiceTableDaemon(TableShell):
     """The daemon of a dice table (``cfg.game.dice``): the same control operations, logs, metrics and
     start-up as the card table's (controller.app.shell), with the series of rolls in place of rounds of cards."""
 
+    handlers = DICE_TABLE
+
     def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, ModbusBus] | None = None,
                  metrics: Metrics | None = None, notifier: Notifier | None = None,
                  control: ControlFactory | None = None) -> None:
@@ -283,9 +282,7 @@ class DiceTableDaemon(TableShell):
                 self.notifier.ready(f"table {self.cfg.table}: series {self.series_id}")
                 log.info("table ready", table=self.cfg.table, game=self.cfg.game.id, series=self.series_id)
         finally:
-            self.notifier.stopping()
-            self.supervisors.close()
-            await close_buses(self.buses)
+            await self.stop_services()
 
     # --- inputs ------------------------------------------------------------------------------------
 
@@ -469,37 +466,7 @@ class DiceTableDaemon(TableShell):
     def _phase(self) -> str:
         return "betting" if self.game.accepting else "rolling"
 
-    # --- the control socket's operations ------------------------------------------------------------
-
-    async def call(self, op: str, args: dict[str, Any]) -> Any:
-        """The control socket's operations (docs/operations.md); the card table's own are not offered."""
-        check_arguments(op, args)
-        match op:
-            case "status":
-                return self.status()
-            case "round":
-                return self.round_info()
-            case "meters" | "history":
-                return []  # no meter at a dice table
-            case "meter_series":
-                parse_span(args.get("span"), "span")  # a wrong span is refused here as at a card table
-                return []
-            case "authenticate":
-                return {"supervisor": await self.supervisor(args)}
-            case "close_table":
-                who = await self.supervisor(args)
-                self._block_closed(who, True)
-                return {"message": f"table {self.cfg.table} closed by {who}: no new dice wagers recognized"}
-            case "open_table":
-                who = await self.supervisor(args)
-                self._block_closed(who, False)
-                return {"message": f"table {self.cfg.table} opened by {who}"}
-            case _ if op in CARD_TABLE_OPS:
-                raise NotAvailable(f"{op}: not at a dice table ({self.cfg.game.title}): the table pays its dice "
-                                   "wagers at the paytable's odds, without rounds, meters or claims")
-        raise LookupError(op)
-
-    def _block_closed(self, who: str, closed: bool) -> None:
+    def block_closed(self, who: str, closed: bool) -> None:
         if closed:
             self._closed_by.add(who)
         else:

@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import structlog
 
@@ -27,8 +27,11 @@ from drivers.modbus.settings import SerialBusSettings
 
 from ..config.model import TableConfig
 from .auth import SupervisorCheck
-from .control import PEER, Handler
+from .control import PEER
+from .control import Handler as ControlHandler
+from .handlers import Handler
 from .metrics import Metrics
+from .operations import check_arguments
 from .outputs import DeviceOutputs
 from .sdnotify import Notifier, watchdog_interval
 from .sign import Sign
@@ -54,7 +57,7 @@ class ControlService(Protocol):
     async def stop(self) -> None: ...
 
 
-ControlFactory = Callable[[Handler], ControlService]  # given the daemon, which answers the socket's requests
+ControlFactory = Callable[[ControlHandler], ControlService]  # given the daemon, which answers the socket's requests
 
 
 @dataclass
@@ -68,7 +71,7 @@ class DeviceInfo:
 
 class TableShell:
     """The part of a table daemon that is not its game: subclasses give `on_device_event`, `device_changed`,
-    `healthy` and `call`, and run `start_services` inside their TaskGroup."""
+    `healthy`, `status`, `round_info` and their `handlers`, and run `start_services` inside their TaskGroup."""
 
     def __init__(self, cfg: TableConfig, devices: dict[str, Device], *, buses: dict[str, ModbusBus] | None = None,
                  metrics: Metrics | None = None, notifier: Notifier | None = None,
@@ -111,7 +114,21 @@ class TableShell:
         """Whether the watchdog may ping systemd: the daemon's own health path works."""
         return True
 
+    handlers: ClassVar[Mapping[str, Handler]] = {}  # the control socket's operations, by name (handlers.py)
+
     async def call(self, op: str, args: dict[str, Any]) -> Any:
+        """A request on the control socket: checked against the operation's declaration (operations.py), then
+        answered by the daemon's handler of that name; LookupError for an operation it does not know."""
+        check_arguments(op, args)
+        handler = self.handlers.get(op)
+        if handler is None:
+            raise LookupError(op)
+        return await handler(self, args)
+
+    def status(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def round_info(self) -> dict[str, Any]:
         raise NotImplementedError
 
     # --- tasks -------------------------------------------------------------------------------------
@@ -164,6 +181,12 @@ class TableShell:
         if control is not None:
             await control.start()
             tg.create_task(_stop_on_cancel(control), name="control")
+
+    async def stop_services(self) -> None:
+        """At shutdown, whatever stopped it: systemd told, the supervisors' checks and the buses closed."""
+        self.notifier.stopping()
+        self.supervisors.close()
+        await close_buses(self.buses)
 
     def emit_for(self, name: str) -> Callable[[ev.Event], None]:
         def emit(event: ev.Event) -> None:
@@ -264,6 +287,26 @@ class TableShell:
         name = self._seat_device.get(seat)
         if name in self._outputs:
             self._outputs[name].want(("accepted", seat, spot), ev.SetAcceptedLight(seat, spot, on))
+
+    def lights_off(self, spots: Iterable[str]) -> None:
+        """Every light of the seats off (at start-up: a restarted controller owns its outputs, and lights the
+        stopped one left on would tell players a wager was accepted or a hand won). `spots`: the table's spots,
+        each lit on a line-protocol device, which has a light for every spot of its seats."""
+        for d in self.cfg.devices_of("seat"):
+            if d.name not in self._outputs:
+                continue
+            rmap = d.register_map
+            if rmap is not None:
+                offset = d.first_seat - 1
+                accepted = [(p.seat + offset, p.spot) for p in rmap.points("accepted_light") if p.seat and p.spot]
+                wins = [p.seat + offset for p in rmap.points("win_light") if p.seat]
+            else:
+                accepted = [(seat, spot) for seat in d.seats for spot in spots]
+                wins = list(d.seats)
+            for seat, spot in accepted:
+                self.accepted_light(seat, spot, False)
+            for seat in wins:
+                self.win_light(seat, False)
 
     def lamp(self, on: bool) -> None:
         for d in self.cfg.devices_of("lockout"):
