@@ -1,5 +1,5 @@
 """The code passes ruff's rules as pyproject.toml selects them, controller/ and drivers/ type-check under
-mypy --strict (but the modules listed in NOT_YET_STRICT), and the rig, hil/, under mypy's defaults."""
+mypy --strict, and the rig, hil/, under mypy's defaults."""
 
 from __future__ import annotations
 
@@ -41,22 +41,17 @@ STRICT_PER_MODULE = ("disallow_any_generics", "disallow_subclassing_any", "disal
                      "disallow_untyped_defs", "disallow_incomplete_defs", "disallow_untyped_decorators",
                      "warn_return_any", "no_implicit_reexport", "strict_equality", "extra_checks")
 
-# Checked with the rig's options, not --strict: the table daemon's modules, being split into smaller objects
-# (issue 26). This list goes when the split lands.
-NOT_YET_STRICT = ("controller.app.table", "controller.app.dice_table", "controller.app.shell")
 
 
 def mypy_config() -> str:
     """Everywhere: mypy's defaults, the bodies of unannotated functions checked too, and every `type: ignore` still
-    needed. controller/ and drivers/: --strict, but NOT_YET_STRICT. paho-mqtt's Properties is unannotated: calling
+    needed. controller/ and drivers/: --strict. paho-mqtt's Properties is unannotated: calling
     it is allowed. progressive_examples is config/ installed under another name, which mypy cannot find in an
     editable install."""
     lines = ["[mypy]", "check_untyped_defs = True", "warn_unused_ignores = True", "follow_imports = silent",
              "warn_redundant_casts = True", "untyped_calls_exclude = paho", "",
              "[mypy-controller,controller.*,drivers,drivers.*]"]
     lines += [f"{flag} = True" for flag in STRICT_PER_MODULE]
-    lines += ["", f"[mypy-{','.join(NOT_YET_STRICT)}]"]
-    lines += [f"{flag} = False" for flag in STRICT_PER_MODULE]
     lines += ["", "[mypy-progressive_examples,progressive_examples.*]", "ignore_missing_imports = True"]
     return "\n".join(lines) + "\n"
 
@@ -79,15 +74,15 @@ def test_the_code_type_checks(tmp_path):
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 
-def test_strict_holds_but_for_the_rig_and_the_modules_not_yet_strict(tmp_path):
-    """The check itself: an unannotated function is an error in controller/ and drivers/, core or shell, and
-    allowed in a module of NOT_YET_STRICT and in the rig."""
+def test_strict_holds_but_for_the_rig(tmp_path):
+    """The check itself: an unannotated function is an error in controller/ and drivers/, core or shell (the table
+    daemon's modules among them), and allowed in the rig."""
     for pkg in ("controller", "controller/round", "controller/app", "drivers", "hil"):
         (tmp_path / pkg).mkdir(parents=True, exist_ok=True)
         (tmp_path / pkg / "__init__.py").write_text("", encoding="utf-8")
     body = "def f(x):\n    return x\n"
-    strict = ["controller/round/m.py", "controller/app/m.py", "drivers/m.py"]
-    lenient = [f"{NOT_YET_STRICT[0].replace('.', '/')}.py", "hil/m.py"]
+    strict = ["controller/round/m.py", "controller/app/m.py", "controller/app/table.py", "drivers/m.py"]
+    lenient = ["hil/m.py"]
     for f in strict + lenient:
         (tmp_path / f).write_text(body, encoding="utf-8")
     out = tmp_path / "out"
