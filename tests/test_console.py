@@ -916,7 +916,7 @@ def test_the_page_files_are_package_data():
     from controller.console.server import static_files
 
     files = static_files()
-    assert set(files) == {"console.js", "console.css", "floor.css"}
+    assert set(files) == {"console.js", "console.css", "floor.css", "plots.css"}
     assert len(files["console.js"][0]) < 4096  # a few KB of plain JS, no build step
 
 

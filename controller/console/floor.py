@@ -293,7 +293,7 @@ def sections(snapshot: Mapping[str, Any], down: str | None, today: datetime | No
 def _head(title: str) -> str:
     return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>{_e(title)}</title><link rel="stylesheet" href="/static/floor.css">'
+            f'<title>{_e(title)}</title><link rel="stylesheet" href="/static/floor.css"><link rel="stylesheet" href="/static/plots.css">'
 
             '<script src="/static/console.js" defer></script></head>')
 

@@ -790,7 +790,7 @@ TITLES = {"daemon": "Controller", "meters": "Meters", "round": "Round", "seats":
 def _head(title: str) -> str:
     return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
-            f'<title>{_e(title)}</title><link rel="stylesheet" href="/static/console.css">'
+            f'<title>{_e(title)}</title><link rel="stylesheet" href="/static/console.css"><link rel="stylesheet" href="/static/plots.css">'
             '<script src="/static/console.js" defer></script></head>')
 
 

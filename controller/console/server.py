@@ -687,7 +687,7 @@ def static_files() -> dict[str, tuple[bytes, str]]:
     here = importlib.resources.files(__package__)
     return {name: (here.joinpath(name).read_bytes(), kind)
             for name, kind in (("console.js", "text/javascript"), ("console.css", "text/css"),
-                               ("floor.css", "text/css"))}
+                               ("floor.css", "text/css"), ("plots.css", "text/css"))}
 
 
 # --- the process ---------------------------------------------------------------------------------------
