@@ -25,6 +25,11 @@ def meters_json(meters: Mapping[str, MeterState], linked: Mapping[str, str] | No
                for m, a in sorted((linked or {}).items())])
 
 
+def blocks_json(s: rm.TableState) -> list[dict[str, Any]]:
+    """What disables progressive wagering now, each block with its sources (the status's and the floor line's)."""
+    return [{"block": b.value, "sources": sorted(src)} for b, src in sorted(s.blocks.items()) if src]
+
+
 def card_status(cfg: TableConfig, s: rm.TableState, rid: str, meters: list[dict[str, Any]], head: Head, *,
                 anchor: dict[str, Any] | None, link: dict[str, Any] | None, shell: Mapping[str, Any]) -> dict[str, Any]:
     """`status`: `shell` gives what every table daemon shows (seats_disabled, devices, uptime_seconds, lights)."""
@@ -33,7 +38,7 @@ def card_status(cfg: TableConfig, s: rm.TableState, rid: str, meters: list[dict[
         "game": cfg.game.id,
         "version": __version__,
         "round": {"id": rid, "phase": s.phase.value},
-        "blocks": [{"block": b.value, "sources": sorted(src)} for b, src in sorted(s.blocks.items()) if src],
+        "blocks": blocks_json(s),
         "seats_disabled": shell["seats_disabled"],
         "devices": shell["devices"],
         "meters": meters,
@@ -60,4 +65,4 @@ def round_json(s: rm.TableState, rid: str, not_recognized: int, claims: list[dic
     }
 
 
-__all__ = ["card_status", "meters_json", "round_json"]
+__all__ = ["blocks_json", "card_status", "meters_json", "round_json"]

@@ -18,7 +18,7 @@ from ..config.model import TableConfig
 from ..errors import InputError
 from ..ledger import Ledger
 from ..ledger.errors import KeyConflict
-from ..ledger.reader import Found, lookup
+from ..ledger.reader import Found, JournalReader
 from ..meter_ledger import DEAL
 from ..meter_ledger import Meters as MeterStates
 from ..positions import position_name
@@ -181,10 +181,12 @@ class Shoe:
             return
 
         def read() -> tuple[Found | None, bool]:
-            db = self.ledger.db_path
-            deal = lookup(db, f"{rid}:deal")
-            begun = lookup(db, f"{rid}:deal{FIRST_CARD}") is not None or lookup(db, f"{rid}:deal{DROPPED}") is not None
-            return (deal if deal is not None and lookup(db, f"{rid}:deal{DROPPED}") is None else None), begun
+            with JournalReader(self.ledger.db_path) as r:  # the deal's three keys in one read
+                got = dict(r.entries(f"{rid}:deal"))
+            dropped = f"{rid}:deal{DROPPED}" in got
+            begun = dropped or f"{rid}:deal{FIRST_CARD}" in got
+            deal = got.get(f"{rid}:deal")
+            return (deal if not dropped else None), begun
 
         deal, begun = await asyncio.to_thread(read)
         if deal is None:

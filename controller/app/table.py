@@ -44,7 +44,7 @@ from ..round import model as rm
 from ..round.resume import resume
 from . import linked, logs
 from .anchoring import Anchoring
-from .card_views import card_status, meters_json, round_json
+from .card_views import blocks_json, card_status, meters_json, round_json
 from .claim_desk import ClaimDesk, RoundView
 from .fault_journal import FaultJournal
 from .handlers import CARD_TABLE
@@ -445,8 +445,10 @@ class TableDaemon(TableShell):
         if self.state is None or self.ledger is None or self.desk is None or self.link is None:
             return None  # starting
         claims = self.desk.state.claims if self.desk.state.round_id == self.round_id() else ()
-        return linked.floor_line(self.cfg.table, self.status(), claims, self.link.linked.values(),
-                                 format_time(utc_now()))
+        # asked every second: only what the line carries, not the whole status (devices, lights, meters, anchor)
+        shown = {"round": {"id": self.round_id(), "phase": self.state.phase.value}, "blocks": blocks_json(self.state),
+                 "seats_disabled": self.seats_disabled_json(self.state.seats_down)}
+        return linked.floor_line(self.cfg.table, shown, claims, self.link.linked.values(), format_time(utc_now()))
 
     def round_info(self) -> dict[str, Any]:
         assert self.state is not None and self.desk is not None
