@@ -122,12 +122,7 @@ def cmd_report(args: Any) -> int:
 
 def _local(day: GamingDay, moment: datetime) -> str:
     """A moment on the casino's clock (the day's zone), to the minute, with the zone's abbreviation."""
-    from zoneinfo import ZoneInfo
-
-    try:
-        return f"{moment.astimezone(ZoneInfo(day.zone)):%Y-%m-%d %H:%M %Z}"
-    except (ValueError, KeyError, OSError):  # a zone named as configured: checked when the day was made
-        return f"{moment:%Y-%m-%d %H:%M} UTC"
+    return f"{day.local(moment):%Y-%m-%d %H:%M %Z}"
 
 
 def _entries_span(state: Path, day: GamingDay) -> str:

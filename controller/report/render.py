@@ -592,52 +592,6 @@ def day_plot_svg(d: MeterDay, g: GamingDay) -> str:
     return "".join(out)
 
 
-W, H, PAD = 720, 220, 40
-
-
-def plot_svg(d: MeterDay, start: datetime, end: datetime) -> str:
-    """The visible meter over [start, end] as the console draws a series (`series_svg`)."""
-    return series_svg(d.meter_id, [(t, v) for t, _, v in d.series], start, end)
-
-
-def series_svg(meter_id: str, points: Sequence[tuple[datetime, int]], start: datetime, end: datetime, *,
-               over: str = "the day", time_format: str = "%H:%M UTC") -> str:
-    """A meter's amounts ((time, units), in order) over [start, end] as an inline SVG step line: integer pixels
-    computed from the exact amounts, the amounts themselves only in the labels; its accessible label says the
-    amount at the start and the end, the high and the low. "" without a point."""
-    if not points:
-        return ""
-    values = [v for _, v in points]
-    lo, hi = min(values), max(values)
-    span_v = max(hi - lo, 1)
-    span_us = max((end - start) // timedelta(microseconds=1), 1)
-
-    def x(t: datetime) -> int:  # integer pixels: no float anywhere near the amounts
-        us = min(max((t - start) // timedelta(microseconds=1), 0), span_us)
-        return PAD + (W - 2 * PAD) * us // span_us
-
-    def y(v: int) -> int:
-        return H - PAD - (H - 2 * PAD) * (v - lo) // span_v if hi > lo else H // 2
-
-    path: list[str] = []
-    for t, v in points:
-        if path:
-            path.append(f"{x(t)},{path[-1].split(',')[1]}")
-        path.append(f"{x(t)},{y(v)}")
-    label = escape(f"meter {meter_id} over {over}: ${format_units(values[0])} at the start, "
-                   f"${format_units(values[-1])} at the end, high ${format_units(hi)}, low ${format_units(lo)}")
-    return (f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" '
-            f'aria-label="{label}"><title>{label}</title>'
-            f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - PAD}" y2="{H - PAD}" stroke="#888"/>'
-            f'<line x1="{PAD}" y1="{PAD}" x2="{PAD}" y2="{H - PAD}" stroke="#888"/>'
-            f'<polyline fill="none" stroke="#1a5fb4" stroke-width="2" points="{" ".join(path)}"/>'
-            f'<text x="{PAD}" y="{PAD - 8}" font-size="11">${escape(format_units(hi))}</text>'
-            f'<text x="{PAD}" y="{H - PAD + 16}" font-size="11">${escape(format_units(lo))}</text>'
-            f'<text x="{W - PAD}" y="{H - PAD + 16}" font-size="11" text-anchor="end">'
-            f'{escape(end.strftime(time_format))}</text>'
-            f'<text x="{PAD}" y="{H - 6}" font-size="11">{escape(start.strftime(time_format))}</text></svg>')
-
-
 def series_json(series: Mapping[str, Sequence[tuple[datetime, int, int]]], span: str, start: datetime,
                 end: datetime, edges: Sequence[datetime]) -> list[dict[str, Any]]:
     """The control socket's `meter_series` answer (docs/operations.md): for each meter, in meter order, its
