@@ -396,7 +396,7 @@ def test_the_authoritys_page_shows_every_table_offline_visibly_and_escaped():
               "tables": [{"table": "<cs-01>", "online": False, "since": "2026-12-02T01:02:03Z", "why": "stopped cleanly",
                           "last_ack": {"seq": 7, "outcome": "applied", "at": "2026-12-02T01:00:00Z"}}]}
     parts = floor.sections({"status": status}, None)
-    assert set(parts) == set(floor.AUTHORITY_SECTIONS)
+    assert set(parts) == set(floor.SECTIONS)
     assert "<b>✕ OFFLINE</b>" in parts["tables"] and '<span class="n bad">1</span> OFFLINE' in parts["daemon"]
     assert "&lt;cs-01&gt;" in parts["tables"] and "<cs-01>" not in parts["tables"]
     html = floor.page(parts, csrf="token")

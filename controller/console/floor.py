@@ -14,19 +14,16 @@ own journal's."""
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import UTC, datetime, tzinfo
+from datetime import datetime, tzinfo
 from typing import Any
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from ..errors import InputError
 from ..money import format_dollars_human, parse_cents
-from .page import _clock, _e, _plots, logout_form, sections_html, shown
+from .page import _clock, _e, _plots, local_time, logout_form, sections_html, shown, zone_of
 
 SECTIONS = ("claims", "daemon", "tables", "meters", "plots")
 TITLES = {"claims": "Claims awaiting approval", "daemon": "Link authority", "tables": "Linked tables",
           "meters": "Linked meters", "plots": "Linked meters over time"}
-# kept for the older name: the sections of the authority's page
-AUTHORITY_SECTIONS, AUTHORITY_TITLES = SECTIONS, TITLES
 
 PHASES = {"betting": "betting open", "locking": "lock-out: booking the wagers",
           "dealing": "dealing (after lock-out)", "void": "voiding the round"}
@@ -52,30 +49,12 @@ def money(amount: object) -> str:
 
 def zone(name: object) -> tzinfo:
     """The casino's time zone by its IANA name; UTC when none or unknown."""
-    if isinstance(name, str) and name:
-        try:
-            return ZoneInfo(name)
-        except (ZoneInfoNotFoundError, ValueError):
-            pass
-    return UTC
+    return zone_of({"time_zone": name})
 
 
 def local(when: object, tz: tzinfo, today: datetime | None = None) -> str:
-    """An ISO time as the casino's local time to the second with the zone's abbreviation (10:41:07 EST), the date
-    before it when it is not `today`'s; "—" when there is none, the text escaped when it is not a time."""
-    if not isinstance(when, str) or not when:
-        return "—"
-    try:
-        t = datetime.fromisoformat(when)
-    except ValueError:
-        return _e(when)
-    if t.tzinfo is None:
-        t = t.replace(tzinfo=UTC)
-    t = t.astimezone(tz)
-    shown = f"{t:%H:%M:%S} {t.tzname()}"
-    if today is None or today.astimezone(tz).date() != t.date():
-        shown = f"{t:%Y-%m-%d} {shown}"
-    return _e(shown)
+    """An ISO time on the casino's clock (10:41:07 EST), with its date when it is not `today`'s."""
+    return local_time(when, tz, today=today)
 
 
 def _words(label: object) -> str:
@@ -319,5 +298,5 @@ def page(parts: Mapping[str, str], *, csrf: str, flash: str | None = None, super
             f'<span id="live">connecting…</span>{who}</header>{note}<main>{body}</main></body></html>')
 
 
-__all__ = ["AUTHORITY_SECTIONS", "AUTHORITY_TITLES", "SECTIONS", "TITLES", "authority_sections", "claims_of",
+__all__ = ["SECTIONS", "TITLES", "authority_sections", "claims_of",
            "identity", "is_authority", "local", "money", "page", "sections", "zone"]

@@ -137,9 +137,10 @@ def zone_of(status: Mapping[str, Any] | None) -> tzinfo:
     return UTC
 
 
-def local_time(value: object, zone: tzinfo, *, date: bool = True) -> str:
+def local_time(value: object, zone: tzinfo, *, date: bool = True, today: datetime | None = None) -> str:
     """An ISO 8601 moment from the daemon in the casino's time, to the second, with the zone's abbreviation
-    ("2026-12-05 10:41:07 EST"); what is not a moment, escaped as it came."""
+    ("2026-12-05 10:41:07 EST"), its date left out when `today` is its day; what is not a moment, escaped as it
+    came."""
     if not isinstance(value, str) or not value:
         return "—"
     try:
@@ -148,7 +149,10 @@ def local_time(value: object, zone: tzinfo, *, date: bool = True) -> str:
         return escape(value)
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return escape(moment.astimezone(zone).strftime("%Y-%m-%d %H:%M:%S %Z" if date else "%H:%M:%S %Z"))
+    moment = moment.astimezone(zone)
+    if today is not None:
+        date = today.astimezone(zone).date() != moment.date()
+    return escape(moment.strftime("%Y-%m-%d %H:%M:%S %Z" if date else "%H:%M:%S %Z"))
 
 
 def identity(snapshot: Mapping[str, Any] | None) -> tuple[str | None, str | None]:
