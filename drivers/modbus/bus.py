@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -43,6 +44,17 @@ from .scheduler import BusScheduler
 from .settings import BusSettings, SerialBusSettings
 
 log = structlog.get_logger("drivers.modbus")
+
+
+class _StrayReplyFilter(logging.Filter):
+    """pymodbus warns of a reply with no request waiting in words of its own; the bus reports the same bytes as
+    `late` or `garbage`, naming the bus and the frame (`_stray`). One line, not two."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "without a corresponding request" not in record.getMessage()
+
+
+logging.getLogger("pymodbus.logging").addFilter(_StrayReplyFilter())
 
 FaultSink = Callable[[str, str], None]
 MAX_RX_BUFFERS = 8  # per attempt; a babbling line past this is garbage anyway
