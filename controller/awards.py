@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .errors import InputError
-from .money import UNITS_PER_CENT, format_dollars_human, parse_cents
+from controller.errors import InputError
+from controller.money import UNITS_PER_CENT, format_dollars_human, parse_cents
 
 
 def _fmt(n: Fraction) -> str:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from .errors import CardError
+from controller.errors import CardError
 
 RANKS = "23456789TJQKA"
 SUITS = "SHDC"

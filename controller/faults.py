@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
 
-from .errors import InputError, InvariantViolation
-from .meter._check import parse_moment
+from controller.errors import InputError, InvariantViolation
+from controller.meter._check import parse_moment
 
 DEVICE_FAULT = "device-fault"
 WAGERING_BLOCK = "wagering-block"

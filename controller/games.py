@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .errors import InputError
+from controller.errors import InputError
 
 
 class HandKind(str, Enum):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .money import UNITS_PER_CENT
+from controller.money import UNITS_PER_CENT
 
 RESET_FLOOR_CENTS = 10_000_00  # $10,000: § 639a.12(d)(4), § 639a.12(e)(4), § 641a.12(g)(4), § 667a.12(d)(3)
 

@@ -14,10 +14,10 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from .errors import InputError, RulesError
-from .faults import KINDS as FAULT_KINDS
-from .faults import check_body as check_fault
-from .meter import (
+from controller.errors import InputError, RulesError
+from controller.faults import KINDS as FAULT_KINDS
+from controller.faults import check_body as check_fault
+from controller.meter import (
     MeterParams,
     MeterState,
     Op,
@@ -30,10 +30,10 @@ from .meter import (
     state_from_dict,
     state_to_dict,
 )
-from .meter._check import parse_moment
+from controller.meter._check import parse_moment
 
 if TYPE_CHECKING:
-    from .round.claims import Claim
+    from controller.round.claims import Claim
 
 DEFINE_METER = "define-meter"
 # At a link authority: a table's operation the rules refused, journaled under the operation's key so that
@@ -76,7 +76,7 @@ def configure_meter(ledger: MetersJournal, params: MeterParams, owner: str, sour
     define it if the journal does not have it, or record a parameter change (which the meter refuses while
     one of its rounds is open or an award is locked: InputError). `owner` (a table or an authority) keys the
     entries. Returns "defined", "changed" or None (already so)."""
-    from .meter import ops as meter_ops
+    from controller.meter import ops as meter_ops
 
     current = ledger.state.get(params.meter_id)
     if current is None:
@@ -177,14 +177,14 @@ class MetersReducer:
 
 def claim_body(claim: Claim, event: str) -> dict[str, Any]:
     """The journal body of a claim record (the claim after `event`)."""
-    from .round.claims import claim_to_json
+    from controller.round.claims import claim_to_json
 
     return {"event": event, "claim": claim_to_json(claim)}
 
 
 def _claim_record(body: dict[str, Any]) -> dict[str, Any]:
-    from .round.claim_machine import EVENTS
-    from .round.claims import claim_from_json
+    from controller.round.claim_machine import EVENTS
+    from controller.round.claims import claim_from_json
 
     event = body.get("event")
     if event not in EVENTS:
@@ -196,7 +196,7 @@ def _claim_record(body: dict[str, Any]) -> dict[str, Any]:
 
 
 def _deal(body: dict[str, Any]) -> dict[str, Any]:
-    from .cards import parse_cards
+    from controller.cards import parse_cards
 
     if set(body) != {"round_id", "cards"} or not isinstance(body["round_id"], str) or not body["round_id"]:
         raise InputError("body", "a deal has round_id and cards")

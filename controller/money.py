@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from fractions import Fraction
 
-from .errors import InputError
+from controller.errors import InputError
 
 CENTS_PER_DOLLAR = 100
 UNITS_PER_CENT = 10_000

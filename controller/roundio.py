@@ -12,15 +12,15 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .cards import card_str, parse_card, parse_cards
-from .errors import InputError
-from .games import Game, Wager
-from .games import game as find_game
-from .games import wager as find_wager
-from .money import format_cents, format_units, parse_cents, parse_units
-from .paytables import Paytable, check_paytable_for
-from .positions import DEALER, DEALER_POSITION
-from .settlement import Round, Seat, Settlement, settle
+from controller.cards import card_str, parse_card, parse_cards
+from controller.errors import InputError
+from controller.games import Game, Wager
+from controller.games import game as find_game
+from controller.games import wager as find_wager
+from controller.money import format_cents, format_units, parse_cents, parse_units
+from controller.paytables import Paytable, check_paytable_for
+from controller.positions import DEALER, DEALER_POSITION
+from controller.settlement import Round, Seat, Settlement, settle
 
 ROUND_KEYS = {
     "game", "wager", "paytable", "meter", "seats", "community", "dealer", "magic_card", "lucky_seat",
@@ -73,7 +73,7 @@ def settle_json(doc: Any, lookup: PaytableLookup) -> dict[str, Any]:
     # The same selection rules as configuration: a paytable the rules forbid settles nothing.
     check_paytable_for(pt, g.id, w.id, linked=False, wager_sizes=())
     if g.dice:
-        from .dice.settle import settle_dice, to_json
+        from controller.dice.settle import settle_dice, to_json
 
         for key in ("seats", "community", "dealer", "magic_card", "lucky_seat", "meter"):
             if key in doc:

@@ -41,18 +41,18 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fractions import Fraction
 
-from .awards import Award, ForOne, PercentOfMeter
-from .cards import card_str
-from .errors import InputError, RulesError
-from .games import CardRule, FoldEffect, Game, HandKind, Wager
-from .hands import four, poker5, three
-from .hands.categories import Four, Poker5, Three
-from .hands.select import Hand, form_hand
-from .meter_award import RESET_FLOOR_CENTS, take_percent
-from .money import UNITS_PER_CENT, format_dollars_human
-from .paytables import Paytable
-from .paytables.model import ANY_WAGER
-from .positions import DEALER, DEALER_POSITION
+from controller.awards import Award, ForOne, PercentOfMeter
+from controller.cards import card_str
+from controller.errors import InputError, RulesError
+from controller.games import CardRule, FoldEffect, Game, HandKind, Wager
+from controller.hands import four, poker5, three
+from controller.hands.categories import Four, Poker5, Three
+from controller.hands.select import Hand, form_hand
+from controller.meter_award import RESET_FLOOR_CENTS, take_percent
+from controller.money import UNITS_PER_CENT, format_dollars_human
+from controller.paytables import Paytable
+from controller.paytables.model import ANY_WAGER
+from controller.positions import DEALER, DEALER_POSITION
 
 _OWN_HAND, _DEALERS_HAND = 0, 1
 

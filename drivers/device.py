@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
-from .events import Command, Event
+from drivers.events import Command, Event
 
 
 class DeviceUnavailable(RuntimeError):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import structlog
 
-from .events import DeviceDown, DeviceUp, Event
+from drivers.events import DeviceDown, DeviceUp, Event
 
 log = structlog.get_logger("drivers")
 

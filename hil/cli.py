@@ -26,8 +26,7 @@ import structlog
 from controller.errors import InputError
 from controller.exits import EXIT_BAD_INPUT, EXIT_INTERNAL
 from controller.money import format_dollars_human, parse_cents
-
-from . import control
+from hil import control
 
 EXIT_REFUSED = 1
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE
@@ -342,7 +341,7 @@ def _configure_logging(level: str) -> None:
 
 
 async def _run(args: argparse.Namespace) -> int:
-    from .rig import Rig, RigError  # only here: client commands start faster without them
+    from hil.rig import Rig, RigError  # only here: client commands start faster without them
 
     rig = Rig.from_file(args.config)
     path = getattr(args, "control", None) or control.default_socket()
@@ -396,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             _configure_logging(args.log_level)
             return asyncio.run(_run(args))
         if args.command == "check":
-            from .rig_config import load_rig_config
+            from hil.rig_config import load_rig_config
 
             cfg = load_rig_config(args.config)
             n = sum(1 for _ in cfg.devices())

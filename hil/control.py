@@ -27,7 +27,7 @@ import structlog
 from controller.errors import InputError
 
 if TYPE_CHECKING:  # the client half must not pay for importing the rig: the command line starts often
-    from .rig import Rig
+    from hil.rig import Rig
 
 log = structlog.get_logger("hil.control")
 
@@ -282,7 +282,7 @@ OPS: dict[str, Handler] = {
 
 async def handle(rig: Rig, request: object) -> dict[str, Any]:
     """One request object -> one reply object. Never raises for a bad request."""
-    from .rig import RigError  # loaded already: a server has a rig
+    from hil.rig import RigError  # loaded already: a server has a rig
 
     if not isinstance(request, dict):
         return {"ok": False, "error": "a request is a JSON object such as {\"op\": \"status\"}"}

@@ -71,9 +71,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     logs.configure(args.log_format, cfg.logging.level)
     logs.set_table_context(table=cfg.table)
-    from .attach import AttachError
-    from .control import SocketInUse
-    from .rig_config import RigConfigError
+    from hil.attach import AttachError
+    from hil.control import SocketInUse
+    from hil.rig_config import RigConfigError
 
     try:
         return progressived.run_daemon(lambda: _demo(cfg, rig_file, args))
@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 async def _demo(cfg, rig_file: Path, args: argparse.Namespace) -> int:
-    from .attach import attach
-    from .control import ControlServer as RigControl
-    from .rig import Rig
+    from hil.attach import attach
+    from hil.control import ControlServer as RigControl
+    from hil.rig import Rig
 
     async with contextlib.AsyncExitStack() as stack:
         d = Path(args.demo_dir).resolve()
@@ -125,7 +125,7 @@ def _demo_supervisor():
 
 
 async def _dealer(rig, daemon, rounds: int | None, run: asyncio.Task[None]) -> None:
-    from .dealer import play
+    from hil.dealer import play
 
     async with asyncio.timeout(60):
         await daemon.ready.wait()

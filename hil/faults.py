@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Literal
 
-from .wire import Direction, SerialWire
+from hil.wire import Direction, SerialWire
 
 # The Modbus exception codes (Modbus application protocol v1.1b3 §7) a simulated device can answer with.
 EXCEPTION_CODES = (1, 2, 3, 4, 5, 6, 7, 8, 10, 11)

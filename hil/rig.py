@@ -22,10 +22,9 @@ import structlog
 
 from controller.cards import parse_card
 from controller.errors import InputError
-
-from .faults import EXCEPTION_CODES, Counts, InjectedFaults, UnitFaults, link_counts, wire_counts
-from .rig_config import MapLoader, ModbusDeviceConfig, RigConfig, load_maps, load_rig_config
-from .wire import Direction, SerialWire
+from hil.faults import EXCEPTION_CODES, Counts, InjectedFaults, UnitFaults, link_counts, wire_counts
+from hil.rig_config import MapLoader, ModbusDeviceConfig, RigConfig, load_maps, load_rig_config
+from hil.wire import Direction, SerialWire
 
 log = structlog.get_logger("hil")
 
@@ -142,19 +141,19 @@ class _Node:
 
 
 def _modbus_bus_factory() -> Callable[..., Any]:
-    from .modbus_devices import ModbusBusSim  # pymodbus only for rigs with Modbus devices
+    from hil.modbus_devices import ModbusBusSim  # pymodbus only for rigs with Modbus devices
 
     return ModbusBusSim
 
 
 def _tcp_proxy_factory() -> Callable[..., Any]:
-    from .modbus_devices import TcpFaultProxy
+    from hil.modbus_devices import TcpFaultProxy
 
     return TcpFaultProxy
 
 
 def _line_device_factory() -> Callable[..., Any]:
-    from .line_device import LineDeviceSim
+    from hil.line_device import LineDeviceSim
 
     return LineDeviceSim
 

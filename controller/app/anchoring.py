@@ -25,9 +25,9 @@ from typing import Any
 import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from ..ledger import Ledger
-from ..ledger.anchor import Anchor, AnchorError, check_anchor, load_key, read_anchor, write_anchor
-from ..ledger.chain import format_time, utc_now
+from controller.ledger import Ledger
+from controller.ledger.anchor import Anchor, AnchorError, check_anchor, load_key, read_anchor, write_anchor
+from controller.ledger.chain import format_time, utc_now
 
 log = structlog.get_logger("table")
 

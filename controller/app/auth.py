@@ -38,11 +38,11 @@ from typing import Any, TypeVar
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from ..config.credentials import Credential, hash_credential, parse_credential, verify_credential
-from ..config.model import Supervisor
-from ..config.names import normal
-from ..link.approval import approval_key
-from .control import NotAvailable
+from controller.app.control import NotAvailable
+from controller.config.credentials import Credential, hash_credential, parse_credential, verify_credential
+from controller.config.model import Supervisor
+from controller.config.names import normal
+from controller.link.approval import approval_key
 
 log = structlog.get_logger("control")
 T = TypeVar("T")

@@ -6,14 +6,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .. import __version__
-from ..config.model import TableConfig
-from ..ledger.ledger import Head
-from ..link.schema import MeterValue
-from ..meter import MeterState
-from ..money import format_cents
-from ..round import model as rm
-from .views import table_json
+from controller import __version__
+from controller.app.views import table_json
+from controller.config.model import TableConfig
+from controller.ledger.ledger import Head
+from controller.link.schema import MeterValue
+from controller.meter import MeterState
+from controller.money import format_cents
+from controller.round import model as rm
 
 
 def meters_json(meters: Mapping[str, MeterState], linked: Mapping[str, str] | None,

@@ -26,22 +26,26 @@ from typing import Any, TypeVar
 
 import structlog
 
-from ..cards import cards_str
-from ..config.model import TableConfig
-from ..errors import InputError, RulesError
-from ..ledger import Ledger
-from ..ledger.chain import utc_now
-from ..ledger.errors import KeyConflict
-from ..ledger.reader import JournalReader
-from ..link import approval
-from ..link.client import LinkRefused
-from ..meter import ops as meter_ops
-from ..meter_ledger import CLAIM, claim_body
-from ..meter_ledger import Meters as MeterStates
-from ..money import format_cents, parse_cents
-from ..positions import DEALER, DEALER_POSITION
-from ..round import claim_machine as cm
-from ..round.claims import (
+from controller.app.meter_port import Meters, booking_key
+from controller.app.metrics import Metrics
+from controller.app.sign import Sign
+from controller.app.views import payout_json
+from controller.cards import cards_str
+from controller.config.model import TableConfig
+from controller.errors import InputError, RulesError
+from controller.ledger import Ledger
+from controller.ledger.chain import utc_now
+from controller.ledger.errors import KeyConflict
+from controller.ledger.reader import JournalReader
+from controller.link import approval
+from controller.link.client import LinkRefused
+from controller.meter import ops as meter_ops
+from controller.meter_ledger import CLAIM, claim_body
+from controller.meter_ledger import Meters as MeterStates
+from controller.money import format_cents, parse_cents
+from controller.positions import DEALER, DEALER_POSITION
+from controller.round import claim_machine as cm
+from controller.round.claims import (
     Claim,
     Draws,
     RoundClaims,
@@ -56,11 +60,7 @@ from ..round.claims import (
     verify,
     verify_dealer,
 )
-from ..round.model import TableRules
-from .meter_port import Meters, booking_key
-from .metrics import Metrics
-from .sign import Sign
-from .views import payout_json
+from controller.round.model import TableRules
 
 log = structlog.get_logger("table")
 

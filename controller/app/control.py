@@ -46,8 +46,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from ..errors import InputError, RulesError
-from .logs import LogBudget
+from controller.app.logs import LogBudget
+from controller.errors import InputError, RulesError
 
 DEFAULT_SOCKET = "/run/progressive/control.sock"
 DEFAULT_LINK_SOCKET = "/run/progressive-link/control.sock"  # the link authority's (read only), beside a table's

@@ -20,26 +20,25 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
+from controller import __version__
+from controller.app import logs
+from controller.app.handlers import DICE_TABLE
+from controller.app.metrics import Metrics
+from controller.app.sdnotify import Notifier
+from controller.app.shell import ControlFactory, TableShell
+from controller.app.views import table_json
+from controller.config.model import TableConfig
+from controller.dice.hot_roller import BET as HOT_ROLLER
+from controller.dice.hot_roller import HotRoller
+from controller.dice.props_and_hops import REMOVED, PropsAndHops
+from controller.dice.roll import COMBINATIONS, Roll, combination_str, parse_roll
+from controller.dice.six_eight_shake import BET as SIX_EIGHT_SHAKE
+from controller.dice.six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
+from controller.errors import InputError, RulesError
+from controller.money import format_cents
+from controller.round.machine import seat_disabled_because, seats_marked
 from drivers import events as ev
 from drivers.device import Device
-
-from .. import __version__
-from ..config.model import TableConfig
-from ..dice.hot_roller import BET as HOT_ROLLER
-from ..dice.hot_roller import HotRoller
-from ..dice.props_and_hops import REMOVED, PropsAndHops
-from ..dice.roll import COMBINATIONS, Roll, combination_str, parse_roll
-from ..dice.six_eight_shake import BET as SIX_EIGHT_SHAKE
-from ..dice.six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
-from ..errors import InputError, RulesError
-from ..money import format_cents
-from ..round.machine import seat_disabled_because, seats_marked
-from . import logs
-from .handlers import DICE_TABLE
-from .metrics import Metrics
-from .sdnotify import Notifier
-from .shell import ControlFactory, TableShell
-from .views import table_json
 
 if TYPE_CHECKING:
     from drivers.modbus.bus import ModbusBus

@@ -18,10 +18,10 @@ from typing import Any
 
 import structlog
 
-from ..faults import FAULT_WATCH, HOLD, Entry, FaultWatch
-from ..ledger import Ledger, LedgerError
-from ..ledger.chain import utc_now
-from ..ledger.writer import Receipt
+from controller.faults import FAULT_WATCH, HOLD, Entry, FaultWatch
+from controller.ledger import Ledger, LedgerError
+from controller.ledger.chain import utc_now
+from controller.ledger.writer import Receipt
 
 log = structlog.get_logger("table")
 

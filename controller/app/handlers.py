@@ -8,16 +8,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError, RulesError
-from ..report.day import parse_span
-from ..round import model as rm
-from .control import PEER, NotAvailable
-from .views import hit_json, hit_kind, meter_json
+from controller.app.control import PEER, NotAvailable
+from controller.app.views import hit_json, hit_kind, meter_json
+from controller.errors import InputError, RulesError
+from controller.report.day import parse_span
+from controller.round import model as rm
 
 if TYPE_CHECKING:
-    from .dice_table import DiceTableDaemon
-    from .shell import TableShell
-    from .table import TableDaemon
+    from controller.app.dice_table import DiceTableDaemon
+    from controller.app.shell import TableShell
+    from controller.app.table import TableDaemon
 
 Handler = Callable[[Any, dict[str, Any]], Awaitable[Any]]  # (the daemon, the request's arguments) -> the answer
 Args = dict[str, Any]

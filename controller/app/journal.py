@@ -14,28 +14,28 @@ from typing import Any
 
 import structlog
 
-from ..cards import card_str
-from ..config.model import TableConfig
-from ..errors import InputError
-from ..ledger import Ledger, software_digest
-from ..ledger.chain import utc_now
-from ..ledger.errors import KeyConflict
-from ..ledger.reader import JournalReader
-from ..link.client import TableLink
-from ..meter import MeterState
-from ..meter import ops as meter_ops
-from ..meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
-from ..meter_ledger import Meters as MeterStates
-from ..money import UNITS_PER_CENT, format_cents, parse_units
-from ..positions import position_name
-from ..round import model as rm
-from ..round.resume import Kept
-from . import linked
-from .claim_desk import ClaimDesk
-from .linked import LinkedMeterView
-from .meter_port import Meters
-from .metrics import Metrics
-from .setup import standalone_meters
+from controller.app import linked
+from controller.app.claim_desk import ClaimDesk
+from controller.app.linked import LinkedMeterView
+from controller.app.meter_port import Meters
+from controller.app.metrics import Metrics
+from controller.app.setup import standalone_meters
+from controller.cards import card_str
+from controller.config.model import TableConfig
+from controller.errors import InputError
+from controller.ledger import Ledger, software_digest
+from controller.ledger.chain import utc_now
+from controller.ledger.errors import KeyConflict
+from controller.ledger.reader import JournalReader
+from controller.link.client import TableLink
+from controller.meter import MeterState
+from controller.meter import ops as meter_ops
+from controller.meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
+from controller.meter_ledger import Meters as MeterStates
+from controller.money import UNITS_PER_CENT, format_cents, parse_units
+from controller.positions import position_name
+from controller.round import model as rm
+from controller.round.resume import Kept
 
 log = structlog.get_logger("table")
 

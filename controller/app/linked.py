@@ -7,10 +7,10 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config.model import LinkedMeter, TableConfig
-from ..link.client import TableLink
-from ..link.schema import FLOOR_MAX_ITEMS, FLOOR_TEXT, FloorClaim, FloorLine, Win
-from ..round.claims import Claim
+from controller.config.model import LinkedMeter, TableConfig
+from controller.link.client import TableLink
+from controller.link.schema import FLOOR_MAX_ITEMS, FLOOR_TEXT, FloorClaim, FloorLine, Win
+from controller.round.claims import Claim
 
 LINK_DIR = "link"  # the table's link journal, beside its own
 

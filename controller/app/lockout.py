@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from ..config.model import TableConfig
-from .metrics import Metrics
+from controller.app.metrics import Metrics
+from controller.config.model import TableConfig
 
 
 def draws(cfg: TableConfig, draw: Callable[[int], int]) -> dict[str, int | None]:

@@ -22,17 +22,17 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..errors import RulesError
-from ..ledger import Ledger
-from ..ledger.reader import Found, JournalReader, lookup
-from ..link.client import TableLink
-from ..meter.ops import LockPercentAward, Op, ReleaseLockedAward
-from ..meter_ledger import Meters as MeterStates
-from ..meter_ledger import op_body
-from ..money import UNITS_PER_CENT, parse_cents
+from controller.errors import RulesError
+from controller.ledger import Ledger
+from controller.ledger.reader import Found, JournalReader, lookup
+from controller.link.client import TableLink
+from controller.meter.ops import LockPercentAward, Op, ReleaseLockedAward
+from controller.meter_ledger import Meters as MeterStates
+from controller.meter_ledger import op_body
+from controller.money import UNITS_PER_CENT, parse_cents
 
 if TYPE_CHECKING:
-    from ..round.claims import Claim
+    from controller.round.claims import Claim
 
 
 class MeterPort(Protocol):
@@ -133,9 +133,9 @@ class LinkedMeters:
     async def approvals(self, claim: Claim, table: str, approver_key: bytes) -> tuple[tuple[int, str, str], ...]:
         """The signed approvals of the claim's payouts that the authority verifies (controller.link.approval),
         by `claim.by` with `approver_key`: made at the approval, each bound to the one payment it approves."""
-        from ..ledger.chain import utc_now
-        from ..link import approval
-        from ..round.claims import payout_op
+        from controller.ledger.chain import utc_now
+        from controller.link import approval
+        from controller.round.claims import payout_op
 
         out = []
         for i in range(len(claim.payouts)):
@@ -154,8 +154,8 @@ class LinkedMeters:
     async def _sent_lock(self, claim: Claim, i: int, table: str) -> LockPercentAward:
         """The lock of payout `i` exactly as the link journal sent it (a lock sent by an older version carries no
         cards, and the authority holds it so); the lock the claim makes now when none was journaled."""
-        from ..ledger.chain import utc_now
-        from ..round.claims import lock_op
+        from controller.ledger.chain import utc_now
+        from controller.round.claims import lock_op
 
         found = await _found(self.db_path, f"{claim.id}:lock:{i}")
         if found is not None and isinstance(found.body, dict) and found.body.get("kind") == LockPercentAward.kind:

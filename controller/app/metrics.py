@@ -20,11 +20,11 @@ from prometheus_client.registry import Collector
 if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
-from .. import __version__
-from ..odds import percent_of_meter_chance
-from ..paytables.model import Paytable
-from .anchoring import AnchorMetrics
-from .auth import AuthMetrics
+from controller import __version__
+from controller.app.anchoring import AnchorMetrics
+from controller.app.auth import AuthMetrics
+from controller.odds import percent_of_meter_chance
+from controller.paytables.model import Paytable
 
 log = structlog.get_logger("table")
 

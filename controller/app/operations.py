@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError
+from controller.errors import InputError
 
 
 @dataclass(frozen=True)

@@ -19,14 +19,14 @@ from typing import Any
 
 import structlog
 
-from ..config.model import ReportConfig
-from ..errors import InputError
-from ..ledger.chain import utc_now
-from ..report.build import POINTS_PER_INTERVAL, Source
-from ..report.day import GamingDay, day_of, last_ended, parse_span, span_edges
-from ..report.files import Opening, first_entry_time, read_report, read_series, write_report, written
-from ..report.render import series_json
-from .control import NotAvailable
+from controller.app.control import NotAvailable
+from controller.config.model import ReportConfig
+from controller.errors import InputError
+from controller.ledger.chain import utc_now
+from controller.report.build import POINTS_PER_INTERVAL, Source
+from controller.report.day import GamingDay, day_of, last_ended, parse_span, span_edges
+from controller.report.files import Opening, first_entry_time, read_report, read_series, write_report, written
+from controller.report.render import series_json
 
 log = structlog.get_logger("table")
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from ..config.model import StandaloneMeter, TableConfig
-from ..paytables.model import Paytable
-from ..positions import DEALER
-from ..round.model import SpotRule, TableRules
+from controller.config.model import StandaloneMeter, TableConfig
+from controller.paytables.model import Paytable
+from controller.positions import DEALER
+from controller.round.model import SpotRule, TableRules
 
 
 def award_spots(cfg: TableConfig, rules: TableRules) -> dict[str, tuple[str, str, Paytable]]:

@@ -21,20 +21,19 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import structlog
 
+from controller.app.auth import SupervisorCheck
+from controller.app.control import PEER
+from controller.app.control import Handler as ControlHandler
+from controller.app.handlers import Handler
+from controller.app.metrics import Metrics
+from controller.app.operations import check_arguments
+from controller.app.outputs import DeviceOutputs
+from controller.app.sdnotify import Notifier, watchdog_interval
+from controller.app.sign import Sign
+from controller.config.model import TableConfig
 from drivers import events as ev
 from drivers.device import Device
 from drivers.modbus.settings import SerialBusSettings
-
-from ..config.model import TableConfig
-from .auth import SupervisorCheck
-from .control import PEER
-from .control import Handler as ControlHandler
-from .handlers import Handler
-from .metrics import Metrics
-from .operations import check_arguments
-from .outputs import DeviceOutputs
-from .sdnotify import Notifier, watchdog_interval
-from .sign import Sign
 
 if TYPE_CHECKING:
     from drivers.modbus.bus import ModbusBus

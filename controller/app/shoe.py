@@ -13,18 +13,18 @@ from typing import Any
 
 import structlog
 
-from ..cards import card_str, cards_str, parse_cards
-from ..config.model import TableConfig
-from ..errors import InputError
-from ..ledger import Ledger
-from ..ledger.errors import KeyConflict
-from ..ledger.reader import Found, JournalReader
-from ..meter_ledger import DEAL
-from ..meter_ledger import Meters as MeterStates
-from ..positions import position_name
-from ..round import detect
-from ..round import model as rm
-from .claim_desk import ClaimDesk
+from controller.app.claim_desk import ClaimDesk
+from controller.cards import card_str, cards_str, parse_cards
+from controller.config.model import TableConfig
+from controller.errors import InputError
+from controller.ledger import Ledger
+from controller.ledger.errors import KeyConflict
+from controller.ledger.reader import Found, JournalReader
+from controller.meter_ledger import DEAL
+from controller.meter_ledger import Meters as MeterStates
+from controller.positions import position_name
+from controller.round import detect
+from controller.round import model as rm
 
 log = structlog.get_logger("table")
 

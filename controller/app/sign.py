@@ -28,9 +28,8 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from controller.app.outputs import DeviceOutputs
 from drivers import events as ev
-
-from .outputs import DeviceOutputs
 
 WIN_DISPLAY_S = 10.0  # the sign shows a win this long, then the new amount (several states: within 30 s)
 SIGN_REFRESH_S = 10.0  # the face is worked out again at least this often

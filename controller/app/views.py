@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..config.model import TableConfig
-from ..meter import Hit, MeterState, params_to_dict
-from ..meter.snapshot import hit_to_dict
-from ..money import format_cents, format_units
-from ..settlement import Payout
+from controller.config.model import TableConfig
+from controller.meter import Hit, MeterState, params_to_dict
+from controller.meter.snapshot import hit_to_dict
+from controller.money import format_cents, format_units
+from controller.settlement import Payout
 
 
 def meter_json(s: MeterState) -> dict[str, Any]:

@@ -13,12 +13,12 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError
-from .common import EXIT_DAMAGED, Parser, dump_json, no_such_meter, show_hits, show_meters
+from controller.cli.common import EXIT_DAMAGED, Parser, dump_json, no_such_meter, show_hits, show_meters
+from controller.errors import InputError
 
 if TYPE_CHECKING:
-    from ..ledger import Report
-    from ..meter import MeterState
+    from controller.ledger import Report
+    from controller.meter import MeterState
 
 
 def add_parsers(sub: Any) -> None:
@@ -42,7 +42,7 @@ def add_parsers(sub: Any) -> None:
 
 
 def _audit(state_dir: Path) -> Report:
-    from ..ledger import verify_state_dir
+    from controller.ledger import verify_state_dir
 
     if not state_dir.exists():
         raise InputError("--state", f"{state_dir} does not exist")
@@ -56,10 +56,10 @@ def _audit(state_dir: Path) -> Report:
 def _reducer_for(state_dir: Path) -> Any:
     """The meters, or a table's link journal (its outbox of operations on linked meters, `<state>/link`),
     told apart by what the journal holds."""
-    from ..ledger import journal
-    from ..ledger.reader import JournalReader
-    from ..link.outbox import LINK_SEND, OutboxReducer
-    from ..meter_ledger import MetersReducer
+    from controller.ledger import journal
+    from controller.ledger.reader import JournalReader
+    from controller.link.outbox import LINK_SEND, OutboxReducer
+    from controller.meter_ledger import MetersReducer
 
     db = state_dir / journal.DB_NAME
     if db.exists():
@@ -74,7 +74,7 @@ def _reducer_for(state_dir: Path) -> Any:
 
 
 def _meters_journal(report: Report, state_dir: Path) -> None:
-    from ..link.outbox import Outbox
+    from controller.link.outbox import Outbox
 
     if isinstance(report.state, Outbox):
         raise InputError("--state", f"{state_dir} is a table's link journal (operations on linked meters): the "
@@ -98,9 +98,9 @@ def cmd_verify(state_dir: Path, as_json: bool, expect_head: str | None = None) -
     expected = parse_head(expect_head) if expect_head is not None else None
     report = _audit(state_dir)
     if expected is not None and report.ok:
-        from ..ledger import journal
-        from ..ledger.anchor import Anchor, check_anchor
-        from ..ledger.verify import Problem
+        from controller.ledger import journal
+        from controller.ledger.anchor import Anchor, check_anchor
+        from controller.ledger.verify import Problem
 
         problem = check_anchor(state_dir / journal.DB_NAME, Anchor(expected[0], expected[1], ""))
         if problem is not None:  # a sound chain, but not the journal that was anchored
@@ -132,9 +132,9 @@ def cmd_anchor(state_dir: Path, anchor_file: Path, key_file: Path | None, expect
     """Write the journal's anchor for its head as the full audit finds it (signed with the key when given): after
     a journal key is set or changed, or when the daemon refused a journal whose anchor is missing. The daemon must
     be stopped (the journal then does not move). With --expect-head, only if the journal holds that anchor."""
-    from ..ledger import journal
-    from ..ledger.anchor import Anchor, AnchorError, check_anchor, load_key, write_anchor
-    from ..ledger.ledger import Head
+    from controller.ledger import journal
+    from controller.ledger.anchor import Anchor, AnchorError, check_anchor, load_key, write_anchor
+    from controller.ledger.ledger import Head
 
     expected = parse_head(expect_head) if expect_head is not None else None
     try:
@@ -167,7 +167,7 @@ def _select(meters: Mapping[str, MeterState], meter_id: str | None) -> list[str]
 
 
 def cmd_meters(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
-    from ..app.views import meter_json
+    from controller.app.views import meter_json
 
     report = _audit(state_dir)
     if not report.ok:
@@ -177,7 +177,7 @@ def cmd_meters(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
 
 
 def cmd_history(state_dir: Path, as_json: bool, meter_id: str | None, limit: int | None = None) -> int:
-    from ..app.views import hit_json
+    from controller.app.views import hit_json
 
     report = _audit(state_dir)
     if not report.ok:

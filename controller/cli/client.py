@@ -12,13 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..app.control import DEFAULT_SOCKET as _DEFAULT_SOCKET  # defined once (control.py imports the stdlib only)
-from ..app.control import SOCKET_ENV as _SOCKET_ENV
-from ..errors import InputError
-from ..exits import EXIT_BAD_INPUT
-from ..money import format_cents, parse_cents
-from ..positions import DEALER
-from .common import EXIT_UNAVAILABLE, Exit, dump_json, no_such_meter, read_secret, show_hits, show_meters
+from controller.app.control import (
+    DEFAULT_SOCKET as _DEFAULT_SOCKET,  # defined once (control.py imports the stdlib only)
+)
+from controller.app.control import SOCKET_ENV as _SOCKET_ENV
+from controller.cli.common import EXIT_UNAVAILABLE, Exit, dump_json, no_such_meter, read_secret, show_hits, show_meters
+from controller.errors import InputError
+from controller.exits import EXIT_BAD_INPUT
+from controller.money import format_cents, parse_cents
+from controller.positions import DEALER
 
 # Arguments of a request the daemon may name in a refusal, and the option the user typed them with.
 _OPTION_OF = {"supervisor": "--supervisor", "reason": "--reason", "dealt": "--dealt", "meter": "--meter",
@@ -163,7 +165,7 @@ def _offline(args: argparse.Namespace) -> bool:
 
 def _cmd_meters(args: argparse.Namespace) -> int:
     if _offline(args):
-        from .audit import cmd_meters
+        from controller.cli.audit import cmd_meters
 
         return cmd_meters(args.state, args.json, args.meter)
     return show_meters(_select_meter(_rows(args, _ask(args, "meters")), args.meter), args.json)
@@ -172,7 +174,7 @@ def _cmd_meters(args: argparse.Namespace) -> int:
 def _cmd_history(args: argparse.Namespace) -> int:
     limit = _count(args.limit, "--limit", least=1) if args.limit is not None else None
     if _offline(args):
-        from .audit import cmd_history
+        from controller.cli.audit import cmd_history
 
         return cmd_history(args.state, args.json, args.meter, limit)
     hits = _select_meter(_rows(args, _ask(args, "history")), args.meter, hits=True)
@@ -191,7 +193,7 @@ def _count(text: str, field: str, least: int = 0, most: int | None = None) -> in
 
 def _ask(args: argparse.Namespace, op: str, **call_args: Any) -> Any:
     """Send `op` to the running daemon; its result, or Exit with the status of docs/cli.md."""
-    from ..app.control import ControlClient, ControlError, DaemonUnavailable
+    from controller.app.control import ControlClient, ControlError, DaemonUnavailable
 
     if args.socket is not None and not args.socket:
         raise InputError("--socket", "is empty")

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Iterable
 from typing import Any, NoReturn
 
-from ..errors import InputError
+from controller.errors import InputError
 
 EXIT_UNAVAILABLE = 1  # no daemon answered, or it failed
 EXIT_DAMAGED = 1  # a damaged journal

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from ..exits import EXIT_BAD_INPUT
-from .common import dump_json, read_secret
+from controller.cli.common import dump_json, read_secret
+from controller.errors import InputError
+from controller.exits import EXIT_BAD_INPUT
 
 
 def add_parsers(sub: Any) -> None:
@@ -44,8 +44,8 @@ def add_parsers(sub: Any) -> None:
 
 
 def _cmd_check_config(args: argparse.Namespace) -> int:
-    from ..config import ConfigError, load_config
-    from ..config.authority import is_authority_config, load_authority_config
+    from controller.config import ConfigError, load_config
+    from controller.config.authority import is_authority_config, load_authority_config
 
     name = str(args.file)
     authority = is_authority_config(args.file)  # `authority = ...` at the top instead of `table = ...`
@@ -105,7 +105,7 @@ def _print_authority_summary(name: str, summary: dict[str, Any]) -> None:
 
 
 def _cmd_hash_credential(args: argparse.Namespace) -> int:
-    from ..config import CredentialError, hash_credential
+    from controller.config import CredentialError, hash_credential
 
     try:
         print(hash_credential(read_secret("Secret: ", confirm=True), args.scheme))
@@ -117,7 +117,7 @@ def _cmd_hash_credential(args: argparse.Namespace) -> int:
 def _cmd_link_key(args: argparse.Namespace) -> int:
     import os
 
-    from ..link import signing
+    from controller.link import signing
 
     path: Path = args.file
     if args.public:
@@ -148,8 +148,8 @@ def _cmd_link_key(args: argparse.Namespace) -> int:
 
 
 def _cmd_approval_key(args: argparse.Namespace) -> int:
-    from ..config.names import normal, refusal
-    from ..link.approval import approval_key, encode_key
+    from controller.config.names import normal, refusal
+    from controller.link.approval import approval_key, encode_key
 
     name = normal(args.name)  # the key is made from the name as the tables compare it
     if (why := refusal(name)) is not None:

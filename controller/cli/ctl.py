@@ -11,11 +11,11 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from .. import __version__
-from ..errors import InputError
-from ..exits import EXIT_BAD_INPUT, EXIT_INTERNAL
-from . import audit, client, configuration, offline, report
-from .common import Exit, Parser
+from controller import __version__
+from controller.cli import audit, client, configuration, offline, report
+from controller.cli.common import Exit, Parser
+from controller.errors import InputError
+from controller.exits import EXIT_BAD_INPUT, EXIT_INTERNAL
 
 
 def _parser() -> argparse.ArgumentParser:

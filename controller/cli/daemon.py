@@ -27,8 +27,8 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .. import __version__
-from ..exits import EXIT_INTERNAL, EXIT_STORAGE
+from controller import __version__
+from controller.exits import EXIT_INTERNAL, EXIT_STORAGE
 
 if TYPE_CHECKING:
     import threading
@@ -37,11 +37,11 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from structlog.typing import FilteringBoundLogger
 
-    from ..app.sdnotify import Notifier
-    from ..app.shell import TableShell
-    from ..config.authority import AuthorityConfig
-    from ..config.model import TableConfig
-    from ..link.authority import LinkAuthority
+    from controller.app.sdnotify import Notifier
+    from controller.app.shell import TableShell
+    from controller.config.authority import AuthorityConfig
+    from controller.config.model import TableConfig
+    from controller.link.authority import LinkAuthority
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,8 +59,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    from ..app import logs
-    from ..app.control import socket_path
+    from controller.app import logs
+    from controller.app.control import socket_path
 
     if args.role == "link":
         return _main_link(args)
@@ -82,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def load_table(source: Path) -> TableConfig | None:
     """The table's configuration, checked whole; None after printing every problem, as check-config does."""
-    from ..config import load_config
-    from ..config.problems import ConfigError
+    from controller.config import load_config
+    from controller.config.problems import ConfigError
 
     try:
         return load_config(source)
@@ -139,7 +139,7 @@ def _log_warnings(cfg: TableConfig | AuthorityConfig, source: Path) -> None:
 def _is_storage_error(e: BaseException) -> bool:
     """A write that found no room or failed on the device: the ledger's own FatalStorageError, or what
     start-up met before the ledger could say so (the anchor's file, SQLite's own error)."""
-    from ..ledger.errors import FatalStorageError
+    from controller.ledger.errors import FatalStorageError
 
     if isinstance(e, FatalStorageError):
         return True
@@ -164,7 +164,7 @@ def _ending(group: BaseExceptionGroup, log: FilteringBoundLogger,
     a task that failed (70, logged with its traceback), a start-up refusal (1). One clause decides: several
     clauses of an ``except*`` that each raise escape together as an ExceptionGroup, a traceback on standard
     error and status 1."""
-    from ..app.shell import DaemonFailed
+    from controller.app.shell import DaemonFailed
 
     errors = [e for e in _leaves(group) if not isinstance(e, asyncio.CancelledError)]
     storage = [e for e in errors if _is_storage_error(e)]
@@ -183,9 +183,9 @@ def _ending(group: BaseExceptionGroup, log: FilteringBoundLogger,
 
 
 def _main_link(args: argparse.Namespace) -> int:
-    from ..app import logs
-    from ..config.authority import load_authority_config
-    from ..config.problems import ConfigError
+    from controller.app import logs
+    from controller.config.authority import load_authority_config
+    from controller.config.problems import ConfigError
 
     if not args.config:
         print("progressived: --role link needs --config FILE (the link authority's configuration)", file=sys.stderr)
@@ -199,7 +199,7 @@ def _main_link(args: argparse.Namespace) -> int:
     logs.configure(args.log_format or cfg.logging.format, cfg.logging.level)
     logs.set_table_context(authority=cfg.authority)
     _log_warnings(cfg, Path(args.config))  # a supervisors' file others can read, as at a table
-    from ..app.control import DEFAULT_LINK_SOCKET
+    from controller.app.control import DEFAULT_LINK_SOCKET
 
     # $PROGRESSIVE_SOCKET names a table's socket: the authority's is --socket or its own default
     return run_daemon(lambda: _run_link(cfg, args.socket or DEFAULT_LINK_SOCKET))
@@ -208,11 +208,11 @@ def _main_link(args: argparse.Namespace) -> int:
 async def _run_link(cfg: AuthorityConfig, socket: str) -> int:
     import structlog
 
-    from ..app.control import ControlServer, ServerError
-    from ..app.heap import freeze_when_ready
-    from ..app.sdnotify import Notifier, watchdog_interval
-    from ..ledger.errors import LedgerError
-    from ..link.authority import LinkAuthority
+    from controller.app.control import ControlServer, ServerError
+    from controller.app.heap import freeze_when_ready
+    from controller.app.sdnotify import Notifier, watchdog_interval
+    from controller.ledger.errors import LedgerError
+    from controller.link.authority import LinkAuthority
 
     log = structlog.get_logger("progressived")
     main_task = asyncio.current_task()
@@ -276,14 +276,14 @@ async def serve(cfg: TableConfig, *, socket: str, listen: tuple[str, int] | None
     metrics served at `listen` (None: not served). Raises _Ending for anything else."""
     import structlog
 
-    from ..app.control import ControlServer
-    from ..app.dice_table import DiceTableDaemon
-    from ..app.heap import freeze_when_ready
-    from ..app.metrics import Metrics
-    from ..app.table import TableDaemon
-    from ..config.devices import build_drivers
-    from ..errors import InputError
-    from ..ledger.errors import LedgerError
+    from controller.app.control import ControlServer
+    from controller.app.dice_table import DiceTableDaemon
+    from controller.app.heap import freeze_when_ready
+    from controller.app.metrics import Metrics
+    from controller.app.table import TableDaemon
+    from controller.config.devices import build_drivers
+    from controller.errors import InputError
+    from controller.ledger.errors import LedgerError
 
     log = structlog.get_logger("progressived")
     main_task = asyncio.current_task()

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .common import dump_json
+from controller.cli.common import dump_json
+from controller.errors import InputError
 
 
 def add_settle(sub: Any) -> None:
@@ -60,7 +60,7 @@ def add_paytables(sub: Any) -> None:
 
 
 def _read_json(name: str) -> Any:
-    from ..config.files import FileRefused, read_text
+    from controller.config.files import FileRefused, read_text
 
     try:  # a file: regular, bounded (a FIFO or /dev/zero is refused, never read)
         text = sys.stdin.read() if name == "-" else read_text(name)
@@ -79,8 +79,8 @@ def _read_json(name: str) -> Any:
 def _cmd_settle(args: argparse.Namespace) -> int:
     import re
 
-    from ..paytables import find_paytable
-    from ..roundio import settle_json
+    from controller.paytables import find_paytable
+    from controller.roundio import settle_json
 
     if args.file != "-" and re.fullmatch(r"\S+-r[0-9]+", args.file) and not Path(args.file).exists():
         raise InputError(args.file, f"no such file (to tell the running daemon that round {args.file} is settled: "
@@ -91,11 +91,11 @@ def _cmd_settle(args: argparse.Namespace) -> int:
 
 
 def _cmd_odds(args: argparse.Namespace) -> int:
-    from ..games import game, wager
-    from ..meter_award import RESET_FLOOR_CENTS
-    from ..money import UNITS_PER_CENT, parse_cents, parse_units
-    from ..odds import odds_report, render_text, to_json
-    from ..paytables import find_paytable
+    from controller.games import game, wager
+    from controller.meter_award import RESET_FLOOR_CENTS
+    from controller.money import UNITS_PER_CENT, parse_cents, parse_units
+    from controller.odds import odds_report, render_text, to_json
+    from controller.paytables import find_paytable
 
     g = game(args.game, "--game")
     w = wager(g, args.wager, "--wager")
@@ -117,9 +117,9 @@ def _cmd_odds(args: argparse.Namespace) -> int:
 
 
 def _cmd_check_paytable(args: argparse.Namespace) -> int:
-    from ..games import game, wager
-    from ..money import parse_cents
-    from ..paytables import check_paytable_for, find_paytable
+    from controller.games import game, wager
+    from controller.money import parse_cents
+    from controller.paytables import check_paytable_for, find_paytable
 
     g = game(args.game, "--game")
     w = wager(g, args.wager, "--wager")
@@ -131,8 +131,8 @@ def _cmd_check_paytable(args: argparse.Namespace) -> int:
 
 
 def _cmd_paytables(args: argparse.Namespace) -> int:
-    from ..paytables import all_paytables
-    from ..paytables.render import paytables_json, paytables_text
+    from controller.paytables import all_paytables
+    from controller.paytables.render import paytables_json, paytables_text
 
     tables = all_paytables(args.paytable_dir)
     if args.json:

@@ -11,16 +11,16 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..errors import InputError, InvariantViolation
-from .common import EXIT_DAMAGED
+from controller.cli.common import EXIT_DAMAGED
+from controller.errors import InputError, InvariantViolation
 
 EXIT_NO_ENTRIES = 3  # the day has no entry in the journal: said in a line, so that a script does not file it unread
 
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from ..report.build import Source
-    from ..report.day import GamingDay
+    from controller.report.build import Source
+    from controller.report.day import GamingDay
 
 
 def add_parsers(sub: Any) -> None:
@@ -44,9 +44,9 @@ def add_parsers(sub: Any) -> None:
 
 def _day(args: Any) -> tuple[GamingDay, Source | None]:
     """The gaming day asked for, and whose journal it is when a configuration says (None: told from the journal)."""
-    from ..config.check_report import zone_problem
-    from ..report.build import AUTHORITY, TABLE, Source
-    from ..report.day import DEFAULT_DAY_STARTS, DEFAULT_TIME_ZONE, gaming_day, parse_day, parse_day_starts
+    from controller.config.check_report import zone_problem
+    from controller.report.build import AUTHORITY, TABLE, Source
+    from controller.report.day import DEFAULT_DAY_STARTS, DEFAULT_TIME_ZONE, gaming_day, parse_day, parse_day_starts
 
     day = parse_day(args.day, "--day")
     if args.config is None and args.role != "table":
@@ -54,9 +54,9 @@ def _day(args: Any) -> tuple[GamingDay, Source | None]:
     if args.config is not None:
         if args.time_zone is not None:
             raise InputError("--time-zone", "give it in the configuration's [report] time_zone, or use --day-starts")
-        from ..app.views import meter_titles
-        from ..config import ConfigError, load_config
-        from ..config.authority import load_authority_config
+        from controller.app.views import meter_titles
+        from controller.config import ConfigError, load_config
+        from controller.config.authority import load_authority_config
 
         try:
             if args.role == "link":
@@ -78,9 +78,9 @@ def _day(args: Any) -> tuple[GamingDay, Source | None]:
 
 
 def cmd_report(args: Any) -> int:
-    from ..ledger import LedgerDamaged, journal
-    from ..report.files import read_report
-    from ..report.render import render
+    from controller.ledger import LedgerDamaged, journal
+    from controller.report.files import read_report
+    from controller.report.render import render
 
     day, source = _day(args)
     if not (args.state / journal.DB_NAME).is_file():
@@ -129,8 +129,8 @@ def _entries_span(state: Path, day: GamingDay) -> str:
     """Which gaming days the journal has entries in, in words."""
     from zoneinfo import ZoneInfo
 
-    from ..report.day import day_of
-    from ..report.files import journal_span
+    from controller.report.day import day_of
+    from controller.report.files import journal_span
 
     span = journal_span(state)
     if span is None:

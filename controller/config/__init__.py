@@ -7,21 +7,21 @@
 The format is documented in docs/configuration.md; `progressivectl check-config FILE` runs the checks.
 """
 
-from .credentials import (
+from controller.config.credentials import (
     CredentialError,
     hash_credential,
     parse_credential,
     verify_credential,
 )
-from .devices import (
+from controller.config.devices import (
     DriverSettings,
     LineDeviceSpec,
     ModbusDeviceSpec,
     build_drivers,
     driver_settings,
 )
-from .load import check_config, load_config
-from .model import (
+from controller.config.load import check_config, load_config
+from controller.config.model import (
     BusConfig,
     CardsConfig,
     DeviceConfig,
@@ -35,7 +35,7 @@ from .model import (
     TableConfig,
     WagerConfig,
 )
-from .problems import ConfigError, Problem
+from controller.config.problems import ConfigError, Problem
 
 __all__ = [
     "BusConfig",

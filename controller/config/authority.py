@@ -22,18 +22,26 @@ from typing import Any
 
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
-from ..link import signing
-from ..link.approval import decode_key
-from . import schema
-from .check import readable_by_others
-from .check_meters import METER_ID
-from .fields import did_you_mean, show, unknown_key
-from .files import FileRefused, read_file, show_path
-from .load import TABLE_ID, _Checker, in_file_order
-from .model import AnchorConfig, LoggingConfig, MetricsConfig, MqttConfig, ReportConfig, StandaloneMeter, Supervisor
-from .names import DistinctNames, normal, refusal
-from .problems import ConfigError, Problem, join
-from .toml import read_toml
+from controller.config import schema
+from controller.config.check import readable_by_others
+from controller.config.check_meters import METER_ID
+from controller.config.fields import did_you_mean, show, unknown_key
+from controller.config.files import FileRefused, read_file, show_path
+from controller.config.load import TABLE_ID, _Checker, in_file_order
+from controller.config.model import (
+    AnchorConfig,
+    LoggingConfig,
+    MetricsConfig,
+    MqttConfig,
+    ReportConfig,
+    StandaloneMeter,
+    Supervisor,
+)
+from controller.config.names import DistinctNames, normal, refusal
+from controller.config.problems import ConfigError, Problem, join
+from controller.config.toml import read_toml
+from controller.link import signing
+from controller.link.approval import decode_key
 
 AUTHORITY_TOP_KEYS = (
     "authority", "description", "state_dir", "tables", "heartbeat", "approvers_file", "signing_key_file", "meters",
@@ -100,8 +108,8 @@ class AuthorityConfig:
 
     def summary(self) -> dict[str, Any]:
         """What the configuration sets up, for people and scripts (``check-config``)."""
-        from ..meter.params import format_rate
-        from ..money import format_cents
+        from controller.meter.params import format_rate
+        from controller.money import format_cents
 
         meters: dict[str, Any] = {}
         for m in self.meters.values():

@@ -19,10 +19,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..games import Game
-from .fields import problems_from, show, unknown_key
-from .files import MAX_SECRET_BYTES, FileRefused, kind_of, limit_text, probe, read_file, show_path
-from .model import (
+from controller.config.fields import problems_from, show, unknown_key
+from controller.config.files import MAX_SECRET_BYTES, FileRefused, kind_of, limit_text, probe, read_file, show_path
+from controller.config.model import (
     AnchorConfig,
     BusConfig,
     CardsConfig,
@@ -35,8 +34,9 @@ from .model import (
     Supervisor,
     WagerConfig,
 )
-from .problems import Problems, join
-from .toml import InvalidTable, TomlError, parse_toml, validate_table
+from controller.config.problems import Problems, join
+from controller.config.toml import InvalidTable, TomlError, parse_toml, validate_table
+from controller.games import Game
 
 DAEMON_USER = "progressive"  # the user the daemon runs as (systemd/progressived.service)
 MAX_PATH_CHARS = 1024  # a path in the configuration: longer is a mistake (the system's own limit is 4096)

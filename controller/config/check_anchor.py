@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from . import schema
-from .check import Checker, host_port, valid_host
-from .files import kind_of, probe, show_path
-from .model import AnchorConfig
+from controller.config import schema
+from controller.config.check import Checker, host_port, valid_host
+from controller.config.files import kind_of, probe, show_path
+from controller.config.model import AnchorConfig
 
 
 class AnchorChecks(Checker):

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from . import schema
-from .check import Checker
-from .model import MAX_STUB_COUNT_EVERY, CardsConfig
+from controller.config import schema
+from controller.config.check import Checker
+from controller.config.model import MAX_STUB_COUNT_EVERY, CardsConfig
 
 STUB_SOURCE = {"flop-poker": "§ 667a.8(f)", "let-it-ride": "§ 643a.8(f)"}
 

@@ -11,13 +11,13 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from ..errors import InputError
-from . import schema
-from .check import Checker
-from .fields import decimals_to_float, show
-from .files import FileRefused, probe, show_path
-from .model import BusConfig, DeviceConfig
-from .problems import join
+from controller.config import schema
+from controller.config.check import Checker
+from controller.config.fields import decimals_to_float, show
+from controller.config.files import FileRefused, probe, show_path
+from controller.config.model import BusConfig, DeviceConfig
+from controller.config.problems import join
+from controller.errors import InputError
 
 # The register maps the package ships, given by name (register_map = "seat-single"): on a box, the installed
 # package's devices/ directory. (By name: progressive_examples is config/, installed; mypy does not see it.)

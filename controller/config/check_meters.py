@@ -6,14 +6,14 @@ import re
 from fractions import Fraction
 from typing import Any
 
-from ..errors import InputError
-from ..meter.params import DEFAULT_HISTORY, MeterParams
-from ..meter_award import RESET_FLOOR_CENTS
-from ..money import format_dollars_human
-from . import schema
-from .check import Checker
-from .model import LinkedMeter, StandaloneMeter
-from .problems import join
+from controller.config import schema
+from controller.config.check import Checker
+from controller.config.model import LinkedMeter, StandaloneMeter
+from controller.config.problems import join
+from controller.errors import InputError
+from controller.meter.params import DEFAULT_HISTORY, MeterParams
+from controller.meter_award import RESET_FLOOR_CENTS
+from controller.money import format_dollars_human
 
 METER_ID = re.compile(r"[a-z0-9-]+")
 _METER_FIELD = {"reset_cents": "reset", "ceiling_cents": "ceiling", "meter_id": ""}

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from . import schema
-from .check import Checker, host_port
-from .model import LoggingConfig, MetricsConfig
+from controller.config import schema
+from controller.config.check import Checker, host_port
+from controller.config.model import LoggingConfig, MetricsConfig
 
 
 class MonitoringChecks(Checker):

@@ -6,12 +6,12 @@ import ipaddress
 import re
 from pathlib import Path
 
-from ..link import signing
-from . import schema
-from .check import Checker, readable_by_others, valid_host
-from .files import MAX_CONFIG_BYTES, MAX_SECRET_BYTES, FileRefused, kind_of, limit_text, probe
-from .model import MqttConfig
-from .problems import join
+from controller.config import schema
+from controller.config.check import Checker, readable_by_others, valid_host
+from controller.config.files import MAX_CONFIG_BYTES, MAX_SECRET_BYTES, FileRefused, kind_of, limit_text, probe
+from controller.config.model import MqttConfig
+from controller.config.problems import join
+from controller.link import signing
 
 _CLIENT_ID = re.compile(r"[A-Za-z0-9._-]+")
 _TOPIC = re.compile(r"[A-Za-z0-9_-]+(?:/[A-Za-z0-9_-]+)*")

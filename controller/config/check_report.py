@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..errors import InputError
-from ..report.day import parse_day_starts
-from . import schema
-from .check import Checker
-from .model import ReportConfig
+from controller.config import schema
+from controller.config.check import Checker
+from controller.config.model import ReportConfig
+from controller.errors import InputError
+from controller.report.day import parse_day_starts
 
 
 def zone_problem(name: str) -> str | None:

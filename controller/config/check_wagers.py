@@ -5,15 +5,15 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from ..errors import InputError
-from ..paytables import builtin_paytables, check_paytable_for, load_paytable
-from ..paytables.model import Paytable
-from . import schema
-from .check import Checker
-from .check_devices import SHIPPED_PAYTABLES
-from .fields import did_you_mean
-from .model import WagerConfig
-from .problems import join
+from controller.config import schema
+from controller.config.check import Checker
+from controller.config.check_devices import SHIPPED_PAYTABLES
+from controller.config.fields import did_you_mean
+from controller.config.model import WagerConfig
+from controller.config.problems import join
+from controller.errors import InputError
+from controller.paytables import builtin_paytables, check_paytable_for, load_paytable
+from controller.paytables.model import Paytable
 
 
 class WagerChecks(Checker):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .model import TableConfig
+from controller.config.model import TableConfig
 
 if TYPE_CHECKING:
     from drivers.device import Device

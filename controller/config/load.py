@@ -21,23 +21,23 @@ from os import PathLike
 from pathlib import Path
 from typing import Any
 
-from ..games import GAMES
-from . import schema
-from .check import DAEMON_USER
-from .check_anchor import AnchorChecks
-from .check_cards import CardChecks
-from .check_devices import DeviceChecks
-from .check_meters import MeterChecks
-from .check_monitoring import MonitoringChecks
-from .check_mqtt import MqttChecks
-from .check_report import ReportChecks
-from .check_supervisors import SupervisorChecks
-from .check_wagers import WagerChecks
-from .fields import did_you_mean, show
-from .files import FileRefused, probe, show_path
-from .model import TableConfig
-from .problems import ConfigError, Problem, join
-from .toml import read_toml
+from controller.config import schema
+from controller.config.check import DAEMON_USER
+from controller.config.check_anchor import AnchorChecks
+from controller.config.check_cards import CardChecks
+from controller.config.check_devices import DeviceChecks
+from controller.config.check_meters import MeterChecks
+from controller.config.check_monitoring import MonitoringChecks
+from controller.config.check_mqtt import MqttChecks
+from controller.config.check_report import ReportChecks
+from controller.config.check_supervisors import SupervisorChecks
+from controller.config.check_wagers import WagerChecks
+from controller.config.fields import did_you_mean, show
+from controller.config.files import FileRefused, probe, show_path
+from controller.config.model import TableConfig
+from controller.config.problems import ConfigError, Problem, join
+from controller.config.toml import read_toml
+from controller.games import GAMES
 
 __all__ = ["DAEMON_USER", "check_config", "in_file_order", "load_config", "read_toml"]
 

@@ -13,11 +13,11 @@ from datetime import time, tzinfo
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from ..games import Game, Wager
-from ..meter.params import MeterParams
-from ..paytables.model import Paytable
-from .credentials import Credential
-from .problems import Problem
+from controller.config.credentials import Credential
+from controller.config.problems import Problem
+from controller.games import Game, Wager
+from controller.meter.params import MeterParams
+from controller.paytables.model import Paytable
 
 if TYPE_CHECKING:  # the drivers are imported when a configuration is checked, not by this module
     from drivers.line import LineSettings
@@ -224,8 +224,8 @@ class TableConfig:
 
     def summary(self) -> dict[str, Any]:
         """What the configuration sets up, for people and scripts (``check-config``)."""
-        from ..meter.params import format_rate
-        from ..money import format_cents
+        from controller.meter.params import format_rate
+        from controller.money import format_cents
 
         kinds: dict[str, int] = {}
         for d in self.devices.values():

@@ -11,7 +11,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import InputError
+from controller.errors import InputError
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 

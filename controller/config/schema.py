@@ -16,11 +16,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PlainValidator, create_model
 
-from ..meter.params import DEFAULT_HISTORY
-from ..money import format_dollars_human
-from ..paytables.load import MAX_WAGER_CENTS  # one limit of a wager: a paytable's Envy Bonus rows, a meter's sizes
-from .fields import Money, Rate, Seconds, custom, show
-from .model import MQTT_PROTOCOLS, MqttProtocol
+from controller.config.fields import Money, Rate, Seconds, custom, show
+from controller.config.model import MQTT_PROTOCOLS, MqttProtocol
+from controller.meter.params import DEFAULT_HISTORY
+from controller.money import format_dollars_human
+from controller.paytables.load import (
+    MAX_WAGER_CENTS,  # one limit of a wager: a paytable's Envy Bonus rows, a meter's sizes
+)
 
 # The limits of the numbers of a configuration: beyond them a value is a typo or an attack (a history of
 # 10**23 hits, a wager of a million dollars), refused with the limit named.

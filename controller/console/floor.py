@@ -17,9 +17,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, tzinfo
 from typing import Any
 
-from ..errors import InputError
-from ..money import format_dollars_human, parse_cents
-from .page import _clock, _e, _plots, local_time, logout_form, sections_html, shown, zone_of
+from controller.console.page import _clock, _e, _plots, local_time, logout_form, sections_html, shown, zone_of
+from controller.errors import InputError
+from controller.money import format_dollars_human, parse_cents
 
 SECTIONS = ("claims", "daemon", "tables", "meters", "plots")
 TITLES = {"claims": "Claims awaiting approval", "daemon": "Link authority", "tables": "Linked tables",

@@ -18,10 +18,10 @@ from typing import Any
 from urllib.parse import urlsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from ..errors import InputError
-from ..games import GAMES
-from ..hands.categories import Four, Poker5, Three
-from ..money import format_units, parse_units
+from controller.errors import InputError
+from controller.games import GAMES
+from controller.hands.categories import Four, Poker5, Three
+from controller.money import format_units, parse_units
 
 SECTIONS = ("claims", "daemon", "meters", "round", "devices", "seats", "history", "plots")  # a pending claim first
 HISTORY_SHOWN = 25  # the hit history's last entries on the page (the regulations ask for at least the last 25)

@@ -38,12 +38,12 @@ import structlog
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from ..app import sdlisten
-from ..app.auth import WINDOW_S, Guesses
-from ..app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
-from ..app.logs import Format, KeyedBudget, LogBudget
-from ..exits import EXIT_BAD_INPUT
-from . import floor, gate, page
+from controller.app import sdlisten
+from controller.app.auth import WINDOW_S, Guesses
+from controller.app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
+from controller.app.logs import Format, KeyedBudget, LogBudget
+from controller.console import floor, gate, page
+from controller.exits import EXIT_BAD_INPUT
 
 log = structlog.get_logger("console")
 
@@ -815,7 +815,7 @@ async def serve(opts: Options) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from ..app import logs
+    from controller.app import logs
 
     opts = options(argv)
     logs.configure(opts.log_format, opts.log_level)

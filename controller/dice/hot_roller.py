@@ -13,11 +13,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..awards import Award
-from ..errors import InputError, RulesError
-from ..games import HandKind
-from .pays import LOSE, PayAward, PaytableLike, check_wager_cents, pay_table, received_cents
-from .roll import Combination, Roll, combination_str, parse_roll
+from controller.awards import Award
+from controller.dice.pays import LOSE, PayAward, PaytableLike, check_wager_cents, pay_table, received_cents
+from controller.dice.roll import Combination, Roll, combination_str, parse_roll
+from controller.errors import InputError, RulesError
+from controller.games import HandKind
 
 BET = "hot-roller"
 

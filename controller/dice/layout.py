@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ..errors import InputError
-from .roll import COMBINATIONS, Combination, combination_str, parse_combination
+from controller.dice.roll import COMBINATIONS, Combination, combination_str, parse_combination
+from controller.errors import InputError
 
 HOPS: tuple[str, ...] = ("hop-the-top", "hop-the-left", "hop-the-right", "hop-the-center")
 

@@ -15,14 +15,14 @@ from fractions import Fraction
 from functools import lru_cache
 from math import lcm
 
-from ..errors import InputError
-from .hot_roller import MARKER_COMBINATIONS, NUMBERS, OUTCOME_KEYS, HotRoller
-from .layout import EXAMPLE_LAYOUT, HopLayout
-from .pays import LOSE, PaytableLike
-from .props_and_hops import BETS, PropsAndHops
-from .roll import ALL_ROLLS, ways
-from .six_eight_shake import BET as SIX_EIGHT_SHAKE
-from .six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
+from controller.dice.hot_roller import MARKER_COMBINATIONS, NUMBERS, OUTCOME_KEYS, HotRoller
+from controller.dice.layout import EXAMPLE_LAYOUT, HopLayout
+from controller.dice.pays import LOSE, PaytableLike
+from controller.dice.props_and_hops import BETS, PropsAndHops
+from controller.dice.roll import ALL_ROLLS, ways
+from controller.dice.six_eight_shake import BET as SIX_EIGHT_SHAKE
+from controller.dice.six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
+from controller.errors import InputError
 
 SEVEN_WAYS = 6  # 1-6, 2-5, 3-4, each two ways in 36
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from ..awards import Award, ForOne, ToOne
-from ..errors import InputError
+from controller.awards import Award, ForOne, ToOne
+from controller.errors import InputError
 
 LOSE = "lose"
 

@@ -16,14 +16,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from itertools import combinations
 
-from ..awards import Award
-from ..errors import InputError, RulesError
-from ..games import HandKind
-from .layout import EXAMPLE_LAYOUT, HOPS, HopLayout
-from .pays import LOSE, PayAward, PaytableLike, check_wager_cents, pay_table, received_cents
-from .roll import Roll, parse_roll
-from .six_eight_shake import BET as SIX_EIGHT_SHAKE
-from .six_eight_shake import SixEightShakeWager
+from controller.awards import Award
+from controller.dice.layout import EXAMPLE_LAYOUT, HOPS, HopLayout
+from controller.dice.pays import LOSE, PayAward, PaytableLike, check_wager_cents, pay_table, received_cents
+from controller.dice.roll import Roll, parse_roll
+from controller.dice.six_eight_shake import BET as SIX_EIGHT_SHAKE
+from controller.dice.six_eight_shake import SixEightShakeWager
+from controller.errors import InputError, RulesError
+from controller.games import HandKind
 
 SEATS = range(1, 7)  # § 668a.1(a): betting positions for six players
 REMOVED = "removed"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import InputError
+from controller.errors import InputError
 
 FACES = range(1, 7)
 

@@ -16,17 +16,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ..errors import InputError, RulesError
-from ..games import game as find_game
-from ..money import format_cents, parse_cents
-from .hot_roller import BET as HOT_ROLLER_BET
-from .hot_roller import HotRoller
-from .layout import HopLayout
-from .pays import PaytableLike
-from .props_and_hops import PropsAndHops, PropsResolution
-from .roll import COMBINATIONS, Roll, combination_str, parse_roll
-from .six_eight_shake import BET as SIX_EIGHT_SHAKE
-from .six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
+from controller.dice.hot_roller import BET as HOT_ROLLER_BET
+from controller.dice.hot_roller import HotRoller
+from controller.dice.layout import HopLayout
+from controller.dice.pays import PaytableLike
+from controller.dice.props_and_hops import PropsAndHops, PropsResolution
+from controller.dice.roll import COMBINATIONS, Roll, combination_str, parse_roll
+from controller.dice.six_eight_shake import BET as SIX_EIGHT_SHAKE
+from controller.dice.six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
+from controller.errors import InputError, RulesError
+from controller.games import game as find_game
+from controller.money import format_cents, parse_cents
 
 HOT_ROLLER_GAME = "hot-roller-craps"
 PROPS_AND_HOPS_GAME = "props-and-hops"

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .pays import LOSE
-from .roll import Combination, Roll
+from controller.dice.pays import LOSE
+from controller.dice.roll import Combination, Roll
 
 BET = "six-eight-shake"
 

@@ -23,9 +23,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations, combinations_with_replacement
 
-from ..errors import CardError
-from .categories import Four
-from .rankcode import CARD_PRIME, RANK_PRIME, RANKS, hand_error, pack, prime_product, rank_groups
+from controller.errors import CardError
+from controller.hands.categories import Four
+from controller.hands.rankcode import CARD_PRIME, RANK_PRIME, RANKS, hand_error, pack, prime_product, rank_groups
 
 HAND_SIZE = 4
 MAX_CARDS = 7

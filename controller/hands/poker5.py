@@ -26,9 +26,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations, combinations_with_replacement
 
-from ..errors import CardError
-from .categories import Poker5
-from .rankcode import CARD_PRIME, RANKS, hand_error, pack, prime_product, rank_groups
+from controller.errors import CardError
+from controller.hands.categories import Poker5
+from controller.hands.rankcode import CARD_PRIME, RANKS, hand_error, pack, prime_product, rank_groups
 
 __all__ = ["best", "category", "evaluate", "first_rank", "hand_error", "ranks", "straight_top"]
 

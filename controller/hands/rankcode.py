@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-from ..cards import card_str
-from ..errors import CardError
+from controller.cards import card_str
+from controller.errors import CardError
 
 RANKS = range(2, 15)
 RANK_PRIME = dict(zip(RANKS, (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)))

@@ -28,10 +28,10 @@ from enum import IntEnum
 from itertools import combinations
 from typing import TypeVar
 
-from ..cards import card_str, cards_str
-from ..errors import CardError, RulesError
-from ..games import CardRule, HandKind
-from . import four, poker5, three
+from controller.cards import card_str, cards_str
+from controller.errors import CardError, RulesError
+from controller.games import CardRule, HandKind
+from controller.hands import four, poker5, three
 
 
 @dataclass(frozen=True)

@@ -26,8 +26,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from itertools import combinations, combinations_with_replacement
 
-from .categories import Three
-from .rankcode import CARD_PRIME, RANKS, hand_error, pack, prime_product, rank_groups
+from controller.hands.categories import Three
+from controller.hands.rankcode import CARD_PRIME, RANKS, hand_error, pack, prime_product, rank_groups
 
 HAND_SIZE = 3
 

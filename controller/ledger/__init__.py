@@ -9,9 +9,9 @@
 See docs/meters.md, section "Ledger".
 """
 
-from ..errors import InvariantViolation
-from ..exits import EXIT_STORAGE
-from .errors import (
+from controller.errors import InvariantViolation
+from controller.exits import EXIT_STORAGE
+from controller.ledger.errors import (
                      FatalStorageError,
                      KeyConflict,
                      LedgerBusy,
@@ -19,11 +19,11 @@ from .errors import (
                      LedgerDamaged,
                      LedgerError,
 )
-from .ledger import Head, Ledger, Startup
-from .reducer import Reducer
-from .software import software_digest
-from .verify import Problem, Report, verify_state_dir
-from .writer import Receipt, exit_process
+from controller.ledger.ledger import Head, Ledger, Startup
+from controller.ledger.reducer import Reducer
+from controller.ledger.software import software_digest
+from controller.ledger.verify import Problem, Report, verify_state_dir
+from controller.ledger.writer import Receipt, exit_process
 
 __all__ = [
     "EXIT_STORAGE", "FatalStorageError", "Head", "InvariantViolation", "KeyConflict", "Ledger", "LedgerBusy",

@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeGuard
 
-from . import journal
-from .chain import Entry, format_time, utc_now
-from .errors import LedgerError
+from controller.ledger import journal
+from controller.ledger.chain import Entry, format_time, utc_now
+from controller.ledger.errors import LedgerError
 
 if TYPE_CHECKING:
-    from .ledger import Head
+    from controller.ledger.ledger import Head
 
 KEY_BYTES = 32  # at least, for HMAC-SHA256
 MAX_FILE = 4096  # an anchor file, and a key file, are small: a larger one is not read

@@ -26,7 +26,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InputError
+from controller.errors import InputError
 
 GENESIS_PREV = "0" * 64
 HEX = frozenset("0123456789abcdef")

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ..errors import InputError
+from controller.errors import InputError
 
 
 class LedgerError(Exception):

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from urllib.parse import quote
 
-from .errors import LedgerDamaged, LedgerError
+from controller.ledger.errors import LedgerDamaged, LedgerError
 
 DB_NAME = "ledger.sqlite3"
 LOCK_NAME = "ledger.lock"

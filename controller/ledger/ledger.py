@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from . import chain, journal
-from .chain import GENESIS, GENESIS_PREV, INTERNAL_KEY_PREFIX, SELF_CHECK
-from .errors import FatalStorageError, LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
-from .reducer import Reducer
-from .verify import Bad, ChainHead, derive_state, run_integrity_check, verify_chain_fast
-from .writer import Op, Receipt, Waiter, WalCheckpoint, Writer, exit_process
+from controller.ledger import chain, journal
+from controller.ledger.chain import GENESIS, GENESIS_PREV, INTERNAL_KEY_PREFIX, SELF_CHECK
+from controller.ledger.errors import FatalStorageError, LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
+from controller.ledger.reducer import Reducer
+from controller.ledger.verify import Bad, ChainHead, derive_state, run_integrity_check, verify_chain_fast
+from controller.ledger.writer import Op, Receipt, Waiter, WalCheckpoint, Writer, exit_process
 
 if TYPE_CHECKING:
     import asyncio  # loaded on first use (_running_loop)

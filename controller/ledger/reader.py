@@ -24,11 +24,11 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from ..errors import InvariantViolation
-from . import journal
-from .chain import GENESIS_PREV, Entry, format_time
-from .errors import LedgerDamaged
-from .verify import Bad, ChainScan
+from controller.errors import InvariantViolation
+from controller.ledger import journal
+from controller.ledger.chain import GENESIS_PREV, Entry, format_time
+from controller.ledger.errors import LedgerDamaged
+from controller.ledger.verify import Bad, ChainScan
 
 
 @dataclass(frozen=True)

@@ -29,10 +29,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from . import chain, journal
-from .chain import CHECKPOINT, GENESIS, GENESIS_PREV, INTERNAL_KINDS, Entry
-from .errors import LedgerDamaged, LedgerError
-from .reducer import Reducer
+from controller.ledger import chain, journal
+from controller.ledger.chain import CHECKPOINT, GENESIS, GENESIS_PREV, INTERNAL_KINDS, Entry
+from controller.ledger.errors import LedgerDamaged, LedgerError
+from controller.ledger.reducer import Reducer
 
 S = TypeVar("S")
 

@@ -35,13 +35,13 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, InvalidStateError
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar
 
-from ..errors import InputError, InvariantViolation
-from ..exits import EXIT_STORAGE
-from . import chain, journal
-from .chain import CHECKPOINT, Entry
-from .errors import FatalStorageError, KeyConflict, LedgerClosed
-from .reducer import Reducer
-from .verify import ChainHead, state_digest
+from controller.errors import InputError, InvariantViolation
+from controller.exits import EXIT_STORAGE
+from controller.ledger import chain, journal
+from controller.ledger.chain import CHECKPOINT, Entry
+from controller.ledger.errors import FatalStorageError, KeyConflict, LedgerClosed
+from controller.ledger.reducer import Reducer
+from controller.ledger.verify import ChainHead, state_digest
 
 S = TypeVar("S")
 

@@ -26,9 +26,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from ..meter.ops import LockPercentAward
-from ..meter.state import LockedAward
-from ..money import format_cents
+from controller.meter.ops import LockPercentAward
+from controller.meter.state import LockedAward
+from controller.money import format_cents
 
 # The approval key: scrypt at a fixed cost, so that the table (which derives it from the typed secret) and the
 # authority's configuration (made once) agree; about a tenth of a second.

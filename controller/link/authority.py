@@ -27,28 +27,35 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from structlog.typing import FilteringBoundLogger
 
-from .. import __version__
-from ..app.anchoring import Anchoring, AnchorMetrics
-from ..app.auth import AuthMetrics, SupervisorCheck
-from ..app.control import PEER, NotAvailable, UnknownOp
-from ..app.logs import LogBudget
-from ..app.operations import AUTHORITY_OPERATIONS, OPERATIONS, check_arguments
-from ..app.reports import MeterSeries
-from ..app.views import meter_json
-from ..errors import InputError
-from ..ledger import Ledger, software_digest
-from ..ledger.chain import format_time, utc_now
-from ..ledger.errors import KeyConflict
-from ..ledger.reader import Found, JournalReader
-from ..meter_ledger import LINK_REFUSED, TABLE_ANCHOR, TABLE_ANCHOR_CLEARED, Meters, MetersReducer, configure_meter
-from ..money import format_cents, parse_cents
-from . import anchors, approval, schema, signing
-from .journal_keys import last_link_seqs
-from .liveness import Liveness, floor_json, table_json
-from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
+from controller import __version__
+from controller.app.anchoring import Anchoring, AnchorMetrics
+from controller.app.auth import AuthMetrics, SupervisorCheck
+from controller.app.control import PEER, NotAvailable, UnknownOp
+from controller.app.logs import LogBudget
+from controller.app.operations import AUTHORITY_OPERATIONS, OPERATIONS, check_arguments
+from controller.app.reports import MeterSeries
+from controller.app.views import meter_json
+from controller.errors import InputError
+from controller.ledger import Ledger, software_digest
+from controller.ledger.chain import format_time, utc_now
+from controller.ledger.errors import KeyConflict
+from controller.ledger.reader import Found, JournalReader
+from controller.link import anchors, approval, schema, signing
+from controller.link.journal_keys import last_link_seqs
+from controller.link.liveness import Liveness, floor_json, table_json
+from controller.link.mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
+from controller.meter_ledger import (
+    LINK_REFUSED,
+    TABLE_ANCHOR,
+    TABLE_ANCHOR_CLEARED,
+    Meters,
+    MetersReducer,
+    configure_meter,
+)
+from controller.money import format_cents, parse_cents
 
 if TYPE_CHECKING:
-    from ..config.authority import AuthorityConfig
+    from controller.config.authority import AuthorityConfig
 
 log = structlog.get_logger("controller.link.authority")
 

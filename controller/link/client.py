@@ -22,18 +22,18 @@ from typing import Any, cast
 
 import structlog
 
-from ..app.logs import LogBudget
-from ..config.model import MqttConfig
-from ..errors import InputError
-from ..ledger import Ledger, software_digest
-from ..ledger.errors import KeyConflict
-from ..ledger.reader import Found, lookup
-from ..meter import ops as meter_ops
-from ..meter_award import RESET_FLOOR_CENTS
-from ..meter_ledger import LINK_REFUSED
-from . import schema, signing
-from .mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
-from .outbox import LINK_ACK, LINK_SEND, Outbox, OutboxReducer, Sent, send_body
+from controller.app.logs import LogBudget
+from controller.config.model import MqttConfig
+from controller.errors import InputError
+from controller.ledger import Ledger, software_digest
+from controller.ledger.errors import KeyConflict
+from controller.ledger.reader import Found, lookup
+from controller.link import schema, signing
+from controller.link.mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
+from controller.link.outbox import LINK_ACK, LINK_SEND, Outbox, OutboxReducer, Sent, send_body
+from controller.meter import ops as meter_ops
+from controller.meter_award import RESET_FLOOR_CENTS
+from controller.meter_ledger import LINK_REFUSED
 
 log = structlog.get_logger("controller.link.client")
 

@@ -6,8 +6,8 @@ read through controller.ledger.reader).
 
 from __future__ import annotations
 
-from ..ledger.reader import JournalReader
-from .schema import LINK_KEY_PREFIX as PREFIX
+from controller.ledger.reader import JournalReader
+from controller.link.schema import LINK_KEY_PREFIX as PREFIX
 
 
 def last_link_seqs(reader: JournalReader) -> dict[str, int]:

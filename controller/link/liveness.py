@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ..money import format_cents
-from .schema import FloorLine
+from controller.link.schema import FloorLine
+from controller.money import format_cents
 
 NOT_HEARD = "not heard yet"  # why a table is OFFLINE before the authority hears it at all
 WHY = {"hello": "connected", "op": "sent an operation", "anchor": "sent an anchor", "floor": "sent its floor line",

@@ -56,10 +56,9 @@ from paho.mqtt.packettypes import PacketTypes
 from paho.mqtt.properties import Properties
 from paho.mqtt.reasoncodes import ReasonCode
 
+from controller.config.model import MQTT_PROTOCOLS, MqttConfig
+from controller.link import aiomqtt_internals as internals
 from drivers.health import Backoff
-
-from ..config.model import MQTT_PROTOCOLS, MqttConfig
-from . import aiomqtt_internals as internals
 
 log = structlog.get_logger("controller.link.mqtt")
 
@@ -175,7 +174,7 @@ class MqttSettings:
 def read_password(path: Path) -> str:
     """The password kept in `path`, without the newline that ends the file. The message of an error names
     the file, never its content."""
-    from ..config.files import MAX_SECRET_BYTES, FileRefused, read_file
+    from controller.config.files import MAX_SECRET_BYTES, FileRefused, read_file
 
     try:
         data = read_file(path, limit=MAX_SECRET_BYTES).data  # one line: never a FIFO, never /dev/zero

@@ -14,8 +14,9 @@ from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import InputError, RulesError
-from ..meter import (
+from controller.errors import InputError, RulesError
+from controller.link.schema import TABLE_OPS
+from controller.meter import (
     BookContributions,
     CloseRound,
     LockPercentAward,
@@ -25,8 +26,7 @@ from ..meter import (
     VoidRound,
     op_from_dict,
 )
-from ..meter_ledger import LINK_REFUSED
-from .schema import TABLE_OPS
+from controller.meter_ledger import LINK_REFUSED
 
 LINK_SEND = "link-send"
 LINK_ACK = "link-ack"

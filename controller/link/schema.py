@@ -12,8 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import InputError
-from ..money import format_cents, parse_cents
+from controller.errors import InputError
+from controller.money import format_cents, parse_cents
 
 LINK_KEY_PREFIX = "link:"  # the authority journals table T's operation N under "link:T:N"
 

@@ -8,9 +8,9 @@ journals them); `apply` is the one function that moves money, and every state it
 `check_invariant`. No I/O, no clock: times and credentials come in as arguments. See docs/meters.md.
 """
 
-from ..errors import InvariantViolation
-from .engine import Effect, apply
-from .ops import (
+from controller.errors import InvariantViolation
+from controller.meter.engine import Effect, apply
+from controller.meter.ops import (
     OPS,
     Adjust,
     BookContributions,
@@ -26,9 +26,9 @@ from .ops import (
     VoidRound,
     op_from_dict,
 )
-from .params import DEFAULT_HISTORY, MIN_HISTORY, MeterParams, params_from_dict, params_to_dict
-from .snapshot import state_from_dict, state_to_dict
-from .state import (
+from controller.meter.params import DEFAULT_HISTORY, MIN_HISTORY, MeterParams, params_from_dict, params_to_dict
+from controller.meter.snapshot import state_from_dict, state_to_dict
+from controller.meter.state import (
     RECENT_CLAIMS,
     RECENT_ROUNDS,
     Booking,

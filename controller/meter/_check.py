@@ -9,8 +9,8 @@ from decimal import Decimal
 from fractions import Fraction
 from typing import Any
 
-from ..errors import InputError
-from ..money import UNITS_PER_DOLLAR, format_units, parse_units
+from controller.errors import InputError
+from controller.money import UNITS_PER_DOLLAR, format_units, parse_units
 
 MAX_TEXT = 500  # characters in a free-text field (reason, who, award text)
 MAX_ID = 100  # characters in a round id or table name

@@ -10,10 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ..errors import InputError, RulesError
-from ..meter_award import take_percent
-from ..money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units
-from .ops import (
+from controller.errors import InputError, RulesError
+from controller.meter.ops import (
     Adjust,
     BookContributions,
     ChangeParams,
@@ -27,7 +25,7 @@ from .ops import (
     TopUp,
     VoidRound,
 )
-from .state import (
+from controller.meter.state import (
     RECENT_CLAIMS,
     RECENT_ROUNDS,
     Booking,
@@ -39,6 +37,8 @@ from .state import (
     hit_label,
     with_maps,
 )
+from controller.meter_award import take_percent
+from controller.money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units
 
 
 @dataclass(frozen=True)

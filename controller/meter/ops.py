@@ -21,12 +21,12 @@ from fractions import Fraction
 from functools import partial
 from typing import Any, ClassVar, NamedTuple, TypeVar
 
-from ..awards import PercentOfMeter, parse_award
-from ..cards import card_str, parse_card
-from ..errors import InputError
-from ..money import format_cents, parse_cents
-from . import _check
-from .params import MeterParams, params_from_dict, params_to_dict
+from controller.awards import PercentOfMeter, parse_award
+from controller.cards import card_str, parse_card
+from controller.errors import InputError
+from controller.meter import _check
+from controller.meter.params import MeterParams, params_from_dict, params_to_dict
+from controller.money import format_cents, parse_cents
 
 PAID_BY = ("attendant", "table")  # 605a.7(a): a meter of each
 

@@ -8,10 +8,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from ..errors import InputError, RulesError
-from ..meter_award import RESET_FLOOR_CENTS
-from ..money import UNITS_PER_CENT, format_cents, format_dollars_human, parse_cents
-from . import _check
+from controller.errors import InputError, RulesError
+from controller.meter import _check
+from controller.meter_award import RESET_FLOOR_CENTS
+from controller.money import UNITS_PER_CENT, format_cents, format_dollars_human, parse_cents
 
 RATE_PLACES = 4  # a whole-cent wager times the rate is then a whole number of meter units
 MIN_HISTORY = 25  # N.J.A.C. 13:69E-1.39A, 9 NYCRR 5320.8: a history of at least the last 25 hits

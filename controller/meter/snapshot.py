@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import InputError, InvariantViolation
-from ..money import format_cents, format_units, parse_cents, parse_units
-from . import _check
-from .params import params_from_dict, params_to_dict
-from .state import Booking, Hit, LockedAward, MeterState, SharedAward, check_invariant, with_maps
+from controller.errors import InputError, InvariantViolation
+from controller.meter import _check
+from controller.meter.params import params_from_dict, params_to_dict
+from controller.meter.state import Booking, Hit, LockedAward, MeterState, SharedAward, check_invariant, with_maps
+from controller.money import format_cents, format_units, parse_cents, parse_units
 
 _UNITS = (
     "current", "seed", "contributions", "reserve", "reserve_in", "reserve_to_meter", "overflow", "overflow_in",

@@ -19,9 +19,9 @@ from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
-from ..errors import InvariantViolation
-from ..money import UNITS_PER_CENT, format_units
-from .params import MeterParams
+from controller.errors import InvariantViolation
+from controller.meter.params import MeterParams
+from controller.money import UNITS_PER_CENT, format_units
 
 RECENT_ROUNDS = 1000  # closed or voided round ids remembered to refuse a second booking
 RECENT_CLAIMS = 1000  # paid or released claim ids remembered to refuse a second lock under the same id

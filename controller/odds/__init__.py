@@ -1,9 +1,17 @@
 """Exact odds by enumeration: counts of hands, return at a meter, break-even meter (docs/odds.md)."""
 
-from .badbeat import BadBeatCounts, bad_beat_counts
-from .counts import HandCounts, clear_caches, hand_counts
-from .render import render_text, to_json
-from .report import LOSING, Bonus, OddsReport, Outcome, break_even_meter, odds_report, percent_of_meter_chance
+from controller.odds.badbeat import BadBeatCounts, bad_beat_counts
+from controller.odds.counts import HandCounts, clear_caches, hand_counts
+from controller.odds.render import render_text, to_json
+from controller.odds.report import (
+    LOSING,
+    Bonus,
+    OddsReport,
+    Outcome,
+    break_even_meter,
+    odds_report,
+    percent_of_meter_chance,
+)
 
 __all__ = [
     "LOSING",

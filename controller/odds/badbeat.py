@@ -38,9 +38,9 @@ from itertools import combinations, combinations_with_replacement
 from math import comb
 from types import MappingProxyType
 
-from ..hands.categories import Four
-from ..hands.four import value_of_ranks as four_value
-from .suits import suit_patterns
+from controller.hands.categories import Four
+from controller.hands.four import value_of_ranks as four_value
+from controller.odds.suits import suit_patterns
 
 ALL_RANKS = tuple(range(2, 15))
 TWO_PAIR = Four.TWO_PAIR

@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from functools import cache
 from itertools import combinations, combinations_with_replacement
 
-from ..hands.categories import Four, Poker5, Three
-from ..hands.rankcode import RANKS
+from controller.hands.categories import Four, Poker5, Three
+from controller.hands.rankcode import RANKS
 
 ACE = 14
 

@@ -17,11 +17,11 @@ from itertools import combinations, combinations_with_replacement
 from math import comb, prod
 from types import MappingProxyType
 
-from ..errors import RulesError
-from ..games import CardRule, HandKind
-from ..hands.categories import Four, Poker5, Three
-from .codes import KEY, category_of, first_rank_of, suits_by_card, tables
-from .suits import suit_patterns
+from controller.errors import RulesError
+from controller.games import CardRule, HandKind
+from controller.hands.categories import Four, Poker5, Three
+from controller.odds.codes import KEY, category_of, first_rank_of, suits_by_card, tables
+from controller.odds.suits import suit_patterns
 
 _ENUMS: Mapping[HandKind, type[IntEnum]] = MappingProxyType(
     {HandKind.POKER5: Poker5, HandKind.THREE: Three, HandKind.FOUR: Four}
@@ -156,7 +156,7 @@ def _hand_counts(kind: HandKind, rule: CardRule, three_card_ace_low: bool) -> Ha
     if kind is HandKind.POKER5 and rule in FIVE_RANDOM_CARDS:
         return _freeze(kind, rule, _five_card_codes(), comb(52, 5), "every five-card hand, by suit pattern")
     if kind is HandKind.POKER5 and rule is CardRule.PLAYER_AND_TWO_OF_COMMUNITY:
-        from .flop import flop_codes
+        from controller.odds.flop import flop_codes
 
         return _freeze(kind, rule, flop_codes(), comb(52, 3) * comb(49, 3), "every deal of the player's three cards and the flop, by suit class and triangle counting")
     if kind is HandKind.THREE and rule is CardRule.PLAYER_FIRST_THREE:
@@ -174,7 +174,7 @@ def _hand_counts(kind: HandKind, rule: CardRule, three_card_ace_low: bool) -> Ha
 
 def clear_caches() -> None:
     """Forget every cached count and table (for benchmarks that time a cold start)."""
-    from . import badbeat, codes, suits
+    from controller.odds import badbeat, codes, suits
 
     badbeat.bad_beat_counts.cache_clear()
     badbeat._tables.cache_clear()

@@ -17,8 +17,8 @@ So each class costs 1,176 five-card lookups and 1,176 bitmask steps instead of 1
 
 from __future__ import annotations
 
-from .codes import KEY, tables
-from .suits import remaining, suit_classes
+from controller.odds.codes import KEY, tables
+from controller.odds.suits import remaining, suit_classes
 
 
 def player_flop_codes(player: tuple[int, int, int]) -> dict[int, int]:

@@ -11,10 +11,10 @@ from fractions import Fraction
 from math import ceil
 from typing import Any
 
-from ..cards import RANKS
-from ..games import GAMES
-from ..money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units
-from .report import LOSING, Bonus, OddsReport, Outcome
+from controller.cards import RANKS
+from controller.games import GAMES
+from controller.money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units
+from controller.odds.report import LOSING, Bonus, OddsReport, Outcome
 
 
 def decimal(value: Fraction, places: int) -> str:

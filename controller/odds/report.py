@@ -14,14 +14,14 @@ from enum import IntEnum
 from fractions import Fraction
 from math import ceil
 
-from ..awards import Award, PercentOfMeter
-from ..cards import DECK_SIZE
-from ..errors import InputError, RulesError
-from ..games import CardRule, Game, HandKind, Wager, game, wager
-from ..hands.categories import category_from_label
-from ..money import UNITS_PER_CENT, format_dollars_human
-from ..paytables.model import ANY_WAGER, Pay, Paytable, hand_type
-from .counts import hand_counts
+from controller.awards import Award, PercentOfMeter
+from controller.cards import DECK_SIZE
+from controller.errors import InputError, RulesError
+from controller.games import CardRule, Game, HandKind, Wager, game, wager
+from controller.hands.categories import category_from_label
+from controller.money import UNITS_PER_CENT, format_dollars_human
+from controller.odds.counts import hand_counts
+from controller.paytables.model import ANY_WAGER, Pay, Paytable, hand_type
 
 LOSING = "other"  # the hand label of the losing remainder: every outcome no row pays
 
@@ -120,7 +120,7 @@ def _card_rows(w: Wager, paytable: Paytable) -> tuple[list[_Row], int, str]:
     by_hand: Mapping[tuple[IntEnum, int | None], int]
     if w.dealer_rule is CardRule.DEALER_BEST_FOUR:
         # The Bad Beat Bonus is paid on the losing hand of the player's and the dealer's (§ 641a.7(d)(6)).
-        from . import badbeat
+        from controller.odds import badbeat
 
         if any(p.min_rank is not None for p in paytable.pays):
             raise RulesError("paytable", f"{paytable.id!r}: a Bad Beat row is paid on the losing hand's category; a min_rank is not supported")
@@ -146,10 +146,10 @@ def _card_rows(w: Wager, paytable: Paytable) -> tuple[list[_Row], int, str]:
 
 
 def _dice_rows(g: Game, w: Wager, paytable: Paytable, bet: str | None) -> tuple[list[_Row], str]:
-    from ..dice import odds as dice_odds  # only dice games need the dice modules
+    from controller.dice import odds as dice_odds  # only dice games need the dice modules
 
     if w.hand is HandKind.HOT_ROLLER:
-        from ..dice.hot_roller import OUTCOME_KEYS
+        from controller.dice.hot_roller import OUTCOME_KEYS
 
         probs: dict[str, Fraction] = {}
         for k, p in dice_odds.hot_roller_outcomes().items():
@@ -158,7 +158,7 @@ def _dice_rows(g: Game, w: Wager, paytable: Paytable, bet: str | None) -> tuple[
         rows = [_Row(p, None, probs.get(p.hand, Fraction(0))) for p in paytable.pays]
         method = "Markov chain over the combinations thrown before a seven (§ 623c.1(g)), exact"
     else:
-        from ..dice.props_and_hops import BETS
+        from controller.dice.props_and_hops import BETS
 
         if bet is None:
             raise InputError("bet", f"{g.title} has many bets; name one of: {', '.join(BETS)}")

@@ -17,7 +17,7 @@ from functools import cache
 from itertools import combinations, permutations
 from math import comb
 
-from ..cards import DECK
+from controller.cards import DECK
 
 Pattern = tuple[tuple[int, ...], int]  # (cards in ascending order, how many real hands)
 

@@ -1,8 +1,8 @@
 """Paytables as data: the model, the TOML loader, the paytables the regulations print, and the
 rules for selecting one (docs/paytables.md)."""
 
-from .load import all_paytables, builtin_paytables, find_paytable, load_paytable, load_paytable_text
-from .model import (
+from controller.paytables.load import all_paytables, builtin_paytables, find_paytable, load_paytable, load_paytable_text
+from controller.paytables.model import (
     ANY_WAGER,
     DICE_KEYS,
     HOT_ROLLER_KEYS,
@@ -14,7 +14,7 @@ from .model import (
     hand_keys,
     hand_type,
 )
-from .validate import (
+from controller.paytables.validate import (
     ENVY_QUALIFYING,
     MINIMUM_PAYING,
     EnvyRule,

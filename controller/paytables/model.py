@@ -12,9 +12,9 @@ from enum import IntEnum
 from functools import cached_property
 from types import MappingProxyType
 
-from ..awards import Award, Fixed, PercentOfMeter
-from ..games import HandKind
-from ..hands.categories import Four, HandCategory, Poker5, Three
+from controller.awards import Award, Fixed, PercentOfMeter
+from controller.games import HandKind
+from controller.hands.categories import Four, HandCategory, Poker5, Three
 
 # `wager = "*"`: every wager of the listed games whose hands are of the paytable's kind. Dice
 # games state one payout schedule for all their wagers (§ 668a.4), whatever ids they get.

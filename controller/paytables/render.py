@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..cards import RANKS
-from ..money import format_cents
-from .model import Pay, Paytable
+from controller.cards import RANKS
+from controller.money import format_cents
+from controller.paytables.model import Pay, Paytable
 
 
 def _hand(p: Pay) -> str:

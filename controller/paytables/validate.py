@@ -10,11 +10,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from ..errors import InputError, RulesError
-from ..games import GAMES, HandKind, game, wager
-from ..money import format_dollars_human
-from .load import builtin_paytables
-from .model import ANY_WAGER, Paytable, hand_type
+from controller.errors import InputError, RulesError
+from controller.games import GAMES, HandKind, game, wager
+from controller.money import format_dollars_human
+from controller.paytables.load import builtin_paytables
+from controller.paytables.model import ANY_WAGER, Paytable, hand_type
 
 
 @dataclass(frozen=True)

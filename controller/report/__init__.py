@@ -4,7 +4,7 @@ The pure core: `day.py` (the gaming day's bounds), `build.py` (the figures, the 
 `span_series` and `downsample` for plots), `render.py` (text, JSON, CSV, HTML). The shell: `files.py` reads the journal (through
 controller.ledger.reader) and writes the report's files."""
 
-from .build import (
+from controller.report.build import (
     DayReport,
     Holdings,
     MeterDay,
@@ -16,7 +16,17 @@ from .build import (
     replay,
     span_series,
 )
-from .day import SPANS, GamingDay, day_of, gaming_day, last_ended, parse_day, parse_day_starts, parse_span, span_edges
+from controller.report.day import (
+    SPANS,
+    GamingDay,
+    day_of,
+    gaming_day,
+    last_ended,
+    parse_day,
+    parse_day_starts,
+    parse_span,
+    span_edges,
+)
 
 __all__ = [
     "SPANS", "DayReport", "GamingDay", "Holdings", "MeterDay", "build_report", "day_of", "day_report", "downsample",

@@ -24,18 +24,18 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from ..awards import PercentOfMeter, parse_award
-from ..errors import InputError, InvariantViolation
-from ..faults import DEVICE_FAULT, WAGERING_BLOCK, FaultBook, FaultRecord, Outage, covered
-from ..faults import KINDS as FAULT_KINDS
-from ..link.schema import LINK_KEY_PREFIX
-from ..meter import MeterState, apply, initial_state, params_from_dict
-from ..meter import ops as meter_ops
-from ..meter._check import parse_moment
-from ..meter_ledger import CLAIM, DEFINE_METER, TABLE_STATE, Meters, op_from_body
-from ..money import UNITS_PER_CENT, format_dollars_human, format_units, parse_units
-from ..round.claims import claim_from_json, hit_hand
-from .day import GamingDay
+from controller.awards import PercentOfMeter, parse_award
+from controller.errors import InputError, InvariantViolation
+from controller.faults import DEVICE_FAULT, WAGERING_BLOCK, FaultBook, FaultRecord, Outage, covered
+from controller.faults import KINDS as FAULT_KINDS
+from controller.link.schema import LINK_KEY_PREFIX
+from controller.meter import MeterState, apply, initial_state, params_from_dict
+from controller.meter import ops as meter_ops
+from controller.meter._check import parse_moment
+from controller.meter_ledger import CLAIM, DEFINE_METER, TABLE_STATE, Meters, op_from_body
+from controller.money import UNITS_PER_CENT, format_dollars_human, format_units, parse_units
+from controller.report.day import GamingDay
+from controller.round.claims import claim_from_json, hit_hand
 
 METER_KINDS = frozenset(meter_ops.OPS)
 

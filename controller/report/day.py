@@ -7,7 +7,7 @@ import re
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
 
-from ..errors import InputError
+from controller.errors import InputError
 
 DEFAULT_DAY_STARTS = time(6, 0)
 DEFAULT_TIME_ZONE = "America/New_York"  # the regulations are Pennsylvania's

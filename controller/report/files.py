@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from ..ledger import journal
-from ..ledger.reader import JournalReader
-from ..meter_ledger import Meters
-from .build import DayReport, Source, day_report, meter_series, split_at
-from .day import GamingDay
-from .render import FORMS, render
+from controller.ledger import journal
+from controller.ledger.reader import JournalReader
+from controller.meter_ledger import Meters
+from controller.report.build import DayReport, Source, day_report, meter_series, split_at
+from controller.report.day import GamingDay
+from controller.report.render import FORMS, render
 
 
 def read_report(state_dir: Path, day: GamingDay, source: Source | None = None) -> DayReport:

@@ -11,8 +11,8 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
-from ..faults import Outage
-from ..money import (
+from controller.faults import Outage
+from controller.money import (
     UNITS_PER_CENT,
     UNITS_PER_DOLLAR,
     format_cents,
@@ -20,7 +20,7 @@ from ..money import (
     format_units,
     format_units_human,
 )
-from .build import (
+from controller.report.build import (
     AUTHORITY,
     ENVY,
     FIXED,
@@ -36,7 +36,7 @@ from .build import (
     Readings,
     downsample,
 )
-from .day import GamingDay, local_time
+from controller.report.day import GamingDay, local_time
 
 
 def _t(t: datetime | None) -> str | None:

@@ -1,6 +1,6 @@
 """Rounds at one table: the pure state machine that decides which wagers exist (see machine.py)."""
 
-from .machine import start, step
-from .model import *  # noqa: F403 - the machine's vocabulary
+from controller.round.machine import start, step
+from controller.round.model import *  # noqa: F403 - the machine's vocabulary
 
 __all__ = ["start", "step"]

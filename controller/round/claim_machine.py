@@ -26,11 +26,11 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from ..awards import PercentOfMeter, parse_award
-from ..errors import RulesError
-from ..settlement import Payout
-from .claims import OPEN, Claim, RoundClaims, claim_refusal, status_text
-from .model import Note
+from controller.awards import PercentOfMeter, parse_award
+from controller.errors import RulesError
+from controller.round.claims import OPEN, Claim, RoundClaims, claim_refusal, status_text
+from controller.round.model import Note
+from controller.settlement import Payout
 
 EVENTS = ("claimed", "locked", "approved", "paid", "rejected", "voided", "refused", "share-refused",
           "reapproved")

@@ -34,16 +34,16 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
-from ..awards import PercentOfMeter, parse_award
-from ..cards import card_str, cards_str, parse_card, parse_cards
-from ..errors import InputError, RulesError
-from ..games import Game, Wager
-from ..meter import ops as meter_ops
-from ..money import format_cents, format_dollars_human, format_units, parse_cents, parse_units
-from ..paytables import Paytable
-from ..positions import DEALER, DEALER_POSITION, position_name
-from ..settlement import Payout, Round, Seat, settle, settlement_order
-from .model import TableRules
+from controller.awards import PercentOfMeter, parse_award
+from controller.cards import card_str, cards_str, parse_card, parse_cards
+from controller.errors import InputError, RulesError
+from controller.games import Game, Wager
+from controller.meter import ops as meter_ops
+from controller.money import format_cents, format_dollars_human, format_units, parse_cents, parse_units
+from controller.paytables import Paytable
+from controller.positions import DEALER, DEALER_POSITION, position_name
+from controller.round.model import TableRules
+from controller.settlement import Payout, Round, Seat, settle, settlement_order
 
 # locking: a linked meter's percentage award is being locked at the link authority (its amount is the
 # authority's); pending: awaits a supervisor; paying: approved (or paid by the table), its payouts being

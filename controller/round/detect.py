@@ -32,14 +32,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from ..cards import card_str, parse_card
-from ..errors import CardError, InputError, RulesError
-from ..games import Game, Wager
-from ..meter_award import RESET_FLOOR_CENTS
-from ..money import UNITS_PER_CENT
-from ..paytables import Paytable
-from ..positions import DEALER, DEALER_POSITION, position_name
-from ..settlement import Round, Seat, settle, settlement_order
+from controller.cards import card_str, parse_card
+from controller.errors import CardError, InputError, RulesError
+from controller.games import Game, Wager
+from controller.meter_award import RESET_FLOOR_CENTS
+from controller.money import UNITS_PER_CENT
+from controller.paytables import Paytable
+from controller.positions import DEALER, DEALER_POSITION, position_name
+from controller.settlement import Round, Seat, settle, settlement_order
 
 PLAYERS = "players"  # one card to each seat dealt, seat 1 first, clockwise
 # DEALER ("dealer"): one card to the dealer's hand

@@ -30,9 +30,9 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, TypeVar
 
-from ..cards import DECK_SIZE
-from ..errors import InputError, RulesError
-from .model import (
+from controller.cards import DECK_SIZE
+from controller.errors import InputError, RulesError
+from controller.round.model import (
     Block,
     BlockCleared,
     BlockRaised,

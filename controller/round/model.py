@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
 
-from ..errors import InputError
+from controller.errors import InputError
 
 MAX_STUB_INTERVAL = 5  # § 667a.8(f), § 667a.9(f), § 667a.10(e): count the stub at least once every 5 rounds
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import Protocol
 
-from .machine import raise_block, start
-from .model import Block, Effect, Lamp, Light, Note, Phase, Step, TableRules, TableState
+from controller.round.machine import raise_block, start
+from controller.round.model import Block, Effect, Lamp, Light, Note, Phase, Step, TableRules, TableState
 
 
 class BookingView(Protocol):

@@ -5,9 +5,9 @@ asyncio.Protocol on a serial port), ``driver`` (LineDevice, LineSettings). The s
 docs/line-protocol.md.
 """
 
-from .driver import CommandRejected, LineDevice, LineSettings
-from .frame import MAX_FRAME, DecodeError, Decoder, Frame, crc16, encode
-from .protocol import PROTOCOL_VERSION, ArgError, Link, Role
+from drivers.line.driver import CommandRejected, LineDevice, LineSettings
+from drivers.line.frame import MAX_FRAME, DecodeError, Decoder, Frame, crc16, encode
+from drivers.line.protocol import PROTOCOL_VERSION, ArgError, Link, Role
 
 __all__ = [
     "MAX_FRAME",

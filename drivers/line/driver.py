@@ -28,10 +28,9 @@ from controller.errors import InputError
 from drivers.device import DeviceUnavailable, UnsupportedCommand
 from drivers.events import Command, Event
 from drivers.health import Backoff, DeviceHealth
-
-from .frame import MAX_FRAME, OVERHEAD, SEQ_DIGITS, DecodeError, Frame, encode
-from .port import FrameProtocol, close_port, open_port
-from .protocol import (
+from drivers.line.frame import MAX_FRAME, OVERHEAD, SEQ_DIGITS, DecodeError, Frame, encode
+from drivers.line.port import FrameProtocol, close_port, open_port
+from drivers.line.protocol import (
     ACK,
     CONTROLLER_KIND,
     NAK,

@@ -38,8 +38,7 @@ from drivers.events import (
     WagerRemoved,
     WagerSensed,
 )
-
-from .frame import MAX_FRAME, SEQ_MODULO, Frame, FrameEncodeError, check_arg, encode
+from drivers.line.frame import MAX_FRAME, SEQ_MODULO, Frame, FrameEncodeError, check_arg, encode
 
 PROTOCOL_VERSION = "1"
 CONTROLLER_KIND = "CONTROLLER"  # the kind a controller announces in its HELLO

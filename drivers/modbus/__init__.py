@@ -11,8 +11,8 @@ Layered like pymodbus underneath them:
 - edges.py, devices.py: polled states -> events, commands -> writes; the Device implementations (client).
 """
 
-from .bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected, Transaction
-from .devices import (
+from drivers.modbus.bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected, Transaction
+from drivers.modbus.devices import (
     DeviceMetrics,
     ModbusDevice,
     ModbusLockoutButton,
@@ -20,8 +20,8 @@ from .devices import (
     ModbusSeatDevice,
     make_device,
 )
-from .registermap import Kind, Point, RegisterMap, RegisterMapError, Table, load_register_map
-from .settings import SerialBusSettings, TcpSettings
+from drivers.modbus.registermap import Kind, Point, RegisterMap, RegisterMapError, Table, load_register_map
+from drivers.modbus.settings import SerialBusSettings, TcpSettings
 
 __all__ = [
     "BusError",

@@ -35,13 +35,12 @@ from pymodbus.framer import FramerType
 from pymodbus.pdu import ModbusPDU
 
 from drivers.health import Backoff
-
-from . import frames
-from .frames import Framing
-from .registermap import Table
-from .schedule import Policy
-from .scheduler import BusScheduler
-from .settings import BusSettings, SerialBusSettings
+from drivers.modbus import frames
+from drivers.modbus.frames import Framing
+from drivers.modbus.registermap import Table
+from drivers.modbus.schedule import Policy
+from drivers.modbus.scheduler import BusScheduler
+from drivers.modbus.settings import BusSettings, SerialBusSettings
 
 log = structlog.get_logger("drivers.modbus")
 

@@ -42,13 +42,12 @@ from drivers.events import (
     WagerSensed,
 )
 from drivers.health import Backoff, DeviceHealth
-
-from . import frames
-from .bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected, raise_if_cancelled
-from .codec import DataType
-from .edges import PressCounter, RisingEdge, Sensed, WagerEdges
-from .registermap import ButtonMode, Kind, Point, RegisterMap, Table
-from .schedule import Read, Role
+from drivers.modbus import frames
+from drivers.modbus.bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected, raise_if_cancelled
+from drivers.modbus.codec import DataType
+from drivers.modbus.edges import PressCounter, RisingEdge, Sensed, WagerEdges
+from drivers.modbus.registermap import ButtonMode, Kind, Point, RegisterMap, Table
+from drivers.modbus.schedule import Read, Role
 
 log = structlog.get_logger("drivers.modbus")
 

@@ -12,7 +12,7 @@ from enum import Enum
 
 from pymodbus.framer.rtu import FramerRTU
 
-from .registermap import Table
+from drivers.modbus.registermap import Table
 
 READ_COILS = 1
 READ_DISCRETE_INPUTS = 2

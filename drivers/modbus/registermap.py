@@ -23,9 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from controller.errors import InputError
 from drivers.events import SignMessage
-
-from . import codec
-from .codec import DataType, WordOrder
+from drivers.modbus import codec
+from drivers.modbus.codec import DataType, WordOrder
 
 if TYPE_CHECKING:
     from controller.config.toml import FieldError

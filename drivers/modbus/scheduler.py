@@ -17,7 +17,7 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 
-from .schedule import Phase, Policy, Read, Role, State, after, choose
+from drivers.modbus.schedule import Phase, Policy, Read, Role, State, after, choose
 
 
 class BusScheduler:

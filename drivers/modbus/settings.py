@@ -14,7 +14,7 @@ from typing import Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from .frames import t35
+from drivers.modbus.frames import t35
 
 
 class _Common(BaseModel):
