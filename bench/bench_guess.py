@@ -11,7 +11,7 @@ second, received on its notify socket). Three windows of the same length, one af
 
 - idle: nothing asks the daemon anything (the baseline);
 - one user: 8 connections of one user pipeline wrong secrets for the supervisor's name and for made-up names,
-  as fast as they are answered; the user is locked out after its 5th wrong guess (controller.app.auth), so most
+  as fast as they are answered; the user is locked out after its 5th wrong guess (controller.service.auth), so most
   answers are refusals that hash nothing;
 - many users (run as root: 24 connections, each opened by a process of a user of its own, the socket opened to
   them):

@@ -82,8 +82,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import structlog
 
-from controller.link import schema
 from controller.link.mqtt import MqttLink, MqttSettings
+from controller.linkproto import schema
 
 SECTION = "## Linked progressives"
 COMMAND = ".venv/bin/python bench/bench_link.py --write"
@@ -320,8 +320,8 @@ class Subscriber:
 def _child_authority(trace: str, profile: str, argv: list[str]) -> int:
     import re
 
+    from controller.authority import authority as A
     from controller.cli import daemon
-    from controller.link import authority as A
 
     arrivals: dict[tuple[str, int], float] = {}
     replied: dict[str, float] = {}
@@ -522,9 +522,9 @@ class Authority:
         from controller.ledger import Ledger, software_digest
         from controller.ledger.reader import JournalReader
         from controller.link.journal_keys import last_link_seqs
-        from controller.meter_ledger import MetersReducer
+        from controller.round.journal import JournalReducer
 
-        led = Ledger.open(self.state_dir, MetersReducer(), software_digest=software_digest())
+        led = Ledger.open(self.state_dir, JournalReducer(), software_digest=software_digest())
         try:
             with JournalReader(led.db_path) as keys:
                 return led.state[METER], last_link_seqs(keys)
@@ -887,10 +887,11 @@ async def journal_alone(work: Path, tables: tuple[str, ...], ops: dict[str, list
     submitted as the authority submits them (one client per table, each awaiting its receipt)."""
     from controller.ledger import Ledger, software_digest
     from controller.ledger.chain import utc_now
+    from controller.meter.journal import DEFINE_METER, define_meter_body
     from controller.meter.params import MeterParams
-    from controller.meter_ledger import DEFINE_METER, MetersReducer, define_meter_body
+    from controller.round.journal import JournalReducer
 
-    led = Ledger.open(work / f"journal-{name}", MetersReducer(), software_digest=software_digest())
+    led = Ledger.open(work / f"journal-{name}", JournalReducer(), software_digest=software_digest())
     try:
         params = MeterParams(METER, RESET_CENTS, RATE, (100, 500))
         led.submit(DEFINE_METER, define_meter_body(params, "bench", utc_now()), f"define:{METER}")

@@ -83,8 +83,8 @@ from controller.money import format_cents
 from drivers.events import ShowAmounts
 from drivers.modbus import frames as mb_frames
 from drivers.modbus import make_device
+from drivers.modbus.core.schedule import Policy
 from drivers.modbus.devices import plan_blocks
-from drivers.modbus.schedule import Policy
 from hil.rig import Rig
 from hil.rig_config import load_rig_config
 from hil.wire import Direction, frame_silence
@@ -124,7 +124,7 @@ RESOURCES_BEFORE = {  # window -> seconds, CPU %, RSS mean and max MB, bus txn/s
 }
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 # What the daemon imports (controller.cli.daemon and what its start-up imports), nothing started.
-BASELINE_IMPORTS = ("controller.cli.daemon", "controller.app.control", "controller.app.dice_table",
+BASELINE_IMPORTS = ("controller.cli.daemon", "controller.service.control", "controller.app.dice_table",
                     "controller.app.metrics", "controller.app.table", "controller.config",
                     "controller.config.devices", "controller.ledger", "drivers.modbus", "drivers.line")
 

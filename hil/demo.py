@@ -59,7 +59,7 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    from controller.app import logs
+    from controller.service import logs
 
     table, rig_file = demo_files()
     table, rig_file = args.table or table, args.rig or rig_file

@@ -36,9 +36,8 @@ from drivers.events import (
     WagerRemoved,
     WagerSensed,
 )
-from drivers.line.frame import DecodeError, Frame
-from drivers.line.port import FrameProtocol, close_port, open_port
-from drivers.line.protocol import (
+from drivers.line.core.frame import DecodeError, Frame
+from drivers.line.core.protocol import (
     ACCEPTLIGHT,
     AMOUNTS,
     LOCKLAMP,
@@ -55,6 +54,7 @@ from drivers.line.protocol import (
     Status,
     to_wire,
 )
+from drivers.line.port import FrameProtocol, close_port, open_port
 
 log = structlog.get_logger("hil.line_device")
 

@@ -18,9 +18,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 from pydantic_core import ErrorDetails
 
 import progressive_examples
-from controller.config.files import FileRefused, kind_of, probe, read_file, show_path
-from controller.config.toml import InvalidTable, TomlError, parse_toml, validate_table
 from controller.errors import InputError
+from controller.tomlfile.files import FileRefused, kind_of, probe, read_file, show_path
+from controller.tomlfile.toml import InvalidTable, TomlError, parse_toml, validate_table
 
 # The device kinds of drivers/events.py: wagering device, lock-out, meter sign, the card counters
 # (shuffler, shoe) and dice entry.

@@ -5,7 +5,7 @@ when it cannot say (an unknown extra, an extra that names the package itself): t
 import sys
 from pathlib import Path
 
-from controller.config.toml import parse_toml  # the package is installed: this runs in its venv
+from controller.tomlfile.toml import parse_toml  # the package is installed: this runs in its venv
 
 project = parse_toml(Path("pyproject.toml").read_text(encoding="utf-8"))["project"]
 lines = list(project["dependencies"])

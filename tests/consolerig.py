@@ -14,8 +14,8 @@ from pathlib import Path
 
 import aiohttp
 
-from controller.app.control import ControlServer
 from controller.app.table import TableDaemon
+from controller.service.control import ControlServer
 
 from rigtable import daemon_on_rig, until, with_supervisor
 from tableproc import free_port

@@ -21,12 +21,12 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from prometheus_client import CollectorRegistry
 
+from controller.authority.authority import LinkAuthority
 from controller.config.authority import AuthorityConfig
 from controller.config.credentials import PBKDF2, hash_credential
 from controller.config.model import MqttConfig, StandaloneMeter
-from controller.link import approval, signing
-from controller.link.authority import LinkAuthority
 from controller.link.client import TableLink
+from controller.linkproto import approval, signing
 from controller.meter.params import MeterParams
 from controller.money import parse_cents
 

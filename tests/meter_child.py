@@ -2,7 +2,7 @@
 
 ``python meter_child.py STATE_DIR SEED COUNT`` reads one JSON document from stdin
 ({"retry": [[key, kind, body], ...], "checkpoint_every": N}), prints ``OPENING``, opens the ledger
-with `MetersReducer`, prints ``READY <head seq> <state as canonical JSON>``, defines the two meters
+with `JournalReducer`, prints ``READY <head seq> <state as canonical JSON>``, defines the two meters
 if the journal does not hold them yet, resubmits the operations to retry (outcomes a kill hid), and
 then submits COUNT random meter operations, each chosen from the state the ledger holds at that
 moment (the open rounds of each table), so that a restarted child continues where the killed one
@@ -43,12 +43,12 @@ from controller.meter import (
     VoidRound,
     params_from_dict,
 )
-from controller.meter_ledger import (
+from controller.meter.journal import (
     DEFINE_METER,
-    MetersReducer,
     define_meter_body,
     op_body,
 )
+from controller.round.journal import JournalReducer
 
 MAIN = {"meter_id": "main", "reset": "10000.00", "rate": "0.15", "wager_sizes": ["1.00", "5.00", "25.00"]}
 SIDE = {"meter_id": "side", "reset": "10000.00", "rate": "0.2", "reserve_rate": "0.05", "ceiling": "10100.00",
@@ -151,7 +151,7 @@ def child_main(state_dir: str, seed: int, count: int) -> int:
     from controller.ledger.chain import canonical
 
     spec = json.loads(sys.stdin.read() or "{}")
-    reducer = MetersReducer()
+    reducer = JournalReducer()
 
     def emit(line: str) -> None:
         os.write(1, (line + "\n").encode())

@@ -12,7 +12,8 @@ from typing import Any
 from controller.errors import InputError
 from controller.ledger.reader import Record as Rec
 from controller.meter import ops as meter_ops
-from controller.meter_ledger import MetersReducer, op_body
+from controller.meter.journal import op_body
+from controller.round.journal import JournalReducer
 
 
 def rounds(table: str, at: datetime) -> list[meter_ops.Op]:
@@ -34,7 +35,7 @@ class Journal:
     refused operation is not journaled."""
 
     def __init__(self) -> None:
-        self.reducer = MetersReducer()
+        self.reducer = JournalReducer()
         self.state = self.reducer.initial()
         self.records: list[Rec] = []
 

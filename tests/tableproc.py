@@ -43,8 +43,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from controller.app.control import MAX_SOCKET_PATH, ControlClient
 from controller.config.credentials import PBKDF2, hash_credential
+from controller.service.control import MAX_SOCKET_PATH, ControlClient
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -407,7 +407,7 @@ class TableProcess:
     # -- talking to it --
 
     async def control(self, op: str, timeout: float = 10.0, **args: Any) -> Any:
-        """One request on the control socket (controller.app.control's client): the result, or ControlError
+        """One request on the control socket (controller.service.control's client): the result, or ControlError
         (refused) / DaemonUnavailable (no daemon answered)."""
         return await ControlClient(self.socket, timeout=timeout).call(op, **args)
 

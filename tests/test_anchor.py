@@ -18,7 +18,7 @@ import pytest
 from controller.ledger import Ledger, journal, software_digest
 from controller.ledger.anchor import Anchor, AnchorError, check_anchor, load_key, read_anchor, write_anchor
 from controller.ledger.chain import Entry
-from controller.meter_ledger import MetersReducer
+from controller.round.journal import JournalReducer
 from hil.rig import Rig
 
 from rigtable import lit, until
@@ -70,7 +70,7 @@ def forge(state_dir: Path, forged: Path):
         entries = [Entry(text) for _seq, _key, text, _hash in journal.rows(conn, 1)]
     finally:
         conn.close()
-    with Ledger.open(forged, MetersReducer(), software_digest=software_digest()) as led:
+    with Ledger.open(forged, JournalReducer(), software_digest=software_digest()) as led:
         for e in entries:
             if e.key.startswith("ledger:"):
                 continue  # the ledger's own entries (genesis, self-checks, checkpoints) it makes itself
@@ -238,7 +238,7 @@ async def test_the_anchor_deleted_is_refused_until_a_person_writes_it_again_from
 
 
 def _journal(tmp_path: Path) -> Ledger:
-    return Ledger.open(tmp_path / "state", MetersReducer(), software_digest=software_digest())
+    return Ledger.open(tmp_path / "state", JournalReducer(), software_digest=software_digest())
 
 
 def test_an_anchor_signed_with_the_key_cannot_be_made_again_without_it(tmp_path):
@@ -294,8 +294,8 @@ async def test_each_anchor_goes_to_the_remote_syslog(tmp_path):
     """Off the box: one RFC 5424 line a new anchor, over UDP, to a real socket standing for the collector."""
     import socket
 
-    from controller.app.anchoring import Anchoring
     from controller.app.metrics import Metrics
+    from controller.service.anchoring import Anchoring
 
     collector = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     collector.bind(("127.0.0.1", 0))
@@ -324,8 +324,8 @@ async def test_a_syslog_name_is_resolved_off_the_event_loop_and_one_that_does_no
 
     from structlog.testing import capture_logs
 
-    from controller.app.anchoring import Anchoring
     from controller.app.metrics import Metrics
+    from controller.service.anchoring import Anchoring
 
     metrics = Metrics("CS-07")
     lookups = []
@@ -360,8 +360,8 @@ async def test_an_anchor_at_the_authority_not_signed_with_the_journal_key_is_rep
     as planted, not as a rollback. A true one, signed, is compared."""
     from structlog.testing import capture_logs
 
-    from controller.app.anchoring import Anchoring
     from controller.app.metrics import Metrics
+    from controller.service.anchoring import Anchoring
 
     metrics = Metrics("CS-07")
     with _journal(tmp_path) as led, capture_logs() as logs:
@@ -475,7 +475,7 @@ async def test_the_link_authoritys_journal_is_anchored_too(tmp_path):
         shutil.copytree(tmp_path / "old", rig.cfg.state_dir)
         from prometheus_client import CollectorRegistry
 
-        from controller.link.authority import LinkAuthority
+        from controller.authority.authority import LinkAuthority
 
         a = LinkAuthority(rig.cfg, settings=broker.settings("authority"), registry=CollectorRegistry())
         with pytest.raises(AnchorError, match=f"its anchor of .* is at entry {anchor['seq']}: it was rolled back"):
@@ -556,7 +556,7 @@ async def test_with_nothing_off_the_box_a_rollback_of_state_and_anchor_together_
 
 
 def _report(table: str, head):
-    from controller.link.schema import JournalAnchor
+    from controller.linkproto.schema import JournalAnchor
 
     return JournalAnchor(table, head.seq, head.hash, "2026-12-01T00:00:00.000000+00:00")
 
@@ -564,7 +564,7 @@ def _report(table: str, head):
 def _grow(led: Ledger, rounds: range) -> None:
     """Rounds booked in a table's journal (a meter of its own): its head moves on."""
     from controller.meter import BookContributions, params_from_dict
-    from controller.meter_ledger import define_meter_body, op_body
+    from controller.meter.journal import define_meter_body, op_body
 
     from linkrig import AT
 
@@ -589,7 +589,7 @@ async def test_a_planted_far_ahead_anchor_masks_no_later_rollback(tmp_path):
     from controller.ledger.reader import JournalReader
     from controller.link.client import TableLink
     from controller.link.mqtt import MqttLink
-    from controller.link.schema import VERSION, Topics
+    from controller.linkproto.schema import VERSION, Topics
 
     from broker import require_mosquitto, start_broker
     from linkrig import METER, PREFIX, AuthorityProcess, authority_doc, mqtt_config, supervisors_file
@@ -712,17 +712,17 @@ async def test_a_planted_far_ahead_anchor_masks_no_later_rollback(tmp_path):
         broker.stop()
 
 
-# --- how the authority judges a report (controller.link.anchors, pure) ------------------------------------------
+# --- how the authority judges a report (controller.linkproto.anchors, pure) ------------------------------------------
 
 
 def _a(seq: int, h: str = "ab") -> object:
-    from controller.link.schema import JournalAnchor
+    from controller.linkproto.schema import JournalAnchor
 
     return JournalAnchor("cs-01", seq, (h * 32)[:64], "2026-12-01T00:00:00Z")
 
 
 def test_each_report_is_judged_against_the_last_accepted_one():
-    from controller.link import anchors as k
+    from controller.linkproto import anchors as k
 
     held = k.TableAnchors()
     steps = [(0.0, 100, "accepted"), (1.0, 100, "repeat"), (2.0, 10**15, "suspect"), (3.0, 120, "accepted"),
@@ -743,7 +743,7 @@ def test_no_planted_report_masks_a_rollback():
     from hypothesis import given
     from hypothesis import strategies as st
 
-    from controller.link import anchors as k
+    from controller.linkproto import anchors as k
 
     @given(st.lists(st.tuples(st.integers(1, 600), st.integers(0, 500),
                               st.lists(st.integers(1, 10**18), max_size=2), st.booleans()), min_size=1, max_size=30))

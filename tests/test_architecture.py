@@ -10,25 +10,43 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# The core, as docs/architecture.md lists it: modules and packages, relative to the repository.
-CORE = ("controller/cards.py", "controller/hands", "controller/games.py", "controller/awards.py", "controller/money.py",
-        "controller/errors.py", "controller/positions.py", "controller/exits.py", "controller/paytables", "controller/settlement.py", "controller/roundio.py",
-        "controller/dice", "controller/odds", "controller/meter", "controller/meter_award.py",
-        "controller/meter_ledger.py", "controller/faults.py", "controller/round",
-        "controller/report/day.py", "controller/report/build.py", "controller/report/render.py", "controller/link/schema.py", "controller/link/approval.py", "controller/link/liveness.py",
-        "controller/link/anchors.py",
-        "controller/console/page.py", "controller/console/floor.py",
-        "drivers/modbus/edges.py", "drivers/modbus/codec.py", "drivers/modbus/schedule.py", "drivers/line/frame.py", "drivers/line/protocol.py")
-# The one reader of files in the core: operator paytables (through the bounded reader of config/files.py and the
-# TOML parser of config/toml.py).
-READERS = {"controller/paytables/load.py": {"os", "pathlib", "stat", "importlib", "controller.config.files",
-                                           "controller.config.toml"}}
+# The plan, bottom to top (docs/architecture.md, "The plan"). A unit is a folder of controller/ or drivers/ (a
+# package without its subpackages); the modules at the root of controller/ are one unit, the vocabulary. A module
+# imports only from units in layers below its own, or from its own unit: no arrow back up, none across a layer.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("controller",),  # the vocabulary: cards, money, games, awards, positions, errors, exit statuses
+    ("controller/tomlfile", "drivers"),  # reading a named file and TOML; the drivers' events and Device contract
+    ("controller/hands", "drivers/modbus/core", "drivers/line/core"),
+    ("controller/paytables",),
+    ("controller/dice",),
+    ("controller/meter",),
+    ("controller/odds",),
+    ("controller/round",),
+    ("controller/linkproto",),
+    ("controller/report",),
+    ("controller/console/view",),
+    ("controller/ledger", "drivers/modbus", "drivers/line"),
+    ("controller/config",),
+    ("controller/service",),
+    ("controller/link",),
+    ("controller/app", "controller/authority", "controller/console"),
+    ("controller/cli",),
+)
+RANK = {unit: i for i, layer in enumerate(LAYERS) for unit in layer}
+# The functional core: these folders are pure, whole.
+PURE = ("controller", "controller/hands", "controller/paytables", "controller/dice", "controller/meter",
+        "controller/odds", "controller/round", "controller/linkproto", "controller/report", "controller/console/view",
+        "drivers/modbus/core", "drivers/line/core")
+# The one reader of files in the core: operator paytables (through the bounded reader and the TOML parser of
+# controller/tomlfile/).
+READERS = {"controller/paytables/load.py": {"os", "pathlib", "stat", "importlib", "controller.tomlfile"}}
 # What the core never imports: I/O, concurrency, clocks, devices, storage, the network, and the shell's packages.
 SHELL = ("asyncio", "threading", "subprocess", "socket", "ssl", "select", "selectors", "signal", "sqlite3", "os",
          "pathlib", "io", "shutil", "tempfile", "time", "random", "secrets", "logging", "structlog", "pydantic",
-         "tomllib", "serial", "serial_asyncio_fast", "pymodbus", "aiomqtt", "paho", "prometheus_client",
-         "controller.app", "controller.cli", "controller.config", "controller.ledger", "controller.link", "hil")
-CORE_LINK = ("controller.link.schema", "controller.link.approval", "controller.link.liveness")  # pure modules of the link: the core may read them
+         "tomllib", "serial", "serial_asyncio_fast", "pymodbus", "aiomqtt", "paho", "prometheus_client", "aiohttp",
+         "controller.app", "controller.authority", "controller.cli", "controller.config", "controller.console",
+         "controller.ledger", "controller.link", "controller.service", "controller.tomlfile", "drivers.modbus",
+         "drivers.line", "drivers.health", "hil")
 
 
 def _files(entry: str) -> list[Path]:
@@ -64,15 +82,161 @@ def _under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
 
 
-CORE_FILES = [f for entry in CORE for f in _files(entry)]
+def unit_of(module: str) -> str | None:
+    """The unit (a folder of RANK, slashed) that holds `module` (dotted), or None outside controller/ and drivers/."""
+    parts = module.split(".")
+    if parts[0] not in ("controller", "drivers"):
+        return None
+    for i in range(len(parts), 0, -1):
+        folder = "/".join(parts[:i])
+        if folder in RANK and ((ROOT / folder).is_dir() or i == 1):
+            return folder
+    return None
+
+
+def _source_unit(path: Path) -> str:
+    rel = path.relative_to(ROOT)
+    folder = rel.parent.as_posix()
+    assert folder in RANK, f"{rel}: its folder is in no layer of the plan"
+    return folder
+
+
+def _code_files() -> list[Path]:
+    return [p for d in ("controller", "drivers") for p in sorted((ROOT / d).rglob("*.py"))]
+
+
+def _target_unit(name: str) -> str | None:
+    """The unit of an imported name: `controller.meter.ops.Op` is in controller/meter, `controller.money` (a module
+    at the root) in controller, `controller` itself (its __version__) in controller."""
+    parts = name.split(".")
+    for i in range(len(parts), 0, -1):
+        stem = ROOT.joinpath(*parts[:i])
+        if stem.with_suffix(".py").is_file():
+            return stem.parent.relative_to(ROOT).as_posix()
+        if stem.is_dir() and (stem / "__init__.py").is_file():
+            return stem.relative_to(ROOT).as_posix()
+    return None
+
+
+def back_arrows(files: list[Path]) -> list[str]:
+    """Every import of `files` (at any depth: deferred and TYPE_CHECKING imports count) that reaches a unit in its
+    own layer or above, other than its own unit."""
+    bad = []
+    for path in files:
+        src = _source_unit(path)
+        for name in sorted(imports(path)):
+            if name.split(".")[0] not in ("controller", "drivers"):
+                continue
+            dst = _target_unit(name)
+            if dst is None or dst == src:
+                continue
+            if RANK[dst] >= RANK[src]:
+                bad.append(f"{path.relative_to(ROOT)} imports {name} ({dst}, layer {RANK[dst]}; its own: {src}, "
+                           f"layer {RANK[src]})")
+    return bad
+
+
+def test_every_folder_is_in_one_layer_of_the_plan() -> None:
+    folders = {p.parent.relative_to(ROOT).as_posix() for d in ("controller", "drivers")
+               for p in (ROOT / d).rglob("*.py") if "__pycache__" not in p.parts}
+    placed = [u for layer in LAYERS for u in layer]
+    assert len(placed) == len(set(placed)), "a folder in two layers"
+    assert folders == set(placed), {"not placed": sorted(folders - set(placed)), "gone": sorted(set(placed) - folders)}
+
+
+def test_no_arrow_back_up_and_none_across_a_layer() -> None:
+    bad = back_arrows(_code_files())
+    assert not bad, "\n".join(bad)
+
+
+def module_circles(files: list[Path]) -> list[list[str]]:
+    """The circles between modules (strongly connected components of the imports, at any depth). A module's
+    import of its own package (the __init__ that re-exports it) is Python's package, not an arrow of the plan."""
+    mods = {_module(p): p for p in files}
+    graph: dict[str, set[str]] = {}
+    for m, p in mods.items():
+        deps = set()
+        for name in imports(p):
+            parts = name.split(".")
+            for i in range(len(parts), 0, -1):
+                c = ".".join(parts[:i])
+                if c in mods:
+                    if c != m and not m.startswith(c + "."):
+                        deps.add(c)
+                    break
+        graph[m] = deps
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_circle_between_modules() -> None:
+    assert module_circles(_code_files()) == []
+
+
+def _pure(path: Path) -> bool:
+    return path.relative_to(ROOT).parent.as_posix() in PURE
+
+
+CORE_FILES = [p for p in _code_files() if _pure(p)]
+PURE_MODULES = tuple(".".join(Path(u).parts) for u in PURE if u != "controller")
 
 
 @pytest.mark.parametrize("path", CORE_FILES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_core_imports_nothing_of_the_shell(path: Path) -> None:
-    allowed = READERS.get(str(path.relative_to(ROOT)), set())
+    allowed = READERS.get(path.relative_to(ROOT).as_posix(), set())
     bad = sorted(name for name in imports(path)
-                 if any(_under(name, s) for s in SHELL) and not any(_under(name, a) for a in (*allowed, *CORE_LINK)))
+                 if any(_under(name, s) for s in SHELL)
+                 and not any(_under(name, a) for a in (*allowed, *PURE_MODULES)))
     assert not bad, f"{path.relative_to(ROOT)}: the pure core imports {', '.join(bad)}"
+
+
+def test_the_checks_see_an_arrow_back_up_and_a_circle(tmp_path: Path) -> None:
+    """The checks themselves, on a tree of their own: a deferred import from the core up into the shell is an
+    arrow back up; two modules importing each other (one of them only for types) are a circle."""
+    global ROOT
+    for folder in ("controller/round", "controller/ledger"):
+        (tmp_path / folder).mkdir(parents=True)
+        (tmp_path / folder / "__init__.py").write_text("", encoding="utf-8")
+    up = tmp_path / "controller" / "round" / "x.py"
+    up.write_text("def f():\n    from controller.ledger import y\n", encoding="utf-8")
+    down = tmp_path / "controller" / "ledger" / "y.py"
+    down.write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from controller.round import x\n",
+                    encoding="utf-8")
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert {line.split(" imports ")[0] for line in back_arrows([up, down])} == {"controller/round/x.py"}
+        assert module_circles([up, down]) == [["controller.ledger.y", "controller.round.x"]]
+    finally:
+        ROOT = saved
 
 
 def test_the_check_sees_a_shell_import(tmp_path: Path) -> None:
@@ -106,10 +270,10 @@ def test_the_daemon_never_imports_the_rig() -> None:
     assert not bad, bad
 
 
-# One way to parse a TOML file and one way to name pydantic's errors by TOML path: controller/config/toml.py
-# (parse_toml, validate_table). Outside controller/config/, no module imports tomllib or catches pydantic's
+# One way to parse a TOML file and one way to name pydantic's errors by TOML path: controller/tomlfile/toml.py
+# (parse_toml, validate_table). Outside controller/tomlfile/, no module imports tomllib or catches pydantic's
 # ValidationError itself, so that no other reader, with its own messages, appears.
-TOML_OWNER = "controller/config"
+TOML_OWNER = "controller/tomlfile"
 PRODUCT = ("controller", "drivers", "hil", "bench", "scripts")
 
 
@@ -139,7 +303,7 @@ def test_toml_is_parsed_and_its_errors_placed_in_one_place() -> None:
     bad = [f"{rel}: {what}" for p in files
            if not (rel := p.relative_to(ROOT).as_posix()).startswith(TOML_OWNER + "/")
            for what in toml_readers(p.read_text(encoding="utf-8"))]
-    assert not bad, ("parse TOML with controller.config.toml.parse_toml and validate a TOML table with "
+    assert not bad, ("parse TOML with controller.tomlfile.toml.parse_toml and validate a TOML table with "
                      f"validate_table: {bad}")
 
 
@@ -150,4 +314,4 @@ def test_the_check_sees_a_toml_reader() -> None:
     source = ("try:\n    f()\nexcept (KeyError, pydantic.ValidationError):\n    pass\n"
               "try:\n    f()\nexcept ValidationError as e:\n    pass\n")
     assert toml_readers(source) == ["line 3: catches ValidationError", "line 7: catches ValidationError"]
-    assert toml_readers("from controller.config.toml import parse_toml\n") == []
+    assert toml_readers("from controller.tomlfile.toml import parse_toml\n") == []

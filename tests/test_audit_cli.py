@@ -15,7 +15,8 @@ import pytest
 
 from controller.ledger import Ledger
 from controller.meter import BookContributions, CloseRound, PayFixedAward, PayPercentAward, params_from_dict
-from controller.meter_ledger import MetersReducer, define_meter_body, op_body
+from controller.meter.journal import define_meter_body, op_body
+from controller.round.journal import JournalReducer
 
 from ctlrun import run_ctl
 
@@ -30,7 +31,7 @@ def run(*args: str, process: bool = False) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def state_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("state") / "progressive"
-    ledger = Ledger.open(path, MetersReducer(), software_digest="sha256:test")
+    ledger = Ledger.open(path, JournalReducer(), software_digest="sha256:test")
     try:
         params = params_from_dict(
             {"meter_id": "cs-1", "reset": "10000.00", "rate": "0.15", "reserve_rate": "0.05",

@@ -1,4 +1,4 @@
-"""Supervisor secrets under attack (controller/app/auth.py): checked off the event loop, at the same cost for an
+"""Supervisor secrets under attack (controller/service/auth.py): checked off the event loop, at the same cost for an
 unknown name, wrong guesses locked out per user and per name with an alert; and on the rig, a guess flood
 through the real control socket does not stop the table's polls."""
 
@@ -14,13 +14,13 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from controller.app import auth
-from controller.app.auth import LOCK_S, NAME_LIMIT, USER_LIMIT, Guesses, SupervisorCheck
-from controller.app.control import ControlClient, ControlError, ControlServer
 from controller.app.metrics import Metrics
 from controller.app.table import TableDaemon
 from controller.config.credentials import SCRYPT, hash_credential, parse_credential
 from controller.config.model import Supervisor
+from controller.service import auth
+from controller.service.auth import LOCK_S, NAME_LIMIT, USER_LIMIT, Guesses, SupervisorCheck
+from controller.service.control import ControlClient, ControlError, ControlServer
 
 from rigtable import daemon_on_rig, with_supervisor
 
@@ -185,7 +185,7 @@ async def test_a_name_typed_in_another_unicode_form_is_the_supervisors_name(monk
 
 
 async def test_checks_beyond_the_queue_are_answered_busy_at_once(monkeypatch):
-    from controller.app.control import NotAvailable
+    from controller.service.control import NotAvailable
 
     cred = hash_credential(SECRET, "pbkdf2_sha256", iterations=100_000)
     check, _ = checker(monkeypatch, cred)
@@ -299,7 +299,7 @@ def test_a_stop_during_the_decoys_hash_is_not_held_by_it(tmp_path):
 
     costly = hash_credential(SECRET, SCRYPT, n=2**15, r=8, p=12)  # a second or more of CPU at nice 19
     script = textwrap.dedent(f"""
-        from controller.app.auth import SupervisorCheck
+        from controller.service.auth import SupervisorCheck
         from controller.app.metrics import Metrics
         from controller.config.credentials import parse_credential
         from controller.config.model import Supervisor

@@ -19,15 +19,15 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from controller.app.control import ControlClient, ControlError
-from controller.app.operations import OPERATIONS
+from controller.authority.authority import LinkAuthority
 from controller.config.credentials import PBKDF2_ITERATIONS
-from controller.link import liveness, schema
-from controller.link.authority import LinkAuthority
 from controller.link.client import TableLink
+from controller.linkproto import liveness, schema
 from controller.meter import ops
 from controller.money import format_units
-from controller.report.files import read_series
+from controller.service.control import ControlClient, ControlError
+from controller.service.operations import OPERATIONS
+from controller.service.report_files import read_series
 
 from broker import ROOT, running_broker
 from consolerig import SECRET, SUPERVISOR, console_process, csrf_of, login_form, self_signed
@@ -389,7 +389,7 @@ def test_liveness_is_a_function_of_what_was_heard():
 
 
 def test_the_authoritys_page_shows_every_table_offline_visibly_and_escaped():
-    from controller.console import floor
+    from controller.console.view import floor
 
     status = {"role": "link-authority", "authority": "link-1", "version": "1", "broker_connected": True,
               "meters": [{"meter": METER, "amount": "10000.30", "locked": []}],

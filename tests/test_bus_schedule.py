@@ -1,4 +1,4 @@
-"""The bus's schedule (drivers/modbus/schedule.py, pure) and its scheduler (drivers/modbus/scheduler.py): the
+"""The bus's schedule (drivers/modbus/core/schedule.py, pure) and its scheduler (drivers/modbus/scheduler.py): the
 lock-out read between the others while betting, seats slow while dealing, nobody starved, down devices probed
 only after their backoff; and the scheduler hands the line to one read at a time, in that order."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.modbus.schedule import Phase, Policy, Read, Role, State, after, choose
+from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose
 from drivers.modbus.scheduler import BusScheduler
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 from controller.app.card_views import card_status, meters_json, round_json
 from controller.config import load_config
 from controller.ledger.ledger import Head
-from controller.link.schema import MeterValue
+from controller.linkproto.schema import MeterValue
 from controller.round import model as rm
 
 ROOT = Path(__file__).resolve().parent.parent

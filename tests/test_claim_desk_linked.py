@@ -193,7 +193,7 @@ async def test_a_void_releases_a_pending_linked_claim_before_the_round_is_revers
 async def test_an_older_authority_is_not_sent_what_it_cannot_take(tmp_path, broker):
     """An authority that does not list pay-percent-award in its `expect` (one of before it) would drop it, and the
     table's sequence with it: a shared award on the dealer's hand is refused at the claim instead, nothing locked."""
-    from controller.link import schema
+    from controller.linkproto import schema
 
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
         assert daemon.link.accepts("pay-percent-award")  # this authority says it takes it
@@ -299,7 +299,7 @@ async def test_a_refused_jackpot_pays_none_of_its_envy_bonuses_and_the_hand_clai
     by the authority) and the other seat's Envy Bonus (pay-fixed-award). The Envy Bonus is sent only once the
     jackpot is confirmed: when the authority refuses the jackpot, nothing of the claim is paid (before, the Envy
     Bonus was paid then, the claim stayed being paid forever, and a claim of the hand again paid it twice)."""
-    from controller.link import approval
+    from controller.linkproto import approval
 
     stale = {SUPERVISOR: approval.approval_key(SUPERVISOR, "an old secret")}
     async with authority(tmp_path, broker, approvers=stale) as link, \
@@ -335,7 +335,7 @@ async def test_a_later_share_refused_after_the_first_was_paid_is_not_sent_again_
     nothing could end such a claim)."""
     from structlog.testing import capture_logs
 
-    from controller.link import approval
+    from controller.linkproto import approval
 
     real = approval.check
 
@@ -383,7 +383,7 @@ async def test_an_approval_the_authority_cannot_verify_is_never_shown_paid(tmp_p
     """floor-1 listed at the authority with the key of an old secret (changed at the tables, not at the authority):
     the authority refuses the payment; the table does not show it paid. The claim ends refused, its lock goes back
     to the meter, and the hand is claimed again and paid once the authority has floor-1's key."""
-    from controller.link import approval
+    from controller.linkproto import approval
 
     stale = {SUPERVISOR: approval.approval_key(SUPERVISOR, "an old secret")}
     async with authority(tmp_path, broker, approvers=stale) as link, \
@@ -432,7 +432,7 @@ async def test_a_share_refused_is_approved_again_by_another_supervisor_with_the_
     authority (its key changed there between the shares): the first share is paid, the second refused, the third
     waits behind it. floor-2 approves again: both remaining shares are paid under floor-2's approvals, each once,
     and the round settles (before, the third was sent with floor-1's old approval and refused in its turn)."""
-    from controller.link import approval
+    from controller.linkproto import approval
 
     from linkrig import APPROVERS
 

@@ -500,8 +500,8 @@ class ClaimDeskModel(RuleBasedStateMachine):
     def _all_claims(self):
         """Every claim of every round, as the journal's last record of each left it."""
         from controller.ledger.reader import JournalReader
-        from controller.meter_ledger import CLAIM
         from controller.round.claims import claim_from_json
+        from controller.round.journal import CLAIM
 
         last = {}
         with JournalReader(self.d.ledger.db_path) as r:
@@ -585,7 +585,7 @@ class LinkedClaimDeskModel(ClaimDeskModel):
         import json
 
         from controller.app import claim_desk
-        from controller.link import schema
+        from controller.linkproto import schema
 
         cid = self._pick(data, ("pending",))
         if cid is None:

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from controller.app.control import ControlClient, ControlError, ControlServer
 from controller.app.table import TableDaemon
 from controller.errors import RulesError
 from controller.round.model import Block
+from controller.service.control import ControlClient, ControlError, ControlServer
 
 from rigtable import daemon_on_rig, drawing, lit, lock_round, message, until, win, with_supervisor
 

@@ -12,7 +12,7 @@ from controller.app.sign import SEAT_EVERY_S, SEAT_SHOWN_S, WIN_DISPLAY_S, Sign
 from controller.errors import RulesError
 from controller.round import claim_machine as cm
 from controller.round.claims import Claim, RoundClaims, claim_from_json, claim_to_json
-from controller.settlement import Payout
+from controller.round.settlement import Payout
 from drivers import events as ev
 
 RID = "CS-07-r1"

@@ -1,4 +1,4 @@
-"""Hostile configurations: every file a configuration names is read one way (controller.config.files), a
+"""Hostile configurations: every file a configuration names is read one way (controller.tomlfile.files), a
 regular file of bounded size; every path and every number is checked. A FIFO, a device, a file of gigabytes,
 a path of thousands of characters or a number of 24 digits is one line naming the TOML path (or the file),
 never a hang, never unbounded memory, never an internal error or a traceback.
@@ -23,10 +23,10 @@ from test_config import DEVICES, base, one, problems, write
 
 from controller.config import check_config, load_config
 from controller.config.authority import check_authority_config, is_authority_config
-from controller.config.files import MAX_CONFIG_BYTES, FileRefused, read_file, read_text
 from controller.errors import InputError
 from controller.link.mqtt import MqttSettingsError, read_password
 from controller.paytables import load_paytable
+from controller.tomlfile.files import MAX_CONFIG_BYTES, FileRefused, read_file, read_text
 from drivers.modbus import RegisterMapError, load_register_map
 from hil.rig_config import RigConfigError, load_rig_config
 

@@ -11,7 +11,7 @@ from test_config import base, problems, write
 
 from controller.config import load_config
 from controller.config.fields import money_cents
-from controller.meter_award import RESET_FLOOR_CENTS
+from controller.meter.award import RESET_FLOOR_CENTS
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

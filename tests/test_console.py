@@ -21,10 +21,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from controller.app import sdlisten
-from controller.app.control import ControlError, ControlServer
 from controller.app.table import TableDaemon
-from controller.console import gate, page, server
+from controller.console import gate, server
+from controller.console.view import page
+from controller.service import sdlisten
+from controller.service.control import ControlError, ControlServer
 
 from consolerig import (
     CONSOLE,
@@ -377,9 +378,9 @@ def test_the_table_s_names_are_on_the_page_its_login_and_its_clock():
 def test_a_hit_says_whether_it_was_an_envy_bonus_from_the_table_s_paytable():
     from datetime import UTC, datetime
 
-    from controller.app.views import hit_json, hit_kind, table_json
     from controller.config import load_config
     from controller.meter.state import Hit
+    from controller.service.views import hit_json, hit_kind, table_json
 
     cfg = load_config(TABLE)
     at = datetime(2026, 12, 5, 15, 41, 7, tzinfo=UTC)

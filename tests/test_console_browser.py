@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.console import page
+from controller.console.view import page
 
 from consolerig import ROOT, ROYAL, SECRET, SUPERVISOR, console_on_rig
 from rigtable import until

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.console import floor
-from controller.link import schema
-from controller.link.authority import FLOOR_MIN_S
+from controller.authority.authority import FLOOR_MIN_S
+from controller.console.view import floor
 from controller.link.mqtt import MqttLink
+from controller.linkproto import schema
 from controller.meter import ops
 from controller.money import parse_cents
 

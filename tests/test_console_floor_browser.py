@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 from test_console_browser import FOUND, _text, _wait, browser
 
-from controller.app.control import ControlServer
-from controller.link import schema
+from controller.linkproto import schema
 from controller.meter import ops
 from controller.money import parse_cents
+from controller.service.control import ControlServer
 
 from broker import running_broker
 from consolerig import ROOT, console_process

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 import structlog
 
-from controller.app import logs
-from controller.app.control import (
+from controller.errors import CardError, InputError, RulesError
+from controller.service import logs
+from controller.service.control import (
     DEFAULT_SOCKET,
     MAX_SOCKET_PATH,
     ControlClient,
@@ -32,7 +33,6 @@ from controller.app.control import (
     ServerError,
     UnknownOp,
 )
-from controller.errors import CardError, InputError, RulesError
 
 WAIT_S = 5.0  # the longest any test waits for something that should happen at once
 SECRET = "Tr0ub4dor&3-horse"
@@ -665,7 +665,7 @@ async def test_redaction_is_by_key_in_any_case_and_never_mangles_a_message(sock_
 
 
 async def test_refusals_flooding_the_log_are_counted_not_logged(sock_dir, log):
-    from controller.app.control import LOG_BURST
+    from controller.service.control import LOG_BURST
 
     path = sock_dir / "c.sock"
     async with server(path):
@@ -683,7 +683,7 @@ async def test_refusals_flooding_the_log_are_counted_not_logged(sock_dir, log):
 
 
 def test_an_argument_an_operation_does_not_take_is_refused():
-    from controller.app.operations import OPERATIONS, check_arguments
+    from controller.service.operations import OPERATIONS, check_arguments
 
     check_arguments("void", {"reason": "misdeal", "supervisor": "ann", "secret": SECRET})
     with pytest.raises(InputError) as e:

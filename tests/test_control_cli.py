@@ -23,12 +23,13 @@ from typing import Any
 
 import pytest
 
-from controller.app.control import ControlServer, NotAvailable, UnknownOp
-from controller.app.views import hit_json, meter_json
 from controller.errors import InputError, RulesError
 from controller.ledger import Ledger, verify_state_dir
 from controller.meter import BookContributions, CloseRound, PayFixedAward, PayPercentAward, params_from_dict
-from controller.meter_ledger import MetersReducer, define_meter_body, op_body
+from controller.meter.journal import define_meter_body, op_body
+from controller.round.journal import JournalReducer
+from controller.service.control import ControlServer, NotAvailable, UnknownOp
+from controller.service.views import hit_json, meter_json
 
 from ctlrun import run_ctl
 
@@ -128,7 +129,7 @@ def short_dir() -> Path:
 def state_dir(tmp_path_factory) -> Path:
     """A journal with two meters; the first paid two hits."""
     path = tmp_path_factory.mktemp("state") / "progressive"
-    ledger = Ledger.open(path, MetersReducer(), software_digest="sha256:test")
+    ledger = Ledger.open(path, JournalReducer(), software_digest="sha256:test")
     try:
         for meter_id, rate in (("cs-1", "0.15"), ("cs-bonus", "0.2")):
             params = params_from_dict({"meter_id": meter_id, "reset": "10000.00", "rate": rate,
@@ -152,7 +153,7 @@ def state_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def daemon_rows(state_dir) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """What a daemon holding this journal answers to "meters" and "history"."""
-    report = verify_state_dir(state_dir, MetersReducer())
+    report = verify_state_dir(state_dir, JournalReducer())
     assert report.ok
     meters = [meter_json(report.state[m]) for m in sorted(report.state)]
     hits = [hit_json(m, h) for m in sorted(report.state) for h in report.state[m].history]
@@ -565,7 +566,7 @@ def test_the_socket_from_the_environment(live):
 
 
 def test_the_default_socket_is_named_in_the_help():
-    from controller.app.control import DEFAULT_SOCKET, SOCKET_ENV
+    from controller.service.control import DEFAULT_SOCKET, SOCKET_ENV
 
     help_text = ok(run("status", "--help"))
     assert DEFAULT_SOCKET in help_text and SOCKET_ENV in help_text

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import structlog
 
-from controller.app.control import NotAvailable
 from controller.app.dice_table import DiceTableDaemon
 from controller.config import load_config
 from controller.config.model import MetricsConfig
+from controller.service.control import NotAvailable
 from drivers.events import WagerSensed
 from hil.attach import attach
 from hil.rig import Rig

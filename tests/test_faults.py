@@ -1,4 +1,4 @@
-"""Device faults and wagering blocks in the journal (controller/faults.py): only transitions, a flapping device bounded
+"""Device faults and wagering blocks in the journal (controller/round/faults.py): only transitions, a flapping device bounded
 to one down and one up entry a hold, a clean stop and a restart ending what is open; the reducer refusing a
 malformed entry; and the day's figures the report makes of them (counts, down time clipped to the day, a fault open at
 the opening or the close, blocked time by cause and in all) in every form."""
@@ -13,10 +13,10 @@ from datetime import date, datetime, time, timedelta, timezone
 import pytest
 
 from controller.errors import InputError, InvariantViolation
-from controller.faults import DEVICE_FAULT, FAULT_WATCH, WAGERING_BLOCK, FaultWatch
-from controller.meter_ledger import MetersReducer
 from controller.report import day_report, gaming_day
 from controller.report.render import render, to_json
+from controller.round.faults import DEVICE_FAULT, FAULT_WATCH, WAGERING_BLOCK, FaultWatch
+from controller.round.journal import JournalReducer
 
 from reportday import Journal
 
@@ -87,7 +87,7 @@ def test_blocks_by_cause_sources_gathered_and_a_clean_stop():
     (FAULT_WATCH, {"event": "start", "at": "yesterday"}, "at"),
 ])
 def test_the_reducer_refuses_a_malformed_entry(kind, body, field):
-    r = MetersReducer()
+    r = JournalReducer()
     with pytest.raises(InputError) as e:
         r.apply(r.initial(), kind, body)
     assert e.value.field == field

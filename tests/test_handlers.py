@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from controller.app import handlers
-from controller.app.control import NotAvailable
-from controller.app.operations import OPERATIONS
 from controller.app.shell import TableShell
 from controller.config import load_config
 from controller.errors import InputError
+from controller.service.control import NotAvailable
+from controller.service.operations import OPERATIONS
 
 ROOT = Path(__file__).resolve().parent.parent
 

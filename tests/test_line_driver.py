@@ -45,7 +45,7 @@ from drivers.events import (
 )
 from drivers.health import Backoff
 from drivers.line import CommandRejected, LineDevice, LineSettings
-from drivers.line.frame import SEQ_MODULO, encode
+from drivers.line.core.frame import SEQ_MODULO, encode
 from hil.line_device import LineDeviceSim, LineNak
 from hil.wire import Direction, SerialWire
 

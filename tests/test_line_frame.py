@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.line.frame import (
+from drivers.line.core.frame import (
     CRC_CHECK,
     CRC_ERROR,
     GARBAGE,

@@ -25,8 +25,8 @@ from drivers.events import (
     WagerRemoved,
     WagerSensed,
 )
-from drivers.line.frame import Decoder, Frame, encode
-from drivers.line.protocol import (
+from drivers.line.core.frame import Decoder, Frame, encode
+from drivers.line.core.protocol import (
     NAK_ARGS,
     NAK_RANGE,
     NAK_SYNTAX,

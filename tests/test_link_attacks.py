@@ -35,9 +35,9 @@ from test_claim_desk_linked import (
 
 from controller.app import claim_desk
 from controller.errors import RulesError
-from controller.link import schema, signing
 from controller.link.mqtt import MqttLink, MqttSettings
 from controller.link.outbox import Sent
+from controller.linkproto import schema, signing
 from controller.meter import ops
 
 from broker import running_broker

@@ -54,14 +54,14 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from controller.app.control import ControlError, DaemonUnavailable
 from controller.ledger import journal, verify_state_dir
 from controller.ledger.chain import Entry
 from controller.link import client as link_client
-from controller.link import schema
 from controller.link.mqtt import MqttLink
 from controller.link.outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, OutboxReducer
+from controller.linkproto import schema
 from controller.money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units, parse_cents, parse_units
+from controller.service.control import ControlError, DaemonUnavailable
 from hil.rig import Rig
 
 import soak

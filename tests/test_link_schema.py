@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from controller.errors import InputError
-from controller.link import schema as s
+from controller.linkproto import schema as s
 
 T = "progressive/v1/tables/cs-01/up"
 

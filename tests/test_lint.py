@@ -69,7 +69,7 @@ def test_the_code_type_checks(tmp_path):
     daemon's control socket) are checked where they meet; the rig with mypy_config's options."""
     files = checked_files()
     assert "controller/app/table.py" in files and "controller/cli/daemon.py" in files
-    assert "controller/meter_ledger.py" in files and "drivers/modbus/bus.py" in files and "hil/rig.py" in files
+    assert "controller/meter/journal.py" in files and "drivers/modbus/bus.py" in files and "hil/rig.py" in files
     proc = run_mypy(tmp_path, ROOT, files)
     assert proc.returncode == 0, proc.stdout + proc.stderr
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-from controller.app import logs
+from controller.service import logs
 
 ROOT = Path(__file__).resolve().parent.parent
 

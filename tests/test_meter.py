@@ -40,7 +40,7 @@ from controller.meter import (
     state_from_dict,
     state_to_dict,
 )
-from controller.meter._check import format_fraction
+from controller.meter.parse import format_fraction
 from controller.money import UNITS_PER_CENT
 
 import soak

@@ -1,12 +1,12 @@
 """Crash test with the real meters: a child process (meter_child.py) runs two progressives on a ledger
-with `MetersReducer`, submitting random meter operations for rounds at two tables, and is killed with
+with `JournalReducer`, submitting random meter operations for rounds at two tables, and is killed with
 SIGKILL at random moments, then restarted; it carries on from the state it finds. After every cycle:
 
 - every acknowledged operation is in the journal exactly once, with the seq and hash of its receipt;
   every refused one is not; every entry is a whole operation that was submitted, with its key;
 - a retry (of an acknowledged operation, or of one whose outcome the kill hid) is applied at most once;
 - the state the restarted ledger derives equals the state replayed independently from the journal's
-  rows through a fresh `MetersReducer`, each entry's recorded result equals the replayed one;
+  rows through a fresh `JournalReducer`, each entry's recorded result equals the replayed one;
 - every meter satisfies `check_invariant`, and money is conserved on every meter:
   current + reserve + overflow == seed + wagers x (rate + reserve rate) + adjustments - meter awards;
 - periodically and at the end, the full offline audit (`verify_state_dir`) passes.
@@ -30,7 +30,8 @@ from pathlib import Path
 from controller.ledger import Ledger, journal, verify_state_dir
 from controller.ledger.chain import canonical
 from controller.meter import check_invariant
-from controller.meter_ledger import DEFINE_METER, MetersReducer
+from controller.meter.journal import DEFINE_METER
+from controller.round.journal import JournalReducer
 
 import soak
 from crash_pipe import Moments, kill_cycle
@@ -62,7 +63,7 @@ class Lane:
         self.dir = state_dir
         self.rng = random.Random(seed)
         self.seed = seed
-        self.reducer = MetersReducer()
+        self.reducer = JournalReducer()
         self.model = self.reducer.initial()   # replayed independently from the journal's rows
         self.model_states: dict[int, object] = {}
         self.through = 0                      # rows of the journal consumed by the model

@@ -10,7 +10,8 @@ import pytest
 from controller.errors import InputError, RulesError
 from controller.ledger import Ledger
 from controller.meter import BookContributions, PayPercentAward, params_from_dict
-from controller.meter_ledger import MetersReducer, define_meter_body, op_body
+from controller.meter.journal import define_meter_body, op_body
+from controller.round.journal import JournalReducer
 
 AT = datetime(2026, 11, 29, 21, 0, tzinfo=timezone.utc)
 PARAMS = {"meter_id": "fchb", "reset": "10000.00", "rate": "0.10", "wager_sizes": ["1.00", "5.00"]}
@@ -18,7 +19,7 @@ PARAMS = {"meter_id": "fchb", "reset": "10000.00", "rate": "0.10", "wager_sizes"
 
 @pytest.fixture
 def ledger(tmp_path):
-    led = Ledger.open(tmp_path / "state", MetersReducer(), software_digest="sha256:test")
+    led = Ledger.open(tmp_path / "state", JournalReducer(), software_digest="sha256:test")
     led.submit("define-meter", define_meter_body(params_from_dict(PARAMS, "params"), "tech", AT), key="def")
     yield led
     led.close()
@@ -81,7 +82,7 @@ def _two_meter_state():
     from controller.ledger.chain import canonical_body
     from controller.meter import CloseRound
 
-    r = MetersReducer()
+    r = JournalReducer()
     st = r.initial()
     for mid in ("fchb", "other"):
         body = define_meter_body(params_from_dict({**PARAMS, "meter_id": mid}, "params"), "tech", AT)

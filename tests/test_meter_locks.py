@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_meter import AT, TIMES, D, U, book, draw_op, params, pct, refused, run, st_params
 
-from controller.app.views import meter_json
 from controller.cli.common import show_meters
 from controller.errors import InputError, RulesError
 from controller.meter import (
@@ -35,9 +34,11 @@ from controller.meter import (
     state_from_dict,
     state_to_dict,
 )
-from controller.meter._check import format_fraction
+from controller.meter.journal import define_meter_body, op_body
+from controller.meter.parse import format_fraction
 from controller.meter.state import with_maps
-from controller.meter_ledger import MetersReducer, define_meter_body, op_body
+from controller.round.journal import JournalReducer
+from controller.service.views import meter_json
 
 LATER = AT + timedelta(minutes=3)
 
@@ -141,7 +142,7 @@ def test_settled_claims_are_remembered_up_to_a_bound():
 
 def test_every_lock_has_a_number_its_meter_never_gives_again():
     """A lock's number (and the authority's nonce) names it for the approval of its payment
-    (controller.link.approval): the same claim id locked again once the meter has forgotten it gets a new number, so
+    (controller.linkproto.approval): the same claim id locked again once the meter has forgotten it gets a new number, so
     an approval of the first cannot pay the second. A lock journaled before numbers (no nonce) replays as it was:
     number 0, and a result without them."""
     def nonce(i: int) -> str:
@@ -426,7 +427,7 @@ def test_the_invariant_counts_locked_awards():
 
 
 def test_meters_reducer_journals_locks_and_leaves_other_results_as_they_were():
-    r = MetersReducer()
+    r = JournalReducer()
     p = params()
     st_ = r.apply(r.initial(), "define-meter", define_meter_body(p, "installer", AT))[0]
     results = []

@@ -17,16 +17,17 @@ from pathlib import Path
 
 import pytest
 
-from controller.app.control import NotAvailable
-from controller.app.reports import MAX_POINTS, MeterSeries
 from controller.app.table import TableDaemon
 from controller.config.model import ReportConfig
 from controller.errors import InputError
 from controller.ledger import Ledger
 from controller.meter import BookContributions, CloseRound, PayPercentAward, params_from_dict
-from controller.meter_ledger import MetersReducer, define_meter_body, op_body
+from controller.meter.journal import define_meter_body, op_body
 from controller.money import parse_units
-from controller.report.files import read_series
+from controller.round.journal import JournalReducer
+from controller.service.control import NotAvailable
+from controller.service.report_files import read_series
+from controller.service.reports import MAX_POINTS, MeterSeries
 
 from rigtable import daemon_on_rig, drawing, lock_round, with_supervisor
 
@@ -98,7 +99,7 @@ def long_journal(state_dir: Path) -> int:
     now = [NOW - timedelta(days=DAYS)]
     params = params_from_dict({"meter_id": "main", "reset": RESET, "rate": "0.15", "reserve_rate": "0.05",
                                "wager_sizes": ["1.00", "5.00"]}, "params")
-    ledger = Ledger.open(state_dir, MetersReducer(), software_digest="sha256:test", clock=lambda: now[0])
+    ledger = Ledger.open(state_dir, JournalReducer(), software_digest="sha256:test", clock=lambda: now[0])
     futures = [ledger.submit_future("define-meter", define_meter_body(params, "slot-tech 4411", now[0]), "define")]
     n = 0
     try:
@@ -162,7 +163,7 @@ async def test_requests_during_a_slow_read_share_it_and_one_that_times_out_leave
     second read: each request waits for the one under way, is refused at its timeout, and the read, when it ends,
     fills the kept answer that the next request gets without reading."""
     state = tmp_path / "state"
-    ledger = Ledger.open(state, MetersReducer(), software_digest="sha256:test", clock=lambda: NOW - timedelta(hours=1))
+    ledger = Ledger.open(state, JournalReducer(), software_digest="sha256:test", clock=lambda: NOW - timedelta(hours=1))
     params = params_from_dict({"meter_id": "main", "reset": RESET, "rate": "0.15", "wager_sizes": ["5.00"]}, "params")
     try:
         ledger.submit_future("define-meter", define_meter_body(params, "slot-tech 4411", NOW), "define").result(10)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from drivers.modbus.edges import PressCounter, Removed, RisingEdge, Sensed, WagerEdges
+from drivers.modbus.core.edges import PressCounter, Removed, RisingEdge, Sensed, WagerEdges
 
 KEYS = [(1, "progressive"), (2, "progressive"), (2, "bonus")]
 STATE = st.tuples(st.booleans(), st.sampled_from([None, 500, 2500]))

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 
 from controller.errors import InputError
 from drivers.events import SignMessage
-from drivers.modbus import Kind, RegisterMapError, Table, codec, load_register_map
-from drivers.modbus.codec import DataType, WordOrder
+from drivers.modbus import Kind, RegisterMapError, Table, load_register_map
+from drivers.modbus.core import codec
+from drivers.modbus.core.codec import DataType, WordOrder
 from drivers.modbus.devices import plan_blocks
 from drivers.modbus.registermap import Point, parse_register_map
 

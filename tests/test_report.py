@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from controller.errors import InputError, InvariantViolation
 from controller.meter import ops as meter_ops
 from controller.meter import params_from_dict
-from controller.meter_ledger import DEFINE_METER, define_meter_body
+from controller.meter.journal import DEFINE_METER, define_meter_body
 from controller.money import UNITS_PER_CENT, format_units, format_units_human, parse_units
 from controller.report import (
     day_of,

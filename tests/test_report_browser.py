@@ -20,8 +20,8 @@ from test_report_rig import FLOOR, FOUR_ACES, claimed, table
 
 from controller.ledger.chain import utc_now
 from controller.report import gaming_day
-from controller.report.files import read_report
 from controller.report.render import render
+from controller.service.report_files import read_report
 
 from rigtable import lock_round
 

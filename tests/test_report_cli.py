@@ -16,7 +16,8 @@ import pytest
 
 from controller.ledger import Ledger, chain
 from controller.meter import BookContributions, params_from_dict
-from controller.meter_ledger import MetersReducer, define_meter_body, op_body
+from controller.meter.journal import define_meter_body, op_body
+from controller.round.journal import JournalReducer
 
 from ctlrun import run_ctl
 from reportday import rounds
@@ -31,7 +32,7 @@ DURING = datetime(2026, 11, 30, 20, 0, tzinfo=timezone.utc)
 def state_dir(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("state") / "progressive"
     now = [BEFORE]
-    ledger = Ledger.open(path, MetersReducer(), software_digest="sha256:test", clock=lambda: now[0])
+    ledger = Ledger.open(path, JournalReducer(), software_digest="sha256:test", clock=lambda: now[0])
     try:
         params = params_from_dict({"meter_id": "cs-1", "reset": "10000.00", "rate": "0.15", "reserve_rate": "0.05",
                                    "wager_sizes": ["1.00", "5.00"]}, "params")
@@ -284,7 +285,7 @@ def test_a_day_not_over_says_its_figures_at_the_close_are_so_far(tmp_path):
 
     now = datetime.now(timezone.utc)
     path = tmp_path / "progressive"
-    ledger = Ledger.open(path, MetersReducer(), software_digest="sha256:test", clock=lambda: now)
+    ledger = Ledger.open(path, JournalReducer(), software_digest="sha256:test", clock=lambda: now)
     try:
         params = params_from_dict({"meter_id": "cs-1", "reset": "10000.00", "rate": "0.15", "reserve_rate": "0.05",
                                    "wager_sizes": ["1.00"]}, "params")

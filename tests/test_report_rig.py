@@ -16,13 +16,14 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from controller.app import fault_journal, reports
+from controller.app import fault_journal
 from controller.app.table import TableDaemon
 from controller.config.model import ReportConfig
 from controller.ledger.chain import utc_now
 from controller.ledger.reader import JournalReader
 from controller.money import UNITS_PER_CENT, parse_cents, parse_units
 from controller.report import GamingDay, day_report
+from controller.service import reports
 from drivers import events as ev
 
 from rigtable import daemon_on_rig, drawing, lock_round, until, with_supervisor

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import socket
 
-from controller.app.sdnotify import Notifier, watchdog_interval
+from controller.service.sdnotify import Notifier, watchdog_interval
 
 
 def test_messages_reach_the_socket(tmp_path):

@@ -14,7 +14,7 @@ from controller.hands import poker5
 from controller.hands.categories import Poker5
 from controller.money import UNITS_PER_CENT
 from controller.paytables import find_paytable
-from controller.roundio import settle_json
+from controller.round.form import settle_json
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "config" / "paytables"
 
@@ -601,7 +601,7 @@ def test_envy_only_seats_receive_envy_for_the_settled_hand():
     from controller.cards import parse_cards
     from controller.games import GAMES
     from controller.paytables import find_paytable
-    from controller.settlement import Round, Seat, settle
+    from controller.round.settlement import Round, Seat, settle
 
     g = GAMES["caribbean-stud"]
     rnd = Round(game=g, wager=g.wagers["progressive"], paytable=find_paytable("caribbean-stud-progressive-d"),

@@ -55,13 +55,13 @@ def test_the_journals_are_the_daemons_users_only(unit_file, tmp_path):
     import os
 
     from controller.ledger import Ledger, software_digest
-    from controller.meter_ledger import MetersReducer
+    from controller.round.journal import JournalReducer
 
     text = unit_file.read_text()
     assert "\nUMask=0077\n" in text and "\nStateDirectoryMode=0700\n" in text
     old = os.umask(0o077)
     try:
-        with Ledger.open(tmp_path / "state", MetersReducer(), software_digest=software_digest()) as led:
+        with Ledger.open(tmp_path / "state", JournalReducer(), software_digest=software_digest()) as led:
             modes = {f.name: f.stat().st_mode for f in [led.db_path.parent, *led.db_path.parent.iterdir()]}
     finally:
         os.umask(old)

@@ -22,7 +22,7 @@ import structlog
 from controller.app.table import TableDaemon
 from controller.errors import InputError
 from controller.round import model as rm
-from drivers.modbus.schedule import Phase as BusPhase
+from drivers.modbus.core.schedule import Phase as BusPhase
 
 from rigtable import daemon_on_rig, drawing, lit, lock_round, message, until, win, with_supervisor
 
@@ -775,12 +775,13 @@ async def test_a_lock_out_booked_on_only_one_of_its_meters_is_reversed_at_start(
 
     from controller.ledger import Ledger, software_digest
     from controller.meter import ops as meter_ops
-    from controller.meter_ledger import MetersReducer, op_body
+    from controller.meter.journal import op_body
+    from controller.round.journal import JournalReducer
 
     async with table(tmp_path) as (daemon, rig):
         pass  # the meters are defined
     at = datetime.now(timezone.utc)
-    with Ledger.open(tmp_path / "state", MetersReducer(), software_digest=software_digest()) as led:
+    with Ledger.open(tmp_path / "state", JournalReducer(), software_digest=software_digest()) as led:
         op = meter_ops.BookContributions("CS-07-r1", "CS-07", ((3, 500),), at, round_meters=("bonus", "main"))
         led.submit(op.kind, op_body("main", op), "CS-07-r1:book:main")  # the bonus entry never came
         assert "CS-07-r1" in led.state["main"].open_rounds
@@ -823,7 +824,8 @@ async def _book_r1(tmp_path, *, on_main: bool) -> None:
     from controller.ledger import Ledger, software_digest
     from controller.link.outbox import LINK_SEND, OutboxReducer, send_body
     from controller.meter import ops as meter_ops
-    from controller.meter_ledger import MetersReducer, op_body
+    from controller.meter.journal import op_body
+    from controller.round.journal import JournalReducer
 
     async with linked_table(tmp_path):
         pass  # the table's meter is defined, the link journal created
@@ -833,7 +835,7 @@ async def _book_r1(tmp_path, *, on_main: bool) -> None:
         box.submit(LINK_SEND, send_body("bonus", LINKED, op), "CS-07-r1:book:bonus")
         assert box.state.open_rounds["bonus"]["CS-07-r1"][2] == ("bonus", "main")
     if on_main:
-        with Ledger.open(tmp_path / "state", MetersReducer(), software_digest=software_digest()) as led:
+        with Ledger.open(tmp_path / "state", JournalReducer(), software_digest=software_digest()) as led:
             op = meter_ops.BookContributions("CS-07-r1", "CS-07", ((3, 500),), at, round_meters=("bonus", "main"))
             led.submit(op.kind, op_body("main", op), "CS-07-r1:book:main")
 
@@ -876,12 +878,13 @@ async def test_a_round_closed_on_one_of_its_meters_is_not_taken_for_an_unfinishe
     from controller.ledger import Ledger, software_digest
     from controller.link.outbox import LINK_SEND, OutboxReducer, send_body
     from controller.meter import ops as meter_ops
-    from controller.meter_ledger import MetersReducer, op_body
+    from controller.meter.journal import op_body
+    from controller.round.journal import JournalReducer
 
     await _book_r1(tmp_path, on_main=True)
     op = meter_ops.CloseRound("CS-07-r1", datetime.now(timezone.utc))
     if closed == "main":
-        with Ledger.open(tmp_path / "state", MetersReducer(), software_digest=software_digest()) as led:
+        with Ledger.open(tmp_path / "state", JournalReducer(), software_digest=software_digest()) as led:
             led.submit(op.kind, op_body("main", op), "CS-07-r1:close:main")
     else:
         with Ledger.open(tmp_path / "state" / "link", OutboxReducer(), software_digest=software_digest()) as box:

@@ -22,7 +22,7 @@ After every start, and after each step of play:
   booked at most once, and a booking holds exactly the wagers acknowledged at the lock-out (a round whose
   booking was in doubt is booked whole or not at all); every acknowledged booking, payout, settlement and
   void is in the journal;
-- a pure recomputation of the meters (controller.meter_ledger.MetersReducer fed the test's own view of the
+- a pure recomputation of the meters (controller.round.journal.JournalReducer fed the test's own view of the
   play, in journal order) gives what the journal recorded for each entry, and every meter the running daemon
   reports (`meters`) is exactly the recomputed one; contributions, reserve and qualifying wagers equal the
   sum over booked, not voided, rounds of rate x wager, in meter units, exactly;
@@ -54,13 +54,14 @@ from typing import Any
 
 import pytest
 
-from controller.app.control import ControlError, DaemonUnavailable
-from controller.app.views import hit_json, meter_json
-from controller.faults import KINDS as FAULT_KINDS
 from controller.ledger import journal
 from controller.ledger.chain import Entry, canonical
-from controller.meter_ledger import DEFINE_METER, MetersReducer
+from controller.meter.journal import DEFINE_METER
 from controller.money import UNITS_PER_CENT, format_cents, parse_cents
+from controller.round.faults import KINDS as FAULT_KINDS
+from controller.round.journal import JournalReducer
+from controller.service.control import ControlError, DaemonUnavailable
+from controller.service.views import hit_json, meter_json
 from hil.rig import Rig
 
 import soak
@@ -119,7 +120,7 @@ class Books:
     checks through the results)."""
 
     db: Path
-    reducer: MetersReducer = field(default_factory=MetersReducer)
+    reducer: JournalReducer = field(default_factory=JournalReducer)
     state: Any = None
     through: int = 0
     booked: dict[str, tuple[tuple[int, int], ...]] = field(default_factory=dict)  # every booking ever made

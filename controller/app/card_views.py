@@ -7,13 +7,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller import __version__
-from controller.app.views import table_json
 from controller.config.model import TableConfig
 from controller.ledger.ledger import Head
-from controller.link.schema import MeterValue
+from controller.linkproto.schema import MeterValue
 from controller.meter import MeterState
 from controller.money import format_cents
 from controller.round import model as rm
+from controller.service.views import table_json
 
 
 def meters_json(meters: Mapping[str, MeterState], linked: Mapping[str, str] | None,

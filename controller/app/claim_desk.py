@@ -29,7 +29,6 @@ import structlog
 from controller.app.meter_port import Meters, booking_key
 from controller.app.metrics import Metrics
 from controller.app.sign import Sign
-from controller.app.views import payout_json
 from controller.cards import cards_str
 from controller.config.model import TableConfig
 from controller.errors import InputError, RulesError
@@ -37,11 +36,10 @@ from controller.ledger import Ledger
 from controller.ledger.chain import utc_now
 from controller.ledger.errors import KeyConflict
 from controller.ledger.reader import JournalReader
-from controller.link import approval
 from controller.link.client import LinkRefused
+from controller.linkproto import approval
 from controller.meter import ops as meter_ops
-from controller.meter_ledger import CLAIM, claim_body
-from controller.meter_ledger import Meters as MeterStates
+from controller.meter.journal import Meters as MeterStates
 from controller.money import format_cents, parse_cents
 from controller.positions import DEALER, DEALER_POSITION
 from controller.round import claim_machine as cm
@@ -60,7 +58,9 @@ from controller.round.claims import (
     verify,
     verify_dealer,
 )
+from controller.round.journal import CLAIM, claim_body
 from controller.round.model import TableRules
+from controller.service.views import payout_json
 
 log = structlog.get_logger("table")
 
@@ -282,7 +282,7 @@ class ClaimDesk:
 
     def needs_approval_key(self, claim_id: object) -> bool:
         """Whether approving the claim takes the supervisor's approval key (its meter is linked: the authority
-        verifies the approval, controller.link.approval)."""
+        verifies the approval, controller.linkproto.approval)."""
         c = next((x for x in self.state.claims if x.id == claim_id), None)
         return c is not None and self.meters.is_linked(c.meter)
 

@@ -21,12 +21,9 @@ from typing import TYPE_CHECKING, Any, Protocol
 import structlog
 
 from controller import __version__
-from controller.app import logs
 from controller.app.handlers import DICE_TABLE
 from controller.app.metrics import Metrics
-from controller.app.sdnotify import Notifier
 from controller.app.shell import ControlFactory, TableShell
-from controller.app.views import table_json
 from controller.config.model import TableConfig
 from controller.dice.hot_roller import BET as HOT_ROLLER
 from controller.dice.hot_roller import HotRoller
@@ -37,6 +34,9 @@ from controller.dice.six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
 from controller.errors import InputError, RulesError
 from controller.money import format_cents
 from controller.round.machine import seat_disabled_because, seats_marked
+from controller.service import logs
+from controller.service.sdnotify import Notifier
+from controller.service.views import table_json
 from drivers import events as ev
 from drivers.device import Device
 

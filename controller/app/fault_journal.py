@@ -1,9 +1,9 @@
-"""A card table's device faults and wagering blocks into its journal (controller/faults.py decides what is written).
+"""A card table's device faults and wagering blocks into its journal (controller/round/faults.py decides what is written).
 
 Every entry goes through the ledger's single writer like any other, durably, but is only queued: nothing of the
 round (a lock-out, a booking) waits for it. `submit_future` puts it on the writer's queue at once, in order, and
 its outcome is looked at in the writer's thread; a refusal (a bug) is logged with its traceback, a storage failure
-stops the process as it does for every entry. With the bound of controller/faults.py (one down and one up entry a
+stops the process as it does for every entry. With the bound of controller/round/faults.py (one down and one up entry a
 device or a block a minute at most), an entry ahead of a booking in the writer's queue costs that booking at most
 one small batch."""
 
@@ -18,10 +18,10 @@ from typing import Any
 
 import structlog
 
-from controller.faults import FAULT_WATCH, HOLD, Entry, FaultWatch
 from controller.ledger import Ledger, LedgerError
 from controller.ledger.chain import utc_now
 from controller.ledger.writer import Receipt
+from controller.round.faults import FAULT_WATCH, HOLD, Entry, FaultWatch
 
 log = structlog.get_logger("table")
 

@@ -6,34 +6,91 @@ asker (InputError, RulesError, PermissionError, NotAvailable), never swallowed h
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from controller.app.control import PEER, NotAvailable
-from controller.app.views import hit_json, hit_kind, meter_json
+from controller.app.claim_desk import ClaimDesk
+from controller.app.journal import RoundJournal
+from controller.app.shoe import Shoe
+from controller.config.model import TableConfig
 from controller.errors import InputError, RulesError
+from controller.ledger import Ledger
+from controller.meter.journal import Meters
 from controller.report.day import parse_span
 from controller.round import model as rm
-
-if TYPE_CHECKING:
-    from controller.app.dice_table import DiceTableDaemon
-    from controller.app.shell import TableShell
-    from controller.app.table import TableDaemon
+from controller.service.auth import SupervisorCheck
+from controller.service.control import PEER, NotAvailable
+from controller.service.reports import MeterSeries
+from controller.service.views import hit_json, hit_kind, meter_json
 
 Handler = Callable[[Any, dict[str, Any]], Awaitable[Any]]  # (the daemon, the request's arguments) -> the answer
 Args = dict[str, Any]
 
 
+# What a daemon gives its handlers, as protocols: the daemons (controller.app.table, dice_table) import this
+# module, never the other way round.
+class Table(Protocol):
+    """Every table daemon (controller.app.shell.TableShell)."""
+
+    @property
+    def cfg(self) -> TableConfig: ...
+
+    def status(self) -> dict[str, Any]: ...
+
+    def round_info(self) -> dict[str, Any]: ...
+
+    async def supervisor(self, args: dict[str, Any]) -> str: ...
+
+
+class CardTable(Table, Protocol):
+    """The card table (controller.app.table.TableDaemon): its round, journal, claims and shoe."""
+
+    @property
+    def ledger(self) -> Ledger[Meters] | None: ...
+
+    @property
+    def state(self) -> rm.TableState | None: ...
+
+    @property
+    def desk(self) -> ClaimDesk | None: ...
+
+    @property
+    def journal(self) -> RoundJournal | None: ...
+
+    @property
+    def shoe(self) -> Shoe | None: ...
+
+    @property
+    def series(self) -> MeterSeries: ...
+
+    @property
+    def supervisors(self) -> SupervisorCheck: ...
+
+    def act(self, event: rm.Input) -> None: ...
+
+    def round_id(self) -> str: ...
+
+    def paid_refusal(self) -> str | None: ...
+
+    def void(self, reason: str) -> None: ...
+
+
+class DiceTable(Table, Protocol):
+    """The dice table (controller.app.dice_table.DiceTableDaemon)."""
+
+    def block_closed(self, who: str, closed: bool) -> None: ...
+
+
 # --- every table -------------------------------------------------------------------------------------
 
-async def status(d: TableShell, args: Args) -> Any:
+async def status(d: Table, args: Args) -> Any:
     return d.status()
 
 
-async def round_info(d: TableShell, args: Args) -> Any:
+async def round_info(d: Table, args: Args) -> Any:
     return d.round_info()
 
 
-async def authenticate(d: TableShell, args: Args) -> Any:
+async def authenticate(d: Table, args: Args) -> Any:
     return {"supervisor": await d.supervisor(args)}
 
 
@@ -46,12 +103,12 @@ def _reason(args: Args, why: str) -> str:
 
 # --- the card table ----------------------------------------------------------------------------------
 
-async def meters(d: TableDaemon, args: Args) -> Any:
+async def meters(d: CardTable, args: Args) -> Any:
     assert d.ledger is not None
     return [meter_json(s) for _m, s in sorted(d.ledger.state.items())]
 
 
-async def history(d: TableDaemon, args: Args) -> Any:
+async def history(d: CardTable, args: Args) -> Any:
     """As `history --state` reads it from the journal; with kinds, what each payout is."""
     assert d.ledger is not None
     kinds = args.get("kinds") is True
@@ -59,11 +116,11 @@ async def history(d: TableDaemon, args: Args) -> Any:
             for m, s in sorted(d.ledger.state.items()) for h in s.history]
 
 
-async def meter_series(d: TableDaemon, args: Args) -> Any:
+async def meter_series(d: CardTable, args: Args) -> Any:
     return await d.series.answer(args)
 
 
-async def settle(d: TableDaemon, args: Args) -> Any:
+async def settle(d: CardTable, args: Args) -> Any:
     who = await d.supervisor(args) if "supervisor" in args else None
     assert d.state is not None and d.desk is not None and d.shoe is not None and d.journal is not None
     round_id = args.get("round_id")
@@ -92,7 +149,7 @@ async def settle(d: TableDaemon, args: Args) -> Any:
     return {"message": f"round {rid} settled ({counted}); round {d.round_id()} open for betting"}
 
 
-async def void(d: TableDaemon, args: Args) -> Any:
+async def void(d: CardTable, args: Args) -> Any:
     who = await d.supervisor(args)
     reason = _reason(args, "say why the round is voided")
     assert d.state is not None and d.desk is not None and d.journal is not None
@@ -111,7 +168,7 @@ async def void(d: TableDaemon, args: Args) -> Any:
     return {"message": f"round {rid} voided: {wagers} wagers returned{claims}", "claims_voided": voided}
 
 
-async def deck_replaced(d: TableDaemon, args: Args) -> Any:
+async def deck_replaced(d: CardTable, args: Args) -> Any:
     who = await d.supervisor(args)
     assert d.journal is not None
     d.act(rm.DeckReplaced(who))
@@ -119,7 +176,7 @@ async def deck_replaced(d: TableDaemon, args: Args) -> Any:
     return {"message": f"new deck confirmed by {who}"}
 
 
-async def stub_count(d: TableDaemon, args: Args) -> Any:
+async def stub_count(d: CardTable, args: Args) -> Any:
     """The dealer's stub count (§ 667a.8(f)); with a supervisor's credential, the supervisor's recount."""
     who = await d.supervisor(args) if "supervisor" in args else None
     assert d.journal is not None
@@ -135,13 +192,13 @@ async def stub_count(d: TableDaemon, args: Args) -> Any:
     return {"message": "stub count wrong: the deck is removed (§ 667a.8(h))", "deck_ok": False}
 
 
-async def close_table(d: TableDaemon, args: Args) -> Any:
+async def close_table(d: CardTable, args: Args) -> Any:
     who = await d.supervisor(args)
     d.act(rm.BlockRaised(rm.Block.CLOSED, who))
     return {"message": f"table {d.cfg.table} closed by {who}: no progressive wagers"}
 
 
-async def open_table(d: TableDaemon, args: Args) -> Any:
+async def open_table(d: CardTable, args: Args) -> Any:
     who = await d.supervisor(args)
     assert d.state is not None
     for holder in list(d.state.blocks.get(rm.Block.CLOSED, ())):
@@ -149,12 +206,12 @@ async def open_table(d: TableDaemon, args: Args) -> Any:
     return {"message": f"table {d.cfg.table} opened by {who}"}
 
 
-async def claim(d: TableDaemon, args: Args) -> Any:
+async def claim(d: CardTable, args: Args) -> Any:
     assert d.desk is not None
     return await d.desk.claim(args)
 
 
-async def approve(d: TableDaemon, args: Args) -> Any:
+async def approve(d: CardTable, args: Args) -> Any:
     assert d.desk is not None
     if d.desk.needs_approval_key(args.get("claim_id")):  # a linked meter: the authority verifies it
         who, key = await d.supervisors.check_and_derive(args.get("supervisor"), args.get("secret"),
@@ -164,7 +221,7 @@ async def approve(d: TableDaemon, args: Args) -> Any:
     return await d.desk.approve(args.get("claim_id"), who)
 
 
-async def reject(d: TableDaemon, args: Args) -> Any:
+async def reject(d: CardTable, args: Args) -> Any:
     reason = _reason(args, "say why the claim is rejected")
     who = await d.supervisor(args)
     assert d.desk is not None
@@ -181,29 +238,29 @@ CARD_TABLE: Mapping[str, Handler] = {
 
 # --- the dice table ----------------------------------------------------------------------------------
 
-async def no_meters(d: DiceTableDaemon, args: Args) -> Any:
+async def no_meters(d: DiceTable, args: Args) -> Any:
     return []  # no meter at a dice table
 
 
-async def no_meter_series(d: DiceTableDaemon, args: Args) -> Any:
+async def no_meter_series(d: DiceTable, args: Args) -> Any:
     parse_span(args.get("span"), "span")  # a wrong span is refused here as at a card table
     return []
 
 
-async def close_dice_table(d: DiceTableDaemon, args: Args) -> Any:
+async def close_dice_table(d: DiceTable, args: Args) -> Any:
     who = await d.supervisor(args)
     d.block_closed(who, True)
     return {"message": f"table {d.cfg.table} closed by {who}: no new dice wagers recognized"}
 
 
-async def open_dice_table(d: DiceTableDaemon, args: Args) -> Any:
+async def open_dice_table(d: DiceTable, args: Args) -> Any:
     who = await d.supervisor(args)
     d.block_closed(who, False)
     return {"message": f"table {d.cfg.table} opened by {who}"}
 
 
 def _card_table_only(op: str) -> Handler:
-    async def refuse(d: DiceTableDaemon, args: Args) -> Any:
+    async def refuse(d: DiceTable, args: Args) -> Any:
         raise NotAvailable(f"{op}: not at a dice table ({d.cfg.game.title}): the table pays its dice wagers at the "
                            "paytable's odds, without rounds, meters or claims")
     return refuse
@@ -218,4 +275,4 @@ DICE_TABLE: Mapping[str, Handler] = {
 }
 
 
-__all__ = ["CARD_TABLE", "CARD_TABLE_OPS", "DICE_TABLE", "Handler"]
+__all__ = ["CARD_TABLE", "CARD_TABLE_OPS", "DICE_TABLE", "CardTable", "DiceTable", "Handler", "Table"]

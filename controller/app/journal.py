@@ -30,11 +30,12 @@ from controller.ledger.reader import JournalReader
 from controller.link.client import TableLink
 from controller.meter import MeterState
 from controller.meter import ops as meter_ops
-from controller.meter_ledger import TABLE_STATE, MetersReducer, configure_meter, op_body
-from controller.meter_ledger import Meters as MeterStates
+from controller.meter.journal import Meters as MeterStates
+from controller.meter.journal import configure_meter, op_body
 from controller.money import UNITS_PER_CENT, format_cents, parse_units
 from controller.positions import position_name
 from controller.round import model as rm
+from controller.round.journal import TABLE_STATE, JournalReducer
 from controller.round.resume import Kept
 
 log = structlog.get_logger("table")
@@ -46,7 +47,7 @@ def open_ledger(cfg: TableConfig) -> Ledger[MeterStates]:
     """The table's journal, with each of its meters the journal does not have yet created; a meter whose
     parameters the configuration changed gets a recorded parameter change (refused while one of its rounds is
     open). Blocking: run it in a thread."""
-    led = Ledger.open(cfg.state_dir, MetersReducer(), software_digest=software_digest())
+    led = Ledger.open(cfg.state_dir, JournalReducer(), software_digest=software_digest())
     try:
         for m in standalone_meters(cfg):
             done = configure_meter(led, m.params, cfg.table, f"configuration {cfg.source.name}", utc_now())

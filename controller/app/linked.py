@@ -9,7 +9,7 @@ from typing import Any
 
 from controller.config.model import LinkedMeter, TableConfig
 from controller.link.client import TableLink
-from controller.link.schema import FLOOR_MAX_ITEMS, FLOOR_TEXT, FloorClaim, FloorLine, Win
+from controller.linkproto.schema import FLOOR_MAX_ITEMS, FLOOR_TEXT, FloorClaim, FloorLine, Win
 from controller.round.claims import Claim
 
 LINK_DIR = "link"  # the table's link journal, beside its own

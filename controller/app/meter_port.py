@@ -26,9 +26,9 @@ from controller.errors import RulesError
 from controller.ledger import Ledger
 from controller.ledger.reader import Found, JournalReader, lookup
 from controller.link.client import TableLink
+from controller.meter.journal import Meters as MeterStates
+from controller.meter.journal import op_body
 from controller.meter.ops import LockPercentAward, Op, ReleaseLockedAward
-from controller.meter_ledger import Meters as MeterStates
-from controller.meter_ledger import op_body
 from controller.money import UNITS_PER_CENT, parse_cents
 
 if TYPE_CHECKING:
@@ -131,10 +131,10 @@ class LinkedMeters:
         return self.link.approvers is None or name in self.link.approvers
 
     async def approvals(self, claim: Claim, table: str, approver_key: bytes) -> tuple[tuple[int, str, str], ...]:
-        """The signed approvals of the claim's payouts that the authority verifies (controller.link.approval),
+        """The signed approvals of the claim's payouts that the authority verifies (controller.linkproto.approval),
         by `claim.by` with `approver_key`: made at the approval, each bound to the one payment it approves."""
         from controller.ledger.chain import utc_now
-        from controller.link import approval
+        from controller.linkproto import approval
         from controller.round.claims import payout_op
 
         out = []

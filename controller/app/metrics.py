@@ -21,10 +21,10 @@ if TYPE_CHECKING:
     from wsgiref.simple_server import WSGIServer
 
 from controller import __version__
-from controller.app.anchoring import AnchorMetrics
-from controller.app.auth import AuthMetrics
 from controller.odds import percent_of_meter_chance
 from controller.paytables.model import Paytable
+from controller.service.anchoring import AnchorMetrics
+from controller.service.auth import AuthMetrics
 
 log = structlog.get_logger("table")
 
@@ -102,7 +102,7 @@ class Metrics:
                               ["outcome"], registry=r)
         self.claims_pending = Gauge("progressive_claims_pending", "Claims awaiting a supervisor's approval",
                                     registry=r)
-        self.auth = AuthMetrics(r)  # the supervisor checks' (controller.app.auth)
+        self.auth = AuthMetrics(r)  # the supervisor checks' (controller.service.auth)
         self.internal_errors = Counter("progressive_internal_errors_total",
                                        "Unexpected failures of the daemon's own tasks (each logged with its "
                                        "traceback)", ["task"], registry=r)

@@ -21,16 +21,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import structlog
 
-from controller.app.auth import SupervisorCheck
-from controller.app.control import PEER
-from controller.app.control import Handler as ControlHandler
 from controller.app.handlers import Handler
 from controller.app.metrics import Metrics
-from controller.app.operations import check_arguments
 from controller.app.outputs import DeviceOutputs
-from controller.app.sdnotify import Notifier, watchdog_interval
 from controller.app.sign import Sign
 from controller.config.model import TableConfig
+from controller.service.auth import SupervisorCheck
+from controller.service.control import PEER
+from controller.service.control import Handler as ControlHandler
+from controller.service.operations import check_arguments
+from controller.service.sdnotify import Notifier, watchdog_interval
 from drivers import events as ev
 from drivers.device import Device
 from drivers.modbus.settings import SerialBusSettings
@@ -49,7 +49,7 @@ class DaemonFailed(Exception):
 
 
 class ControlService(Protocol):
-    """A daemon's control socket as the daemon runs it (controller.app.control.ControlServer)."""
+    """A daemon's control socket as the daemon runs it (controller.service.control.ControlServer)."""
 
     async def start(self) -> None: ...
 
@@ -316,7 +316,7 @@ class TableShell:
 
     async def supervisor(self, args: dict[str, Any]) -> str:
         """The name of the supervisor whose credential `args` carries (`supervisor`, `secret`): checked off the
-        event loop, one at a time, wrong guesses throttled (controller.app.auth); PermissionError otherwise."""
+        event loop, one at a time, wrong guesses throttled (controller.service.auth); PermissionError otherwise."""
         return await self.supervisors.check(args.get("supervisor"), args.get("secret"), PEER.get().get("peer_uid"))
 
     def devices_json(self) -> list[dict[str, Any]]:

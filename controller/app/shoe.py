@@ -20,11 +20,11 @@ from controller.errors import InputError
 from controller.ledger import Ledger
 from controller.ledger.errors import KeyConflict
 from controller.ledger.reader import Found, JournalReader
-from controller.meter_ledger import DEAL
-from controller.meter_ledger import Meters as MeterStates
+from controller.meter.journal import Meters as MeterStates
 from controller.positions import position_name
 from controller.round import detect
 from controller.round import model as rm
+from controller.round.journal import DEAL
 
 log = structlog.get_logger("table")
 

@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from controller.app import linked, logs
-from controller.app.anchoring import Anchoring
+from controller.app import linked
 from controller.app.card_views import blocks_json, card_status, meters_json, round_json
 from controller.app.claim_desk import ClaimDesk, RoundView
 from controller.app.fault_journal import FaultJournal
@@ -35,29 +34,31 @@ from controller.app.linked import LinkedMeterView
 from controller.app.lockout import LockoutTimer, draws
 from controller.app.meter_port import LinkedMeters, LocalMeters, Meters
 from controller.app.metrics import Metrics
-from controller.app.reports import DayReports, MeterSeries
-from controller.app.sdnotify import Notifier
 from controller.app.setup import award_spots, standalone_meters, table_rules
 from controller.app.shell import ControlFactory, TableShell
 from controller.app.shoe import Shoe
-from controller.app.views import meter_titles
 from controller.cards import card_str
 from controller.config.model import TableConfig
 from controller.errors import InputError, RulesError
 from controller.ledger import Ledger
 from controller.ledger.anchor import Anchor
 from controller.ledger.chain import format_time, utc_now
-from controller.link.schema import FloorLine, JournalAnchor, Win
+from controller.linkproto.schema import FloorLine, JournalAnchor, Win
 from controller.meter import MeterState
-from controller.meter_ledger import Meters as MeterStates
+from controller.meter.journal import Meters as MeterStates
 from controller.report.build import TABLE, Source
 from controller.round import claim_machine as cm
 from controller.round import machine
 from controller.round import model as rm
 from controller.round.resume import resume
+from controller.service import logs
+from controller.service.anchoring import Anchoring
+from controller.service.reports import DayReports, MeterSeries
+from controller.service.sdnotify import Notifier
+from controller.service.views import meter_titles
 from drivers import events as ev
 from drivers.device import Device
-from drivers.modbus.schedule import Phase as BusPhase
+from drivers.modbus.core.schedule import Phase as BusPhase
 
 if TYPE_CHECKING:
     from drivers.modbus.bus import ModbusBus

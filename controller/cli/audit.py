@@ -59,7 +59,7 @@ def _reducer_for(state_dir: Path) -> Any:
     from controller.ledger import journal
     from controller.ledger.reader import JournalReader
     from controller.link.outbox import LINK_SEND, OutboxReducer
-    from controller.meter_ledger import MetersReducer
+    from controller.round.journal import JournalReducer
 
     db = state_dir / journal.DB_NAME
     if db.exists():
@@ -70,7 +70,7 @@ def _reducer_for(state_dir: Path) -> Any:
             outbox = False
         if outbox:
             return OutboxReducer()
-    return MetersReducer()
+    return JournalReducer()
 
 
 def _meters_journal(report: Report, state_dir: Path) -> None:
@@ -167,7 +167,7 @@ def _select(meters: Mapping[str, MeterState], meter_id: str | None) -> list[str]
 
 
 def cmd_meters(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
-    from controller.app.views import meter_json
+    from controller.service.views import meter_json
 
     report = _audit(state_dir)
     if not report.ok:
@@ -177,7 +177,7 @@ def cmd_meters(state_dir: Path, as_json: bool, meter_id: str | None) -> int:
 
 
 def cmd_history(state_dir: Path, as_json: bool, meter_id: str | None, limit: int | None = None) -> int:
-    from controller.app.views import hit_json
+    from controller.service.views import hit_json
 
     report = _audit(state_dir)
     if not report.ok:

@@ -12,15 +12,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.app.control import (
-    DEFAULT_SOCKET as _DEFAULT_SOCKET,  # defined once (control.py imports the stdlib only)
-)
-from controller.app.control import SOCKET_ENV as _SOCKET_ENV
 from controller.cli.common import EXIT_UNAVAILABLE, Exit, dump_json, no_such_meter, read_secret, show_hits, show_meters
 from controller.errors import InputError
 from controller.exits import EXIT_BAD_INPUT
 from controller.money import format_cents, parse_cents
 from controller.positions import DEALER
+from controller.service.control import (
+    DEFAULT_SOCKET as _DEFAULT_SOCKET,  # defined once (control.py imports the stdlib only)
+)
+from controller.service.control import SOCKET_ENV as _SOCKET_ENV
 
 # Arguments of a request the daemon may name in a refusal, and the option the user typed them with.
 _OPTION_OF = {"supervisor": "--supervisor", "reason": "--reason", "dealt": "--dealt", "meter": "--meter",
@@ -193,7 +193,7 @@ def _count(text: str, field: str, least: int = 0, most: int | None = None) -> in
 
 def _ask(args: argparse.Namespace, op: str, **call_args: Any) -> Any:
     """Send `op` to the running daemon; its result, or Exit with the status of docs/cli.md."""
-    from controller.app.control import ControlClient, ControlError, DaemonUnavailable
+    from controller.service.control import ControlClient, ControlError, DaemonUnavailable
 
     if args.socket is not None and not args.socket:
         raise InputError("--socket", "is empty")

@@ -117,7 +117,7 @@ def _cmd_hash_credential(args: argparse.Namespace) -> int:
 def _cmd_link_key(args: argparse.Namespace) -> int:
     import os
 
-    from controller.link import signing
+    from controller.linkproto import signing
 
     path: Path = args.file
     if args.public:
@@ -149,7 +149,7 @@ def _cmd_link_key(args: argparse.Namespace) -> int:
 
 def _cmd_approval_key(args: argparse.Namespace) -> int:
     from controller.config.names import normal, refusal
-    from controller.link.approval import approval_key, encode_key
+    from controller.linkproto.approval import approval_key, encode_key
 
     name = normal(args.name)  # the key is made from the name as the tables compare it
     if (why := refusal(name)) is not None:

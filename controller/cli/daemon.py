@@ -37,11 +37,11 @@ if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
     from structlog.typing import FilteringBoundLogger
 
-    from controller.app.sdnotify import Notifier
     from controller.app.shell import TableShell
+    from controller.authority.authority import LinkAuthority
     from controller.config.authority import AuthorityConfig
     from controller.config.model import TableConfig
-    from controller.link.authority import LinkAuthority
+    from controller.service.sdnotify import Notifier
 
 
 def _args(argv: list[str] | None) -> argparse.Namespace:
@@ -59,8 +59,8 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
-    from controller.app import logs
-    from controller.app.control import socket_path
+    from controller.service import logs
+    from controller.service.control import socket_path
 
     if args.role == "link":
         return _main_link(args)
@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 def load_table(source: Path) -> TableConfig | None:
     """The table's configuration, checked whole; None after printing every problem, as check-config does."""
     from controller.config import load_config
-    from controller.config.problems import ConfigError
+    from controller.tomlfile.problems import ConfigError
 
     try:
         return load_config(source)
@@ -183,9 +183,9 @@ def _ending(group: BaseExceptionGroup, log: FilteringBoundLogger,
 
 
 def _main_link(args: argparse.Namespace) -> int:
-    from controller.app import logs
     from controller.config.authority import load_authority_config
-    from controller.config.problems import ConfigError
+    from controller.service import logs
+    from controller.tomlfile.problems import ConfigError
 
     if not args.config:
         print("progressived: --role link needs --config FILE (the link authority's configuration)", file=sys.stderr)
@@ -199,7 +199,7 @@ def _main_link(args: argparse.Namespace) -> int:
     logs.configure(args.log_format or cfg.logging.format, cfg.logging.level)
     logs.set_table_context(authority=cfg.authority)
     _log_warnings(cfg, Path(args.config))  # a supervisors' file others can read, as at a table
-    from controller.app.control import DEFAULT_LINK_SOCKET
+    from controller.service.control import DEFAULT_LINK_SOCKET
 
     # $PROGRESSIVE_SOCKET names a table's socket: the authority's is --socket or its own default
     return run_daemon(lambda: _run_link(cfg, args.socket or DEFAULT_LINK_SOCKET))
@@ -208,11 +208,11 @@ def _main_link(args: argparse.Namespace) -> int:
 async def _run_link(cfg: AuthorityConfig, socket: str) -> int:
     import structlog
 
-    from controller.app.control import ControlServer, ServerError
     from controller.app.heap import freeze_when_ready
-    from controller.app.sdnotify import Notifier, watchdog_interval
+    from controller.authority.authority import LinkAuthority
     from controller.ledger.errors import LedgerError
-    from controller.link.authority import LinkAuthority
+    from controller.service.control import ControlServer, ServerError
+    from controller.service.sdnotify import Notifier, watchdog_interval
 
     log = structlog.get_logger("progressived")
     main_task = asyncio.current_task()
@@ -276,7 +276,6 @@ async def serve(cfg: TableConfig, *, socket: str, listen: tuple[str, int] | None
     metrics served at `listen` (None: not served). Raises _Ending for anything else."""
     import structlog
 
-    from controller.app.control import ControlServer
     from controller.app.dice_table import DiceTableDaemon
     from controller.app.heap import freeze_when_ready
     from controller.app.metrics import Metrics
@@ -284,6 +283,7 @@ async def serve(cfg: TableConfig, *, socket: str, listen: tuple[str, int] | None
     from controller.config.devices import build_drivers
     from controller.errors import InputError
     from controller.ledger.errors import LedgerError
+    from controller.service.control import ControlServer
 
     log = structlog.get_logger("progressived")
     main_task = asyncio.current_task()

@@ -60,7 +60,7 @@ def add_paytables(sub: Any) -> None:
 
 
 def _read_json(name: str) -> Any:
-    from controller.config.files import FileRefused, read_text
+    from controller.tomlfile.files import FileRefused, read_text
 
     try:  # a file: regular, bounded (a FIFO or /dev/zero is refused, never read)
         text = sys.stdin.read() if name == "-" else read_text(name)
@@ -80,7 +80,7 @@ def _cmd_settle(args: argparse.Namespace) -> int:
     import re
 
     from controller.paytables import find_paytable
-    from controller.roundio import settle_json
+    from controller.round.form import settle_json
 
     if args.file != "-" and re.fullmatch(r"\S+-r[0-9]+", args.file) and not Path(args.file).exists():
         raise InputError(args.file, f"no such file (to tell the running daemon that round {args.file} is settled: "
@@ -92,7 +92,7 @@ def _cmd_settle(args: argparse.Namespace) -> int:
 
 def _cmd_odds(args: argparse.Namespace) -> int:
     from controller.games import game, wager
-    from controller.meter_award import RESET_FLOOR_CENTS
+    from controller.meter.award import RESET_FLOOR_CENTS
     from controller.money import UNITS_PER_CENT, parse_cents, parse_units
     from controller.odds import odds_report, render_text, to_json
     from controller.paytables import find_paytable

@@ -54,9 +54,9 @@ def _day(args: Any) -> tuple[GamingDay, Source | None]:
     if args.config is not None:
         if args.time_zone is not None:
             raise InputError("--time-zone", "give it in the configuration's [report] time_zone, or use --day-starts")
-        from controller.app.views import meter_titles
         from controller.config import ConfigError, load_config
         from controller.config.authority import load_authority_config
+        from controller.service.views import meter_titles
 
         try:
             if args.role == "link":
@@ -79,8 +79,8 @@ def _day(args: Any) -> tuple[GamingDay, Source | None]:
 
 def cmd_report(args: Any) -> int:
     from controller.ledger import LedgerDamaged, journal
-    from controller.report.files import read_report
     from controller.report.render import render
+    from controller.service.report_files import read_report
 
     day, source = _day(args)
     if not (args.state / journal.DB_NAME).is_file():
@@ -130,7 +130,7 @@ def _entries_span(state: Path, day: GamingDay) -> str:
     from zoneinfo import ZoneInfo
 
     from controller.report.day import day_of
-    from controller.report.files import journal_span
+    from controller.service.report_files import journal_span
 
     span = journal_span(state)
     if span is None:

@@ -35,7 +35,7 @@ from controller.config.model import (
     TableConfig,
     WagerConfig,
 )
-from controller.config.problems import ConfigError, Problem
+from controller.tomlfile.problems import ConfigError, Problem
 
 __all__ = [
     "BusConfig",

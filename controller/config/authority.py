@@ -26,7 +26,6 @@ from controller.config import schema
 from controller.config.check import readable_by_others
 from controller.config.check_meters import METER_ID
 from controller.config.fields import did_you_mean, show, unknown_key
-from controller.config.files import FileRefused, read_file, show_path
 from controller.config.load import TABLE_ID, _Checker, in_file_order
 from controller.config.model import (
     AnchorConfig,
@@ -38,10 +37,11 @@ from controller.config.model import (
     Supervisor,
 )
 from controller.config.names import DistinctNames, normal, refusal
-from controller.config.problems import ConfigError, Problem, join
-from controller.config.toml import read_toml
-from controller.link import signing
-from controller.link.approval import decode_key
+from controller.linkproto import signing
+from controller.linkproto.approval import decode_key
+from controller.tomlfile.files import FileRefused, read_file, show_path
+from controller.tomlfile.problems import ConfigError, Problem, join
+from controller.tomlfile.toml import read_toml
 
 AUTHORITY_TOP_KEYS = (
     "authority", "description", "state_dir", "tables", "heartbeat", "approvers_file", "signing_key_file", "meters",
@@ -95,10 +95,10 @@ class AuthorityConfig:
     logging: LoggingConfig = field(default_factory=LoggingConfig)
     description: str = ""
     warnings: tuple[Problem, ...] = ()  # as a table's: check-config prints them, the daemon logs them
-    # Who may approve a payment from a linked meter: supervisor's name -> approval key (controller.link.approval).
+    # Who may approve a payment from a linked meter: supervisor's name -> approval key (controller.linkproto.approval).
     # Empty: no payment is approved (every one is refused).
     approvers: Mapping[str, bytes] = field(default_factory=dict)
-    # What every message the authority publishes is signed with (controller.link.signing). Required in a file.
+    # What every message the authority publishes is signed with (controller.linkproto.signing). Required in a file.
     signing_key: Ed25519PrivateKey | None = None
     anchor: AnchorConfig = field(default_factory=AnchorConfig)
     # The gaming day of the linked meters' plots (`meter_series`); its `dir` is not taken: no report is written.

@@ -20,7 +20,6 @@ from typing import Any
 from pydantic import BaseModel
 
 from controller.config.fields import problems_from, show, unknown_key
-from controller.config.files import MAX_SECRET_BYTES, FileRefused, kind_of, limit_text, probe, read_file, show_path
 from controller.config.model import (
     AnchorConfig,
     BusConfig,
@@ -34,9 +33,10 @@ from controller.config.model import (
     Supervisor,
     WagerConfig,
 )
-from controller.config.problems import Problems, join
-from controller.config.toml import InvalidTable, TomlError, parse_toml, validate_table
 from controller.games import Game
+from controller.tomlfile.files import MAX_SECRET_BYTES, FileRefused, kind_of, limit_text, probe, read_file, show_path
+from controller.tomlfile.problems import Problems, join
+from controller.tomlfile.toml import InvalidTable, TomlError, parse_toml, validate_table
 
 DAEMON_USER = "progressive"  # the user the daemon runs as (systemd/progressived.service)
 MAX_PATH_CHARS = 1024  # a path in the configuration: longer is a mistake (the system's own limit is 4096)

@@ -7,15 +7,15 @@ from pathlib import Path
 
 from controller.config import schema
 from controller.config.check import Checker, host_port, valid_host
-from controller.config.files import kind_of, probe, show_path
 from controller.config.model import AnchorConfig
+from controller.tomlfile.files import kind_of, probe, show_path
 
 
 class AnchorChecks(Checker):
     """[anchor], after state_dir: `anchor`."""
 
     def _anchor(self, raw: object, state_dir: Path | None) -> None:
-        """[anchor]: where the journal's head is anchored (controller.app.anchoring), with which key, and the
+        """[anchor]: where the journal's head is anchored (controller.service.anchoring), with which key, and the
         remote syslog it is also sent to."""
         m = self.section(raw, "anchor", '[anchor] key_file = "journal.key"', schema.AnchorModel)
         if m is None:

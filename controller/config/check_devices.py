@@ -14,10 +14,10 @@ from pydantic import BaseModel
 from controller.config import schema
 from controller.config.check import Checker
 from controller.config.fields import decimals_to_float, show
-from controller.config.files import FileRefused, probe, show_path
 from controller.config.model import BusConfig, DeviceConfig
-from controller.config.problems import join
 from controller.errors import InputError
+from controller.tomlfile.files import FileRefused, probe, show_path
+from controller.tomlfile.problems import join
 
 # The register maps the package ships, given by name (register_map = "seat-single"): on a box, the installed
 # package's devices/ directory. (By name: progressive_examples is config/, installed; mypy does not see it.)

@@ -9,11 +9,11 @@ from typing import Any
 from controller.config import schema
 from controller.config.check import Checker
 from controller.config.model import LinkedMeter, StandaloneMeter
-from controller.config.problems import join
 from controller.errors import InputError
+from controller.meter.award import RESET_FLOOR_CENTS
 from controller.meter.params import DEFAULT_HISTORY, MeterParams
-from controller.meter_award import RESET_FLOOR_CENTS
 from controller.money import format_dollars_human
+from controller.tomlfile.problems import join
 
 METER_ID = re.compile(r"[a-z0-9-]+")
 _METER_FIELD = {"reset_cents": "reset", "ceiling_cents": "ceiling", "meter_id": ""}

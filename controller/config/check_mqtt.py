@@ -8,10 +8,10 @@ from pathlib import Path
 
 from controller.config import schema
 from controller.config.check import Checker, readable_by_others, valid_host
-from controller.config.files import MAX_CONFIG_BYTES, MAX_SECRET_BYTES, FileRefused, kind_of, limit_text, probe
 from controller.config.model import MqttConfig
-from controller.config.problems import join
-from controller.link import signing
+from controller.linkproto import signing
+from controller.tomlfile.files import MAX_CONFIG_BYTES, MAX_SECRET_BYTES, FileRefused, kind_of, limit_text, probe
+from controller.tomlfile.problems import join
 
 _CLIENT_ID = re.compile(r"[A-Za-z0-9._-]+")
 _TOPIC = re.compile(r"[A-Za-z0-9_-]+(?:/[A-Za-z0-9_-]+)*")

@@ -11,10 +11,10 @@ from controller.config import schema
 from controller.config.check import Checker, readable_by_others
 from controller.config.credentials import CredentialError, parse_credential
 from controller.config.fields import show
-from controller.config.files import show_path
 from controller.config.model import Supervisor
 from controller.config.names import DistinctNames, normal, refusal
-from controller.config.problems import Problems, join
+from controller.tomlfile.files import show_path
+from controller.tomlfile.problems import Problems, join
 
 HASHES = ("the supervisors' credential hashes",
           "whoever reads a hash can guess at the secret offline, where no lock-out stops them")

@@ -10,10 +10,10 @@ from controller.config.check import Checker
 from controller.config.check_devices import SHIPPED_PAYTABLES
 from controller.config.fields import did_you_mean
 from controller.config.model import WagerConfig
-from controller.config.problems import join
 from controller.errors import InputError
 from controller.paytables import builtin_paytables, check_paytable_for, load_paytable
 from controller.paytables.model import Paytable
+from controller.tomlfile.problems import join
 
 
 class WagerChecks(Checker):

@@ -17,11 +17,11 @@ from typing import Annotated, Any
 from pydantic import BeforeValidator, PlainValidator, ValidationInfo
 from pydantic_core import PydanticCustomError
 
-from controller.config.problems import Problem, join
-from controller.config.toml import FieldError
 from controller.errors import InputError
 from controller.meter.params import RATE_PLACES, parse_rate
 from controller.money import parse_cents
+from controller.tomlfile.problems import Problem, join
+from controller.tomlfile.toml import FieldError
 
 MAX_DOLLARS = 10**12  # whole dollars written as a TOML integer: beyond this is a typo
 

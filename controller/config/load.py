@@ -33,11 +33,11 @@ from controller.config.check_report import ReportChecks
 from controller.config.check_supervisors import SupervisorChecks
 from controller.config.check_wagers import WagerChecks
 from controller.config.fields import did_you_mean, show
-from controller.config.files import FileRefused, probe, show_path
 from controller.config.model import TableConfig
-from controller.config.problems import ConfigError, Problem, join
-from controller.config.toml import read_toml
 from controller.games import GAMES
+from controller.tomlfile.files import FileRefused, probe, show_path
+from controller.tomlfile.problems import ConfigError, Problem, join
+from controller.tomlfile.toml import read_toml
 
 __all__ = ["DAEMON_USER", "check_config", "in_file_order", "load_config", "read_toml"]
 

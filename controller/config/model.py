@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from controller.config.credentials import Credential
-from controller.config.problems import Problem
 from controller.games import Game, Wager
 from controller.meter.params import MeterParams
 from controller.paytables.model import Paytable
+from controller.tomlfile.problems import Problem
 
 if TYPE_CHECKING:  # the drivers are imported when a configuration is checked, not by this module
     from drivers.line import LineSettings
@@ -138,7 +138,7 @@ class MetricsConfig:
 
 @dataclass(frozen=True)
 class AnchorConfig:
-    """[anchor]: where the journal's head is anchored (controller.app.anchoring). `file` None: beside the state
+    """[anchor]: where the journal's head is anchored (controller.service.anchoring). `file` None: beside the state
     directory (STATE_DIR-anchor/anchor); `key_file` None: the anchor is not keyed; `syslog` None: not sent to
     a remote syslog."""
 
@@ -189,7 +189,7 @@ class MqttConfig:
     key_file: Path | None = None
     username: str | None = None
     password_file: Path | None = None
-    # A table's: the link authority's public keys ("ed25519:<hex>", controller.link.signing) under which every
+    # A table's: the link authority's public keys ("ed25519:<hex>", controller.linkproto.signing) under which every
     # message it acts on must verify; more than one while the authority's key is being replaced.
     authority_keys: tuple[str, ...] = ()
 

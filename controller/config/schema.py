@@ -40,7 +40,7 @@ LINE_LIMITS: dict[str, dict[str, Any]] = {
     "heartbeat_timeout": {"le": 300},
     "backoff_initial": {"le": 60},
     "backoff_cap": {"le": 300},
-    "max_frame": {"le": 128},  # the line protocol's longest frame (drivers/line/frame.py MAX_FRAME)
+    "max_frame": {"le": 128},  # the line protocol's longest frame (drivers/line/core/frame.py MAX_FRAME)
     "open_timeout": {"le": 60},
 }
 

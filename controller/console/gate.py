@@ -32,7 +32,7 @@ import structlog
 from aiohttp import web
 from aiohttp.http_exceptions import HttpProcessingError
 
-from controller.app.logs import KeyedBudget, LogBudget
+from controller.service.logs import KeyedBudget, LogBudget
 
 log = structlog.get_logger("console")
 

@@ -38,12 +38,13 @@ import structlog
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from controller.app import sdlisten
-from controller.app.auth import WINDOW_S, Guesses
-from controller.app.control import ControlClient, ControlError, DaemonUnavailable, socket_path
-from controller.app.logs import Format, KeyedBudget, LogBudget
-from controller.console import floor, gate, page
+from controller.console import gate
+from controller.console.view import floor, page
 from controller.exits import EXIT_BAD_INPUT
+from controller.service import sdlisten
+from controller.service.auth import WINDOW_S, Guesses
+from controller.service.control import ControlClient, ControlError, DaemonUnavailable, socket_path
+from controller.service.logs import Format, KeyedBudget, LogBudget
 
 log = structlog.get_logger("console")
 
@@ -67,7 +68,7 @@ MAX_BODY = 16 * 1024
 BODY_S = 5.0  # a form's body arrives within this after its head
 FLASH_S = 60  # an action's answer waits this long for the next page
 MAX_FLASH = 1000  # characters of it
-# Wrong secrets (login, approve, reject) from one address within controller.app.auth.WINDOW_S before the console
+# Wrong secrets (login, approve, reject) from one address within controller.service.auth.WINDOW_S before the console
 # locks that address out for a whole WINDOW_S: fewer than the daemon's USER_LIMIT (5) in its window, so that one
 # address guessing cannot lock the console's own user out of the daemon for everyone. Secrets go through the
 # console one at a time, so a burst from one address is counted before its next guess is sent.
@@ -815,7 +816,7 @@ async def serve(opts: Options) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from controller.app import logs
+    from controller.service import logs
 
     opts = options(argv)
     logs.configure(opts.log_format, opts.log_level)

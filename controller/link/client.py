@@ -2,7 +2,7 @@
 
 An operation on a linked meter is journaled in the table's link journal (``<state_dir>/link``) before it
 is sent, and sent again until the authority's answer is journaled as well, through any restart or outage:
-the authority applies it once (controller.link.authority). The link is *up* while the authority has been
+the authority applies it once (controller.authority.authority). The link is *up* while the authority has been
 heard (a heartbeat, a meter, an answer) within ``link_timeout``; when it is not, the table stops
 recognizing progressive wagers (58 Pa. Code 605a.8; New York 5321.18) and resumes by itself.
 """
@@ -22,18 +22,18 @@ from typing import Any, cast
 
 import structlog
 
-from controller.app.logs import LogBudget
 from controller.config.model import MqttConfig
 from controller.errors import InputError
 from controller.ledger import Ledger, software_digest
 from controller.ledger.errors import KeyConflict
 from controller.ledger.reader import Found, lookup
-from controller.link import schema, signing
 from controller.link.mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
 from controller.link.outbox import LINK_ACK, LINK_SEND, Outbox, OutboxReducer, Sent, send_body
+from controller.linkproto import schema, signing
 from controller.meter import ops as meter_ops
-from controller.meter_award import RESET_FLOOR_CENTS
-from controller.meter_ledger import LINK_REFUSED
+from controller.meter.award import RESET_FLOOR_CENTS
+from controller.meter.journal import LINK_REFUSED
+from controller.service.logs import LogBudget
 
 log = structlog.get_logger("controller.link.client")
 
@@ -69,7 +69,7 @@ class TableLink:
         self.settings = replace(self.settings, will=(self.topics.up(table), lost, False))
         self.state_dir = Path(state_dir)
         self.on_alive, self.on_meter, self.on_win, self.on_rejected = on_alive, on_meter, on_win, on_rejected
-        # Only what the link authority signed is acted on (controller.link.signing): the broker and a table's MQTT
+        # Only what the link authority signed is acted on (controller.linkproto.signing): the broker and a table's MQTT
         # password can publish on every topic this table reads.
         self.verifier = signing.Verifier(mqtt.authority_keys)
         self.rejected: dict[str, int] = {}  # reason -> messages not acted on (status, metrics)

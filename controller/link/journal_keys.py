@@ -7,7 +7,7 @@ read through controller.ledger.reader).
 from __future__ import annotations
 
 from controller.ledger.reader import JournalReader
-from controller.link.schema import LINK_KEY_PREFIX as PREFIX
+from controller.linkproto.schema import LINK_KEY_PREFIX as PREFIX
 
 
 def last_link_seqs(reader: JournalReader) -> dict[str, int]:

@@ -174,7 +174,7 @@ class MqttSettings:
 def read_password(path: Path) -> str:
     """The password kept in `path`, without the newline that ends the file. The message of an error names
     the file, never its content."""
-    from controller.config.files import MAX_SECRET_BYTES, FileRefused, read_file
+    from controller.tomlfile.files import MAX_SECRET_BYTES, FileRefused, read_file
 
     try:
         data = read_file(path, limit=MAX_SECRET_BYTES).data  # one line: never a FIFO, never /dev/zero

@@ -15,7 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from controller.errors import InputError, RulesError
-from controller.link.schema import TABLE_OPS
+from controller.linkproto.schema import TABLE_OPS
 from controller.meter import (
     BookContributions,
     CloseRound,
@@ -26,7 +26,7 @@ from controller.meter import (
     VoidRound,
     op_from_dict,
 )
-from controller.meter_ledger import LINK_REFUSED
+from controller.meter.journal import LINK_REFUSED
 
 LINK_SEND = "link-send"
 LINK_ACK = "link-ack"
@@ -45,7 +45,7 @@ class Sent:
     meter: str  # the table's meter id
     linked: str  # the authority's meter id
     body: Mapping[str, Any]
-    approval: Mapping[str, str] | None = None  # a payment's supervisor approval (controller.link.approval)
+    approval: Mapping[str, str] | None = None  # a payment's supervisor approval (controller.linkproto.approval)
 
     def to_dict(self) -> dict[str, Any]:
         d: dict[str, Any] = {"seq": self.seq, "kind": self.kind, "meter": self.meter, "linked": self.linked,

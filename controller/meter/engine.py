@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from controller.errors import InputError, RulesError
+from controller.meter.award import take_percent
 from controller.meter.ops import (
     Adjust,
     BookContributions,
@@ -37,7 +38,6 @@ from controller.meter.state import (
     hit_label,
     with_maps,
 )
-from controller.meter_award import take_percent
 from controller.money import UNITS_PER_CENT, format_cents, format_dollars_human, format_units
 
 

@@ -24,7 +24,7 @@ from typing import Any, ClassVar, NamedTuple, TypeVar
 from controller.awards import PercentOfMeter, parse_award
 from controller.cards import card_str, parse_card
 from controller.errors import InputError
-from controller.meter import _check
+from controller.meter import parse as _check
 from controller.meter.params import MeterParams, params_from_dict, params_to_dict
 from controller.money import format_cents, parse_cents
 
@@ -455,7 +455,7 @@ class LockPercentAward(Operation):
     shares: int = 1
     # A random value the link authority gives the lock (never the table): with the lock's number, what an approval
     # of its payment names, so that no approval pays a lock other than its own, even on a journal wiped or put
-    # back (controller.link.approval). Empty in the journals of before.
+    # back (controller.linkproto.approval). Empty in the journals of before.
     nonce: str = ""
     # The hand's cards as the claim showed them ("AH KH QH JH TH"): journaled with the lock at the authority, and what
     # a supervisor's approval of its payment names with the rest. Empty in the journals of before.

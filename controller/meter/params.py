@@ -9,8 +9,8 @@ from fractions import Fraction
 from typing import Any
 
 from controller.errors import InputError, RulesError
-from controller.meter import _check
-from controller.meter_award import RESET_FLOOR_CENTS
+from controller.meter import parse as _check
+from controller.meter.award import RESET_FLOOR_CENTS
 from controller.money import UNITS_PER_CENT, format_cents, format_dollars_human, parse_cents
 
 RATE_PLACES = 4  # a whole-cent wager times the rate is then a whole number of meter units

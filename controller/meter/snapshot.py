@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from controller.errors import InputError, InvariantViolation
-from controller.meter import _check
+from controller.meter import parse as _check
 from controller.meter.params import params_from_dict, params_to_dict
 from controller.meter.state import Booking, Hit, LockedAward, MeterState, SharedAward, check_invariant, with_maps
 from controller.money import format_cents, format_units, parse_cents, parse_units

@@ -136,7 +136,7 @@ class LockedAward:
     seeded: int  # units of operator money the reset put on the meter
     at: datetime
     # The lock's number on its meter, 1, 2, ... never given twice (MeterState.locks_taken): a supervisor's approval
-    # of the payment names it (controller.link.approval), so it pays this lock and no later one under the same
+    # of the payment names it (controller.linkproto.approval), so it pays this lock and no later one under the same
     # claim id. 0: a lock journaled before locks were numbered.
     number: int = 0
     nonce: str = ""  # the link authority's random value for this lock (LockPercentAward.nonce); "" before

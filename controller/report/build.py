@@ -10,7 +10,7 @@ for everything the meter holds (visible + reserve + overflow + locked awards):
 
 or `build_report` raises InvariantViolation naming the meter and the figures.
 
-The day's device faults and blocked time are the outages the journal's fault entries make (controller/faults.py),
+The day's device faults and blocked time are the outages the journal's fault entries make (controller/round/faults.py),
 those open at the opening included, clipped to the day.
 """
 
@@ -26,16 +26,17 @@ from typing import Any, Protocol
 
 from controller.awards import PercentOfMeter, parse_award
 from controller.errors import InputError, InvariantViolation
-from controller.faults import DEVICE_FAULT, WAGERING_BLOCK, FaultBook, FaultRecord, Outage, covered
-from controller.faults import KINDS as FAULT_KINDS
-from controller.link.schema import LINK_KEY_PREFIX
+from controller.linkproto.schema import LINK_KEY_PREFIX
 from controller.meter import MeterState, apply, initial_state, params_from_dict
 from controller.meter import ops as meter_ops
-from controller.meter._check import parse_moment
-from controller.meter_ledger import CLAIM, DEFINE_METER, TABLE_STATE, Meters, op_from_body
+from controller.meter.journal import DEFINE_METER, Meters, op_from_body
+from controller.meter.parse import parse_moment
 from controller.money import UNITS_PER_CENT, format_dollars_human, format_units, parse_units
 from controller.report.day import GamingDay
 from controller.round.claims import claim_from_json, hit_hand
+from controller.round.faults import DEVICE_FAULT, WAGERING_BLOCK, FaultBook, FaultRecord, Outage, covered
+from controller.round.faults import KINDS as FAULT_KINDS
+from controller.round.journal import CLAIM, TABLE_STATE
 
 METER_KINDS = frozenset(meter_ops.OPS)
 
@@ -117,7 +118,7 @@ class Source:
 
 TABLE, AUTHORITY = "table", "link authority"
 
-# What a payout is, for people: by the claim's payout kind (controller.settlement.Payout.kind) or, where the journal
+# What a payout is, for people: by the claim's payout kind (controller.round.settlement.Payout.kind) or, where the journal
 # holds no claim of it, by the meter's operation (a percentage of the meter is a jackpot).
 JACKPOT, FIXED, ENVY, MAGIC_CARD, LUCKY_BONUS = "jackpot", "fixed-award", "envy-bonus", "magic-card", "lucky-bonus"
 

@@ -11,7 +11,6 @@ from datetime import datetime, timedelta
 from html import escape
 from typing import Any
 
-from controller.faults import Outage
 from controller.money import (
     UNITS_PER_CENT,
     UNITS_PER_DOLLAR,
@@ -37,6 +36,7 @@ from controller.report.build import (
     downsample,
 )
 from controller.report.day import GamingDay, local_time
+from controller.round.faults import Outage
 
 
 def _t(t: datetime | None) -> str | None:

@@ -30,7 +30,7 @@ from controller.awards import PercentOfMeter, parse_award
 from controller.errors import RulesError
 from controller.round.claims import OPEN, Claim, RoundClaims, claim_refusal, status_text
 from controller.round.model import Note
-from controller.settlement import Payout
+from controller.round.settlement import Payout
 
 EVENTS = ("claimed", "locked", "approved", "paid", "rejected", "voided", "refused", "share-refused",
           "reapproved")

@@ -1,7 +1,7 @@
 """Jackpot claims of one round, as § 639a.11(c)(5)-(6), § 641a.11(c)(5)-(7) and § 667a.11(d)(2) describe them.
 
 The dealer claims a hit with the cards; the engine verifies the hand (the settlement of that hand alone,
-controller.settlement) and that the seat had an accepted wager; the amount is fixed from the meter at that
+controller.round.settlement) and that the seat had an accepted wager; the amount is fixed from the meter at that
 player's turn; a payout that is a percentage of the meter or 500 for 1 and more waits for a floorperson's
 approval (§ 639a.11(c)(6)(ii)); then it is paid through the ledger. Claims are settled one at a time, in
 the order the rules settle the seats (N first, then N-1, ..., § 639a.11(c)): a claim that comes before one
@@ -43,7 +43,7 @@ from controller.money import format_cents, format_dollars_human, format_units, p
 from controller.paytables import Paytable
 from controller.positions import DEALER, DEALER_POSITION, position_name
 from controller.round.model import TableRules
-from controller.settlement import Payout, Round, Seat, settle, settlement_order
+from controller.round.settlement import Payout, Round, Seat, settle, settlement_order
 
 # locking: a linked meter's percentage award is being locked at the link authority (its amount is the
 # authority's); pending: awaits a supervisor; paying: approved (or paid by the table), its payouts being
@@ -97,11 +97,11 @@ class Claim:
     locked: tuple[int, ...] = ()  # of those, the ones the authority has locked (their amounts are its)
     paid: tuple[int, ...] = ()  # payouts journaled as paid
     # The supervisor's approvals of the payouts a linked meter's authority verifies: (payout, by, mac), made at
-    # the approval (controller.link.approval) and journaled with it, so that a payment finished after a restart
+    # the approval (controller.linkproto.approval) and journaled with it, so that a payment finished after a restart
     # carries them too.
     approvals: tuple[tuple[int, str, str], ...] = ()
     # The number and nonce the authority gave each lock (payout, number, nonce): the approval of its payment names
-    # them, so that it pays that lock only (controller.link.approval).
+    # them, so that it pays that lock only (controller.linkproto.approval).
     lock_numbers: tuple[tuple[int, int, str], ...] = ()
     # Payouts whose payment the link authority refused after others of the claim were paid (a later share of a
     # shared award): the claim is being paid still, and waits for a supervisor to approve them again.

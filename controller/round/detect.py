@@ -35,11 +35,11 @@ from dataclasses import dataclass, field
 from controller.cards import card_str, parse_card
 from controller.errors import CardError, InputError, RulesError
 from controller.games import Game, Wager
-from controller.meter_award import RESET_FLOOR_CENTS
+from controller.meter.award import RESET_FLOOR_CENTS
 from controller.money import UNITS_PER_CENT
 from controller.paytables import Paytable
 from controller.positions import DEALER, DEALER_POSITION, position_name
-from controller.settlement import Round, Seat, settle, settlement_order
+from controller.round.settlement import Round, Seat, settle, settlement_order
 
 PLAYERS = "players"  # one card to each seat dealt, seat 1 first, clockwise
 # DEALER ("dealer"): one card to the dealer's hand

@@ -28,9 +28,8 @@ from controller.errors import InputError
 from drivers.device import DeviceUnavailable, UnsupportedCommand
 from drivers.events import Command, Event
 from drivers.health import Backoff, DeviceHealth
-from drivers.line.frame import MAX_FRAME, OVERHEAD, SEQ_DIGITS, DecodeError, Frame, encode
-from drivers.line.port import FrameProtocol, close_port, open_port
-from drivers.line.protocol import (
+from drivers.line.core.frame import MAX_FRAME, OVERHEAD, SEQ_DIGITS, DecodeError, Frame, encode
+from drivers.line.core.protocol import (
     ACK,
     CONTROLLER_KIND,
     NAK,
@@ -45,6 +44,7 @@ from drivers.line.protocol import (
     Status,
     to_wire,
 )
+from drivers.line.port import FrameProtocol, close_port, open_port
 
 log = structlog.get_logger("drivers.line")
 

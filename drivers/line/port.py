@@ -14,7 +14,7 @@ from functools import partial
 import serial
 from serial_asyncio_fast import SerialTransport, connection_for_serial
 
-from drivers.line.frame import MAX_FRAME, DecodeError, Decoder, Frame
+from drivers.line.core.frame import MAX_FRAME, DecodeError, Decoder, Frame
 
 CLOSE_TIMEOUT_S = 2.0
 

@@ -36,9 +36,9 @@ from pymodbus.pdu import ModbusPDU
 
 from drivers.health import Backoff
 from drivers.modbus import frames
+from drivers.modbus.core.schedule import Policy
 from drivers.modbus.frames import Framing
 from drivers.modbus.registermap import Table
-from drivers.modbus.schedule import Policy
 from drivers.modbus.scheduler import BusScheduler
 from drivers.modbus.settings import BusSettings, SerialBusSettings
 

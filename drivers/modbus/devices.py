@@ -44,10 +44,10 @@ from drivers.events import (
 from drivers.health import Backoff, DeviceHealth
 from drivers.modbus import frames
 from drivers.modbus.bus import BusError, DeviceException, ModbusBus, NoResponse, NotConnected, raise_if_cancelled
-from drivers.modbus.codec import DataType
-from drivers.modbus.edges import PressCounter, RisingEdge, Sensed, WagerEdges
+from drivers.modbus.core.codec import DataType
+from drivers.modbus.core.edges import PressCounter, RisingEdge, Sensed, WagerEdges
+from drivers.modbus.core.schedule import Read, Role
 from drivers.modbus.registermap import ButtonMode, Kind, Point, RegisterMap, Table
-from drivers.modbus.schedule import Read, Role
 
 log = structlog.get_logger("drivers.modbus")
 
@@ -148,7 +148,7 @@ class ModbusDevice:
     # --- Device protocol --------------------------------------------------------------------------
 
     async def run(self, emit: Callable[[Event], None]) -> None:
-        """Poll when the bus's scheduler gives this device its turn (drivers/modbus/schedule.py); while down,
+        """Poll when the bus's scheduler gives this device its turn (drivers/modbus/core/schedule.py); while down,
         probe after each step of the backoff."""
         self._emit = emit
         role = Role(self.kind.value)

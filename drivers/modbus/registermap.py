@@ -23,11 +23,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from controller.errors import InputError
 from drivers.events import SignMessage
-from drivers.modbus import codec
-from drivers.modbus.codec import DataType, WordOrder
+from drivers.modbus.core import codec
+from drivers.modbus.core.codec import DataType, WordOrder
 
 if TYPE_CHECKING:
-    from controller.config.toml import FieldError
+    from controller.tomlfile.toml import FieldError
 
 MAX_ADDRESS = 0xFFFF
 MAX_LOCAL_SEATS = 64
@@ -232,8 +232,8 @@ class RegisterMap:
 
 def load_register_map(path: str | Path) -> RegisterMap:
     """Read and check a register map file. Raises RegisterMapError naming the file and TOML path."""
-    from controller.config.files import FileRefused, read_text, show_path
-    from controller.config.toml import TomlError, parse_toml
+    from controller.tomlfile.files import FileRefused, read_text, show_path
+    from controller.tomlfile.toml import TomlError, parse_toml
 
     source = show_path(path)
     try:
@@ -249,7 +249,7 @@ def load_register_map(path: str | Path) -> RegisterMap:
 
 
 def parse_register_map(data: dict[str, Any], source: str = "<register map>") -> RegisterMap:
-    from controller.config.toml import InvalidTable, toml_path, validate_table
+    from controller.tomlfile.toml import InvalidTable, toml_path, validate_table
 
     try:
         model = validate_table(_MapModel, data)

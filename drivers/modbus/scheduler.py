@@ -1,4 +1,4 @@
-"""One scheduler per bus: the line goes to one read at a time, the one drivers/modbus/schedule.py chooses.
+"""One scheduler per bus: the line goes to one read at a time, the one drivers/modbus/core/schedule.py chooses.
 
     async with bus.scheduler.turn(Read("seat-3", Role.SEAT, interval=0.05)):
         await device.poll_once()
@@ -17,7 +17,7 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 
-from drivers.modbus.schedule import Phase, Policy, Read, Role, State, after, choose
+from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose
 
 
 class BusScheduler:

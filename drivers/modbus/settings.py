@@ -34,7 +34,7 @@ class _Common(BaseModel):
     lockout_every: int = Field(
         2, ge=2, le=100,
         description="while betting, the lock-out button is read at least every this many transactions "
-                    "(drivers/modbus/schedule.py): 2, after every other read")
+                    "(drivers/modbus/core/schedule.py): 2, after every other read")
     health_interval: float = Field(
         2.0, gt=0, le=60,
         description="seconds between the reads no phase needs fast: seats and the lock-out while dealing")

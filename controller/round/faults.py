@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from controller.errors import InputError, InvariantViolation
-from controller.meter._check import parse_moment
+from controller.meter.parse import parse_moment
 
 DEVICE_FAULT = "device-fault"
 WAGERING_BLOCK = "wagering-block"

@@ -27,7 +27,7 @@ OPERATIONS: Mapping[str, Operation] = {
     "round": Operation(),
     "meters": Operation(),
     "history": Operation(("kinds",)),  # kinds: true adds what each payout is (the console's), beside the journal's form
-    "meter_series": Operation(("span", "meter")),  # read from the journal, kept a minute a span (app/reports.py)
+    "meter_series": Operation(("span", "meter")),  # read from the journal, kept a minute a span (service/reports.py)
     "settle": Operation(("round_id",), supervisor="optional"),
     "void": Operation(("reason", "round_id"), supervisor="required"),  # round_id: the round the void is for
     "deck_replaced": Operation(supervisor="required"),

@@ -20,7 +20,7 @@ from controller.games import wager as find_wager
 from controller.money import format_cents, format_units, parse_cents, parse_units
 from controller.paytables import Paytable, check_paytable_for
 from controller.positions import DEALER, DEALER_POSITION
-from controller.settlement import Round, Seat, Settlement, settle
+from controller.round.settlement import Round, Seat, Settlement, settle
 
 ROUND_KEYS = {
     "game", "wager", "paytable", "meter", "seats", "community", "dealer", "magic_card", "lucky_seat",

@@ -28,36 +28,36 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from structlog.typing import FilteringBoundLogger
 
 from controller import __version__
-from controller.app.anchoring import Anchoring, AnchorMetrics
-from controller.app.auth import AuthMetrics, SupervisorCheck
-from controller.app.control import PEER, NotAvailable, UnknownOp
-from controller.app.logs import LogBudget
-from controller.app.operations import AUTHORITY_OPERATIONS, OPERATIONS, check_arguments
-from controller.app.reports import MeterSeries
-from controller.app.views import meter_json
 from controller.errors import InputError
 from controller.ledger import Ledger, software_digest
 from controller.ledger.chain import format_time, utc_now
 from controller.ledger.errors import KeyConflict
 from controller.ledger.reader import Found, JournalReader
-from controller.link import anchors, approval, schema, signing
 from controller.link.journal_keys import last_link_seqs
-from controller.link.liveness import Liveness, floor_json, table_json
 from controller.link.mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink, MqttSettings
-from controller.meter_ledger import (
+from controller.linkproto import anchors, approval, schema, signing
+from controller.linkproto.liveness import Liveness, floor_json, table_json
+from controller.meter.journal import (
     LINK_REFUSED,
     TABLE_ANCHOR,
     TABLE_ANCHOR_CLEARED,
     Meters,
-    MetersReducer,
     configure_meter,
 )
 from controller.money import format_cents, parse_cents
+from controller.round.journal import JournalReducer
+from controller.service.anchoring import Anchoring, AnchorMetrics
+from controller.service.auth import AuthMetrics, SupervisorCheck
+from controller.service.control import PEER, NotAvailable, UnknownOp
+from controller.service.logs import LogBudget
+from controller.service.operations import AUTHORITY_OPERATIONS, OPERATIONS, check_arguments
+from controller.service.reports import MeterSeries
+from controller.service.views import meter_json
 
 if TYPE_CHECKING:
     from controller.config.authority import AuthorityConfig
 
-log = structlog.get_logger("controller.link.authority")
+log = structlog.get_logger("controller.authority.authority")
 
 METER_INTERVAL = 0.05  # seconds between two passes of meter values: a sign needs no more, every table gets each
 QUEUE_PER_TABLE = 256  # operations waiting per table; beyond it they are dropped and the table resends
@@ -121,7 +121,7 @@ class LinkAuthority:
         self.cfg = cfg
         self.topics = schema.Topics(cfg.mqtt.topic_prefix)
         self.settings = settings if settings is not None else MqttSettings.from_config(cfg.mqtt)
-        # Everything the authority publishes is signed (controller.link.signing): tables act on nothing else.
+        # Everything the authority publishes is signed (controller.linkproto.signing): tables act on nothing else.
         if cfg.signing_key is None:
             raise InputError("signing_key_file", "is required: the tables act only on what the authority signs")
         self.signer = signing.Signer(cfg.signing_key)
@@ -163,7 +163,7 @@ class LinkAuthority:
     # --- start-up ------------------------------------------------------------------------------------
 
     def _open(self) -> None:
-        led = Ledger.open(self.cfg.state_dir, MetersReducer(), software_digest=software_digest(),
+        led = Ledger.open(self.cfg.state_dir, JournalReducer(), software_digest=software_digest(),
                           **self._ledger_options)
         try:
             for m in self.cfg.meters.values():
@@ -444,7 +444,7 @@ class LinkAuthority:
         await self._reply(op.table, answer)
 
     def _unapproved(self, op: schema.Op) -> tuple[str, str] | None:
-        """A payment without an approval this authority can verify (controller.link.approval), or None."""
+        """A payment without an approval this authority can verify (controller.linkproto.approval), or None."""
         body = op.body
         if op.kind == "pay-locked-award":  # the approval names the lock by its number: the lock held now
             meter = self.ledger.state.get(op.meter) if self.ledger else None
@@ -464,7 +464,7 @@ class LinkAuthority:
 
     async def _keep_anchor(self, a: schema.JournalAnchor) -> None:
         """A table's journal head, kept off its box (docs/security.md): every report journaled with its verdict
-        (controller.link.anchors), the reference sent back at each connection. Behind the reference is an alert
+        (controller.linkproto.anchors), the reference sent back at each connection. Behind the reference is an alert
         (`anchor went back`) and the new reference; further ahead than the table's journal could have grown is an
         alert (`anchor far ahead`), kept aside and never the reference."""
         assert self.ledger is not None
@@ -581,7 +581,7 @@ class LinkAuthority:
         return self.status()
 
     async def _authenticate(self, args: dict[str, Any]) -> str:
-        """The console's login: the supervisor's name if the secret is theirs (controller.app.auth, as a table's
+        """The console's login: the supervisor's name if the secret is theirs (controller.service.auth, as a table's
         `authenticate`); PermissionError otherwise. It opens the page only: nothing here approves or moves."""
         if self.supervisors is None:
             raise NotAvailable("no supervisors are configured at the authority: nobody can log in to its console "

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from controller.ledger import journal
 from controller.ledger.reader import JournalReader
-from controller.meter_ledger import Meters
+from controller.meter.journal import Meters
 from controller.report.build import DayReport, Source, day_report, meter_series, split_at
 from controller.report.day import GamingDay
 from controller.report.render import FORMS, render

@@ -1,6 +1,6 @@
 """Messages of the line protocol and the sequence/acknowledgement state of one end. Pure, no I/O.
 
-Frames (drivers.line.frame) carry a verb and arguments; this module turns them into messages and back:
+Frames (drivers.line.core.frame) carry a verb and arguments; this module turns them into messages and back:
 
 - the shared vocabulary of drivers.events (events device -> controller, commands controller -> device);
 - link messages: ``Hello`` (who I am, and "I (re)started"), ``Ping`` (controller heartbeat),
@@ -38,7 +38,7 @@ from drivers.events import (
     WagerRemoved,
     WagerSensed,
 )
-from drivers.line.frame import MAX_FRAME, SEQ_MODULO, Frame, FrameEncodeError, check_arg, encode
+from drivers.line.core.frame import MAX_FRAME, SEQ_MODULO, Frame, FrameEncodeError, check_arg, encode
 
 PROTOCOL_VERSION = "1"
 CONTROLLER_KIND = "CONTROLLER"  # the kind a controller announces in its HELLO

@@ -38,11 +38,11 @@ from typing import Any, TypeVar
 import structlog
 from prometheus_client import CollectorRegistry, Counter
 
-from controller.app.control import NotAvailable
 from controller.config.credentials import Credential, hash_credential, parse_credential, verify_credential
 from controller.config.model import Supervisor
 from controller.config.names import normal
-from controller.link.approval import approval_key
+from controller.linkproto.approval import approval_key
+from controller.service.control import NotAvailable
 
 log = structlog.get_logger("control")
 T = TypeVar("T")
@@ -161,7 +161,7 @@ class SupervisorCheck:
 
     async def check_and_derive(self, name: object, secret: object, uid: int | None, *,
                                derive: bool = True) -> tuple[str, bytes | None]:
-        """`check`, and with `derive` the supervisor's approval key (controller.link.approval), made from the
+        """`check`, and with `derive` the supervisor's approval key (controller.linkproto.approval), made from the
         secret in the same thread right after it was found right (the secret is never kept)."""
         if isinstance(name, str):
             name = normal(name)  # as the supervisors' names were read: a look-alike form is the same name

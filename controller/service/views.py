@@ -9,7 +9,7 @@ from controller.config.model import TableConfig
 from controller.meter import Hit, MeterState, params_to_dict
 from controller.meter.snapshot import hit_to_dict
 from controller.money import format_cents, format_units
-from controller.settlement import Payout
+from controller.round.settlement import Payout
 
 
 def meter_json(s: MeterState) -> dict[str, Any]:

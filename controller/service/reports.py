@@ -19,14 +19,14 @@ from typing import Any
 
 import structlog
 
-from controller.app.control import NotAvailable
 from controller.config.model import ReportConfig
 from controller.errors import InputError
 from controller.ledger.chain import utc_now
 from controller.report.build import POINTS_PER_INTERVAL, Source
 from controller.report.day import GamingDay, day_of, last_ended, parse_span, span_edges
-from controller.report.files import Opening, first_entry_time, read_report, read_series, write_report, written
 from controller.report.render import series_json
+from controller.service.control import NotAvailable
+from controller.service.report_files import Opening, first_entry_time, read_report, read_series, write_report, written
 
 log = structlog.get_logger("table")
 

@@ -48,7 +48,7 @@ from controller.games import CardRule, FoldEffect, Game, HandKind, Wager
 from controller.hands import four, poker5, three
 from controller.hands.categories import Four, Poker5, Three
 from controller.hands.select import Hand, form_hand
-from controller.meter_award import RESET_FLOOR_CENTS, take_percent
+from controller.meter.award import RESET_FLOOR_CENTS, take_percent
 from controller.money import UNITS_PER_CENT, format_dollars_human
 from controller.paytables import Paytable
 from controller.paytables.model import ANY_WAGER

@@ -102,7 +102,7 @@ class Op:
     kind: str
     meter: str  # the authority's meter id
     body: dict[str, Any]  # the operation's fields (controller.meter.ops to_dict, without "kind")
-    approval: dict[str, Any] | None = None  # a payment's supervisor approval (controller.link.approval)
+    approval: dict[str, Any] | None = None  # a payment's supervisor approval (controller.linkproto.approval)
 
     @property
     def key(self) -> str:

@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from controller.link.schema import JournalAnchor
+from controller.linkproto.schema import JournalAnchor
 
 MAX_ENTRIES_PER_S = 20_000  # more than a table's ledger can commit in a second (measured: 13,945)
 SLACK = 20_000  # entries allowed on top: clocks a second apart, a reference taken just before a burst

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, tzinfo
 from typing import Any
 
-from controller.console.page import _clock, _e, _plots, local_time, logout_form, sections_html, shown, zone_of
+from controller.console.view.page import _clock, _e, _plots, local_time, logout_form, sections_html, shown, zone_of
 from controller.errors import InputError
 from controller.money import format_dollars_human, parse_cents
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from controller.link.schema import FloorLine
+from controller.linkproto.schema import FloorLine
 from controller.money import format_cents
 
 NOT_HEARD = "not heard yet"  # why a table is OFFLINE before the authority hears it at all

@@ -9,14 +9,12 @@ every meter after each entry.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from controller.errors import InputError, RulesError
-from controller.faults import KINDS as FAULT_KINDS
-from controller.faults import check_body as check_fault
 from controller.meter import (
     MeterParams,
     MeterState,
@@ -30,27 +28,15 @@ from controller.meter import (
     state_from_dict,
     state_to_dict,
 )
-from controller.meter._check import parse_moment
-
-if TYPE_CHECKING:
-    from controller.round.claims import Claim
+from controller.meter.parse import parse_moment
 
 DEFINE_METER = "define-meter"
 # At a link authority: a table's operation the rules refused, journaled under the operation's key so that
 # the table's sequence moves on exactly once (controller.link); the meters are untouched.
 LINK_REFUSED = "link-refused"
-# At a table: a jackpot claim as one of its events left it (controller.round.claim_machine: claimed, approved,
-# paid, ...), so that a restart finds it; the meters are untouched (its payouts are meter operations of their own).
-CLAIM = "claim"
-# At a table: what stops wagering or the round's end that only a supervisor may lift (a deck removed, a void a
-# wrong stub count asked for), as it stands after a change, so that a restart does not lift it.
-TABLE_STATE = "table-state"
-# At a table: a complete deal the card-reading shoe read, with hits in it (the cards, in the order read), so that a
-# restart claims its hits still; the meters are untouched.
-DEAL = "deal"
 # At a link authority: the head of a table's own journal, as the table sent it (kept off the table's box).
 TABLE_ANCHOR = "table-anchor"
-# At a link authority: a supervisor cleared the anchor of a table kept aside as planted (controller.link.anchors).
+# At a link authority: a supervisor cleared the anchor of a table kept aside as planted (controller.linkproto.anchors).
 TABLE_ANCHOR_CLEARED = "table-anchor-cleared"
 
 Meters = Mapping[str, MeterState]
@@ -103,10 +89,16 @@ def op_from_body(kind: str, body: Mapping[str, Any]) -> Op:
     return op_from_dict({"kind": kind, **fields})
 
 
-class MetersReducer:
-    """`controller.ledger.Reducer` over every meter of a state directory."""
+Check = Callable[[dict[str, Any]], dict[str, Any]]
 
-    def __init__(self) -> None:
+
+class MetersReducer:
+    """`controller.ledger.Reducer` over every meter of a state directory. `entries` checks the journal's entries
+    of other kinds that sit beside the meters without moving them (a table's: controller.round.journal), each
+    returning its effect."""
+
+    def __init__(self, entries: Mapping[str, Check] | None = None) -> None:
+        self._entries: Mapping[str, Check] = MappingProxyType(dict(entries or {}))
         # meter id -> the last of its states known to hold the invariant. States are immutable, and the
         # meter engine checks every state it returns, so the ledger's check after each entry need not check
         # that same object again (at a link authority with many open rounds it is most of an entry's cost).
@@ -130,14 +122,8 @@ class MetersReducer:
                 if not isinstance(body.get(k), str):
                     raise InputError(k, "must be text")
             return state, {"refused": body["message"]}
-        if kind == CLAIM:
-            return state, _claim_record(body)
-        if kind == TABLE_STATE:
-            return state, _table_state(body)
-        if kind == DEAL:
-            return state, _deal(body)
-        if kind in FAULT_KINDS:  # a device fault, a wagering block, the watch of them (controller/faults.py)
-            return state, check_fault(kind, body)
+        if (check := self._entries.get(kind)) is not None:
+            return state, check(body)
         if kind == TABLE_ANCHOR:
             if not (isinstance(body.get("table"), str) and isinstance(body.get("seq"), int)
                     and isinstance(body.get("hash"), str) and isinstance(body.get("at"), str)):
@@ -173,51 +159,6 @@ class MetersReducer:
 
     def restore(self, data: dict[str, Any]) -> Meters:
         return MappingProxyType({k: state_from_dict(v, f"snapshot.{k}") for k, v in sorted(data.items())})
-
-
-def claim_body(claim: Claim, event: str) -> dict[str, Any]:
-    """The journal body of a claim record (the claim after `event`)."""
-    from controller.round.claims import claim_to_json
-
-    return {"event": event, "claim": claim_to_json(claim)}
-
-
-def _claim_record(body: dict[str, Any]) -> dict[str, Any]:
-    from controller.round.claim_machine import EVENTS
-    from controller.round.claims import claim_from_json
-
-    event = body.get("event")
-    if event not in EVENTS:
-        raise InputError("event", f"{event!r} is not one of {', '.join(EVENTS)}")
-    if set(body) != {"event", "claim"}:
-        raise InputError("claim", "a claim record has an event and a claim")
-    claim = claim_from_json(body["claim"])
-    return {"claim": claim.id, "event": event, "status": claim.status}
-
-
-def _deal(body: dict[str, Any]) -> dict[str, Any]:
-    from controller.cards import parse_cards
-
-    if set(body) != {"round_id", "cards"} or not isinstance(body["round_id"], str) or not body["round_id"]:
-        raise InputError("body", "a deal has round_id and cards")
-    cards = body["cards"]
-    if not isinstance(cards, list) or not 0 < len(cards) <= 52:
-        raise InputError("cards", "must be the list of the cards read, at most 52")
-    parse_cards(cards, "cards")
-    return {}
-
-
-def _table_state(body: dict[str, Any]) -> dict[str, Any]:
-    if set(body) != {"deck", "void_requested"}:
-        raise InputError("body", "a table state has deck and void_requested")
-    deck = body["deck"]
-    if not isinstance(deck, list) or not all(isinstance(x, str) and x for x in deck):
-        raise InputError("deck", "must be the list of what blocks the deck")
-    asked = body["void_requested"]
-    if asked is not None and not (isinstance(asked, dict) and set(asked) == {"round_id", "reason"}
-                                  and all(isinstance(v, str) and v for v in asked.values())):
-        raise InputError("void_requested", "must be null or {round_id, reason}")
-    return {}
 
 
 def _with(state: Meters, meter_id: str, new: MeterState) -> Meters:

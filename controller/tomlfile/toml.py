@@ -26,8 +26,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from controller.config.files import FileRefused, read_file
-from controller.config.problems import Problem, join
+from controller.tomlfile.files import FileRefused, read_file
+from controller.tomlfile.problems import Problem, join
 
 M = TypeVar("M", bound=BaseModel)
 

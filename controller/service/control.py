@@ -46,8 +46,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from controller.app.logs import LogBudget
 from controller.errors import InputError, RulesError
+from controller.service.logs import LogBudget
 
 DEFAULT_SOCKET = "/run/progressive/control.sock"
 DEFAULT_LINK_SOCKET = "/run/progressive-link/control.sock"  # the link authority's (read only), beside a table's
