@@ -24,7 +24,6 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from controller.awards import PercentOfMeter, parse_award
 from controller.errors import InputError, InvariantViolation
 from controller.linkproto.schema import LINK_KEY_PREFIX
 from controller.meter import MeterState, apply, initial_state, params_from_dict
@@ -37,6 +36,7 @@ from controller.round.claims import claim_from_json, hit_hand
 from controller.round.faults import DEVICE_FAULT, WAGERING_BLOCK, FaultBook, FaultRecord, Outage, covered
 from controller.round.faults import KINDS as FAULT_KINDS
 from controller.round.journal import CLAIM, TABLE_STATE
+from controller.round.payout_kind import JACKPOT, payout_kind
 
 METER_KINDS = frozenset(meter_ops.OPS)
 
@@ -118,11 +118,6 @@ class Source:
 
 TABLE, AUTHORITY = "table", "link authority"
 
-# What a payout is, for people: by the claim's payout kind (controller.round.settlement.Payout.kind) or, where the journal
-# holds no claim of it, by the meter's operation (a percentage of the meter is a jackpot).
-JACKPOT, FIXED, ENVY, MAGIC_CARD, LUCKY_BONUS = "jackpot", "fixed-award", "envy-bonus", "magic-card", "lucky-bonus"
-
-
 @dataclass(frozen=True)
 class Award:
     """A payout of the day (a hit), as the meter recorded it."""
@@ -141,7 +136,7 @@ class Award:
     shares: int
     meter_before: int
     meter_after: int
-    what: str = JACKPOT  # JACKPOT, FIXED, ENVY, MAGIC_CARD or LUCKY_BONUS
+    what: str = JACKPOT  # one of controller.round.payout_kind.KINDS
     hand_of: str = ""  # whose hand it pays on: "player", "dealer", "seat N" (an Envy Bonus's holder); "" unknown
     reset: bool = False  # the meter was reset after it: restored to its reset amount (by reserve, overflow or seed)
 
@@ -393,16 +388,8 @@ def _claim_payouts(c: object) -> dict[tuple[str, int, str, str], tuple[str, str]
         claim = claim_from_json(c)
     except (InputError, TypeError, ValueError, KeyError):
         return {}
-    out = {}
-    for p in claim.payouts:
-        what = {"envy": ENVY, "magic-card": MAGIC_CARD, "lucky-bonus": LUCKY_BONUS}.get(p.kind)
-        if what is None:
-            try:
-                what = JACKPOT if isinstance(parse_award(p.award, "award"), PercentOfMeter) else FIXED
-            except InputError:
-                what = FIXED
-        out[claim.round_id, p.seat, hit_hand(p), p.award] = (what, p.hand_of)
-    return out
+    return {(claim.round_id, p.seat, hit_hand(p), p.award): (payout_kind(p.award, p.kind), p.hand_of)
+            for p in claim.payouts}
 
 
 def reconcile(d: MeterDay) -> None:
@@ -527,20 +514,12 @@ def _account(d: MeterDay, before: MeterState | None, after: MeterState, r: Journ
         if h is None:
             raise InvariantViolation(f"entry {r.seq}: a hit on meter {d.meter_id} with no history kept")
         d.paid_cents += h.amount_cents
-        what, hand_of = payouts.get((h.round_id, h.seat, h.hand, h.award), (_what(op, h.hand), ""))
+        # a payout no claim of the day names: what it is by its award and the hand the meter recorded
+        what, hand_of = payouts.get((h.round_id, h.seat, h.hand, h.award), (payout_kind(h.award, hand=h.hand), ""))
         reset = any(signed(res[k]) > 0 for k in ("from_reserve", "from_overflow", "seeded"))
         d.awards.append(Award(r.seq, r.time, h.round_id, h.table, h.seat, h.hand, h.award, h.label, h.amount_cents,
                               h.paid_by, h.approved_by, h.shares, h.meter_before, h.meter_after, what, hand_of,
                               reset))
-
-
-def _what(op: object, hand: str) -> str:
-    """What a payout no claim of the day names is, by its operation: a percentage of the meter is a jackpot."""
-    if isinstance(op, (meter_ops.PayPercentAward, meter_ops.PayLockedAward)):
-        return JACKPOT
-    if hand.startswith("magic card"):
-        return MAGIC_CARD
-    return LUCKY_BONUS if hand.startswith("lucky bonus") else FIXED
 
 
 def _signed_units(text: object) -> int:

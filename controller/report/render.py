@@ -21,11 +21,6 @@ from controller.money import (
 )
 from controller.report.build import (
     AUTHORITY,
-    ENVY,
-    FIXED,
-    JACKPOT,
-    LUCKY_BONUS,
-    MAGIC_CARD,
     TABLE,
     Award,
     DayFaults,
@@ -37,6 +32,7 @@ from controller.report.build import (
 )
 from controller.report.day import GamingDay, local_time
 from controller.round.faults import Outage
+from controller.round.payout_kind import ENVY, TITLES
 
 
 def _t(t: datetime | None) -> str | None:
@@ -234,9 +230,6 @@ def to_csv(r: DayReport) -> str:
 
 # --- for people: text and HTML share these words --------------------------------------------------------
 
-# What a payout is, for people (the regulations' words)
-WHAT = {JACKPOT: "Jackpot", FIXED: "Fixed award", ENVY: "Envy Bonus", MAGIC_CARD: "Magic Card",
-        LUCKY_BONUS: "Lucky Bonus"}
 PAID_BY = {"attendant": "an attendant", "table": "the table (dealer)"}
 PAID_BY_SHORT = {"attendant": "attendant", "table": "table"}
 # A payout the table pays on the dealer's claim without a supervisor (a fixed award below the threshold that asks for
@@ -278,7 +271,7 @@ def _hand(hand: str) -> str:
 
 def what(a: Award) -> str:
     """What a payout is: "Jackpot", "Envy Bonus", "Fixed award", "Magic Card", "Lucky Bonus"."""
-    return WHAT.get(a.what, a.what)
+    return TITLES.get(a.what, a.what)
 
 
 def on_hand(a: Award) -> str:
@@ -400,7 +393,7 @@ def to_text(r: DayReport) -> str:
                        + (f"; meter {_usd(a.meter_before)} before, {_usd(a.meter_after)} after" if a.jackpot else "")
                        + f" (entry {a.seq})")
         out += [f"  {w}: {n} for {_cents(c)}" for w, (n, c) in
-                ((WHAT.get(k, k), t) for k, t in d.by_what().items())]
+                ((TITLES.get(k, k), t) for k, t in d.by_what().items())]
         out += [f"  Approved by {approver(who)}: {_n(n, 'payout')} for {_cents(c)}" for who, (n, c) in
                 d.by_approver().items()]
         out.append(f"  Voids ({len(d.voids)}):" if d.voids else "  Voids: none")
@@ -652,7 +645,7 @@ def _meter_html(r: DayReport, d: MeterDay) -> str:
              _payouts_html(r, d)]
     if d.awards:
         parts.append(_table(["Payouts by what they are", "Count", "Amount"],
-                            [[WHAT.get(k, k), n, _cents(c)] for k, (n, c) in d.by_what().items()],
+                            [[TITLES.get(k, k), n, _cents(c)] for k, (n, c) in d.by_what().items()],
                             numeric=(1, 2)))
     parts += ["<h3>Supervisors' approvals</h3>",
               _table(["Supervisor", "Payouts approved", "Amount"],

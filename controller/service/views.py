@@ -9,6 +9,7 @@ from controller.config.model import TableConfig
 from controller.meter import Hit, MeterState, params_to_dict
 from controller.meter.snapshot import hit_to_dict
 from controller.money import format_cents, format_units
+from controller.round.payout_kind import ENVY, JACKPOT, is_envy, payout_kind
 from controller.round.settlement import Payout
 
 
@@ -55,17 +56,14 @@ def hit_json(meter_id: str, h: Hit, kind: str | None = None) -> dict[str, Any]:
 def hit_kind(cfg: TableConfig, meter_id: str, h: Hit) -> str:
     """What a hit of `meter_id` paid, for people: "jackpot" (a percentage of the meter), "envy" (an Envy Bonus: a
     fixed sum for another player's hand, paid by the table), or "award" (any other row of the paytable). The hit
-    keeps the hand and the award as the paytable states them; an Envy Bonus is the one whose award is the envy
-    table's for that hand and not the paytable's own row."""
-    for w in cfg.wagers.values():
-        if w.meter != meter_id:
-            continue
-        pt = w.paytable
-        own = {p.award.describe() for p in pt.pays if p.hand == h.hand}
-        if pt.envy is not None and h.paid_by == "table" and h.award not in own and any(
-                row.get(h.hand) is not None and row[h.hand].describe() == h.award for row in pt.envy.by_wager.values()):
-            return "envy"
-    return "jackpot" if "% of meter" in h.award else "award"
+    keeps the hand and the award as the paytable states them; an Envy Bonus is known by the paytables of the
+    meter's wagers (controller.round.payout_kind)."""
+    envy = h.paid_by == "table" and any(is_envy(w.paytable, h.hand, h.award)
+                                        for w in cfg.wagers.values() if w.meter == meter_id)
+    return _HIT_WORDS.get(payout_kind(h.award, "envy" if envy else None, h.hand), "award")
+
+
+_HIT_WORDS = {JACKPOT: "jackpot", ENVY: "envy"}  # the history's `kind`: the Magic Card and Lucky Bonus are awards
 
 
 def payout_json(p: Payout) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from controller.errors import InputError
 from controller.games import GAMES
 from controller.hands.categories import Four, Poker5, Three
 from controller.money import format_units, parse_units
+from controller.round import payout_kind as kinds
 
 SECTIONS = ("claims", "daemon", "meters", "round", "devices", "seats", "history", "plots")  # a pending claim first
 HISTORY_SHOWN = 25  # the hit history's last entries on the page (the regulations ask for at least the last 25)
@@ -526,17 +527,10 @@ def _credential_fields(supervisor: str | None) -> str:
             '<label>Secret <input name="secret" type="password" autocomplete="current-password" required></label>')
 
 
-def payout_kind(p: Mapping[str, Any]) -> str:
+def payout_title(p: Mapping[str, Any]) -> str:
     """What a payout is, for people: the jackpot (a percentage of the meter), an Envy Bonus, the Magic Card, the
-    Lucky Bonus, or a fixed award of the paytable."""
-    kind = p.get("kind")
-    if kind == "envy":
-        return "Envy Bonus"
-    if kind == "magic-card":
-        return "Magic Card"
-    if kind == "lucky-bonus":
-        return "Lucky Bonus"
-    return "Jackpot" if "% of meter" in str(p.get("award") or "") else "Fixed award"
+    Lucky Bonus, or a fixed award of the paytable (controller.round.payout_kind)."""
+    return kinds.TITLES[kinds.payout_kind(p.get("award"), p.get("kind"))]
 
 
 def _payouts(c: Mapping[str, Any]) -> str:
@@ -551,7 +545,7 @@ def _payouts(c: Mapping[str, Any]) -> str:
             hand += " <small>(dealer's hand)</small>"
         shared = f' <small>1 of {_e(p.get("shared_by"))} shares</small>' if (p.get("shared_by") or 1) != 1 else ""
         rows.append(f'<tr class="payout kind-{_e(p.get("kind"))}"><td>Seat {_e(p.get("seat"))}</td>'
-                    f'<td><b>{payout_kind(p)}</b></td><td>{hand}</td><td>{_e(p.get("award"))}{shared}</td>'
+                    f'<td><b>{payout_title(p)}</b></td><td>{hand}</td><td>{_e(p.get("award"))}{shared}</td>'
                     f'<td class="num amount">{dollars(p.get("amount"))}</td></tr>')
     if not rows:
         return f'<p class="hand">{_e(c.get("description"))}</p>'
@@ -585,7 +579,8 @@ def _claims(rnd: Mapping[str, Any], csrf: str, supervisor: str | None, status: M
                      if isinstance(p, Mapping) and p.get("kind") == "paytable"), "")
         total = dollars(c.get("total")) if c.get("total") else dollars(c.get("amount"))
         # a percentage of a meter is a jackpot; a fixed or odds award (four of a kind, 300 for 1) is an award
-        jackpot = any("%" in str(p.get("award")) for p in c.get("payouts") or [c] if isinstance(p, Mapping))
+        jackpot = any(kinds.payout_kind(p.get("award"), p.get("kind")) == kinds.JACKPOT
+                      for p in c.get("payouts") or [c] if isinstance(p, Mapping))
         out.append(
             f'<article class="claim" id="claim-{_e(cid)}" data-claim="{_e(cid)}">'
             f'<p class="badge"><span class="icon" aria-hidden="true">⚠</span> '
@@ -636,7 +631,7 @@ def _history(history: list[Mapping[str, Any]], status: Mapping[str, Any] | None 
     rows = []
     for h in shown:
         kind = h.get("kind")
-        what = HIT_KINDS.get(str(kind), "Jackpot" if "% of meter" in str(h.get("award") or "") else "Award")
+        what = HIT_KINDS.get(str(kind), "Jackpot" if kinds.is_percent(h.get("award")) else "Award")  # from an older daemon
         hand = hand_name(h.get("hand")) + (" <small>(another player's hand)</small>" if kind == "envy" else "")
         award = "" if str(h.get("award") or "").startswith("$") else f'<small>{_e(h.get("award"))}</small>'
         moment = local_time(h.get("time"), zone)
@@ -841,5 +836,5 @@ def login_page(*, csrf: str, message: str | None = None, table: str | None = Non
 
 
 __all__ = ["SECTIONS", "cards_text", "dollars", "hand_name", "host_allowed", "identity", "is_loopback", "local_time",
-           "login_page", "logout_form", "page", "parse_listen", "payout_kind", "plot_svg", "same_origin", "seats_text",
+           "login_page", "logout_form", "page", "parse_listen", "payout_title", "plot_svg", "same_origin", "seats_text",
            "secret_in_query", "sections", "sections_html", "shown", "zone_of"]
