@@ -24,6 +24,7 @@ from controller.dice.six_eight_shake import BET as SIX_EIGHT_SHAKE
 from controller.dice.six_eight_shake import SixEightShakeWager
 from controller.errors import InputError, RulesError
 from controller.games import HandKind
+from controller.positions import settlement_order
 
 SEATS = range(1, 7)  # § 668a.1(a): betting positions for six players
 REMOVED = "removed"
@@ -125,8 +126,9 @@ class PropsResolution:
     tag: int | None = None
 
 
-def _order(r: PropsResolution) -> tuple[int, int]:
-    return (-r.seat, BET_ORDER[r.bet])
+def _order(r: PropsResolution) -> tuple[int, int, int]:
+    """The highest seat first (§ 668a.3(e): the card tables' order), then the bets in the layout's order."""
+    return (*settlement_order(r.seat), BET_ORDER[r.bet])
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,7 @@ from controller.dice.six_eight_shake import COMBINATIONS as SHAKE_COMBINATIONS
 from controller.errors import InputError, RulesError
 from controller.games import game as find_game
 from controller.money import format_cents, parse_cents
+from controller.positions import settlement_order
 
 HOT_ROLLER_GAME = "hot-roller-craps"
 PROPS_AND_HOPS_GAME = "props-and-hops"
@@ -209,7 +210,7 @@ def _open_json(machine: HotRoller | PropsAndHops) -> dict[str, object]:
         }
     return {
         "wagers": [{"seat": w.seat, "bet": w.bet, "wager": format_cents(w.wager_cents), "roll": w.roll}
-                   for w in sorted(machine.wagers, key=lambda w: -w.seat)],
+                   for w in sorted(machine.wagers, key=lambda w: settlement_order(w.seat))],
         "six_eight_shake": [
             {
                 "seat": s.seat,
@@ -218,7 +219,7 @@ def _open_json(machine: HotRoller | PropsAndHops) -> dict[str, object]:
                 "thrown": [combination_str(c) for c in SHAKE_COMBINATIONS if c in s.thrown],
                 "lammers": [combination_str(c) for c in s.lammers],
             }
-            for s in sorted(machine.shakes, key=lambda s: -s.seat)
+            for s in sorted(machine.shakes, key=lambda s: settlement_order(s.seat))
         ],
     }
 

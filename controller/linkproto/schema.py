@@ -131,7 +131,9 @@ class Ack:
 
 @dataclass(frozen=True)
 class Refused:
-    """Authority -> table: operation `seq` was refused by the rules (final: a retry is refused again)."""
+    """Authority -> table: operation `seq` was refused by the rules (final: a retry is refused again). A message
+    on the wire, answering one operation by its number and digest; the control socket's failed answers are
+    `controller.service.control.ControlError`, of any kind, and carry no operation."""
 
     seq: int
     field: str

@@ -41,9 +41,9 @@ from controller.games import Game, Wager
 from controller.meter import ops as meter_ops
 from controller.money import format_cents, format_dollars_human, format_units, parse_cents, parse_units
 from controller.paytables import Paytable
-from controller.positions import DEALER, DEALER_POSITION, position_name
+from controller.positions import DEALER, DEALER_POSITION, position_name, position_words, settlement_order
 from controller.round.model import TableRules
-from controller.round.settlement import Payout, Round, Seat, settle, settlement_order
+from controller.round.settlement import Payout, Round, Seat, settle
 
 # locking: a linked meter's percentage award is being locked at the link authority (its amount is the
 # authority's); pending: awaits a supervisor; paying: approved (or paid by the table), its payouts being
@@ -121,7 +121,7 @@ class Claim:
 
     @property
     def who(self) -> str:
-        return "the dealer's hand" if self.on_dealer else f"seat {self.seat}"
+        return position_words(self.seat)
 
     @property
     def order(self) -> tuple[int, int]:
@@ -356,7 +356,7 @@ def _one_at_a_time(rc: RoundClaims) -> None:
 def _check_turn(rc: RoundClaims, seat: int, spot: str, turn: int) -> None:
     """Refuse a hand claimed twice, and a claim that the rules settle before one already settled."""
     live = [c for c in rc.claims if c.lit]
-    who = "the dealer's hand" if seat == DEALER_POSITION else f"seat {seat}"
+    who = position_words(seat)
     for c in live:
         if c.seat == seat and c.spot == spot:
             raise RulesError("seat", f"{who} was settled in round {rc.round_id} already ({c.id})")

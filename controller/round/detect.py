@@ -38,8 +38,8 @@ from controller.games import Game, Wager
 from controller.meter.award import RESET_FLOOR_CENTS
 from controller.money import UNITS_PER_CENT
 from controller.paytables import Paytable
-from controller.positions import DEALER, DEALER_POSITION, position_name
-from controller.round.settlement import Round, Seat, settle, settlement_order
+from controller.positions import DEALER, DEALER_POSITION, position_name, position_words, settlement_order
+from controller.round.settlement import Round, Seat, settle
 
 PLAYERS = "players"  # one card to each seat dealt, seat 1 first, clockwise
 # DEALER ("dealer"): one card to the dealer's hand
@@ -203,8 +203,8 @@ class Hit:
         return {"seat": position_name(self.seat), "spot": self.spot, "cards": [card_str(c) for c in self.cards]}
 
     def describe(self) -> str:
-        who = "the dealer's hand" if self.seat == DEALER_POSITION else f"seat {self.seat}"
-        return f"{who} {' '.join(card_str(c) for c in self.cards)}: {self.hand} on {self.spot} ({self.award})"
+        cards = " ".join(card_str(c) for c in self.cards)
+        return f"{position_words(self.seat)} {cards}: {self.hand} on {self.spot} ({self.award})"
 
 
 @dataclass(frozen=True)

@@ -52,20 +52,12 @@ from controller.meter.award import RESET_FLOOR_CENTS, take_percent
 from controller.money import UNITS_PER_CENT, format_dollars_human
 from controller.paytables import Paytable
 from controller.paytables.model import ANY_WAGER
-from controller.positions import DEALER, DEALER_POSITION
-
-_OWN_HAND, _DEALERS_HAND = 0, 1
-
-
-def settlement_order(turn: int, on_dealer: bool) -> tuple[int, int]:
-    """A hand's place in the round's settlement (ascending): seat N's turn first, then N-1, ... (from the dealer's
-    right, § 639a.11(c)); within a seat's turn its own hand before the dealer's hand, which is settled at the turn
-    of the first seat that wagered on it (§ 639a.12(e)(2))."""
-    return (-turn, _DEALERS_HAND if on_dealer else _OWN_HAND)
+from controller.positions import DEALER, DEALER_POSITION, settlement_order
 
 
 def in_settlement_order(seats: Iterable[Seat]) -> list[Seat]:
-    return sorted(seats, key=lambda s: settlement_order(s.seat, False))
+    """The seats in the order the rules settle them (controller.positions.settlement_order): seat N first."""
+    return sorted(seats, key=lambda s: settlement_order(s.seat))
 
 _CATEGORY_KINDS = {HandKind.POKER5: Poker5, HandKind.THREE: Three, HandKind.FOUR: Four}
 _FIRST_RANK = {HandKind.POKER5: poker5.first_rank, HandKind.THREE: three.first_rank, HandKind.FOUR: four.first_rank}
@@ -465,4 +457,4 @@ def _check_duplicates(rnd: Round) -> None:
             where[c] = here
 
 
-__all__ = ["Payout", "Round", "Seat", "Settlement", "in_settlement_order", "settle", "settlement_order"]
+__all__ = ["Payout", "Round", "Seat", "Settlement", "in_settlement_order", "settle"]

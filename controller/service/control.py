@@ -74,7 +74,12 @@ PEER: contextvars.ContextVar[dict[str, int]] = contextvars.ContextVar("control_p
 
 
 class ControlError(Exception):
-    """The daemon refused or failed a request (a response with ``ok: false``)."""
+    """The daemon refused or failed a request (a response with ``ok: false``).
+
+    Not the link's `controller.linkproto.schema.Refused`: this is any failed answer on the control socket, of
+    any ``kind`` (bad input, the rules, authentication, unavailable, internal), raised to the one who asked; that
+    is one message of the link protocol, the authority's final refusal of one numbered operation by the rules,
+    which a table's outbox keeps and its session turns into `LinkRefused`."""
 
     def __init__(self, kind: str, message: str, field: str | None = None) -> None:
         super().__init__(f"{field}: {message}" if field else message)

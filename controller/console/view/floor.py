@@ -20,6 +20,7 @@ from typing import Any
 from controller.console.view.page import _clock, _e, _plots, local_time, logout_form, sections_html, shown, zone_of
 from controller.errors import InputError
 from controller.money import format_dollars_human, parse_cents
+from controller.positions import DEALER_POSITION
 
 SECTIONS = ("claims", "daemon", "tables", "meters", "plots")
 TITLES = {"claims": "Claims awaiting approval", "daemon": "Link authority", "tables": "Linked tables",
@@ -69,7 +70,7 @@ def _shares(lock: Mapping[str, Any]) -> str:
 
 
 def _seat(seat: object) -> str:
-    return "Dealer's hand" if seat == 0 else f"Seat {_e(seat)}"
+    return "Dealer's hand" if seat == DEALER_POSITION else f"Seat {_e(seat)}"
 
 
 # --- what the floor knows of each table ------------------------------------------------------------------

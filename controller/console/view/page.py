@@ -22,6 +22,7 @@ from controller.errors import InputError
 from controller.games import GAMES
 from controller.hands.categories import Four, Poker5, Three
 from controller.money import format_units, parse_units
+from controller.positions import DEALER
 from controller.round import payout_kind as kinds
 
 SECTIONS = ("claims", "daemon", "meters", "round", "devices", "seats", "history", "plots")  # a pending claim first
@@ -388,7 +389,7 @@ def _seats(status: Mapping[str, Any], rnd: Mapping[str, Any]) -> str:
     for c in rnd.get("claims") or []:
         if isinstance(c, Mapping) and c.get("status") == "pending":
             seats = {p.get("seat") for p in c.get("payouts") or [] if isinstance(p, Mapping)
-                     and (c.get("seat") == "dealer" or p.get("seat") == c.get("seat"))} or {c.get("seat")}
+                     and (c.get("seat") == DEALER or p.get("seat") == c.get("seat"))} or {c.get("seat")}
             for s in seats:
                 if isinstance(s, int):
                     pending[s] = str(c.get("claim_id"))
@@ -541,7 +542,7 @@ def _payouts(c: Mapping[str, Any]) -> str:
         hand = hand_name(p.get("hand")) if p.get("hand") else "—"
         if p.get("kind") == "envy":
             hand += f' <small>at {_e(p.get("hand_of"))}</small>'
-        elif p.get("hand_of") == "dealer":
+        elif p.get("hand_of") == DEALER:
             hand += " <small>(dealer's hand)</small>"
         shared = f' <small>1 of {_e(p.get("shared_by"))} shares</small>' if (p.get("shared_by") or 1) != 1 else ""
         rows.append(f'<tr class="payout kind-{_e(p.get("kind"))}"><td>Seat {_e(p.get("seat"))}</td>'
@@ -559,7 +560,7 @@ def claim_on(c: Mapping[str, Any], status: Mapping[str, Any], sep: str, seat_wor
     """Whose hand and which wager a claim is on: "Seat 4 · Progressive Payout Wager"; on the dealer's hand the
     wager's title when it says so already ("Five Card Hand Bonus Wager (dealer's hand)"), not the hand twice."""
     spot = spot_name(status, c.get("spot"))
-    if c.get("seat") == "dealer":
+    if c.get("seat") == DEALER:
         return spot if "dealer" in spot.lower() else f"the dealer's hand{sep}{spot}"
     return f"{seat_word} {_e(c.get('seat'))}{sep}{spot}"
 
