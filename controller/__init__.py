@@ -6,3 +6,5 @@ moves events in and effects out (docs/architecture.md).
 """
 
 __version__ = "0.1.0"
+
+__all__ = ["__version__"]

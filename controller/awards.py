@@ -134,3 +134,6 @@ def parse_award(text: object, field: str) -> Award:
 
 def describe(award: Award) -> str:
     return award.describe()
+
+
+__all__ = ["Award", "Fixed", "ForOne", "PercentOfMeter", "ToOne", "describe", "parse_award"]

@@ -95,3 +95,8 @@ def parse_cards(
         used[card] = where
         out.append(card)
     return tuple(out)
+
+
+__all__ = ["ACE", "DECK", "DECK_SIZE", "EIGHT", "FIVE", "FOUR", "JACK", "KING", "NINE", "QUEEN", "RANKS", "SEVEN",
+           "SIX", "SUITS", "TEN", "THREE", "TWO", "card_str", "cards_str", "make", "parse_card", "parse_cards", "rank",
+           "suit"]

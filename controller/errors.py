@@ -35,3 +35,6 @@ class RulesError(InputError):
 class InvariantViolation(AssertionError):
     """Books that do not balance (a meter's, checked after every operation and at every start): a defect, never
     bad input. The ledger refuses an operation after which its reducer's invariant fails with this, unjournaled."""
+
+
+__all__ = ["CardError", "InputError", "InvariantViolation", "RulesError"]

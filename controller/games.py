@@ -264,3 +264,6 @@ def wager(g: Game, wager_id: object, field: str = "wager") -> Wager:
     if not isinstance(wager_id, str) or wager_id not in g.wagers:
         raise InputError(field, f"{g.title} has no wager {wager_id!r}; its wagers: {', '.join(g.wagers)}")
     return g.wagers[wager_id]
+
+
+__all__ = ["GAMES", "CardRule", "FoldEffect", "Game", "HandKind", "Wager", "game", "wager"]

@@ -113,3 +113,8 @@ def floor_fraction_of_cents(cents: int, factor: Fraction) -> int:
     """`cents` times an exact fraction, floored to the cent (odds such as 3 to 2 on an odd wager)."""
     product = Fraction(cents) * factor
     return product.numerator // product.denominator
+
+
+__all__ = ["CENTS_PER_DOLLAR", "UNITS_PER_CENT", "UNITS_PER_DOLLAR", "cents_to_units", "floor_fraction_of_cents",
+           "floor_units_to_cents", "format_cents", "format_dollars_human", "format_units", "format_units_human",
+           "parse_cents", "parse_units"]

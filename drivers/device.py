@@ -30,3 +30,6 @@ class Device(Protocol):
     async def run(self, emit: Callable[[Event], None]) -> None: ...
 
     async def send(self, command: Command) -> None: ...
+
+
+__all__ = ["Device", "DeviceUnavailable", "UnsupportedCommand"]

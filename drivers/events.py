@@ -170,3 +170,8 @@ class ShowMessage:
 
 
 Command = SetAcceptedLight | SetWinLight | SetLockoutLamp | ShowAmounts | ShowMessage
+
+
+__all__ = ["CardDealt", "CardsDispensed", "Command", "DeviceDown", "DeviceUp", "DiceRolled", "Event", "LockoutPressed",
+           "SetAcceptedLight", "SetLockoutLamp", "SetWinLight", "ShoeJam", "ShowAmounts", "ShowMessage", "ShuffleFault",
+           "ShufflerCount", "SignMessage", "WagerRemoved", "WagerSensed"]

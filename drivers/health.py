@@ -92,3 +92,6 @@ class DeviceHealth:
         else:
             self._loud_logged.add(kind)
             log.error(event, device=self.device, kind=kind, detail=detail)
+
+
+__all__ = ["Backoff", "DeviceHealth"]

@@ -4,6 +4,10 @@ every module, so a module of the core that imports asyncio, a file, a device, th
 from __future__ import annotations
 
 import ast
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -315,3 +319,70 @@ def test_the_check_sees_a_toml_reader() -> None:
               "try:\n    f()\nexcept ValidationError as e:\n    pass\n")
     assert toml_readers(source) == ["line 3: catches ValidationError", "line 7: catches ValidationError"]
     assert toml_readers("from controller.tomlfile.toml import parse_toml\n") == []
+
+
+# The public surface: every module of controller/ and drivers/ says what it exports (`__all__`, a literal list of
+# names), and every name it lists is there once imported (a re-export, a star import's or its own).
+EXPORTS_CHECK = """
+import importlib, json, sys
+bad = []
+for name in sys.argv[1:]:
+    module = importlib.import_module(name)
+    listed = list(getattr(module, "__all__", ()))
+    bad += [f"{name}: {n!r} is in __all__ and not in the module" for n in listed if not hasattr(module, n)]
+    bad += [f"{name}: {n!r} is twice in __all__" for n in sorted(set(listed)) if listed.count(n) > 1]
+print(json.dumps(bad))
+"""
+
+
+def without_all(files: list[Path]) -> list[str]:
+    """The modules of `files` with no `__all__` at their top, or one that is not a literal list or tuple of names."""
+    bad = []
+    for path in files:
+        found = None
+        for node in ast.parse(path.read_text(encoding="utf-8"), str(path)).body:
+            target = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+                node, ast.AnnAssign) else []
+            if any(isinstance(t, ast.Name) and t.id == "__all__" for t in target) and node.value is not None:
+                found = node.value
+        if not (isinstance(found, (ast.List, ast.Tuple))
+                and all(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in found.elts)):
+            bad.append(_module(path))
+    return bad
+
+
+def unbound_exports(root: Path, modules: list[str]) -> list[str]:
+    """The names of `modules`' `__all__` that importing them does not bind, in a fresh interpreter at `root`."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", EXPORTS_CHECK, *modules], cwd=root, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return list(json.loads(out.stdout))
+
+
+def test_every_module_says_what_it_exports_and_exports_what_it_says() -> None:
+    files = _code_files()
+    assert without_all(files) == []
+    assert unbound_exports(ROOT, sorted({_module(p) for p in files})) == []
+
+
+def test_the_check_sees_a_module_without_all_and_a_name_that_is_not_there(tmp_path: Path) -> None:
+    """The check itself, on a tree of its own: no `__all__`, one built at run time, and a name listed that the
+    module does not define, are each found; a re-exported name and a star import's are there."""
+    global ROOT
+    (tmp_path / "drivers").mkdir()
+    files = {"__init__.py": '__all__ = ["f", "absent"]\nfrom drivers.loose import *\n',
+             "loose.py": "def f():\n    pass\n",
+             "built.py": "__all__ = [n for n in ('g',)]\ng = 1\n",
+             "wrong.py": '__all__ = ["h", "gone"]\nfrom drivers.loose import f as h\n'}
+    for name, text in files.items():
+        (tmp_path / "drivers" / name).write_text(text, encoding="utf-8")
+    saved, ROOT = ROOT, tmp_path
+    try:
+        paths = sorted((tmp_path / "drivers").glob("*.py"))
+        assert without_all(paths) == ["drivers.built", "drivers.loose"]
+        assert unbound_exports(tmp_path, ["drivers", "drivers.wrong"]) == [
+            "drivers: 'absent' is in __all__ and not in the module",
+            "drivers.wrong: 'gone' is in __all__ and not in the module"]
+    finally:
+        ROOT = saved

@@ -519,3 +519,6 @@ class DiceTableDaemon(TableShell):
             "not_recognized": self._not_recognized,
             "dice": self.dice(),
         }
+
+
+__all__ = ["PHASES", "DiceTableDaemon", "Settled", "SpotKey"]

@@ -27,3 +27,6 @@ async def freeze_when_ready(ready: asyncio.Event) -> None:
     gc.freeze()
     log.info("start-up heap frozen", objects=gc.get_freeze_count(),
              ms=round((time.perf_counter() - t0) * 1e3, 1))
+
+
+__all__ = ["freeze_when_ready"]

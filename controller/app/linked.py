@@ -87,3 +87,6 @@ def floor_line(table: str, status: Mapping[str, Any], claims: Iterable[Claim], l
 
 def _printable(text: str) -> str:
     return "".join(ch if ch.isprintable() else " " for ch in text)[:FLOOR_TEXT]
+
+
+__all__ = ["LINK_DIR", "LinkReceipt", "LinkedMeterView", "floor_line", "make_link", "resume_views"]

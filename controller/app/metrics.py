@@ -156,3 +156,6 @@ class PercentAwardChances(Collector):
         for spot, chance in sorted(self._chances.items()):
             family.add_metric([spot], chance)
         yield family
+
+
+__all__ = ["ROUND_PHASES", "Metrics", "PercentAwardChances"]

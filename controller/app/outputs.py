@@ -66,3 +66,6 @@ class DeviceOutputs:
                     break
                 if self._dirty and self._dirty[0] == key and self._desired[key] == command:
                     self._dirty.pop(0)
+
+
+__all__ = ["SEND_TIMEOUT_S", "DeviceOutputs"]

@@ -39,3 +39,6 @@ def table_rules(cfg: TableConfig) -> TableRules:
 
 def standalone_meters(cfg: TableConfig) -> list[StandaloneMeter]:
     return [m for m in cfg.meters.values() if isinstance(m, StandaloneMeter)]
+
+
+__all__ = ["award_spots", "standalone_meters", "table_rules"]

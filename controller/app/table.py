@@ -207,11 +207,15 @@ class TableDaemon(TableShell):
             self.link.close()
 
     def healthy(self) -> bool:
+        """The journal is open and has not failed: the systemd watchdog is fed only then."""
         return self.ledger is not None and self.ledger.failed is None
 
     # --- inputs ------------------------------------------------------------------------------------
 
     def on_device_event(self, e: ev.Event) -> None:
+        """One event of a device, as the round machine's input (a chip sensed or lifted, the lock-out pressed, the
+        shuffler's count, cards dispensed) or to the shoe (a card read, a jam); what the round cannot take is
+        logged and dropped."""
         match e:
             case ev.WagerSensed(device=_, seat=seat, spot=spot, amount_cents=amount):
                 if spot not in self.rules.spots:
@@ -251,6 +255,8 @@ class TableDaemon(TableShell):
                 log.info("dice rolled", device=e.device, die1=d1, die2=d2)
 
     def device_changed(self, name: str, up: bool) -> None:
+        """Device `name` went down or came back: journaled as a fault, and to the round machine as its seats down or
+        up (a seat's wagering device) or a block of the whole table (any other device)."""
         seats = self.seats_of(name)
         if self.faults is not None:
             info = self._info[name]
@@ -389,6 +395,7 @@ class TableDaemon(TableShell):
     # --- the round as the desk and the control socket see it -----------------------------------------
 
     def round_id(self) -> str:
+        """The id of the table's current round ("CS-07-r12")."""
         assert self.state is not None
         return rm.round_id(self.cfg.table, self.state.round_no)
 
@@ -432,6 +439,8 @@ class TableDaemon(TableShell):
     # --- views ---------------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
+        """The control socket's `status`: the round, its meters, the devices, the lights, the journal's head and
+        anchor and the link (controller.app.card_views.card_status)."""
         assert self.state is not None and self.ledger is not None
         link = self.link
         meters = meters_json(self.ledger.state, link.linked if link else None, link.values if link else {})
@@ -451,6 +460,7 @@ class TableDaemon(TableShell):
         return linked.floor_line(self.cfg.table, shown, claims, self.link.linked.values(), format_time(utc_now()))
 
     def round_info(self) -> dict[str, Any]:
+        """The control socket's `round`: the round's phase, its wagers, the ones not recognized and its claims."""
         assert self.state is not None and self.desk is not None
         claims = self.desk.claims_json() if self.desk.state.round_id == self.round_id() else []
         return round_json(self.state, self.round_id(), self._not_recognized, claims)

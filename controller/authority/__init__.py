@@ -4,3 +4,10 @@ in the order each table numbered them, journals them, signs its answers, and ser
 It sits beside `controller.app` (the table daemons) and imports only downward: the link's protocol
 (`controller.linkproto`), the MQTT session (`controller.link`), the shell's services (`controller.service`),
 the journal (`controller.ledger`) and its configuration (`controller.config.authority`)."""
+
+from controller.authority.authority import AuthorityMetrics, LinkAuthority
+
+__all__ = [
+    "AuthorityMetrics",
+    "LinkAuthority",
+]

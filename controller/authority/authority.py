@@ -835,3 +835,8 @@ def _win(op: schema.Op, entry: int, result: dict[str, Any], seat: int, shares: i
 
 def _with_will(settings: MqttSettings, will: tuple[str, bytes, bool]) -> MqttSettings:
     return replace(settings, will=will)
+
+
+__all__ = ["ANCHOR_EVERY_S", "ANCHOR_PREFIX", "AWARD_KINDS", "DROPPED", "FLOOR_MIN_S", "HIT_LIMIT", "HIT_WINDOW",
+           "LOG_EVERY_S", "LOG_TEXT", "METER_INTERVAL", "OPEN_ROUNDS_SHOWN", "QUEUE_PER_TABLE", "WIN_KINDS",
+           "AuthorityMetrics", "LinkAuthority", "TableMessage"]

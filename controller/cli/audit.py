@@ -185,3 +185,6 @@ def cmd_history(state_dir: Path, as_json: bool, meter_id: str | None, limit: int
     _meters_journal(report, state_dir)
     hits = [hit_json(m, h) for m in _select(report.state, meter_id) for h in report.state[m].history]
     return show_hits(hits, as_json, limit)
+
+
+__all__ = ["add_parsers", "cmd_anchor", "cmd_history", "cmd_meters", "cmd_verify", "parse_head"]

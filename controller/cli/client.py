@@ -495,3 +495,6 @@ def _cmd_reject(args: argparse.Namespace) -> int:
     if not args.reason.strip():
         raise InputError("--reason", "is empty: say why the claim is rejected")
     return _supervised(args, "reject", claim_id=args.claim_id, reason=args.reason)
+
+
+__all__ = ["add_history", "add_meters", "add_parsers"]

@@ -124,3 +124,7 @@ def read_secret(prompt: str, *, confirm: bool = False, secret_file: str | None =
     if not secret:
         raise InputError("secret", "none given")
     return secret
+
+
+__all__ = ["EXIT_DAMAGED", "EXIT_UNAVAILABLE", "Exit", "Parser", "dump_json", "no_such_meter", "read_secret",
+           "show_hits", "show_meters"]

@@ -158,3 +158,6 @@ def _cmd_approval_key(args: argparse.Namespace) -> int:
     key = encode_key(approval_key(name, secret))
     print(f"[[approvers]]\nname = {json.dumps(name)}\napproval_key = \"{key}\"")
     return 0
+
+
+__all__ = ["add_parsers"]

@@ -61,5 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INTERNAL
 
 
+__all__ = ["main"]
+
+
 if __name__ == "__main__":
     sys.exit(main())

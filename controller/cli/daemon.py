@@ -318,5 +318,8 @@ async def serve(cfg: TableConfig, *, socket: str, listen: tuple[str, int] | None
     return 0
 
 
+__all__ = ["Companion", "load_table", "main", "run_daemon", "serve", "start_metrics"]
+
+
 if __name__ == "__main__":
     sys.exit(main())

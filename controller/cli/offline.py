@@ -139,3 +139,6 @@ def _cmd_paytables(args: argparse.Namespace) -> int:
         return dump_json(paytables_json(tables))
     sys.stdout.write(paytables_text(tables))
     return 0
+
+
+__all__ = ["add_check_paytable", "add_odds", "add_paytables", "add_settle"]

@@ -142,3 +142,6 @@ def _entries_span(state: Path, day: GamingDay) -> str:
     first, last = (day_of(t, day.starts_at, zone).day for t in span)
     return f"its entries are of the gaming days {first} to {last}" if first != last else \
         f"its entries are of the gaming day {first}"
+
+
+__all__ = ["EXIT_NO_ENTRIES", "add_parsers", "cmd_report"]

@@ -399,3 +399,8 @@ class _AuthorityChecker(_Checker):
                      "connection per client id, and the two would disconnect each other",
                      "give the authority a client id of its own" + ("" if explicit else " (mqtt.client_id)"))
             self.mqtt = None
+
+
+__all__ = ["APPROVERS", "AUTHORITY_REQUIRED_HINTS", "AUTHORITY_TOP_KEYS", "DEFAULT_HEARTBEAT", "HEARTBEAT_MAX",
+           "HEARTBEAT_MIN", "MAX_APPROVERS", "MAX_KEY_FILE", "MAX_TABLES", "AuthorityConfig", "check_authority_config",
+           "is_authority_config", "load_authority_config"]

@@ -250,3 +250,6 @@ def host_port(text: str) -> tuple[str, int] | None:
     if not port.isdigit() or not 1 <= int(port) <= 65535:
         return None
     return host, int(port)
+
+
+__all__ = ["DAEMON_USER", "MAX_PATH_CHARS", "Checker", "host_port", "readable_by_others", "valid_host"]

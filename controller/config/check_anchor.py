@@ -72,3 +72,6 @@ def _inside(path: Path, directory: Path) -> bool:
         return path.resolve().is_relative_to(directory.resolve())
     except (OSError, RuntimeError):
         return path.is_relative_to(directory)
+
+
+__all__ = ["AnchorChecks"]

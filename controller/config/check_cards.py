@@ -55,3 +55,6 @@ class CardChecks(Checker):
                      'set shuffler = "counting" or "non-counting", or two_decks = false')
         if self.cards_ok:
             self.cards = CardsConfig(m.source, m.shuffler, every, m.two_decks)
+
+
+__all__ = ["STUB_SOURCE", "CardChecks"]

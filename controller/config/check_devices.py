@@ -416,3 +416,7 @@ def _seats_text(seats: list[int]) -> str:
     if len(seats) == 1:
         return f"seat {seats[0]} is"
     return "seats " + ", ".join(str(s) for s in seats[:-1]) + f" and {seats[-1]} are"
+
+
+__all__ = ["FIVE_CARD_HAND_BONUS_SYSTEM_SOURCE", "PROGRESSIVE_SYSTEM_SOURCE", "SHIPPED_MAPS", "SHIPPED_PAYTABLES",
+           "DeviceChecks"]

@@ -108,3 +108,6 @@ class MeterChecks(Checker):
                 continue
             return None if found else params
         return None
+
+
+__all__ = ["METER_ID", "MeterChecks"]

@@ -25,3 +25,6 @@ class MonitoringChecks(Checker):
         m = self.section(raw, "logging", '[logging] format = "json"', schema.LoggingModel)
         if m is not None:
             self.logging = LoggingConfig(m.format, m.level)
+
+
+__all__ = ["MonitoringChecks"]

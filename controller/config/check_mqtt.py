@@ -137,3 +137,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+__all__ = ["MqttChecks"]

@@ -42,3 +42,6 @@ class ReportChecks(Checker):
             ok = ok and directory is not None
         if ok:
             self.report = ReportConfig(starts, m.time_zone, directory)
+
+
+__all__ = ["ReportChecks", "zone_problem"]

@@ -109,3 +109,6 @@ class SupervisorChecks(Checker):
                 self.add(join(at, "credential"), e.message, e.hint)
                 continue
             self.supervisors.append(Supervisor(name, cred))
+
+
+__all__ = ["HASHES", "SUPERVISOR_SOURCE", "SupervisorChecks"]

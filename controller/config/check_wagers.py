@@ -127,3 +127,6 @@ class WagerChecks(Checker):
             self.add(at, e.problem, hint)
             return False
         return True
+
+
+__all__ = ["WagerChecks"]

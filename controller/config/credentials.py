@@ -211,3 +211,9 @@ def verify_credential(secret: str, encoded: str | Credential) -> bool:
     else:
         computed = _pbkdf2(data, cred.salt, cred.iterations, len(cred.digest))
     return hmac.compare_digest(computed, cred.digest)
+
+
+__all__ = ["HASH_BYTES", "HINT", "MAX_PBKDF2_ITERATIONS", "MAX_SCRYPT_N", "MAX_SCRYPT_P", "MAX_SCRYPT_R",
+           "MIN_PBKDF2_ITERATIONS", "MIN_SCRYPT_N", "MIN_SCRYPT_R", "MIN_SECRET_CHARS", "PBKDF2", "PBKDF2_ITERATIONS",
+           "SALT_BYTES", "SCHEMES", "SCRYPT", "SCRYPT_N", "SCRYPT_P", "SCRYPT_R", "Credential", "CredentialError",
+           "hash_credential", "parse_credential", "verify_credential"]

@@ -87,3 +87,6 @@ def build_drivers(cfg: TableConfig) -> tuple[dict[str, ModbusBus], dict[str, Dev
     for spec in ds.line:
         devices[spec.name] = LineDevice(spec.name, spec.settings, seats=spec.seats)
     return buses, devices
+
+
+__all__ = ["DriverSettings", "LineDeviceSpec", "ModbusDeviceSpec", "build_drivers", "driver_settings"]

@@ -242,3 +242,7 @@ def problems_from(
             message = str(err["msg"])
         out.append(Problem(path, message, hint))
     return out
+
+
+__all__ = ["MAX_DOLLARS", "Money", "Rate", "Seconds", "custom", "decimals_to_float", "did_you_mean", "money_cents",
+           "problems_from", "rate_fraction", "seconds", "show", "unknown_key"]

@@ -259,3 +259,9 @@ class TableConfig:
             "supervisors": len(self.supervisors),
             "linked": self.mqtt is not None,
         }
+
+
+__all__ = ["CARD_COUNTER_ROLES", "DEVICE_KINDS", "MAX_STUB_COUNT_EVERY", "MQTT_PROTOCOLS", "TRANSPORTS", "AnchorConfig",
+           "BusConfig", "CardCounterRole", "CardSource", "CardsConfig", "DeviceConfig", "DeviceKind", "LinkedMeter",
+           "LoggingConfig", "MeterConfig", "MetricsConfig", "MqttConfig", "MqttProtocol", "ReportConfig",
+           "ShufflerKind", "StandaloneMeter", "Supervisor", "TableConfig", "Transport", "WagerConfig"]

@@ -193,3 +193,9 @@ class MqttModel(Section):
     link_timeout: Seconds = Field(10.0, gt=0, le=300)
     authority_keys: list[str] | None = Field(None, max_length=8)
     protocol: Annotated[MqttProtocol, PlainValidator(_mqtt_protocol)] = "5"
+
+
+__all__ = ["LINE_LIMITS", "MAX_HISTORY_SIZE", "MAX_METER_CENTS", "MAX_STUB_COUNT_ROUNDS", "MAX_TABLE_SEATS",
+           "MAX_WAGER_SIZES", "STANDALONE_ONLY", "AnchorModel", "CardsModel", "DeviceCommon", "LinkedMeterModel",
+           "LoggingModel", "MeterAmount", "MetricsModel", "ModbusFields", "MqttModel", "ReportModel", "Seat", "Section",
+           "StandaloneMeterModel", "SupervisorModel", "WagerModel", "WagerSize", "line_fields"]

@@ -220,3 +220,7 @@ class ServerLog(logging.Logger):
                             fault=type(exc_info).__name__, **({"not_logged_before": held} if held else {}))
             return
         log.error("console request failed", remote=args[0] if args else None, exc_info=exc_info)
+
+
+__all__ = ["BAD_REQUEST_LINES", "EARLY_BYTES", "HANDLER_ARGS", "HEAD_S", "MAX_CONNECTIONS", "MAX_PER_ADDRESS",
+           "REFUSAL_LINES", "REFUSAL_LOG_S", "Connections", "GatedSite", "ServerLog"]

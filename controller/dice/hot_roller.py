@@ -149,3 +149,7 @@ class HotRoller:
     def board(self) -> dict[int, dict[str, bool]]:
         """For a display: each number's combinations and whether a marker is on each."""
         return {n: {combination_str(c): c in self.markers for c in combos} for n, combos in NUMBERS.items()}
+
+
+__all__ = ["BET", "MARKER_COMBINATIONS", "NUMBERS", "OUTCOME_KEYS", "POSITIONS", "HotRoller", "HotRollerResolution",
+           "HotRollerWager", "complete_numbers", "outcome_key"]

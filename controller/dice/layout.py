@@ -90,3 +90,6 @@ def _from_grid(grid: tuple[tuple[str, ...], ...]) -> HopLayout:
 
 
 EXAMPLE_LAYOUT: HopLayout = _from_grid(EXAMPLE_GRID)
+
+
+__all__ = ["EXAMPLE_GRID", "EXAMPLE_LAYOUT", "HOPS", "HopLayout", "parse_layout"]

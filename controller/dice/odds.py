@@ -113,3 +113,7 @@ def props_and_hops_return(bet: str, paytable: PaytableLike, layout: HopLayout | 
         (p * awards[k].multiple for k, p in props_and_hops_outcomes(bet, machine.layout).items() if k != LOSE),
         Fraction(0),
     )
+
+
+__all__ = ["SEVEN_WAYS", "final_sets", "hot_roller_outcomes", "hot_roller_return", "props_and_hops_outcomes",
+           "props_and_hops_return", "six_eight_shake_win_probability"]

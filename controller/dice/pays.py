@@ -76,3 +76,7 @@ def check_wager_cents(wager_cents: object, field: str = "wager") -> int:
     if isinstance(wager_cents, bool) or not isinstance(wager_cents, int) or wager_cents <= 0:
         raise InputError(field, f"a wager is a positive whole number of cents, not {wager_cents!r}")
     return wager_cents
+
+
+__all__ = ["LOSE", "PayAward", "PayLike", "PaytableLike", "check_wager_cents", "kind_value", "pay_table",
+           "received_cents"]

@@ -227,3 +227,7 @@ class PropsAndHops:
         winners = sorted((x for x in settled if x.award is not None), key=_order)
         state = replace(self, rolls=self.rolls + 1, wagers=(), shakes=tuple(still_open))
         return state, (*losers, *winners)
+
+
+__all__ = ["BETS", "BET_ORDER", "EARLIER_RULES_BETS", "KNOWN_KEYS", "OPTIONAL_KEYS", "REMOVED", "SEATS", "Bet",
+           "PropsAndHops", "PropsResolution", "PropsWager", "Rule", "single_roll_outcome"]

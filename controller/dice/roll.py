@@ -85,3 +85,7 @@ def parse_combination(value: object, field: str = "combination") -> Combination:
         return parse_roll(faces, field).combination
     except InputError as e:
         raise InputError(field, f"{value!r} is not a combination of two dice (faces 1 to 6): {e.problem}") from None
+
+
+__all__ = ["ALL_ROLLS", "COMBINATIONS", "FACES", "Combination", "Roll", "combination_str", "parse_combination",
+           "parse_roll", "ways"]

@@ -246,3 +246,6 @@ def to_json(settlement: DiceSettlement) -> dict[str, object]:
         "awards": awards,
         "open": _open_json(settlement.open),
     }
+
+
+__all__ = ["HOT_ROLLER_GAME", "PROPS_AND_HOPS_GAME", "DiceAward", "DiceSettlement", "settle_dice", "to_json"]

@@ -44,3 +44,6 @@ class SixEightShakeWager:
             return self, None
         after = replace(self, thrown=self.thrown | {c})
         return after, (BET if not after.lammers else None)
+
+
+__all__ = ["BET", "COMBINATIONS", "SixEightShakeWager"]

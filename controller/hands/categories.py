@@ -85,3 +85,6 @@ def category_from_label(kind: type[_Labelled], text: str) -> _Labelled:
     key = text.strip().lower().replace("_", "-").replace(" ", "-")
     key = ALIASES.get(key, key)
     return kind.from_label(key)
+
+
+__all__ = ["ALIASES", "Four", "HandCategory", "Poker5", "Three", "category_from_label"]

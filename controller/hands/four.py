@@ -158,3 +158,7 @@ def _best_of_five(cards: Sequence[int]) -> tuple[int, tuple[int, ...]]:
         raise hand_error(cards, 5) from None
     hand = (a, b, c, d, e)
     return value, hand[:i] + hand[i + 1 :]
+
+
+__all__ = ["HAND_SIZE", "MAX_CARDS", "best", "category", "evaluate", "first_rank", "ranks", "straight_top",
+           "value_of_ranks"]

@@ -56,3 +56,6 @@ def hand_error(cards: object, size: int) -> CardError:
             return CardError(f"cards[{i}]", f"duplicate card {card_str(c)} (already at cards[{seen[c]}])")
         seen[c] = i
     return CardError("cards", f"is not a hand of {size} cards: {items!r}")
+
+
+__all__ = ["CARD_PRIME", "RANKS", "RANK_PRIME", "hand_error", "pack", "prime_product", "rank_groups"]

@@ -236,3 +236,6 @@ def _cards(field: str, cards: object, seen: dict[int, str]) -> Cards:
             raise CardError(where, f"duplicate card {card_str(card)} (already at {seen[card]})")
         seen[card] = where
     return tuple(cards)
+
+
+__all__ = ["FORMS", "Cards", "Hand", "form_hand"]

@@ -104,3 +104,6 @@ def first_rank(value: int) -> int:
     """The rank that defines the hand: the pair's rank for a pair, the highest card otherwise
     (3 for A-2-3)."""
     return (value >> 8) & 15
+
+
+__all__ = ["HAND_SIZE", "category", "evaluate", "first_rank", "ranks", "straight_top"]

@@ -264,3 +264,9 @@ class Entry:
             raise ValueError("body is not a JSON object")
         self.prev_hash, self.seq, self.key, self.time, self.kind, self.body, self.result = (
             prev, seq, key, time, kind, body, result)
+
+
+__all__ = ["CHECKPOINT", "GENESIS", "GENESIS_PREV", "HEX", "INTERNAL_KEY_PREFIX", "INTERNAL_KINDS", "MAX_KEY_LEN",
+           "MAX_KIND_LEN", "SELF_CHECK", "Entry", "SegmentDigest", "canonical", "canonical_body", "canonical_checked",
+           "canonical_decoded", "check_key", "check_kind", "combine_parts", "digest_of_parts", "encode", "entry_hash",
+           "entry_text", "format_time", "utc_now"]

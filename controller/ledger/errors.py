@@ -47,3 +47,6 @@ class KeyConflict(InputError):
 
     def at(self, prefix: str) -> "InputError":  # keep the type's own constructor out of InputError.at
         return InputError(f"{prefix}.{self.field}" if prefix else self.field, self.problem)
+
+
+__all__ = ["FatalStorageError", "KeyConflict", "LedgerBusy", "LedgerClosed", "LedgerDamaged", "LedgerError"]

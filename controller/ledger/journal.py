@@ -355,3 +355,9 @@ def integrity_check(conn: sqlite3.Connection, how: str = "full") -> list[str]:
     except sqlite3.DatabaseError as e:
         return [str(e)]
     return [] if out == ["ok"] else out
+
+
+__all__ = ["APPLICATION_ID", "DB_NAME", "FORMAT", "INSERT_ENTRY", "INSERT_INTO", "INSERT_NEW_SUFFIX", "LOCK_NAME",
+           "MIN_SQLITE", "SCHEMA", "SCHEMA_VERSION", "append", "append_new", "check_header", "check_sqlite_version",
+           "checkpoint_seqs", "connect", "create", "entry_at", "find_keys", "fsync_path", "insert_rows",
+           "integrity_check", "rows", "segment_parts", "seq_range", "set_pragmas", "snapshot_at", "wal_checkpoint"]

@@ -30,3 +30,6 @@ class Reducer(Protocol[S]):
     def snapshot(self, state: S) -> dict[str, Any]: ...
 
     def restore(self, data: dict[str, Any]) -> S: ...
+
+
+__all__ = ["Reducer"]

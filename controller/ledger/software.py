@@ -18,3 +18,6 @@ def software_digest(root: str | Path | None = None) -> str:
         rel = p.relative_to(base).as_posix()
         outer.update(f"{rel} {hashlib.sha256(p.read_bytes()).hexdigest()}\n".encode())
     return outer.hexdigest()
+
+
+__all__ = ["software_digest"]

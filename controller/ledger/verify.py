@@ -490,3 +490,8 @@ def run_integrity_check(path: Path, how: str, out: list[str],
     t = threading.Thread(target=work, name="ledger-integrity", daemon=True)
     t.start()
     return t
+
+
+__all__ = ["Bad", "ChainHead", "ChainScan", "Problem", "Report", "apply_entry", "check_segments", "checkpoint_fields",
+           "derive_state", "replay", "restore_snapshot", "run_integrity_check", "scan_all", "state_digest",
+           "verify_chain_fast", "verify_state_dir"]

@@ -483,3 +483,6 @@ class Writer(Generic[S]):
                 "state_sha256": state_digest(state_text)}
         seq = self.seq + 1
         self.append_internal(CHECKPOINT, f"{chain.INTERNAL_KEY_PREFIX}checkpoint:{seq}", body, state_text)
+
+
+__all__ = ["Op", "Receipt", "Waiter", "WalCheckpoint", "Writer", "deliver", "exit_process"]

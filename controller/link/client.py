@@ -517,3 +517,7 @@ class TableLink:
                 else:
                     fut.set_result(outcome)
             self._kick.set()
+
+
+__all__ = ["FLOOR_EVERY_S", "FLOOR_REFRESH_S", "GOODBYE_TIMEOUT", "HEARTBEAT_WINDOW_S", "HELLO_EVERY_S", "HELLO_NONCES",
+           "REJECT_LOG_EVERY_S", "RESEND_AFTER", "LinkRefused", "TableLink"]

@@ -18,3 +18,6 @@ def last_link_seqs(reader: JournalReader) -> dict[str, int]:
         if table and seq.isdigit():
             last[table] = max(last.get(table, 0), int(seq))
     return last
+
+
+__all__ = ["last_link_seqs"]

@@ -724,3 +724,8 @@ def _no_delay(inner: Any) -> None:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     except (OSError, AttributeError):  # not a TCP socket (a test double): nothing to tune
         pass
+
+
+__all__ = ["MAX_PACKET", "PROTOCOLS", "PUBLISH_TIMEOUT", "LinkDown", "LinkError", "MqttLink", "MqttSettings",
+           "MqttSettingsError", "OnConnect", "OnMessage", "PacketTooLarge", "Protocol", "PublishRefused",
+           "SubscribeRefused", "read_password"]

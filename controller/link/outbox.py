@@ -191,3 +191,6 @@ def _meter_id(body: dict[str, Any], name: str) -> str:
     if not isinstance(value, str) or not value:
         raise InputError(name, "must be a meter id")
     return value
+
+
+__all__ = ["LINK_ACK", "LINK_SEND", "OpenBooking", "Outbox", "OutboxReducer", "Sent", "send_body"]

@@ -2,3 +2,43 @@
 approval of a linked payment (`approval.py`), the authority's signature on its answers (`signing.py`), how a
 table's silence becomes OFFLINE (`liveness.py`), how the authority judges a table's journal anchors
 (`anchors.py`). The sessions that carry it are `controller.link` (a table's) and `controller.authority`."""
+
+from controller.linkproto.anchors import TableAnchors, Verdict, judge
+from controller.linkproto.approval import approval_key, lock_terms
+from controller.linkproto.liveness import Liveness
+from controller.linkproto.schema import (
+    Ack,
+    Expect,
+    Hello,
+    Message,
+    Op,
+    Refused,
+    SchemaError,
+    Topics,
+    decode,
+    encode,
+    op_digest,
+)
+from controller.linkproto.signing import Signer, Verifier
+
+__all__ = [
+    "Ack",
+    "Expect",
+    "Hello",
+    "Liveness",
+    "Message",
+    "Op",
+    "Refused",
+    "SchemaError",
+    "Signer",
+    "TableAnchors",
+    "Topics",
+    "Verdict",
+    "Verifier",
+    "approval_key",
+    "decode",
+    "encode",
+    "judge",
+    "lock_terms",
+    "op_digest",
+]

@@ -517,3 +517,10 @@ class _Reader:
 
     def money(self, name: str) -> int:
         return _money(self.topic, self.at + name, self._get(name))
+
+
+__all__ = ["ADDED_MESSAGES", "ADDED_OPS", "ANNOUNCED", "BASE_OPS", "DEFAULT_PREFIX", "FLOOR_MAX_ITEMS",
+           "FLOOR_MAX_PAYLOAD", "FLOOR_PHASES", "FLOOR_TEXT", "LINK_KEY_PREFIX", "MAX_COUNT", "MAX_PAYLOAD",
+           "OFFLINE_REASONS", "TABLE_OPS", "VERSION", "WIN_STATES", "Ack", "Expect", "FloorClaim", "FloorLine",
+           "Heartbeat", "Hello", "JournalAnchor", "Message", "MeterValue", "Op", "Refused", "SchemaError", "Status",
+           "TableOffline", "Topics", "Win", "decode", "encode", "op_digest"]

@@ -40,3 +40,6 @@ def take_percent(meter: int, reset: int, percent: Fraction, shares: int = 1) -> 
     left = meter - paid * UNITS_PER_CENT
     seeded = max(0, reset - left)
     return per_share, MeterTake(paid_cents=paid, before=meter, after=left + seeded, seeded=seeded)
+
+
+__all__ = ["RESET_FLOOR_CENTS", "MeterTake", "take_percent"]

@@ -605,3 +605,6 @@ _HANDLERS: dict[type, Any] = {
     PayLockedAward: _pay_locked,
     ReleaseLockedAward: _release_locked,
 }
+
+
+__all__ = ["Effect", "apply"]

@@ -166,3 +166,6 @@ def _with(state: Meters, meter_id: str, new: MeterState) -> Meters:
     d[meter_id] = new
     return MappingProxyType(d)
 
+
+__all__ = ["DEFINE_METER", "LINK_REFUSED", "TABLE_ANCHOR", "TABLE_ANCHOR_CLEARED", "Check", "Meters", "MetersJournal",
+           "MetersReducer", "configure_meter", "define_meter_body", "op_body", "op_from_body"]

@@ -520,3 +520,9 @@ def op_from_dict(d: object, field_prefix: str = "") -> Op:
     if cls is None:
         raise InputError(_check.join(field_prefix, "kind"), f"{kind!r} is not one of {', '.join(OPS)}")
     return cls.from_dict(d, field_prefix)
+
+
+__all__ = ["CENTS", "IDENT", "MOMENT", "OPS", "PAID_BY", "POSITIVE", "TEXT", "TEXT_OR_EMPTY", "Adjust",
+           "BookContributions", "ChangeParams", "CloseRound", "Codec", "Field", "LockPercentAward", "Op", "Operation",
+           "PayFixedAward", "PayLockedAward", "PayPercentAward", "Relation", "ReleaseLockedAward", "TopUp", "VoidRound",
+           "op_from_dict"]

@@ -179,3 +179,6 @@ def params_to_dict(p: MeterParams) -> dict[str, Any]:
         "history_size": p.history_size,
     }
 
+
+__all__ = ["DEFAULT_HISTORY", "MIN_HISTORY", "RATE_PLACES", "MeterParams", "format_rate", "params_from_dict",
+           "params_to_dict", "parse_rate"]

@@ -202,3 +202,8 @@ def renamed(e: InputError, names: Mapping[str, str], prefix: str) -> InputError:
 
 
 assert UNITS_PER_DOLLAR == 1_000_000  # parse_units/format_units keep 6 decimal places of a dollar
+
+
+__all__ = ["MAX_ID", "MAX_TEXT", "array", "cents", "format_fraction", "format_moment", "format_signed_units",
+           "fraction", "identifier", "integer", "join", "moment", "obj", "parse_fraction", "parse_moment",
+           "parse_signed_units", "renamed", "text"]

@@ -295,3 +295,6 @@ def _locked_from_dict(d: object, at: str) -> LockedAward:
         nonce=_check.text(m["nonce"], j(at, "nonce")) if "nonce" in m else "",
         cards=_check.text(m["cards"], j(at, "cards")) if "cards" in m else "",
     )
+
+
+__all__ = ["hit_to_dict", "state_from_dict", "state_to_dict"]

@@ -347,3 +347,7 @@ def check_invariant(state: MeterState) -> None:
     bad = invariant_failures(state)
     if bad:
         raise InvariantViolation(f"meter {state.params.meter_id}: " + "; ".join(bad))
+
+
+__all__ = ["RECENT_CLAIMS", "RECENT_ROUNDS", "Booking", "Hit", "LockedAward", "MeterState", "SharedAward",
+           "check_invariant", "hit_label", "initial_state", "invariant_failures", "invariant_holds", "with_maps"]

@@ -327,3 +327,7 @@ def bad_beat_counts() -> BadBeatCounts:
         by_losing_hand=MappingProxyType(dict(sorted(counts.items(), reverse=True))),
         method="every deal of the player's five and the dealer's six cards, by inclusion-exclusion over shared cards",
     )
+
+
+__all__ = ["ALL_RANKS", "LOW", "TWO_PAIR", "BadBeat", "BadBeatCounts", "bad_beat_counts", "best_value", "category",
+           "player_value"]

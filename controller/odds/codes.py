@@ -199,3 +199,7 @@ def suits_by_card(cards: Sequence[int]) -> dict[int, list[int]]:
     for c in cards:
         out.setdefault(c & 3, []).append((c >> 2) + 2)
     return out
+
+
+__all__ = ["ACE", "KEY", "Tables", "category_of", "code", "first_rank_of", "four_code", "poker5_code", "rank_key",
+           "suits_by_card", "tables", "three_code"]

@@ -185,3 +185,6 @@ def clear_caches() -> None:
     suits.suit_classes.cache_clear()
     codes._four_code.cache_clear()
     codes._TABLES = None
+
+
+__all__ = ["FIVE_RANDOM_CARDS", "HandCounts", "clear_caches", "hand_counts"]

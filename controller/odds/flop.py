@@ -65,3 +65,6 @@ def flop_codes() -> dict[int, int]:
         for value, count in player_flop_codes(player).items():  # type: ignore[arg-type]
             total[value] = total.get(value, 0) + count * weight
     return total
+
+
+__all__ = ["flop_codes", "player_flop_codes"]

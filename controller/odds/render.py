@@ -153,3 +153,6 @@ def render_text(report: OddsReport) -> str:
         lines.append(f"Break-even meter: {_meter(r.break_even_meter_units)}")
     lines += [f"Note: {n}" for n in r.notes]
     return "\n".join(lines) + "\n"
+
+
+__all__ = ["decimal", "render_text", "to_json"]

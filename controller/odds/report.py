@@ -360,3 +360,7 @@ def odds_report(
         break_even_linear_units=break_even_linear(weighted, wager_cents),
         notes=tuple(notes),
     )
+
+
+__all__ = ["LOSING", "MAGIC_CARD_MATCHES", "Bonus", "OddsReport", "Outcome", "break_even_linear", "break_even_meter",
+           "odds_report", "percent_of_meter_chance", "received_cents"]

@@ -74,3 +74,6 @@ def remaining(cards: tuple[int, ...]) -> tuple[int, ...]:
     """The rest of the 52-card deck, ascending."""
     taken = set(cards)
     return tuple(c for c in DECK if c not in taken)
+
+
+__all__ = ["Pattern", "canonical", "remaining", "suit_classes", "suit_patterns"]

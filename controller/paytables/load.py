@@ -469,3 +469,7 @@ def find_paytable(id_or_path: str | PathLike[str], extra_dirs: Iterable[str | Pa
     if len(found) > 1:
         raise InputError("paytable", f"{text!r} is defined twice: {found[0][0]} and {found[1][0]}")
     return found[0][1]
+
+
+__all__ = ["MAX_FIXED_AWARD_CENTS", "MAX_ODDS", "MAX_WAGER_CENTS", "all_paytables", "builtin_paytables",
+           "find_paytable", "load_paytable", "load_paytable_text"]

@@ -195,3 +195,7 @@ class Paytable:
         if self.is_dice:
             raise TypeError(f"{self.id} pays dice outcomes, which have no hand order")
         return min(self.pays, key=lambda p: (self.category(p), p.min_rank or 0))
+
+
+__all__ = ["ANY_WAGER", "DICE_KEYS", "HOT_ROLLER_KEYS", "PROPS_AND_HOPS_KEYS", "PROPS_AND_HOPS_OPTIONAL_KEYS",
+           "EnvyTable", "Pay", "Paytable", "hand_keys", "hand_type"]

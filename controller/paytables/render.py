@@ -77,3 +77,6 @@ def paytables_text(tables: Mapping[str, Paytable]) -> str:
             lines.append(f"    Lucky Bonus  {pt.lucky_bonus.describe()}")
         lines.append("")
     return "\n".join(lines)
+
+
+__all__ = ["paytable_json", "paytables_json", "paytables_text"]

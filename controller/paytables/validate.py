@@ -223,3 +223,7 @@ def check_paytable_for(
                     f"envy table of {pid} has no row for a {format_dollars_human(size)} wager; "
                     f"it has {', '.join(format_dollars_human(c) for c in have)}"
                 )
+
+
+__all__ = ["ENVY_QUALIFYING", "MINIMUM_PAYING", "EnvyRule", "Minimum", "check_paytable_for", "covers",
+           "printed_paytables"]

@@ -687,3 +687,9 @@ def downsample(points: Sequence[tuple[datetime, int, int]],
 def _chain(first: JournalRecord, rest: Iterator[JournalRecord]) -> Iterator[JournalRecord]:
     yield first
     yield from rest
+
+
+__all__ = ["AUTHORITY", "METER_KINDS", "POINTS_PER_INTERVAL", "TABLE", "Award", "BlockTime", "Change", "DayFaults",
+           "DayReport", "DeviceFaults", "Head", "Holdings", "JournalRecord", "MeterDay", "Readings", "Source",
+           "TableEvent", "Void", "build_report", "day_faults", "day_report", "downsample", "meter_series", "percent",
+           "reconcile", "replay", "span_series", "split_at"]

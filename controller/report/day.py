@@ -123,3 +123,7 @@ def span_edges(span: str, now: datetime, starts_at: time, zone: tzinfo, interval
 
 def _utc(t: datetime) -> datetime:
     return t.astimezone(timezone.utc)
+
+
+__all__ = ["DEFAULT_DAY_STARTS", "DEFAULT_TIME_ZONE", "SPANS", "GamingDay", "day_of", "gaming_day", "last_ended",
+           "local_time", "parse_day", "parse_day_starts", "parse_span", "span_edges"]

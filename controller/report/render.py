@@ -756,3 +756,8 @@ FORMS = {"text": "txt", "json": "json", "csv": "csv", "html": "html"}  # form ->
 def _cap(text: str) -> str:
     return text[:1].upper() + text[1:]
 
+
+__all__ = ["CSV_HEADER", "FORMS", "NO_SUPERVISOR", "PAID_BY", "PAID_BY_SHORT", "PB", "PH", "PL", "PR", "PT", "PW",
+           "approver", "day_plot_svg", "day_rows", "duration", "faults_json", "meter_json", "on_hand", "plot_caption",
+           "readings_rows", "reconciliation", "render", "seconds", "series_json", "title", "to_csv", "to_html",
+           "to_json", "to_text", "what"]

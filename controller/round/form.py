@@ -184,3 +184,7 @@ def settlement_to_json(rnd: Round, st: Settlement) -> dict[str, Any]:
             "paid_by_table": format_cents(st.table_paid_cents),
         },
     }
+
+
+__all__ = ["DEALER_KEYS", "METER_KEYS", "ROUND_KEYS", "SEAT_KEYS", "PaytableLookup", "round_from_json", "settle_json",
+           "settlement_to_json"]

@@ -72,3 +72,7 @@ class JournalReducer(MetersReducer):
     def __init__(self) -> None:
         super().__init__({CLAIM: claim_record, TABLE_STATE: table_state_record, DEAL: deal_record,
                           **{kind: partial(check_fault, kind) for kind in sorted(FAULT_KINDS)}})
+
+
+__all__ = ["CLAIM", "DEAL", "TABLE_STATE", "JournalReducer", "claim_body", "claim_record", "deal_record",
+           "table_state_record"]

@@ -451,3 +451,6 @@ _HANDLERS: dict[type, Callable[[TableRules, TableState, Any], Step]] = {
     SeatsDown: _seats_down,
     SeatsUp: _seats_up,
 }
+
+
+__all__ = ["raise_block", "seat_disabled_because", "seats_marked", "start", "step"]

@@ -312,3 +312,10 @@ Effect = Light | Lamp | Book | Reconcile | Reverse | Close | Opened | Note
 class Step:
     state: TableState
     effects: tuple[Effect, ...] = ()
+
+
+__all__ = ["MAX_STUB_INTERVAL", "Block", "BlockCleared", "BlockRaised", "Book", "Booked", "CardsDispensed",
+           "ChipRemoved", "ChipSensed", "Close", "DeckReplaced", "DeckState", "Effect", "Input", "Lamp", "Light",
+           "LockoutPressed", "Note", "Opened", "Phase", "Reconcile", "Reverse", "RoundSettled", "SeatsDown", "SeatsUp",
+           "ShuffleCounted", "SpotKey", "SpotRule", "Step", "StubCounted", "TableRules", "TableState", "VoidRefused",
+           "VoidRound", "Voided", "disabled_seats", "round_id"]

@@ -68,6 +68,8 @@ _FORFEITED_BY_FOLD = (FoldEffect.FORFEIT, FoldEffect.FORFEIT_KEEP_ENVY)
 
 @dataclass(frozen=True)
 class Seat:
+    """A seat of the round: its wager on its own hand, whether it folded, and its cards."""
+
     seat: int
     wager: int = 0  # cents wagered on the player's own hand (0: no wager)
     folded: bool = False
@@ -79,6 +81,9 @@ class Seat:
 
 @dataclass(frozen=True)
 class Round:
+    """One wager of a round to settle: the game, the wager and its paytable, the meter, every seat, the community
+    and dealer's cards, the wagers on the dealer's hand, and the Magic Card and Lucky Bonus position drawn."""
+
     game: Game
     wager: Wager
     paytable: Paytable
@@ -94,6 +99,9 @@ class Round:
 
 @dataclass(frozen=True)
 class Payout:
+    """One payout to one seat: what it is (`kind`; controller.round.payout_kind says it in words), on whose hand,
+    the award as the paytable states it and the cents received, who pays it and whether it needs a supervisor."""
+
     seat: int
     wager: int  # cents of the wager this pays
     kind: str  # "paytable", "envy", "magic-card", "lucky-bonus"
@@ -111,6 +119,9 @@ class Payout:
 
 @dataclass(frozen=True)
 class Settlement:
+    """A round settled: its payouts in settlement order, the meter before and after, the seed added to restore the
+    reset amount, and the seats a fold forfeited."""
+
     payouts: tuple[Payout, ...]
     meter_before: int
     meter_after: int
@@ -119,10 +130,12 @@ class Settlement:
 
     @property
     def meter_paid_cents(self) -> int:
+        """Cents the meter pays (by an attendant)."""
         return sum(p.amount for p in self.payouts if p.paid_by == "attendant")
 
     @property
     def table_paid_cents(self) -> int:
+        """Cents the table pays (the dealer): every award not taken from the meter."""
         return sum(p.amount for p in self.payouts if p.paid_by == "table")
 
 

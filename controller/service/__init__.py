@@ -4,3 +4,39 @@ operations (`operations.py`), supervisors' secrets and approvals (`auth.py`), lo
 anchoring (`anchoring.py`), the day's reports on their schedule and the files they write (`reports.py`,
 `report_files.py`), the JSON views of meters (`views.py`), systemd's notify and socket activation
 (`sdnotify.py`, `sdlisten.py`)."""
+
+from controller.service.anchoring import Anchoring
+from controller.service.auth import SupervisorCheck
+from controller.service.control import (
+    ControlClient,
+    ControlError,
+    ControlServer,
+    DaemonUnavailable,
+    NotAvailable,
+    UnknownOp,
+    socket_path,
+)
+from controller.service.logs import configure
+from controller.service.operations import AUTHORITY_OPERATIONS, OPERATIONS, Operation, check_arguments
+from controller.service.reports import DayReports, MeterSeries
+from controller.service.sdnotify import Notifier
+
+__all__ = [
+    "AUTHORITY_OPERATIONS",
+    "OPERATIONS",
+    "Anchoring",
+    "ControlClient",
+    "ControlError",
+    "ControlServer",
+    "DaemonUnavailable",
+    "DayReports",
+    "MeterSeries",
+    "NotAvailable",
+    "Notifier",
+    "Operation",
+    "SupervisorCheck",
+    "UnknownOp",
+    "check_arguments",
+    "configure",
+    "socket_path",
+]

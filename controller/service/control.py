@@ -686,3 +686,9 @@ def _result(answer: bytes, rid: int) -> Any:
     raise ControlError(kind if isinstance(kind, str) and kind in KINDS else "internal",
                        message if isinstance(message, str) and message else "refused",
                        field if isinstance(field, str) and field else None)
+
+
+__all__ = ["DEFAULT_LINK_SOCKET", "DEFAULT_SOCKET", "KINDS", "LOG_BURST", "LOG_WINDOW", "MAX_DIGITS", "MAX_RESPONSE",
+           "MAX_SOCKET_PATH", "MIN_SECRET_CHARS", "PEER", "REDACTED", "REQUESTS_PER_S", "REQUEST_BURST", "SECRET_KEYS",
+           "SOCKET_ENV", "ControlClient", "ControlError", "ControlServer", "DaemonUnavailable", "Handler",
+           "NotAvailable", "ServerError", "UnknownOp", "redact", "socket_path"]

@@ -143,3 +143,6 @@ class KeyedBudget(LogBudget):
     def take(self, key: Hashable) -> int | None:
         held = super().take(key)
         return held if held is not None and self.overall.take(None) is not None else None
+
+
+__all__ = ["Format", "KeyedBudget", "LogBudget", "bind", "configure", "set_table_context", "unbind"]

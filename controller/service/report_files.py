@@ -106,3 +106,7 @@ def write_report(directory: Path, report: DayReport) -> Path:
             raise
     journal.fsync_path(directory)  # the renames durable
     return paths["json"]
+
+
+__all__ = ["Opening", "first_entry_time", "journal_span", "read_report", "read_series", "report_paths", "write_report",
+           "written"]

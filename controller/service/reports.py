@@ -150,3 +150,7 @@ class MeterSeries:
         answer = series_json(series, span, edges[0], edges[-1], edges)
         self._kept[span] = (began, answer)  # kept as of the read's start, whether anyone still waits for it
         return answer
+
+
+__all__ = ["MAX_POINTS", "NAP_S", "SERIES_EVERY_S", "SERIES_TIMEOUT_S", "SETTLE_S", "WRITE_TIMEOUT_S", "DayReports",
+           "MeterSeries"]

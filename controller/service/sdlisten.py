@@ -57,3 +57,6 @@ def tcp_listener(fd: int) -> socket.socket:
         if not probe.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
             raise ValueError(f"fd {fd}: a TCP socket that is not listening")
     return socket.socket(fileno=fd)
+
+
+__all__ = ["FIRST_FD", "listen_fds", "tcp_listener"]

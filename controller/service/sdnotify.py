@@ -70,3 +70,6 @@ def watchdog_interval(env: Mapping[str, str] | None = None) -> float | None:
     except ValueError:
         return None
     return value / 2e6 if value > 0 else None
+
+
+__all__ = ["Notifier", "watchdog_interval"]

@@ -3,3 +3,23 @@
 `files.py` reads a regular file, bounded, and names what is wrong with it; `toml.py` is the one TOML parser and
 the one placing of pydantic's errors at TOML paths; `problems.py` the problems found in a file, each with its
 TOML path, and the error that carries them."""
+
+from controller.tomlfile.files import FileRead, FileRefused, probe, read_file, read_text, show_path
+from controller.tomlfile.problems import ConfigError, Problem, Problems
+from controller.tomlfile.toml import TomlError, parse_toml, read_toml, validate_table
+
+__all__ = [
+    "ConfigError",
+    "FileRead",
+    "FileRefused",
+    "Problem",
+    "Problems",
+    "TomlError",
+    "parse_toml",
+    "probe",
+    "read_file",
+    "read_text",
+    "read_toml",
+    "show_path",
+    "validate_table",
+]

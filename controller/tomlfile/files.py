@@ -179,3 +179,7 @@ def probe(path: str | PathLike[str]) -> os.stat_result | FileRefused | None:
         return FileRefused(name, os_reason(e), e.errno)
     except ValueError:
         return FileRefused(name, "the path contains a NUL character")
+
+
+__all__ = ["MAX_CONFIG_BYTES", "MAX_SECRET_BYTES", "FileRead", "FileRefused", "kind_of", "limit_text", "os_reason",
+           "probe", "read_file", "read_text", "show_path"]

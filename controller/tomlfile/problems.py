@@ -87,3 +87,6 @@ class Problems:
 
     def __bool__(self) -> bool:
         return bool(self.items)
+
+
+__all__ = ["ConfigError", "Problem", "Problems", "join", "key"]

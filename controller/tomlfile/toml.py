@@ -131,3 +131,6 @@ def validate_table(model: type[M], data: Mapping[str, Any], *, at: str = "",
             keys = tuple(_keys(details["loc"]))
             errors.append(FieldError(join(at, *keys), keys, details))
         raise InvalidTable(errors) from None
+
+
+__all__ = ["FieldError", "InvalidTable", "TomlError", "parse_toml", "read_toml", "toml_path", "validate_table"]

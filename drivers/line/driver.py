@@ -383,3 +383,6 @@ class LineDevice:
             self._emit(msg)  # type: ignore[arg-type]
         if r.reply is not None and self._proto is not None:
             self._proto.write(r.reply)
+
+
+__all__ = ["CommandRejected", "LineDevice", "LineSettings"]

@@ -83,3 +83,6 @@ async def close_port(protocol: FrameProtocol) -> None:
     if not t.is_closing():
         t.abort()
     await asyncio.wait({protocol.closed}, timeout=CLOSE_TIMEOUT_S)
+
+
+__all__ = ["CLOSE_TIMEOUT_S", "FrameProtocol", "close_port", "open_port"]

@@ -536,3 +536,7 @@ class ModbusBus:
             client.close()
             if backoff and not self._closed:
                 self._next_connect_at = time.monotonic() + self._backoff.delay()
+
+
+__all__ = ["MAX_RX_BUFFERS", "BusError", "BusLock", "DeviceException", "FaultSink", "ModbusBus", "NoResponse",
+           "NotConnected", "Transaction", "raise_if_cancelled"]

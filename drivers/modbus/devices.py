@@ -537,3 +537,7 @@ DRIVERS: dict[Kind, type[ModbusDevice]] = {
 def make_device(name: str, bus: ModbusBus, unit: int, register_map: RegisterMap, **options: Any) -> ModbusDevice:
     """The driver for the kind of device the map describes."""
     return DRIVERS[register_map.kind](name, bus, unit, register_map, **options)
+
+
+__all__ = ["DRIVERS", "Block", "DeviceMetrics", "EmitError", "ModbusDevice", "ModbusLockoutButton", "ModbusMeterSign",
+           "ModbusSeatDevice", "Raw", "make_device", "plan_blocks"]

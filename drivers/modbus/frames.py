@@ -142,3 +142,10 @@ def classify_failed_rx(buffers: Sequence[bytes], unit: int, fc: int, expect_len:
             if bad_crc_reply(buf[i:], unit, fc, expect_len):
                 return "crc"
     return "garbage"
+
+
+__all__ = ["BUSY_CODES", "EXCEPTION_NAMES", "MAX_READ", "MAX_WRITE", "READ_COILS", "READ_DISCRETE_INPUTS", "READ_FC",
+           "READ_HOLDING_REGISTERS", "READ_INPUT_REGISTERS", "T35_CHARACTERS", "T35_FIXED_ABOVE_BAUD", "T35_FIXED_S",
+           "WRITE_MULTIPLE_COILS", "WRITE_MULTIPLE_REGISTERS", "WRITE_SINGLE_COIL", "WRITE_SINGLE_REGISTER", "Framing",
+           "bad_crc_reply", "classify_failed_rx", "crc_ok", "exception_len", "request_len", "response_len", "t35",
+           "write_fc"]

@@ -509,3 +509,8 @@ class _Checker:
         if len(set(codes.values())) != len(codes):
             self.err("message_codes", "two messages share a code")
         return codes
+
+
+__all__ = ["AMOUNT_ROLES", "BOOL_ROLES", "DEFAULT_MESSAGE_CODES", "INT_TYPES", "MAX_ADDRESS", "MAX_ASCII_REGISTERS",
+           "MAX_LOCAL_SEATS", "MAX_POINTS", "MAX_SCALE", "MAX_SLOT", "ROLES", "UNSIGNED_TYPES", "ButtonMode", "Kind",
+           "Point", "RegisterMap", "RegisterMapError", "Table", "load_register_map", "parse_register_map"]

@@ -89,3 +89,6 @@ class TcpSettings(_Common):
 
 
 BusSettings = SerialBusSettings | TcpSettings
+
+
+__all__ = ["BusSettings", "SerialBusSettings", "TcpSettings"]

@@ -230,3 +230,8 @@ class Decoder:
                     self._state = _SKIP
         self._flush_garbage(out)
         return out
+
+
+__all__ = ["CR", "CRC_CHECK", "CRC_ERROR", "CRC_INIT", "CRC_MARK", "CRC_POLY", "END", "GARBAGE", "LF", "MALFORMED",
+           "MAX_FRAME", "MAX_VERB", "OVERHEAD", "OVERSIZE", "SEQ_DIGITS", "SEQ_MODULO", "START", "DecodeError",
+           "Decoder", "Frame", "FrameEncodeError", "check_arg", "crc16", "encode", "parse_frame", "parse_text"]

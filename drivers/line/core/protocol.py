@@ -519,3 +519,10 @@ class Link:
         reply = ack_frame(frame.seq)
         self._answer(frame.seq, reply)
         return Received(message=msg, reply=reply, rebooted=rebooted, previous_boot=previous)
+
+
+__all__ = ["ACCEPTLIGHT", "ACK", "AMOUNTS", "CARD", "CONTROLLER_KIND", "COUNT", "DICE", "DISPENSED", "HELLO", "JAM",
+           "LOCKLAMP", "LOCKOUT", "MAX_CARD_COUNT", "MAX_CENTS", "MAX_SEAT", "MAX_TEXT_WORDS", "MESSAGE", "NAK",
+           "NAK_ARGS", "NAK_RANGE", "NAK_SYNTAX", "NAK_UNKNOWN", "PING", "PROTOCOL_VERSION", "SHUFFLEFAULT", "STATUS",
+           "UNWAGER", "WAGER", "WINLIGHT", "Ack", "ArgError", "Hello", "Link", "Message", "Nak", "Ping", "Received",
+           "Role", "Status", "ack_frame", "decode_hello", "from_wire", "nak_frame", "next_seq", "to_wire"]

@@ -112,3 +112,7 @@ def scale_reads_exactly(scale: Fraction) -> bool:
 def scale_writes_exactly(scale: Fraction) -> bool:
     """Every amount in cents maps to a whole raw count."""
     return scale > 0 and scale.numerator == 1
+
+
+__all__ = ["INT_LAYOUT", "DataType", "WordOrder", "ascii_to_registers", "cents_to_raw", "int_range", "int_to_registers",
+           "raw_to_cents", "registers_to_ascii", "registers_to_int", "scale_reads_exactly", "scale_writes_exactly"]

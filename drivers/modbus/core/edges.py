@@ -104,3 +104,6 @@ class RisingEdge:
     def update(self, on: bool) -> bool:
         last, self._last = self._last, on
         return last is False and on
+
+
+__all__ = ["PressCounter", "Removed", "RisingEdge", "Sensed", "WagerEdges"]
