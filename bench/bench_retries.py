@@ -58,11 +58,8 @@ import argparse
 import asyncio
 import collections
 import contextlib
-import datetime
 import json
-import logging
 import math
-import os
 import random
 import statistics
 import sys
@@ -76,18 +73,16 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import structlog
-from bench_table import Log, _versions, table_on
-
 from drivers.modbus import SerialBusSettings
 from hil.rig import Rig
 
+import harness
 from bench_poll import percentile
+from harness import SEATS, Log, load, table_on, timestamp, versions, wait_device_up
 from tableproc import TableProcess
 
 SECTION = "## Retries"
 COMMAND = ".venv/bin/python bench/bench_retries.py --write"
-SEATS = 7
 SPOT = "progressive"
 BUS = "table-bus"
 KINDS = ("corrupt", "drop")
@@ -97,11 +92,7 @@ DOWN_LIMIT = 1.0  # per 1,000 polls: about once in three minutes of betting at 1
 SETTLE_S = 15.0  # at most, after a window, for the faulty device to be up again and every fault applied
 
 
-def ts(entry: dict) -> float:
-    return datetime.datetime.fromisoformat(entry["timestamp"]).timestamp()
-
-
-# --- the daemon on the rig (bench_table.table_on) -------------------------------------------------------
+# --- the daemon on the rig (harness.table_on) -----------------------------------------------------------
 
 
 def with_retries(retries: int, timeout: float | None):
@@ -113,18 +104,6 @@ def with_retries(retries: int, timeout: float | None):
             doc["buses"][BUS]["timeout"] = Decimal(str(timeout))  # a time in seconds, written exactly
 
     return adjust
-
-
-async def device_up(t: TableProcess, name: str) -> bool:
-    return any(d["id"] == name and d["up"] for d in (await t.control("status"))["devices"])
-
-
-async def wait_device_up(t: TableProcess, name: str, timeout: float = SETTLE_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not await device_up(t, name):
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"{name} not up again within {timeout:g} s")
-        await asyncio.sleep(0.05)
 
 
 # --- what the rig sees: each request, when it reached its device ----------------------------------------
@@ -306,10 +285,6 @@ async def player(rig: Rig, rng: random.Random, every: float, hold: float, stop: 
 # --- one window ------------------------------------------------------------------------------------------
 
 
-def log_events(log: Log, t0: float, t1: float) -> list[dict]:
-    return [e for e in log.read() if "timestamp" in e and t0 <= ts(e) < t1]
-
-
 def outages(events: list[dict], device: str, t1: float) -> list[float]:
     """Seconds from each `device down` of `device` to its `device recovered` (to `t1` if none)."""
     out, down = [], None
@@ -317,9 +292,9 @@ def outages(events: list[dict], device: str, t1: float) -> list[float]:
         if e.get("device") != device:
             continue
         if e.get("event") == "device down" and down is None:
-            down = ts(e)
+            down = timestamp(e)
         elif e.get("event") == "device recovered" and down is not None:
-            out.append(ts(e) - down)
+            out.append(timestamp(e) - down)
             down = None
     if down is not None:
         out.append(t1 - down)
@@ -363,14 +338,14 @@ async def noisy_window(rig: Rig, t: TableProcess, log: Log, timeline: Timeline, 
         stop.set()
         m1 = time.monotonic()
         await asyncio.gather(*tasks)
-    await wait_device_up(t, device)
+    await wait_device_up(t, device, SETTLE_S)
     m2 = time.monotonic()  # every fault set has hit a reply by now
     await asyncio.sleep(args.settle)  # the last log lines written
     w1 = time.time()
     requests = timeline.between(m0, m1)
     attempts, polls = attempts_and_polls(timeline.between(m0, m2), device)
     hits = applied(rig, device) - hits0
-    events = log_events(log, w0, w1)
+    events = log.between(w0, w1)
     downs = [e for e in events if e.get("event") == "device down" and e.get("device") == device]
     others_down = sorted({e["device"] for e in events if e.get("event") == "device down"} - {device})
     spans = outages(events, device, w1)
@@ -393,9 +368,9 @@ async def dead_window(rig: Rig, t: TableProcess, log: Log, timeline: Timeline, *
     finally:
         m1 = time.monotonic()
         rig.mute(device, False)
-    await wait_device_up(t, device)
-    events = log_events(log, w0, time.time())
-    downs = [ts(e) for e in events if e.get("event") == "device down" and e.get("device") == device]
+    await wait_device_up(t, device, SETTLE_S)
+    events = log.between(w0, time.time())
+    downs = [timestamp(e) for e in events if e.get("event") == "device down" and e.get("device") == device]
     requests = timeline.between(m0, m1)
     costs, first_hold, first_attempts = [], None, 0
     for i, (at, name) in enumerate(requests):
@@ -417,21 +392,21 @@ async def dead_window(rig: Rig, t: TableProcess, log: Log, timeline: Timeline, *
 
 async def setting_run(retries: int, args, work: Path) -> dict:
     rng = random.Random(args.seed * 10 + retries)
-    loads = [os.getloadavg()[0]]
+    loads = [load()]
     async with table_on(args.baud, work / f"retries-{retries}", with_retries(retries, args.timeout)) as (rig, t):
         log = Log(t.log_path)
         async with Timeline(rig) as timeline:
             await asyncio.sleep(args.settle)  # past start-up
             windows = [await noisy_window(rig, t, log, timeline, rng, device=args.device, kind=None, rate=0.0,
                                           seconds=args.clean, args=args)]
-            loads.append(os.getloadavg()[0])
+            loads.append(load())
             for rate in args.rates:
                 for kind in args.kinds:
                     windows.append(await noisy_window(rig, t, log, timeline, rng, device=args.device, kind=kind,
                                                       rate=rate, seconds=args.window, args=args))
-                    loads.append(os.getloadavg()[0])
+                    loads.append(load())
             dead = await dead_window(rig, t, log, timeline, device=args.device, seconds=args.dead)
-            loads.append(os.getloadavg()[0])
+            loads.append(load())
     return {"retries": retries, "windows": windows, "dead": dead, "load": max(loads)}
 
 
@@ -468,7 +443,7 @@ def recommend(results: list[dict]) -> dict:
 
 
 def render(results: list[dict], args) -> str:
-    today = datetime.date.today().isoformat()
+    today = harness.today()
     defaults = SerialBusSettings(port="-")
     timeout_ms = (args.timeout or defaults.timeout) * 1e3
     timeout_text = (f"`timeout` {timeout_ms:.0f} ms" + (", the default" if args.timeout in (None, defaults.timeout)
@@ -538,7 +513,7 @@ def render(results: list[dict], args) -> str:
         "",
         f"Reproduce: `{COMMAND}` (`--quick` for a smoke run).",
         "",
-        f"Measured {today} with {_versions()} (load average up to {load:.1f} during the run: other work shared "
+        f"Measured {today} with {versions()} (load average up to {load:.1f} during the run: other work shared "
         "the machine). The example Caribbean Stud table on the seven-seat rig (config/hil/caribbean-stud-7.toml), "
         f"its one RS-485 bus at {args.baud:,} baud, `progressived --config FILE` in a child process with the "
         f"bus's `retries` set to each value (one daemon each; {timeout_text}), the "
@@ -582,8 +557,14 @@ def render(results: list[dict], args) -> str:
     return "\n".join(lines) + "\n"
 
 
+def quick(args: argparse.Namespace) -> None:
+    """A smoke run: one rate, short windows."""
+    args.rates, args.clean, args.window, args.dead = "0.2", 1.0, 2.0, 2.0
+    args.chip_every, args.hold, args.settle = 0.3, 0.8, 0.2
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__, sections="the Retries section")
     ap.add_argument("--baud", type=int, default=19200)
     ap.add_argument("--retries", default="0,1,2,3", help="the settings measured, one daemon each")
     ap.add_argument("--rates", default="0.02,0.05,0.1", help="shares of the faulty device's replies hit")
@@ -598,17 +579,9 @@ def main() -> None:
     ap.add_argument("--hold", type=float, default=2.0, help="seconds a chip stays on its spot")
     ap.add_argument("--settle", type=float, default=0.5,
                     help="seconds after start-up and after each window, before the next")
-    ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--quick", action="store_true", help="a smoke run: one rate, short windows")
-    ap.add_argument("--write", action="store_true", help="write the Retries section into docs/benchmarks.md")
     ap.add_argument("--json", type=Path, help="also write the raw results to this file")
     ap.add_argument("--keep", type=Path, help="keep each daemon's files (configuration, log) in this directory")
-    args = ap.parse_args()
-    if args.quick:
-        if args.write:
-            ap.error("--quick is a smoke run: its numbers are not written")
-        args.rates, args.clean, args.window, args.dead = "0.2", 1.0, 2.0, 2.0
-        args.chip_every, args.hold, args.settle = 0.3, 0.8, 0.2
+    args = harness.parse(ap, quick)
     args.retries = [int(x) for x in args.retries.split(",")]
     args.rates = [float(x) for x in args.rates.split(",")]
     args.kinds = [k.strip() for k in args.kinds.split(",")]
@@ -622,7 +595,6 @@ def main() -> None:
         ap.error("--timeout: more than 0 and at most 10 seconds (the bus's own bounds)")
     if not args.device.startswith("seat-"):
         ap.error("--device: a seat device (seat-1 .. seat-7)")
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))  # the rig's info
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-retries-") as tmp:
         for retries in args.retries:
@@ -649,13 +621,7 @@ def main() -> None:
                   flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=1, default=str))
-    text = render(results, args)
-    print()
-    print(text)
-    if args.write:
-        from benchdoc import write_section
-
-        write_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
+    harness.report([(SECTION, render(results, args))], args.write)
 
 
 if __name__ == "__main__":

@@ -51,11 +51,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import datetime
-import json
-import logging
 import os
-import platform
 import random
 import statistics
 import subprocess
@@ -71,34 +67,29 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "bench"))
 
-import structlog
-
 from controller.app.setup import standalone_meters
 from controller.config import load_config
 from controller.config.credentials import SCRYPT_N, SCRYPT_R
 from controller.config.devices import driver_settings
 from controller.hands import poker5
 from controller.hands.categories import Poker5
-from controller.money import format_cents
 from drivers.events import ShowAmounts
 from drivers.modbus import frames as mb_frames
 from drivers.modbus import make_device
 from drivers.modbus.core.schedule import Policy
 from drivers.modbus.devices import plan_blocks
 from hil.rig import Rig
-from hil.rig_config import load_rig_config
 from hil.wire import Direction, frame_silence
 
+import harness
 from bench_poll import CHAR_BITS, _cycle_frames, percentile
+from harness import SEATS, TABLE, Log, load, sign_amounts, sign_matches, table_on, versions
 from rigtable import lit, until
 from tableproc import TableProcess
 
 LATENCY_SECTION = "## Lock-out latency"
 RESOURCES_SECTION = "## Daemon CPU and memory"
 COMMAND = ".venv/bin/python bench/bench_table.py --write"
-TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
-RIG = ROOT / "config" / "hil" / "caribbean-stud-7.toml"
-SEATS = 7
 WAGER_SEATS = 4
 CPU_GOAL = 3.0  # % of one core, over the realistic mix
 RSS_GOAL_MB = 80.0
@@ -181,51 +172,6 @@ def drivers_issue_frames() -> list[tuple[int, int]]:
 # --- the rig and the daemon ---------------------------------------------------------------------------
 
 
-def rig_at(baud: int) -> Rig:
-    cfg = load_rig_config(RIG)
-    rtu = [bus.model_copy(update={"baud": baud}) for bus in cfg.rtu]
-    return Rig(cfg.model_copy(update={"rtu": rtu}), source=str(RIG))
-
-
-def sign_amounts(rig: Rig) -> tuple:
-    return tuple(rig.sign().get("amounts") or ())
-
-
-class Log:
-    """The daemon's JSON log lines, read on from where the last look ended."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = path.stat().st_size if path.exists() else 0
-        self.lines: list[dict] = []
-
-    def read(self) -> list[dict]:
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        end = data.rfind(b"\n") + 1
-        self.offset += end
-        for line in data[:end].decode(errors="replace").splitlines():
-            if line.startswith("{"):
-                with contextlib.suppress(json.JSONDecodeError):
-                    self.lines.append(json.loads(line))
-        return self.lines
-
-    def when(self, event: str, rid: str) -> float | None:
-        for e in self.read():
-            if e.get("event") == event and e.get("round") == rid:
-                return datetime.datetime.fromisoformat(e["timestamp"]).timestamp()
-        return None
-
-
-async def sign_matches(rig: Rig, t: TableProcess) -> bool:
-    """The sign shows the daemon's meters (slot 1 main, slot 2 bonus: the configuration's order)."""
-    meters = {m["meter"]: m["amount"] for m in (await t.control("status"))["meters"]}
-    slots = dict(sign_amounts(rig))
-    return all(isinstance(slots.get(i), int) and format_cents(slots[i]) == meters[m]
-               for i, m in ((1, "main"), (2, "bonus")))
-
-
 def pick_wagers(rng: random.Random, n: int = WAGER_SEATS) -> list[tuple[int, str, int]]:
     seats = sorted(rng.sample(range(1, SEATS + 1), n))
     wagers = [(s, "progressive", rng.choice((100, 500))) for s in seats]
@@ -251,7 +197,7 @@ async def play_round(rig: Rig, t: TableProcess, log: Log, rng: random.Random, *,
     pressed = time.time()
     # the gaps between the lock-out's reads while betting: a press just after a read waits one of them
     reads = [t for t in lockout.request_times if t >= betting0]
-    gaps = [b - a for a, b in zip(reads, reads[1:])]
+    gaps = [b - a for a, b in zip(reads, reads[1:], strict=False)]
     await rig.press_lockout()
     await sign.wait_until(lambda: sign_amounts(rig) != before, timeout=15)
     shown = time.time()
@@ -299,25 +245,6 @@ def daemon_metric(t: TableProcess, name: str) -> float | None:
     return None
 
 
-@contextlib.asynccontextmanager
-async def table_on(baud: int, directory: Path, adjust=None, health_interval: float | None = None):
-    """The rig at `baud` and a daemon on it (its configuration's raw document changed by `adjust`), every
-    device up and the sign showing the meters."""
-    async with rig_at(baud) as rig:
-        t = TableProcess.on_rig(rig, directory, adjust=adjust, health_interval=health_interval)
-        try:
-            await t.start()
-            deadline = time.monotonic() + 15
-            while not await sign_matches(rig, t):
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"the sign does not show the meters: {sign_amounts(rig)}")
-                await asyncio.sleep(0.05)
-            yield rig, t
-            await t.stop()
-        finally:
-            t.close()
-
-
 # --- 1: lock-out latency -------------------------------------------------------------------------------
 
 
@@ -328,13 +255,13 @@ async def latency_run(baud: int, rounds: int, warmup: int, seed: int, work: Path
     # round opens sooner; the betting pace, which a press waits on, is the default
     async with table_on(baud, work / f"latency-{baud}", health_interval=LATENCY_HEALTH_S) as (rig, t):
         log = Log(t.log_path)
-        loads = [os.getloadavg()[0]]
+        loads = [load()]
         samples = []
         for i in range(warmup + rounds):
             r = await play_round(rig, t, log, rng, wagers=pick_wagers(rng), jitter=cycle)
             if i >= warmup:
                 samples.append(r)
-            loads.append(os.getloadavg()[0])
+            loads.append(load())
         # the lock-out's reads while betting (after the wagers' lights, up to the press): between rounds it
         # is read every health_interval, which says nothing of how soon a press is seen
         gaps = [g * 1e3 for s in samples for g in s["gaps"]]
@@ -404,11 +331,11 @@ async def window(pid: int, seconds: float, rig: Rig, baud: int) -> dict:
     txn0, line0 = bus_line_s(rig, baud)
     me0 = time.process_time()
     c0, t0 = proc_cpu_s(pid), time.monotonic()
-    loads = [os.getloadavg()[0]]
+    loads = [load()]
     while (left := t0 + seconds - time.monotonic()) > 0:
         await asyncio.sleep(min(1.0, left))
         rss.append(proc_mem_kib(pid)["VmRSS"])
-        loads.append(os.getloadavg()[0])
+        loads.append(load())
     c1, t1 = proc_cpu_s(pid), time.monotonic()
     txn1, line1 = bus_line_s(rig, baud)
     wall = t1 - t0
@@ -478,13 +405,13 @@ async def mix_run(rig: Rig, t: TableProcess, log: Log, rng: random.Random, *, ro
     assert t.pid is not None
     pid = t.pid
     rss: list[int] = []
-    loads = [os.getloadavg()[0]]
+    loads = [load()]
 
     async def sample() -> None:
         while True:
             await asyncio.sleep(1.0)
             rss.append(proc_mem_kib(pid)["VmRSS"])
-            loads.append(os.getloadavg()[0])
+            loads.append(load())
 
     phases: dict[str, list] = {"betting": [], "dealing": []}
     sampler = asyncio.create_task(sample())
@@ -563,15 +490,6 @@ async def resources_run(baud: int, idle_s: float, play_s: float, seed: int, work
 # --- the report -----------------------------------------------------------------------------------------
 
 
-def _versions() -> str:
-    import sqlite3
-
-    import pymodbus
-
-    return (f"Python {platform.python_version()}, pymodbus {pymodbus.__version__}, SQLite "
-            f"{sqlite3.sqlite_version}, {platform.machine()}, {os.cpu_count()} CPUs")
-
-
 def _ms(v: float | None, digits: int = 1) -> str:
     return "n/a" if v is None else f"{v:.{digits}f}"
 
@@ -593,7 +511,7 @@ def _goal(name: str, limit: float, values: list[tuple[int, float, float]]) -> st
 
 
 def render_latency(results: list[dict], rounds_arg: str) -> str:
-    today = datetime.date.today().isoformat()
+    today = harness.today()
     frames = table_cycle_frames()
     ref = drivers_issue_frames()
     rows = []
@@ -700,7 +618,7 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
         "",
         f"Reproduce: `{COMMAND}` (`--quick` for a smoke run with a few rounds).",
         "",
-        f"Measured {today} with {_versions()} (load average up to {load:.1f} during the run: other work "
+        f"Measured {today} with {versions()} (load average up to {load:.1f} during the run: other work "
         "shared the machine, so p99 in particular is noisy). The example Caribbean Stud table "
         "(config/tables/caribbean-stud.toml) on the seven-seat rig (config/hil/caribbean-stud-7.toml), its one "
         "RS-485 bus run at each baud rate: `progressived --config FILE` in a child process, the rig "
@@ -764,7 +682,7 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
 
 
 def render_resources(r: dict, idle_s: float, play_s: float) -> str:
-    today = datetime.date.today().isoformat()
+    today = harness.today()
     idle, play, mix = r["idle"], r["play"], r["mix"]
     rounds_label = f"{r['rounds']} round{'s' if r['rounds'] != 1 else ''}"
     worst_rss = max(idle["rss_max"], play["rss_max"], mix["rss_max"], r["end_rss"])
@@ -815,7 +733,7 @@ def render_resources(r: dict, idle_s: float, play_s: float) -> str:
         "",
         f"Reproduce: `{COMMAND}` (the same run as the Lock-out latency section).",
         "",
-        f"Measured {today} with {_versions()} (load average up to {load:.1f} during the windows: other work "
+        f"Measured {today} with {versions()} (load average up to {load:.1f} during the windows: other work "
         f"shared the machine). `progressived --config FILE` in a child process on the seven-seat rig at "
         f"{r['baud']:,} baud, the rig in the benchmark's process. While betting the bus's scheduler reads the "
         "seats and the lock-out as fast as the bus goes (the drivers' default poll intervals, 50 ms, are "
@@ -869,8 +787,14 @@ def render_resources(r: dict, idle_s: float, play_s: float) -> str:
     return "\n".join(lines) + "\n"
 
 
+def quick(args: argparse.Namespace) -> None:
+    """A smoke run: a few rounds, short windows."""
+    args.rounds, args.idle, args.play = 4, 3.0, 6.0
+    args.mix_rounds, args.betting_s, args.dealing_s = 2, 4.0, 6.0
+
+
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__, sections="both sections")
     ap.add_argument("--bauds", default="19200,115200")
     ap.add_argument("--rounds", type=int, default=LATENCY_ROUNDS, help="measured lock-outs per baud rate")
     ap.add_argument("--sections", default="latency,resources",
@@ -882,21 +806,12 @@ def main() -> None:
     ap.add_argument("--betting-s", type=float, default=30.0, help="seconds of betting in each round of the mix")
     ap.add_argument("--dealing-s", type=float, default=60.0,
                     help="seconds from the lock-out to the settlement in each round of the mix")
-    ap.add_argument("--seed", type=int, default=2026)
-    ap.add_argument("--quick", action="store_true", help="a smoke run: a few rounds, short windows")
-    ap.add_argument("--write", action="store_true", help="write both sections into docs/benchmarks.md")
-    args = ap.parse_args()
-    if args.quick:
-        if args.write:
-            ap.error("--quick is a smoke run: its numbers are not written")
-        args.rounds, args.idle, args.play = 4, 3.0, 6.0
-        args.mix_rounds, args.betting_s, args.dealing_s = 2, 4.0, 6.0
+    args = harness.parse(ap, quick)
     if args.mix_rounds < 1 or args.betting_s < 2 or args.dealing_s < 2:
         ap.error("the mix needs a round at least, and 2 s of betting and of dealing at least")
     sections = set(args.sections.split(","))
     if not sections or sections - {"latency", "resources"}:
         ap.error("--sections: latency, resources or both (comma-separated)")
-    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))  # the rig's info
     bauds = [int(b) for b in args.bauds.split(",")]
     for baud in bauds:
         print(f"{baud:>6} baud: cycle wire time {wire_time(table_cycle_frames(), baud) * 1e3:.1f} ms "
@@ -931,14 +846,7 @@ def main() -> None:
         texts.append((LATENCY_SECTION, render_latency(latency, str(args.rounds))))
     if res is not None:
         texts.append((RESOURCES_SECTION, render_resources(res, args.idle, args.play)))
-    print()
-    for _, text in texts:
-        print(text)
-    if args.write:
-        from benchdoc import write_section
-
-        for section, text in texts:
-            write_section(ROOT / "docs" / "benchmarks.md", section, text)
+    harness.report(texts, args.write)
 
 
 if __name__ == "__main__":

@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 CARIBBEAN = load_config(ROOT / "config" / "tables" / "caribbean-stud.toml")
 
 
-def claim(spot: str, cards: str, *, others: dict[int, int] | None = None, draws: Draws = Draws()):
+def claim(spot: str, cards: str, *, others: dict[int, int] | None = None, draws: Draws | None = None):
     w = CARIBBEAN.wagers[spot]
-    return verify(RoundClaims("CS-07-r1"), seat=6, spot=spot, wager_cents=100, cards=cards, draws=draws,
+    return verify(RoundClaims("CS-07-r1"), seat=6, spot=spot, wager_cents=100, cards=cards, draws=draws or Draws(),
                   others=others, game=CARIBBEAN.game, wager=w.wager, paytable=w.paytable,
                   meter_units=1_000_060 * UNITS_PER_CENT, reset_units=1_000_000 * UNITS_PER_CENT, meter=w.meter)
 
