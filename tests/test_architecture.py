@@ -386,3 +386,24 @@ def test_the_check_sees_a_module_without_all_and_a_name_that_is_not_there(tmp_pa
             "drivers.wrong: 'gone' is in __all__ and not in the module"]
     finally:
         ROOT = saved
+
+
+# The shell's packages export their API lazily (controller/exports.py): importing the package, or one of its
+# modules, imports none of its other modules, so that progressivectl does not load the day's reports and the journal
+# with the control socket's client.
+LAZY = ("controller.app", "controller.authority", "controller.link", "controller.linkproto", "controller.service",
+        "controller.tomlfile")
+
+
+def test_a_package_s_api_is_imported_when_asked_for() -> None:
+    code = ("import importlib, json, sys\n"
+            f"for p in {LAZY!r}:\n"
+            "    importlib.import_module(p)\n"
+            f"print(json.dumps(sorted(m for m in sys.modules if m.startswith({tuple(p + '.' for p in LAZY)!r}))))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == []
+    out = subprocess.run([sys.executable, "-c", "import controller.service as s, sys; s.ControlClient; "
+                          "print('controller.service.reports' in sys.modules, 'controller.service.control' in "
+                          "sys.modules)"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.stdout.split() == ["False", "True"], out.stderr

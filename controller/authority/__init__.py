@@ -5,7 +5,18 @@ It sits beside `controller.app` (the table daemons) and imports only downward: t
 (`controller.linkproto`), the MQTT session (`controller.link`), the shell's services (`controller.service`),
 the journal (`controller.ledger`) and its configuration (`controller.config.authority`)."""
 
-from controller.authority.authority import AuthorityMetrics, LinkAuthority
+from typing import TYPE_CHECKING
+
+from controller.exports import lazy_exports
+
+if TYPE_CHECKING:
+    from controller.authority.authority import AuthorityMetrics, LinkAuthority
+
+_EXPORTS = {
+    "AuthorityMetrics": "authority",
+    "LinkAuthority": "authority",
+}
+__getattr__ = lazy_exports(__name__, _EXPORTS)  # each name imported when first asked for
 
 __all__ = [
     "AuthorityMetrics",
