@@ -41,7 +41,7 @@ def test_a_signed_message_is_taken(verification):
     (b"{not json", "bad_schema"),
     (b" " * (schema.MAX_PAYLOAD + 1), "bad_schema"),
     (json.dumps({**json.loads(schema.encode(VALUE)), "v": schema.VERSION + 1}).encode(), "version"),
-])
+], ids=["unsigned", "another-key", "not-json", "too-large", "another-version"])
 def test_what_the_authority_did_not_sign_or_cannot_be_read_is_rejected(verification, payload, reason):
     assert verification.message(TOPICS.meter("fchb-link"), payload) is None
     assert verification.rejections.counts == {reason: 1}

@@ -169,6 +169,7 @@ class MqttSettings:
 
     @property
     def address(self) -> str:
+        """The broker as logs name it: host:port."""
         return f"{self.host}:{self.port}"
 
 
@@ -404,6 +405,7 @@ class MqttLink:
 
     @property
     def connected(self) -> bool:
+        """Whether a connection to the broker is up now (a publish may still fail: LinkDown)."""
         return self._client is not None
 
     async def wait_connected(self, timeout: float) -> None:
