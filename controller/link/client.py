@@ -109,7 +109,7 @@ class TableLink:
         lost = schema.encode(schema.TableOffline(table, "lost"))
         self.settings = replace(self.settings, will=(self.topics.up(table), lost, False))
         self.state_dir = Path(state_dir)
-        self.clock = clock
+        self.clock = clock  # each part has it from here: the link's one clock
         self.mqtt: MqttLink | None = None
         self.opened = asyncio.Event()
         self.on_anchor: Callable[[schema.JournalAnchor], None] = lambda anchor: None  # the authority's, at expect
