@@ -25,8 +25,8 @@ class Clocks:
         self.now = 1_800_000_000.0
 
     def keeper(self, led) -> tuple[AnchorKeeper, object]:
-        metrics, say = parts()
-        return AnchorKeeper(led, TABLES, metrics, say, clock=lambda: self.now, tick=lambda: self.now), metrics
+        metrics, notes = parts()
+        return AnchorKeeper(led, TABLES, metrics, notes, clock=lambda: self.now, tick=lambda: self.now), metrics
 
     def later(self, seconds: float = ANCHOR_EVERY_S) -> None:
         self.now += seconds

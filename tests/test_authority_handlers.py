@@ -26,8 +26,8 @@ class Authority:
         self.tables = TABLES
         self.ledger = ledger
         self.series = None
-        metrics, say = parts()
-        self.keeper = AnchorKeeper(ledger, TABLES, metrics, say) if ledger is not None else None
+        metrics, notes = parts()
+        self.keeper = AnchorKeeper(ledger, TABLES, metrics, notes) if ledger is not None else None
         self.asked: list[dict[str, Any]] = []
 
     def status(self) -> dict[str, Any]:

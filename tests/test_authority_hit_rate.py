@@ -24,7 +24,7 @@ def test_locks_beyond_the_odds_within_a_tables_window_are_an_alert_of_that_table
         assert logged == []
         rate.saw(op("cs-01", 9, lock("cs-01", 1)), metrics, log)
     [alert] = logged
-    assert alert["event"] == "hits far beyond the odds" and alert["table"] == "cs-01" and alert["locks"] == HIT_LIMIT + 1
+    assert (alert["event"], alert["table"], alert["locks"]) == ("hits far beyond the odds", "cs-01", HIT_LIMIT + 1)
     assert sample(metrics, "progressive_link_hits_total", table="cs-01") == HIT_LIMIT + 1
     assert sample(metrics, "progressive_link_anomalies_total", table="cs-01", anomaly="hits beyond the odds") == 1
     assert sample(metrics, "progressive_link_anomalies_total", table="fcp-02", anomaly="hits beyond the odds") == 0

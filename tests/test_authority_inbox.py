@@ -29,8 +29,8 @@ class Handed:
     """An inbox whose handlers record what reached them, in order; `fail` raises for that operation number."""
 
     def __init__(self, tg: asyncio.TaskGroup, fail: int | None = None) -> None:
-        self.metrics, say = parts()
-        self.watch = TableWatch(TABLES, self.metrics, say)
+        self.metrics, notes = parts()
+        self.watch = TableWatch(TABLES, self.metrics, notes)
         self.got: list[schema.Message] = []
         self.fail = fail
         self.arrived = asyncio.Event()
@@ -45,7 +45,7 @@ class Handed:
             self.got.append(msg)
             self.arrived.set()
 
-        self.inbox = Inbox(TABLES, TOPICS, self.metrics, say, self.watch, tg, on_op=on_op, on_hello=on_other,
+        self.inbox = Inbox(TABLES, TOPICS, self.metrics, notes, self.watch, tg, on_op=on_op, on_hello=on_other,
                            on_anchor=on_other)
 
     def send(self, msg: schema.Message, table: str | None = None) -> None:
@@ -79,7 +79,8 @@ async def test_each_tables_messages_reach_their_handlers_in_its_order():
     async with asyncio.TaskGroup() as tg:
         h = Handed(tg)
         sent = [schema.Hello("cs-01", 1, "00" * 16), op("cs-01", 1, booking("cs-01", 1)),
-                schema.JournalAnchor("cs-01", 9, "ab" * 32, "2026-11-30T01:02:03Z"), op("cs-01", 2, booking("cs-01", 2)),
+                schema.JournalAnchor("cs-01", 9, "ab" * 32, "2026-11-30T01:02:03Z"),
+                op("cs-01", 2, booking("cs-01", 2)),
                 op("fcp-02", 1, booking("fcp-02", 1))]
         for msg in sent:
             h.send(msg)

@@ -85,8 +85,8 @@ def test_an_operation_sent_again_is_the_same_and_is_answered_as_first():
 def test_a_refusal_sent_again_is_answered_as_refused_and_only_for_the_same_operation():
     sent = op("cs-01", 4, booking("cs-01", 2))
     digest = schema.op_digest(sent)
-    refused = Found(18, LINK_REFUSED, {"table": "cs-01", "seq": 4, "field": "body.wagers", "message": "no", "op": digest},
-                    None)
+    journaled = {"table": "cs-01", "seq": 4, "field": "body.wagers", "message": "no", "op": digest}
+    refused = Found(18, LINK_REFUSED, journaled, None)
     assert rules.same_operation(sent, refused, digest)
     assert rules.answer(sent, refused, digest) == schema.Refused(4, "body.wagers", "no", digest)
     assert not rules.same_operation(sent, refused, "another digest")

@@ -28,8 +28,8 @@ class Sequence:
 
     def __init__(self, led: Any, keys: JournalReader, next_seq: dict[str, int] | None = None) -> None:
         self.led = led
-        self.metrics, say = parts()
-        self.watch = TableWatch(TABLES, self.metrics, say)
+        self.metrics, notes = parts()
+        self.watch = TableWatch(TABLES, self.metrics, notes)
         self.answers: list[tuple[str, schema.Message]] = []
         self.published: list[tuple[str, schema.Win | None]] = []
         self.anchored = 0
@@ -42,7 +42,7 @@ class Sequence:
             self.anchored += 1
 
         self.seq = OperationSequence(led, keys, next_seq or {}, approvers=approval_keys(), metrics=self.metrics,
-                                     say=say, watch=self.watch, reply=reply, reference=self.reference.get,
+                                     notes=notes, watch=self.watch, reply=reply, reference=self.reference.get,
                                      published=lambda m, w: self.published.append((m, w)), anchor_payment=anchor)
 
     async def send(self, sent: schema.Op) -> schema.Message:

@@ -12,8 +12,8 @@ from authority_journal import TABLES, parts, sample
 
 
 def watch(now: list[float]) -> tuple[TableWatch, object]:
-    metrics, say = parts()
-    return TableWatch(TABLES, metrics, say, clock=lambda: 1_000 + now[0], tick=lambda: now[0]), metrics
+    metrics, notes = parts()
+    return TableWatch(TABLES, metrics, notes, clock=lambda: 1_000 + now[0], tick=lambda: now[0]), metrics
 
 
 def floor_line(table: str, at: str = "") -> schema.FloorLine:
@@ -32,7 +32,8 @@ def test_a_table_is_offline_until_heard_and_after_its_goodbye():
     assert sample(metrics, "progressive_link_table_online", table="cs-01") == 1
     assert sample(metrics, "progressive_link_table_last_heard_timestamp_seconds", table="cs-01") == 1_005
     w.heard("cs-01", schema.TableOffline("cs-01", "lost"))
-    assert not w.liveness.tables["cs-01"].online and sample(metrics, "progressive_link_table_online", table="cs-01") == 0
+    assert not w.liveness.tables["cs-01"].online
+    assert sample(metrics, "progressive_link_table_online", table="cs-01") == 0
     assert not w.liveness.tables["fcp-02"].online  # one table says nothing of another
 
 

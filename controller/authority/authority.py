@@ -66,8 +66,8 @@ class LinkAuthority:
         settings = settings if settings is not None else MqttSettings.from_config(cfg.mqtt)
         self.settings = replace(settings, will=(self.topics.status, offline, True))
         self.metrics = AuthorityMetrics(registry)
-        self.say = LimitedLog(self.metrics.dropped)
-        self.watch = TableWatch(cfg.tables, self.metrics, self.say)  # each table online or OFFLINE, its last answer
+        self.notes = LimitedLog(self.metrics.dropped)
+        self.watch = TableWatch(cfg.tables, self.metrics, self.notes)  # each table online or OFFLINE, its last answer
         # Who approves payments from the linked meters (name -> approval key): none listed, none is paid.
         self.approvers: Mapping[str, bytes] = cfg.approvers
         self.series = MeterSeries(cfg.state_dir, cfg.report)
@@ -146,7 +146,7 @@ class LinkAuthority:
                     log.warning("linked meter parameters changed by the configuration", meter=m.id)
             keys = JournalReader(led.db_path)
             next_seq = {t: n + 1 for t, n in last_link_seqs(keys).items()}
-            keeper = AnchorKeeper(led, self.cfg.tables, self.metrics, self.say)
+            keeper = AnchorKeeper(led, self.cfg.tables, self.metrics, self.notes)
             keeper.replay(keys.entries(ANCHOR_PREFIX))
         except BaseException:
             if keys is not None:
@@ -198,10 +198,10 @@ class LinkAuthority:
 
         # `_reply` late-bound: the one way an answer leaves, replaceable on the instance (a lost answer)
         self.sequence = seq = OperationSequence(
-            self.ledger, self.keys, next_seq, approvers=self.approvers, metrics=self.metrics, say=self.say,
+            self.ledger, self.keys, next_seq, approvers=self.approvers, metrics=self.metrics, notes=self.notes,
             watch=self.watch, reply=lambda table, msg: self._reply(table, msg), reference=self.keeper.reference.get,
             published=lambda meter, win: publisher.changed((meter,), win), anchor_payment=anchor_payment)
-        self.inbox = inbox = Inbox(self.cfg.tables, self.topics, self.metrics, self.say, self.watch, tg,
+        self.inbox = inbox = Inbox(self.cfg.tables, self.topics, self.metrics, self.notes, self.watch, tg,
                                    on_op=seq.apply, on_hello=seq.hello, on_anchor=self.keeper.keep)
         tg.create_task(self.mqtt.run(inbox.on_message, publisher.connected), name="mqtt")
         tg.create_task(publisher.run_meters(), name="meters")

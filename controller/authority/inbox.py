@@ -23,11 +23,11 @@ class Inbox:
     a table, started at its first message in `tasks`. A message that fails in a worker is an alert, never the end
     of the worker."""
 
-    def __init__(self, tables: tuple[str, ...], topics: schema.Topics, metrics: AuthorityMetrics, say: LimitedLog,
+    def __init__(self, tables: tuple[str, ...], topics: schema.Topics, metrics: AuthorityMetrics, notes: LimitedLog,
                  watch: TableWatch, tasks: asyncio.TaskGroup, *, on_op: Callable[[schema.Op], Awaitable[None]],
                  on_hello: Callable[[schema.Hello], Awaitable[None]],
                  on_anchor: Callable[[schema.JournalAnchor], Awaitable[None]]) -> None:
-        self.tables, self.topics, self.metrics, self.say, self.watch = tables, topics, metrics, say, watch
+        self.tables, self.topics, self.metrics, self.notes, self.watch = tables, topics, metrics, notes, watch
         self.tasks = tasks
         self.on_op, self.on_hello, self.on_anchor = on_op, on_hello, on_anchor
         self.queues: dict[str, asyncio.Queue[TableMessage]] = {}
@@ -36,11 +36,11 @@ class Inbox:
         """One message off the broker, sorted without waiting: the table's worker does the waiting."""
         parts = self.topics.parse(topic)
         if len(parts) != 3 or parts[0] != "tables" or parts[2] != "up":
-            self.say.drop("bad_topic", topic=topic)
+            self.notes.drop("bad_topic", topic=topic)
             return
         table = parts[1]
         if table not in self.tables:
-            self.say.drop("unknown_table", table=table)
+            self.notes.drop("unknown_table", table=table)
             return
         try:
             msg = schema.decode(topic, payload)
@@ -48,13 +48,13 @@ class Inbox:
             if e.field == "v":
                 self._older_version(table, str(e))
             else:
-                self.say.drop("bad_schema", table=table, error=str(e))
+                self.notes.drop("bad_schema", table=table, error=str(e))
             return
         if not isinstance(msg, FROM_TABLES):
-            self.say.drop("bad_schema", table=table, error=f"{type(msg).__name__} is not a table's message")
+            self.notes.drop("bad_schema", table=table, error=f"{type(msg).__name__} is not a table's message")
             return
         if msg.table != table:
-            self.say.drop("wrong_table", table=table, claims=msg.table)
+            self.notes.drop("wrong_table", table=table, claims=msg.table)
             return
         self.watch.heard(table, msg)
         if isinstance(msg, schema.TableOffline):
@@ -72,7 +72,7 @@ class Inbox:
         try:
             q.put_nowait(msg)
         except asyncio.QueueFull:
-            self.say.drop("queue_full", table=table)
+            self.notes.drop("queue_full", table=table)
 
     def _older_version(self, table: str, error: str) -> None:
         """A message of a table of another version of the protocol: dropped and counted, never answered. A version 1
@@ -80,7 +80,7 @@ class Inbox:
         refusal is final and its bookings would be lost: they wait in its outbox, and are sent again once the table
         is upgraded (docs/link-protocol.md, "Version changes"). The table itself drops every message of this
         authority naming the version, and shows the link OFFLINE."""
-        self.say.drop("old_version", table=table, error=error)
+        self.notes.drop("old_version", table=table, error=error)
 
     async def _worker(self, table: str, q: asyncio.Queue[TableMessage]) -> None:
         """One table's messages, strictly one after another in the table's order."""
@@ -95,8 +95,8 @@ class Inbox:
                     await self.on_op(msg)
             except Exception:  # noqa: BLE001 - an alert and a line; the table's next message is still taken
                 self.metrics.anomalies.labels(table, "message not applied").inc()
-                self.say.exception(f"not-applied:{table}", "table message not applied", table=table,
-                                   seq=getattr(msg, "seq", None))
+                self.notes.exception(f"not-applied:{table}", "table message not applied", table=table,
+                                     seq=getattr(msg, "seq", None))
 
 
 __all__ = ["FROM_TABLES", "QUEUE_PER_TABLE", "Inbox", "TableMessage"]

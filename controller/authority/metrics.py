@@ -10,8 +10,8 @@ from controller.service.auth import AuthMetrics
 
 _SECONDS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
 # Why a table's message was dropped: each reason's counter is there from the start, at 0.
-DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic", "anchor_too_often",
-           "old_version", "floor_too_often")
+DROPPED = ("unknown_table", "bad_schema", "wrong_table", "stale", "ahead", "queue_full", "bad_topic",
+           "anchor_too_often", "old_version", "floor_too_often")
 
 
 class AuthorityMetrics:

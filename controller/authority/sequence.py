@@ -34,11 +34,11 @@ class OperationSequence:
     anchor of the journal's head."""
 
     def __init__(self, ledger: Ledger[Meters], keys: JournalReader, next_seq: Mapping[str, int], *,
-                 approvers: Mapping[str, bytes], metrics: AuthorityMetrics, say: LimitedLog, watch: TableWatch,
+                 approvers: Mapping[str, bytes], metrics: AuthorityMetrics, notes: LimitedLog, watch: TableWatch,
                  reply: Reply, reference: Callable[[str], schema.JournalAnchor | None],
                  published: Callable[[str, schema.Win | None], None], anchor_payment: Callable[[], None]) -> None:
         self.ledger, self.keys, self.next_seq = ledger, keys, dict(next_seq)
-        self.approvers, self.metrics, self.say, self.watch = approvers, metrics, say, watch
+        self.approvers, self.metrics, self.notes, self.watch = approvers, metrics, notes, watch
         self.reply, self.reference, self.published, self.anchor_payment = reply, reference, published, anchor_payment
         self.hellos: dict[str, str] = {}  # table -> the nonce of its last hello, named in each `expect`
         self.hit_rate = HitRate()
@@ -55,9 +55,9 @@ class OperationSequence:
         expected = self.next_seq.get(msg.table, 1)
         if msg.next_seq < expected:  # the table lost journal entries the authority has applied
             self.metrics.anomalies.labels(msg.table, "table behind").inc()
-            self.say.say(f"behind:{msg.table}", "table is behind the authority: its link journal lost entries (or "
-                         "someone with its credentials says so)", table=msg.table, table_next=msg.next_seq,
-                         authority_next=expected)
+            self.notes.say(f"behind:{msg.table}", "table is behind the authority: its link journal lost entries (or "
+                           "someone with its credentials says so)", table=msg.table, table_next=msg.next_seq,
+                           authority_next=expected)
         await self.reply(msg.table, self.expect(msg.table))
 
     async def apply(self, op: schema.Op) -> None:
@@ -77,15 +77,15 @@ class OperationSequence:
         under it (someone with the table's credentials) leaves the table's refused, and is an alert."""
         done = await self.keys.alookup(op.key)
         if done is None:  # cannot happen with an intact journal: keys are applied in order
-            self.say.drop("stale", table=op.table, seq=op.seq)
+            self.notes.drop("stale", table=op.table, seq=op.seq)
             return
         if rules.same_operation(op, done, digest):
             self.metrics.applied.labels(op.table, "repeat").inc()
             await self.reply(op.table, rules.answer(op, done, digest))
             return
         self.metrics.anomalies.labels(op.table, "sequence taken").inc()
-        self.say.say(f"seq-taken:{op.table}", "a table's operation number was used by another operation: the "
-                     "table's is refused", table=op.table, seq=op.seq, kind=op.kind, journaled=done.kind)
+        self.notes.say(f"seq-taken:{op.table}", "a table's operation number was used by another operation: the "
+                       "table's is refused", table=op.table, seq=op.seq, kind=op.kind, journaled=done.kind)
         await self.reply(op.table, schema.Refused(
             op.seq, "seq", f"operation {op.seq} of table {op.table} is another operation in the authority's journal "
                            f"({done.kind}): not applied (someone else sent it with this table's credentials)", digest))
@@ -107,7 +107,7 @@ class OperationSequence:
                 body["approval"] = op.approval  # journaled with the payment, for the audit
             receipt = await self.ledger.submit_async(op.kind, body, op.key)
         except KeyConflict:  # the key is new when op.seq is the next expected: a journal out of step
-            self.say.drop("stale", table=op.table, seq=op.seq)
+            self.notes.drop("stale", table=op.table, seq=op.seq)
             return
         except InputError as e:  # a rules error is final: journal it so the sequence moves on once
             answer = await self._refuse(op, e, digest)
@@ -122,13 +122,13 @@ class OperationSequence:
     async def _refuse(self, op: schema.Op, e: InputError, digest: str) -> schema.Refused:
         if rules.is_alarm(op, e.field):  # an honest table never sends it
             self.metrics.anomalies.labels(op.table, "award refused").inc()
-            self.say.say(f"award-refused:{op.table}", "an award refused: the table asked for what its rounds do not "
-                         "hold", table=op.table, seq=op.seq, kind=op.kind, error=str(e))
+            self.notes.say(f"award-refused:{op.table}", "an award refused: the table asked for what its rounds do not "
+                           "hold", table=op.table, seq=op.seq, kind=op.kind, error=str(e))
         refused = {"table": op.table, "seq": op.seq, "field": e.field, "message": e.problem, "op": digest}
         await self.ledger.submit_async(LINK_REFUSED, refused, op.key)
         self.metrics.applied.labels(op.table, "refused").inc()
-        self.say.say(f"refused:{op.table}", "table operation refused", level="warning", table=op.table, seq=op.seq,
-                     kind=op.kind, error=str(e))
+        self.notes.say(f"refused:{op.table}", "table operation refused", level="warning", table=op.table, seq=op.seq,
+                       kind=op.kind, error=str(e))
         return schema.Refused(op.seq, e.field, e.problem, digest)
 
     def _applied(self, op: schema.Op, receipt: Receipt, seat: int, shares: int) -> None:
@@ -148,8 +148,8 @@ class OperationSequence:
         if problem is None:
             return None
         self.metrics.anomalies.labels(op.table, "unapproved payment").inc()
-        self.say.say(f"unapproved:{op.table}", "a payment without a verified approval refused", table=op.table,
-                     seq=op.seq, kind=op.kind, error=problem)
+        self.notes.say(f"unapproved:{op.table}", "a payment without a verified approval refused", table=op.table,
+                       seq=op.seq, kind=op.kind, error=problem)
         return "approval", problem
 
 

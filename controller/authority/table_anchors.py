@@ -28,9 +28,9 @@ class AnchorKeeper:
     (the anchor sent back in `expect`), with the alerts of an anchor gone back or planted far ahead. `clock` is the
     wall's (when a report came), `tick` a monotonic one (the reports' rate)."""
 
-    def __init__(self, ledger: Ledger[Meters], tables: tuple[str, ...], metrics: AuthorityMetrics, say: LimitedLog,
+    def __init__(self, ledger: Ledger[Meters], tables: tuple[str, ...], metrics: AuthorityMetrics, notes: LimitedLog,
                  *, clock: Callable[[], float] = time.time, tick: Callable[[], float] = time.monotonic) -> None:
-        self.ledger, self.tables, self.metrics, self.say = ledger, tables, metrics, say
+        self.ledger, self.tables, self.metrics, self.notes = ledger, tables, metrics, notes
         self.clock, self.tick = clock, tick
         self.held: dict[str, anchors.TableAnchors] = {}  # table -> its reference and the anchor kept aside
         self.reference: dict[str, schema.JournalAnchor] = {}  # table -> the reference anchor of its journal
@@ -62,7 +62,7 @@ class AnchorKeeper:
         budget = f"{a.table}:{'accepted' if verdict == 'accepted' else 'alert'}"
         tick = self.tick()
         if tick - self._anchored_at.get(budget, -ANCHOR_EVERY_S) < ANCHOR_EVERY_S:
-            self.say.drop("anchor_too_often", table=a.table)
+            self.notes.drop("anchor_too_often", table=a.table)
             return
         self._anchored_at[budget] = tick
         body = {"table": a.table, "seq": a.seq, "hash": a.hash, "at": a.at, **({"mac": a.mac} if a.mac else {}),
@@ -77,16 +77,16 @@ class AnchorKeeper:
         self._changed(a.table)
         if verdict == "behind":
             self.metrics.anomalies.labels(a.table, "anchor went back").inc()
-            self.say.say("anchor-back:" + a.table, "a table's anchor went back: its journal rolled back or was "
-                         "rewritten, or an anchor was sent with its credentials (judged from it now)",
-                         table=a.table, seq=a.seq, hash=a.hash, reference=ref)
+            self.notes.say("anchor-back:" + a.table, "a table's anchor went back: its journal rolled back or was "
+                           "rewritten, or an anchor was sent with its credentials (judged from it now)",
+                           table=a.table, seq=a.seq, hash=a.hash, reference=ref)
         elif verdict == "suspect":
             self.metrics.anomalies.labels(a.table, "anchor far ahead").inc()
             assert held.reference is not None
-            self.say.say("anchor-ahead:" + a.table, "a table's anchor is further ahead than its journal could "
-                         "have grown: kept aside as planted, not taken as the reference (a supervisor clears it: "
-                         "progressivectl clear-anchor)", table=a.table, seq=a.seq, reference=ref,
-                         furthest=anchors.furthest(held.reference, now))
+            self.notes.say("anchor-ahead:" + a.table, "a table's anchor is further ahead than its journal could "
+                           "have grown: kept aside as planted, not taken as the reference (a supervisor clears it: "
+                           "progressivectl clear-anchor)", table=a.table, seq=a.seq, reference=ref,
+                           furthest=anchors.furthest(held.reference, now))
 
     async def clear(self, table: str, seq: int, who: str) -> dict[str, Any]:
         """A supervisor (`who`) clears the anchor kept aside for `table` at entry `seq`, journaled with their name;

@@ -20,9 +20,9 @@ class TableWatch:
     """The tables' liveness (controller.linkproto.liveness) and their metrics, and each table's last floor line.
     `clock` is the wall's (what the status shows), `tick` a monotonic one (the floor lines' rate)."""
 
-    def __init__(self, tables: tuple[str, ...], metrics: AuthorityMetrics, say: LimitedLog, *,
+    def __init__(self, tables: tuple[str, ...], metrics: AuthorityMetrics, notes: LimitedLog, *,
                  clock: Callable[[], float] = time.time, tick: Callable[[], float] = time.monotonic) -> None:
-        self.metrics, self.say, self.clock, self.tick = metrics, say, clock, tick
+        self.metrics, self.notes, self.clock, self.tick = metrics, notes, clock, tick
         self.liveness = Liveness(tables, clock())
         # table -> its last floor line and when it came (clock()): its round, blocks and claims on the floor view
         self.floor: dict[str, tuple[schema.FloorLine, float]] = {}
@@ -43,12 +43,12 @@ class TableWatch:
         now = self.clock()
         if isinstance(msg, schema.TableOffline):
             if self.liveness.offline(table, msg.reason, now):  # a line a table and interval: a flapping table
-                self.say.say(f"offline:{table}", "linked table offline",  # cannot fill the log
-                             level="info" if msg.reason == "stopped" else "warning", table=table, reason=msg.reason)
+                self.notes.say(f"offline:{table}", "linked table offline",  # cannot fill the log
+                               level="info" if msg.reason == "stopped" else "warning", table=table, reason=msg.reason)
             online = 0
         else:
             if self.liveness.heard(table, MESSAGE_TYPE[type(msg)], now):
-                self.say.say(f"online:{table}", "linked table online", level="info", table=table)
+                self.notes.say(f"online:{table}", "linked table online", level="info", table=table)
             online = 1
         self.metrics.table_online.labels(table).set(online)
         self.metrics.table_heard.labels(table).set(now)
@@ -65,7 +65,7 @@ class TableWatch:
         table: more is dropped and counted (an honest table sends one a second at most)."""
         tick = self.tick()
         if tick - self._floor_at.get(line.table, -FLOOR_MIN_S) < FLOOR_MIN_S:
-            self.say.drop("floor_too_often", table=line.table)
+            self.notes.drop("floor_too_often", table=line.table)
             return
         self._floor_at[line.table] = tick
         self.floor[line.table] = (line, self.clock())
