@@ -185,8 +185,7 @@ class LinkAuthority:
         assert self.anchoring is not None and self.mqtt is not None
         self.publisher = publisher = Publisher(self.cfg.authority, self.ledger, self.signer, self.topics,
                                                self.metrics, tg, heartbeat=self.cfg.heartbeat)
-        publisher.mqtt = self.mqtt
-        publisher.changed(self.ledger.state)
+        publisher.mqtt = self.mqtt  # every meter's value published at each connection
         anchoring = self.anchoring
 
         def anchor_payment() -> None:
