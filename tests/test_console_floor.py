@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.authority.authority import FLOOR_MIN_S
+from controller.authority.watch import FLOOR_MIN_S
 from controller.console.view import floor
 from controller.link.mqtt import MqttLink
 from controller.linkproto import schema

@@ -1,5 +1,6 @@
 """The link authority's process (docs/link-protocol.md): it applies every linked table's meter operations once,
-in the order each table numbered them, journals them, signs its answers, and serves its control socket.
+in the order each table numbered them, journals them, signs its answers, and serves its control socket. Its
+objects, one job each, are listed in docs/architecture.md ("The link authority").
 
 It sits beside `controller.app` (the table daemons) and imports only downward: the link's protocol
 (`controller.linkproto`), the MQTT session (`controller.link`), the shell's services (`controller.service`),
