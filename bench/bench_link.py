@@ -313,21 +313,24 @@ class Subscriber:
 
 
 # The authority's child: `bench_link.py --child-authority TRACE PROFILE progressived-arguments` runs
-# progressived's own main() with timers around three steps of each table operation (LinkAuthority's
-# _on_message, _apply and _reply: a few microseconds per operation), and writes their summary to TRACE when
-# it stops. With PROFILE, a cProfile of the event loop's thread (its CPU time, by function) goes there too.
+# progressived's own main() with timers around three steps of each table operation (the authority's
+# Inbox.on_message, OperationSequence.apply and LinkAuthority._reply: a few microseconds per operation), and writes
+# their summary to TRACE when it stops. With PROFILE, a cProfile of the event loop's thread (its CPU time, by
+# function) goes there too.
 
 def _child_authority(trace: str, profile: str, argv: list[str]) -> int:
     import re
 
     from controller.authority import authority as A
+    from controller.authority.inbox import Inbox
+    from controller.authority.sequence import OperationSequence
     from controller.cli import daemon
 
     arrivals: dict[tuple[str, int], float] = {}
     replied: dict[str, float] = {}
     series: dict[str, list[float]] = {"queued": [], "applied": [], "reply": []}
     seq_of = re.compile(rb'"seq":(\d+)')
-    on_message, apply, reply = A.LinkAuthority._on_message, A.LinkAuthority._apply, A.LinkAuthority._reply
+    on_message, apply, reply = Inbox.on_message, OperationSequence.apply, A.LinkAuthority._reply
 
     def timed_on_message(self, topic: str, payload: bytes) -> None:
         parts = self.topics.parse(topic)
@@ -352,8 +355,7 @@ def _child_authority(trace: str, profile: str, argv: list[str]) -> int:
         await reply(self, table, msg)
         replied[table] = time.monotonic() - t
 
-    A.LinkAuthority._on_message, A.LinkAuthority._apply, A.LinkAuthority._reply = \
-        timed_on_message, timed_apply, timed_reply
+    Inbox.on_message, OperationSequence.apply, A.LinkAuthority._reply = timed_on_message, timed_apply, timed_reply
     from controller.ledger import writer as W
 
     writer = {"cpu_s": 0.0, "commits": 0, "prepare_cpu_s": 0.0, "write_cpu_s": 0.0}

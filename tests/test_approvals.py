@@ -413,7 +413,7 @@ def test_the_approvers_file_is_required_and_must_exist(tmp_path):
 def test_a_table_whose_name_begins_another_tables_cannot_move_its_rounds():
     """Round ids are `<table>-r<n>` exactly: table `cs` cannot void, close, book or lock on `cs-rail`'s rounds
     (before, a mere prefix passed), nor lock a claim id that is not its round's."""
-    from controller.authority.authority import _foreign
+    from controller.authority.rules import foreign as _foreign
 
     def op(kind: str, **body) -> schema.Op:
         return schema.Op("cs", 1, kind, METER, body)

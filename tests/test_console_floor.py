@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.authority.authority import FLOOR_MIN_S
+from controller.authority.watch import FLOOR_MIN_S
 from controller.console.view import floor
 from controller.link.mqtt import MqttLink
 from controller.linkproto import schema
@@ -267,7 +267,9 @@ async def test_three_linked_tables_on_the_floor_of_a_real_authority(tmp_path, br
         assert floor_of("fcp-02")["floor"]["blocks"] == []
 
         # the table's own credentials flooding or sending garbage: dropped, counted, the last good line kept
-        raw = MqttLink(broker.settings("fcp-02"), ())
+        # a client id of its own: with the table's, the table's link takes the session back (one session per client
+        # id) and cuts this one mid-flood
+        raw = MqttLink(broker.settings("fcp-02", client_id="fcp-02-flood"), ())
         task = asyncio.create_task(raw.run(lambda _t, _p: None))
         try:
             await raw.wait_connected(10)

@@ -308,7 +308,7 @@ async def test_a_shared_award_is_locked_once_and_its_later_shares_paid_by_pay_pe
 
 
 def test_a_shared_win_is_shown_at_every_table_as_its_own_table_shows_it():
-    from controller.authority.authority import _win
+    from controller.authority.rules import win as _win
 
     op = schema.Op("cs-01", 9, "pay-locked-award", METER, {"claim": "cs-01-r1-c1:0", "approved_by": "floor-1",
                                                             "at": "2026-11-30T01:02:03+00:00"})

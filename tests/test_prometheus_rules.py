@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from controller.app.metrics import Metrics
-from controller.authority.authority import AuthorityMetrics
+from controller.authority.metrics import AuthorityMetrics
 
 ROOT = Path(__file__).resolve().parent.parent
 RULES = ROOT / "config" / "prometheus" / "progressive-rules.yml"

@@ -5,15 +5,16 @@ from typing import TYPE_CHECKING
 from controller.exports import lazy_exports
 
 if TYPE_CHECKING:
-    from controller.link.client import LinkRefused, TableLink
+    from controller.link.client import TableLink
     from controller.link.journal_keys import last_link_seqs
     from controller.link.mqtt import LinkDown, LinkError, MqttLink, MqttSettings, MqttSettingsError
     from controller.link.outbox import Outbox, OutboxReducer
+    from controller.link.sender import LinkRefused
 
 _EXPORTS = {
     "LinkDown": "mqtt",
     "LinkError": "mqtt",
-    "LinkRefused": "client",
+    "LinkRefused": "sender",
     "MqttLink": "mqtt",
     "MqttSettings": "mqtt",
     "MqttSettingsError": "mqtt",

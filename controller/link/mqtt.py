@@ -37,6 +37,7 @@ lets the client read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import socket
@@ -168,6 +169,7 @@ class MqttSettings:
 
     @property
     def address(self) -> str:
+        """The broker as logs name it: host:port."""
         return f"{self.host}:{self.port}"
 
 
@@ -403,6 +405,7 @@ class MqttLink:
 
     @property
     def connected(self) -> bool:
+        """Whether a connection to the broker is up now (a publish may still fail: LinkDown)."""
         return self._client is not None
 
     async def wait_connected(self, timeout: float) -> None:
@@ -720,10 +723,8 @@ def _no_delay(inner: Any) -> None:
     sock = inner.socket() if inner is not None else None
     if sock is None:
         return
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not a TCP socket (a test double): nothing to tune
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except (OSError, AttributeError):  # not a TCP socket (a test double): nothing to tune
-        pass
 
 
 __all__ = ["MAX_PACKET", "PROTOCOLS", "PUBLISH_TIMEOUT", "LinkDown", "LinkError", "MqttLink", "MqttSettings",

@@ -16,6 +16,7 @@ from typing import Any
 
 from controller.errors import InputError, RulesError
 from controller.linkproto.schema import TABLE_OPS
+from controller.linkproto.schema import Op as WireOp
 from controller.meter import (
     BookContributions,
     CloseRound,
@@ -40,6 +41,8 @@ OpenBooking = tuple[tuple[tuple[int, int], ...], tuple[int, ...], tuple[str, ...
 
 @dataclass(frozen=True)
 class Sent:
+    """An operation journaled in the outbox and not answered yet: what is sent to the authority under `seq`."""
+
     seq: int
     kind: str
     meter: str  # the table's meter id
@@ -48,15 +51,24 @@ class Sent:
     approval: Mapping[str, str] | None = None  # a payment's supervisor approval (controller.linkproto.approval)
 
     def to_dict(self) -> dict[str, Any]:
+        """Its form in a snapshot of the outbox."""
         d: dict[str, Any] = {"seq": self.seq, "kind": self.kind, "meter": self.meter, "linked": self.linked,
                              "body": dict(self.body)}
         if self.approval is not None:  # only when there is one: older snapshots keep their exact form
             d["approval"] = dict(self.approval)
         return d
 
+    def as_op(self, table: str) -> WireOp:
+        """The message that sends it: the same at every resend, so the authority's answer names its digest."""
+        return WireOp(table, self.seq, self.kind, self.linked, dict(self.body),
+                      None if self.approval is None else dict(self.approval))
+
 
 @dataclass(frozen=True)
 class Outbox:
+    """A table's link journal replayed: the next sequence number, what waits for the authority, and what a
+    restarted daemon resumes from (open rounds, the last round, pending locks)."""
+
     next_seq: int = 1
     pending: Mapping[int, Sent] = field(default_factory=lambda: MappingProxyType({}))
     # Rounds booked on a linked meter and not yet closed or voided (table meter id -> round id -> its
@@ -76,9 +88,12 @@ class OutboxReducer:
     """`controller.ledger.Reducer` of a table's link journal."""
 
     def initial(self) -> Outbox:
+        """An empty outbox: the first operation gets sequence number 1."""
         return Outbox()
 
     def apply(self, state: Outbox, kind: str, body: dict[str, Any]) -> tuple[Outbox, dict[str, Any]]:
+        """`state` after the entry `kind` with `body`: a ``link-send`` numbered (its result names its ``seq``), or
+        an answer taking its operation off the pending; InputError or RulesError name the field at fault."""
         if not isinstance(body, dict):
             raise InputError("body", "must be an object")
         if kind == LINK_SEND:
@@ -100,10 +115,12 @@ class OutboxReducer:
         raise InputError("kind", f"{kind!r} is not an entry of a link journal")
 
     def check(self, state: Outbox) -> None:
+        """The outbox's invariant: no pending operation is numbered at or beyond the next sequence number."""
         if any(s >= state.next_seq for s in state.pending):
             raise AssertionError("a pending operation has a sequence number not yet given")
 
     def snapshot(self, state: Outbox) -> dict[str, Any]:
+        """`state` as JSON for a checkpoint: sorted, so equal states give equal digests."""
         return {"next_seq": state.next_seq, "acked": state.acked, "refused": state.refused,
                 "pending": [state.pending[s].to_dict() for s in sorted(state.pending)],
                 "open_rounds": {m: {r: _booking_dict(b) for r, b in sorted(rs.items())}
@@ -112,6 +129,7 @@ class OutboxReducer:
                 "locks": {c: list(v) for c, v in sorted(state.locks.items())}}
 
     def restore(self, data: dict[str, Any]) -> Outbox:
+        """The outbox of a snapshot (`snapshot`'s form, or an older one without ``locks`` or ``round_meters``)."""
         pending = {p["seq"]: Sent(p["seq"], p["kind"], p["meter"], p["linked"], MappingProxyType(p["body"]),
                                   MappingProxyType(p["approval"]) if "approval" in p else None)
                    for p in data["pending"]}

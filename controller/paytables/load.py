@@ -24,6 +24,8 @@ from controller.games import GAMES, HandKind
 from controller.hands.categories import category_from_label
 from controller.money import format_dollars_human, parse_cents
 from controller.paytables.model import ANY_WAGER, DICE_KEYS, EnvyTable, Pay, Paytable, hand_keys, hand_type
+from controller.tomlfile.files import FileRefused, probe, read_file, show_path
+from controller.tomlfile.toml import TomlError, parse_toml
 
 _TOP_KEYS = (
     "id", "title", "source", "games", "wager", "kind", "linked_allowed", "example", "notes",
@@ -117,8 +119,6 @@ def _short(value: object) -> str:
 
 def load_paytable(path: str | PathLike[str]) -> Paytable:
     """A paytable from a TOML file. Its id must equal the file name without ``.toml``."""
-    # Imported here: controller.config imports this package (a cycle at import time otherwise).
-    from controller.tomlfile.files import FileRefused, read_file, show_path
 
     p = Path(path)
     name = show_path(path)
@@ -141,7 +141,6 @@ def load_paytable(path: str | PathLike[str]) -> Paytable:
 def load_paytable_text(text: str, source_name: str) -> Paytable:
     """A paytable from TOML text; `source_name` names it in error messages."""
     # Imported here, as in load_paytable.
-    from controller.tomlfile.toml import TomlError, parse_toml
 
     f = _File(source_name)
     try:
@@ -414,7 +413,6 @@ def builtin_paytables() -> dict[str, Paytable]:
 
 
 def _toml_files(folder: str | PathLike[str]) -> list[Path]:
-    from controller.tomlfile.files import FileRefused, probe, show_path
 
     d = Path(folder)
     st = probe(d)  # never an OSError for a path too long or a loop of links
@@ -444,7 +442,6 @@ def all_paytables(extra_dirs: Iterable[str | PathLike[str]] = ()) -> dict[str, P
 
 def find_paytable(id_or_path: str | PathLike[str], extra_dirs: Iterable[str | PathLike[str]] = ()) -> Paytable:
     """A paytable by id (built in, or ``<id>.toml`` in one of `extra_dirs`) or by file path."""
-    from controller.tomlfile.files import probe
 
     text = str(id_or_path)
     if not isinstance(id_or_path, str) or text.endswith(".toml") or "/" in text or "\\" in text:

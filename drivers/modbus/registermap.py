@@ -17,17 +17,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from fractions import Fraction
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from controller.errors import InputError
+from controller.tomlfile.files import FileRefused, read_text, show_path
+from controller.tomlfile.toml import FieldError, InvalidTable, TomlError, parse_toml, toml_path, validate_table
 from drivers.events import SignMessage
 from drivers.modbus.core import codec
 from drivers.modbus.core.codec import DataType, WordOrder
-
-if TYPE_CHECKING:
-    from controller.tomlfile.toml import FieldError
 
 MAX_ADDRESS = 0xFFFF
 MAX_LOCAL_SEATS = 64
@@ -232,8 +231,6 @@ class RegisterMap:
 
 def load_register_map(path: str | Path) -> RegisterMap:
     """Read and check a register map file. Raises RegisterMapError naming the file and TOML path."""
-    from controller.tomlfile.files import FileRefused, read_text, show_path
-    from controller.tomlfile.toml import TomlError, parse_toml
 
     source = show_path(path)
     try:
@@ -249,7 +246,6 @@ def load_register_map(path: str | Path) -> RegisterMap:
 
 
 def parse_register_map(data: dict[str, Any], source: str = "<register map>") -> RegisterMap:
-    from controller.tomlfile.toml import InvalidTable, toml_path, validate_table
 
     try:
         model = validate_table(_MapModel, data)
