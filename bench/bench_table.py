@@ -197,7 +197,7 @@ async def play_round(rig: Rig, t: TableProcess, log: Log, rng: random.Random, *,
     pressed = time.time()
     # the gaps between the lock-out's reads while betting: a press just after a read waits one of them
     reads = [t for t in lockout.request_times if t >= betting0]
-    gaps = [b - a for a, b in zip(reads, reads[1:], strict=False)]
+    gaps = [b - a for a, b in zip(reads, reads[1:])]
     await rig.press_lockout()
     await sign.wait_until(lambda: sign_amounts(rig) != before, timeout=15)
     shown = time.time()
