@@ -95,7 +95,7 @@ RESET_CENTS = 1_000_000
 RATE = Fraction(15, 100)
 WAGER_CENTS = 100
 SEATS = 7
-AT = datetime.datetime(2026, 11, 30, 1, 2, 3, tzinfo=datetime.timezone.utc)
+AT = datetime.datetime(2026, 11, 30, 1, 2, 3, tzinfo=datetime.UTC)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 UNITS_PER_CENT = 10_000
 STALL_S = 60.0  # no progress for this long: the run failed

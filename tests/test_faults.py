@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
@@ -20,7 +20,7 @@ from controller.round.journal import JournalReducer
 
 from reportday import Journal
 
-T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 HOLD = timedelta(seconds=60)
 S = timedelta(seconds=1)
 
@@ -93,7 +93,7 @@ def test_the_reducer_refuses_a_malformed_entry(kind, body, field):
     assert e.value.field == field
 
 
-DAY = gaming_day(date(2026, 11, 30), time(6, 0), timezone.utc, "UTC")  # 06:00 to 06:00 UTC
+DAY = gaming_day(date(2026, 11, 30), time(6, 0), UTC, "UTC")  # 06:00 to 06:00 UTC
 
 
 def journal_of(watch_steps) -> Journal:

@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -34,7 +34,7 @@ from controller.meter import OPS, MeterParams, op_from_dict, params_from_dict, p
 from controller.meter.ops import CENTS, MOMENT, POSITIVE, TEXT, TEXT_OR_EMPTY, Field, Operation, Relation
 
 GOLDEN = Path(__file__).with_name("meter_ops_golden.jsonl.gz")
-UTC = timezone.utc
+UTC = UTC
 AT = datetime(2025, 1, 31, 21, 5, tzinfo=UTC)
 PREFIXES = ("", "entries[3].op")
 

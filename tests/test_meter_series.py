@@ -10,7 +10,7 @@ import functools
 import threading
 import time
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from datetime import time as clock_time
 from fractions import Fraction
 from pathlib import Path
@@ -46,7 +46,7 @@ def amounts(answer: dict) -> list[int]:
 def _day_far_from_its_edges(cfg):
     """The gaming day starting 12 hours from now (UTC): a test run at the edge of the day's start (06:00 in New York,
     11:00 UTC) would otherwise see its rounds in yesterday's day and its question in today's."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return replace(cfg, report=ReportConfig(clock_time((now.hour + 12) % 24, 0), "UTC", None))
 
 
@@ -89,7 +89,7 @@ async def test_the_daemon_answers_the_growth_and_the_reset_and_reads_once_a_minu
 
 # --- a long journal, written by the ledger with its clock set ---------------------------------------------
 
-NOW = datetime(2026, 11, 30, 20, 0, tzinfo=timezone.utc)  # 15:00 in New York: gaming day 2026-11-30
+NOW = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)  # 15:00 in New York: gaming day 2026-11-30
 DAYS, ROUNDS_A_DAY, JACKPOT_EVERY = 31, 150, 100
 
 

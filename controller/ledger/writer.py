@@ -95,7 +95,7 @@ class Receipt:
         return (f"Receipt(seq={self.seq}, key={self.key!r}, kind={self.kind!r}, time={self.time!r}, "
                 f"hash={self.hash!r}, result={self.result!r}, repeat={self.repeat})")
 
-    def again(self) -> "Receipt":
+    def again(self) -> Receipt:
         """The same receipt, marked as a repeat."""
         return Receipt(self.seq, self.key, self.kind, self.time, self.hash, self.result_json, True)
 

@@ -102,7 +102,7 @@ class RegisterMapError(InputError):
         lines = [f"{source}: {f}: {p}" if f else f"{source}: {p}" for f, p in self.errors]
         Exception.__init__(self, "\n".join(lines))
 
-    def at(self, prefix: str) -> "RegisterMapError":
+    def at(self, prefix: str) -> RegisterMapError:
         return self
 
 
