@@ -651,7 +651,7 @@ async def baseline(broker: Any, tables: tuple[str, ...], payloads: dict[str, lis
 
             await windowed(payloads[t], window, send)
 
-        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links)]
+        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links, strict=True)]
         await watch([*runs], lambda: sub.delivered, "baseline")
         published = time.monotonic()
         res = await asyncio.wait_for(follow, STALL_S)
@@ -720,7 +720,7 @@ async def raw_tables(work: Path, broker: Any, tables: tuple[str, ...], ops: dict
 
             await windowed(payloads[t], window, send)
 
-        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links)]
+        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links, strict=True)]
         await watch(runs, lambda: sum(answered.values()), "raw tables")
         used = cpu.stop()
         meters = counter.meters - meters0
@@ -1131,7 +1131,8 @@ def render(args: argparse.Namespace, out: dict) -> str:
         lat_rows.append(f"| {r['tables']} | {r['samples']} | {cells} | {r['ack_to_signs']['p50']:.1f} / "
                         f"{r['ack_to_signs']['p99']:.1f} | {tr['applied']['mean_ms']:.1f} | "
                         f"{tr['reply']['mean_ms']:.1f} | {r['cpu']['load']:.1f} |")
-    ratios = {m: [r["rate"] / b["rate"] for r, b in zip(out[m], out["baseline"])]
+    # a mode may run fewer rounds than the baseline (--tablelink-rounds): each is paired with its round's
+    ratios = {m: [r["rate"] / b["rate"] for r, b in zip(out[m], out["baseline"], strict=False)]
               for m in ("raw", "raw311", "tablelink")}
     loads = f"{out['load_start'][0]:.1f} at the start, {out['load_max']:.1f} at most during the run"
     lines = [
@@ -1211,7 +1212,7 @@ def experiment_text(out: dict) -> list[str]:
     n, k = out["tables"], out["k"]
     b0 = statistics.mean(r["rate"] for r in out["baseline"])
     r0 = statistics.mean(r["rate"] for r in out["raw"])
-    ratio0 = statistics.mean(r["rate"] / b["rate"] for r, b in zip(out["raw"], out["baseline"]))
+    ratio0 = statistics.mean(r["rate"] / b["rate"] for r, b in zip(out["raw"], out["baseline"], strict=False))
     reply0 = statistics.mean(r["trace"]["reply"]["mean_ms"] for r in out["raw"])
     applied0 = statistics.mean(r["trace"]["applied"]["mean_ms"] for r in out["raw"])
     b1, r1 = x["baseline"], x["raw"]
@@ -1227,7 +1228,7 @@ def experiment_text(out: dict) -> list[str]:
     load0 = max(r["cpu"]["load"] for r in out["baseline"] + out["raw"] + out["latency"])
     load1 = max(r["cpu"]["load"] for r in [b1, r1, *x["latency"]])
     rows.append(f"| 1-minute load average, highest at the end of a run | {load0:.1f} | {load1:.1f} |")
-    for r0l, r1l in zip(out["latency"], x["latency"]):
+    for r0l, r1l in zip(out["latency"], x["latency"], strict=True):
         rows.append(f"| latency, {r0l['tables']} tables: the authority's ack publish until PUBACK, mean ms | "
                     f"{r0l['trace']['reply']['mean_ms']:.1f} | {r1l['trace']['reply']['mean_ms']:.1f} |")
         for key, label in (("ack", "ack at the table"), ("signs", "every table's meter")):

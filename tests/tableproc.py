@@ -130,10 +130,7 @@ def table_doc_for_rig(table_file: str | os.PathLike[str], connections: Mapping[s
         transport = dev.get("transport")
         if conn.transport != transport:
             raise ValueError(f"devices.{name}: {transport} in the configuration, {conn.transport} on the rig")
-        if transport == "line":
-            target = dev
-        else:
-            target = buses[dev["bus"]]
+        target = dev if transport == "line" else buses[dev["bus"]]
         if transport == "tcp":
             target.update(host=conn.host, port=conn.tcp_port)
         else:

@@ -46,7 +46,7 @@ def test_a_flapping_device_makes_one_down_and_one_up_entry_a_hold():
                      "flaps": 499, "at": (t - S / 2).isoformat(timespec="microseconds")}
     # a drop every 61 s: each is a fault of its own, journaled whole: two entries a hold at most
     entries = []
-    for i in range(10):
+    for _ in range(10):
         t += HOLD + S
         entries += w.device("seat-3", False, t, kind="seat", seats=[3], reason="no reply")
         entries += w.device("seat-3", True, t + S / 2, kind="seat", seats=[3]) + w.due(t + S / 2 + HOLD)

@@ -383,6 +383,12 @@ def generate() -> Iterator[dict[str, Any]]:
         cases.append(c)
         return c
 
+    def editor(kind: str, prefix: str, base: int) -> Callable[..., dict[str, Any]]:
+        """The cases of `kind` made from case `base` by edits to its dict."""
+        def edited(*edit: tuple[Any, ...]) -> dict[str, Any]:
+            return case(kind, "dict", None, prefix, base, edit)
+        return edited
+
     def is_error(c: dict[str, Any]) -> bool:
         return "error" in c["out"] or "crash" in c["out"]
 
@@ -415,9 +421,7 @@ def generate() -> Iterator[dict[str, Any]]:
             d = dec(cases[base]["args"])
             prefix = cases[base]["prefix"]
 
-            def edited(*edit: tuple[Any, ...]) -> dict[str, Any]:
-                return case(kind, "dict", None, prefix, base, edit)
-
+            edited = editor(kind, prefix, base)
             first_bad = {}
             for k in d:
                 yield edited(("drop", k))

@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from datetime import time as clock_time
 from fractions import Fraction
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -137,7 +138,7 @@ async def test_a_long_journal_stays_within_the_bound_and_keeps_every_day_reset(t
     reset = parse_units(RESET, "x")
     line = amounts(month)
     falls = [datetime.fromisoformat(month["points"][i + 1][0]).date()
-             for i, (a, b) in enumerate(zip(line, line[1:])) if b == reset < a]
+             for i, (a, b) in enumerate(pairwise(line)) if b == reset < a]
     jackpots = {(NOW - timedelta(days=DAYS - (n - 1) // ROUNDS_A_DAY)).date()
                 for n in range(JACKPOT_EVERY, DAYS * ROUNDS_A_DAY + 1, JACKPOT_EVERY)}
     in_span = {d for d in jackpots if d >= datetime.fromisoformat(month["start"]).date()}

@@ -9,6 +9,7 @@ import re
 from dataclasses import replace
 from datetime import UTC, date, datetime, time, timedelta
 from fractions import Fraction
+from itertools import pairwise
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -199,7 +200,7 @@ def month_of_play(days: int = 30, rounds_a_day: int = 150, jackpot_every: int = 
 
 def _falls_to(points, amount):
     """The times at which a line of (time, units) falls to `amount`."""
-    return [t for (_, a), (t, b) in zip(points, points[1:]) if b == amount and a > amount]
+    return [t for (_, a), (t, b) in pairwise(points) if b == amount and a > amount]
 
 
 def test_a_month_downsampled_keeps_every_reset_and_at_most_400_points():
@@ -251,9 +252,9 @@ def test_downsampling_keeps_ends_extremes_and_each_largest_fall(values, interval
         assert inside[0] in mine and inside[-1] in mine
         assert max(p[2] for p in mine) == max(p[2] for p in inside)
         assert min(p[2] for p in mine) == min(p[2] for p in inside)
-        drops = [a[2] - b[2] for a, b in zip(inside, inside[1:])]
+        drops = [a[2] - b[2] for a, b in pairwise(inside)]
         if drops and max(drops) > 0:
-            assert any(a in mine and b in mine for a, b in zip(inside, inside[1:])
+            assert any(a in mine and b in mine for a, b in pairwise(inside)
                        if a[2] - b[2] == max(drops))  # both ends of the largest fall: a reset to its full depth
 
 
@@ -308,7 +309,7 @@ def test_any_sequence_of_meter_operations_reconciles(ops, cut, ceiling):
     t0 = DAY.start - timedelta(hours=1)
     j.add(DEFINE_METER, define_meter_body(PARAMS_CEILING if ceiling else PARAMS, "tech", t0), t0)
     claims = 0
-    for i, (what, n, wagers, minutes) in enumerate(ops):
+    for what, n, wagers, minutes in ops:
         rid = f"r{n}"
         at = t0 + timedelta(minutes=minutes)
         seats = tuple((k + 1, c) for k, c in enumerate(wagers))

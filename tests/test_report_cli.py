@@ -181,7 +181,7 @@ def _rechain(copy: Path, seq: int) -> None:
     con = sqlite3.connect(copy / "ledger.sqlite3", isolation_level=None)
     rows = con.execute("SELECT seq, key, entry FROM entries ORDER BY seq").fetchall()
     prev, texts, hashes = chain.GENESIS_PREV, {}, {}
-    for s, key, text in rows:
+    for s, _key, text in rows:
         e = json.loads(text)
         if s >= seq:
             e[0] = prev

@@ -12,6 +12,7 @@ import json
 import sqlite3
 from dataclasses import replace
 from datetime import UTC, date, datetime, time, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 from structlog.testing import capture_logs
@@ -198,7 +199,7 @@ async def test_every_figure_of_a_day_on_the_rig_is_the_journals_own_sum(tmp_path
                                            seconds("wagering-block", name))
     # the union of the blocks: each second of the day counted once, whatever blocked it
     edges = sorted({t for k, _, a, b, _ in clip if k == "wagering-block" for t in (a, b)})
-    assert report.faults.blocked == sum((hi - lo for lo, hi in zip(edges, edges[1:])
+    assert report.faults.blocked == sum((hi - lo for lo, hi in pairwise(edges)
                                          if any(a <= lo and hi <= b for k, _, a, b, _ in clip
                                                 if k == "wagering-block")), timedelta(0))
     assert report.faults.blocked < seconds("wagering-block")  # the two causes overlapped

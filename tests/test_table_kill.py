@@ -43,6 +43,7 @@ repeat a run with PROGRESSIVE_KILL_SEED=<the seed a failing run printed>.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -325,10 +326,8 @@ class Play:
     async def kill_cutting(self, call: asyncio.Task, moment: str, within: float) -> Any:
         """Kill at a random moment within `within` seconds of starting `call`; the call's result if it was
         answered before the kill, None if the kill cut it off."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(call), self.rng.uniform(0, within))
-        except TimeoutError:
-            pass
         await self.kill(moment)
         try:
             result = await call
@@ -361,9 +360,9 @@ class Play:
         # A claim pending (over a restart too) is approved before the round is settled, or ends with its void.
         pending = r.claimed is not None
         can_claim = pending or self.rid not in self.books.paid
-        if can_claim and kill_at != "void" and (pending or kill_at in ("claim", "approve") or self.rng.random() < 0.4):
-            if await self.claim(kill_at):
-                return True
+        if can_claim and kill_at != "void" and (pending or kill_at in ("claim", "approve") or self.rng.random() < 0.4) \
+                and await self.claim(kill_at):
+            return True
         return await self.end(kill_at)
 
     async def place_chips(self) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -200,10 +201,8 @@ class Ledger(Generic[S]):
 
     def __del__(self) -> None:  # pragma: no cover - best effort, and writes nothing
         if getattr(self, "_lock_fd", None) is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.close(checkpoint=False)
-            except Exception:  # noqa: BLE001
-                pass
 
 
 # SQLite's errors for a write that found no room or failed on the device (a full disk: SQLITE_FULL, or

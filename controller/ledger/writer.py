@@ -21,6 +21,7 @@ systemd restarts it from the journal. Nothing is retried or swallowed here.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import json
@@ -183,10 +184,8 @@ def deliver(outcomes: Sequence[tuple[Op | WalCheckpoint, Any]]) -> None:
         else:
             loops.add(op.loop)
     for loop in loops:
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting
             loop.call_soon_threadsafe(_resolve_in_loop, outcomes, loop)
-        except RuntimeError:  # the loop was closed: nobody is waiting
-            pass
 
 
 class _Prepared:

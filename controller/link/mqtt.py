@@ -37,6 +37,7 @@ lets the client read.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import socket
@@ -720,7 +721,5 @@ def _no_delay(inner: Any) -> None:
     sock = inner.socket() if inner is not None else None
     if sock is None:
         return
-    try:
+    with contextlib.suppress(OSError, AttributeError):  # not a TCP socket (a test double): nothing to tune
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    except (OSError, AttributeError):  # not a TCP socket (a test double): nothing to tune
-        pass

@@ -296,7 +296,7 @@ def invariant_failures(s: MeterState) -> list[str]:
     owed = open_count = open_cents = open_contributed = open_reserved = open_overflowed = 0
     if s.open_rounds:
         owed, open_count, open_cents, open_contributed, open_reserved, open_overflowed = map(
-            sum, zip(*[b.totals for b in s.open_rounds.values()]))
+            sum, zip(*[b.totals for b in s.open_rounds.values()], strict=True))
     if s.owed_cents != owed:
         bad.append(f"owed_cents {s.owed_cents} != {owed} owed in the open rounds")
     if s.meter_paid_cents > s.paid_by_attendant_cents:
