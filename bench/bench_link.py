@@ -70,6 +70,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict
 from fractions import Fraction
 from pathlib import Path
@@ -922,6 +923,15 @@ async def journal_alone(work: Path, tables: tuple[str, ...], ops: dict[str, list
 # --- 3: latency ---------------------------------------------------------------------------------------------
 
 
+async def _polled(done: Callable[[], object], failed: str, timeout: float = 10.0) -> None:
+    """Wait until `done()` holds, polling: what it reads has no event to wait on."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(failed)
+        await asyncio.sleep(0.05)
+
+
 async def latency(work: Path, broker: Any, tables: tuple[str, ...], samples: int, rate: float, name: str) -> dict:
     a = Authority(work, broker, tables, name)
     seen: dict[str, list[tuple[float, int]]] = {t: [] for t in tables}  # (arrival, meter value's entry)
@@ -949,12 +959,9 @@ async def latency(work: Path, broker: Any, tables: tuple[str, ...], samples: int
 
             link._on_message = hook
         await tl.start()
-        deadline = time.monotonic() + 10  # every table holds this authority's meter (the reset amount)
-        while not all(tl.links[t].values.get(METER) and tl.links[t].values[METER].cents == RESET_CENTS
-                      for t in tables):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the tables did not get the authority's meter")
-            await asyncio.sleep(0.05)
+        # every table holds this authority's meter (the reset amount)
+        await _polled(lambda: all(tl.links[t].values.get(METER) and tl.links[t].values[METER].cents == RESET_CENTS
+                                  for t in tables), "the tables did not get the authority's meter")
         locks = {t: asyncio.Lock() for t in tables}
         rows: list[dict] = []
         cpu = Cpu(broker.proc.pid, a)
@@ -982,11 +989,8 @@ async def latency(work: Path, broker: Any, tables: tuple[str, ...], samples: int
             tasks.append(asyncio.create_task(sample(i)))
         await asyncio.gather(*tasks)
         top = max(acks[(r["table"], r["seq"])][1] for r in rows)
-        deadline = time.monotonic() + 10
-        while not all(seen[t] and seen[t][-1][1] >= top for t in tables):
-            if time.monotonic() > deadline:
-                raise RuntimeError("not every table got the last meter value")
-            await asyncio.sleep(0.05)
+        await _polled(lambda: all(seen[t] and seen[t][-1][1] >= top for t in tables),
+                      "not every table got the last meter value")
         used = cpu.stop()
         metrics = a.metrics()
         await tl.stop()
