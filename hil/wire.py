@@ -27,7 +27,7 @@ import time
 import tty
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from drivers.modbus.frames import t35
 
@@ -44,7 +44,7 @@ def frame_silence(baud: int, char_bits: int = CHAR_BITS) -> float:
     return t35(baud, char_bits)
 
 
-class Direction(str, Enum):
+class Direction(StrEnum):
     TO_DEVICE = "to_device"
     TO_DRIVER = "to_driver"
 

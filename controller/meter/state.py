@@ -251,7 +251,7 @@ assert not hasattr(MeterState, "__post_init__"), "with_maps() does not run __ini
 # --- the invariant ------------------------------------------------------------------------------
 
 
-def invariant_failures(s: MeterState) -> list[str]:
+def invariant_failures(s: MeterState) -> list[str]:  # noqa: C901 - the invariant's clauses, a flat list of checks
     """Every way in which `s` breaks the meter's invariant, with the numbers (empty: it holds)."""
     u = format_units
     bad: list[str] = []
