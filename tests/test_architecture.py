@@ -149,9 +149,9 @@ def test_no_arrow_back_up_and_none_across_a_layer() -> None:
     assert not bad, "\n".join(bad)
 
 
-def module_circles(files: list[Path]) -> list[list[str]]:
-    """The circles between modules (strongly connected components of the imports, at any depth). A module's
-    import of its own package (the __init__ that re-exports it) is Python's package, not an arrow of the plan."""
+def import_graph(files: list[Path]) -> dict[str, set[str]]:
+    """Module -> the modules of `files` it imports. A module's import of its own package (the __init__ that
+    re-exports it) is Python's package, not an arrow of the plan."""
     mods = {_module(p): p for p in files}
     graph: dict[str, set[str]] = {}
     for m, p in mods.items():
@@ -165,6 +165,12 @@ def module_circles(files: list[Path]) -> list[list[str]]:
                         deps.add(c)
                     break
         graph[m] = deps
+    return graph
+
+
+def module_circles(files: list[Path]) -> list[list[str]]:
+    """The circles between modules (strongly connected components of the imports, at any depth)."""
+    graph = import_graph(files)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []

@@ -213,16 +213,8 @@ class TableDaemon(TableShell):
 
     def on_device_event(self, e: ev.Event) -> None:
         match e:
-            case ev.WagerSensed(device=_, seat=seat, spot=spot, amount_cents=amount):
-                if spot not in self.rules.spots:
-                    log.warning("wager on a spot this table does not offer", device=e.device, seat=seat, spot=spot)
-                elif e.present_at_contact and self.state is not None and (seat, spot) not in self.state.accepted:
-                    # on the spot before the controller could see it (a restart, a device back): it may be a
-                    # chip of the last round; a wager is placed while betting is open and seen (§ 639a.2(c))
-                    self._note("wager not recognized", {"reason": "present-at-contact: lift it and place it again",
-                                                        "seat": seat, "spot": spot})
-                else:
-                    self.apply(rm.ChipSensed(seat, spot, amount))
+            case ev.WagerSensed():
+                self._wager_sensed(e)
             case ev.WagerRemoved(device=_, seat=seat, spot=spot):
                 if spot in self.rules.spots:
                     self.apply(rm.ChipRemoved(seat, spot))
@@ -241,14 +233,29 @@ class TableDaemon(TableShell):
                     log.warning("shoe jam outside a round", device=e.device)
                 else:
                     self.shoe.jammed(e.device)
-            case ev.CardDealt(card=card):
-                if self.state is None or self.state.phase not in (rm.Phase.LOCKING, rm.Phase.DEALING):
-                    # the deal begins after "no more bets" (§ 639a.8(b), § 667a.8(b)): no card of a round's deal
-                    log.warning("card read outside a deal: ignored", device=e.device, card=card_str(card))
-                elif self.shoe is not None:
-                    self.shoe.dealt(card)
+            case ev.CardDealt():
+                self._card_dealt(e)
             case ev.DiceRolled(die1=d1, die2=d2):
                 log.info("dice rolled", device=e.device, die1=d1, die2=d2)
+
+    def _wager_sensed(self, e: ev.WagerSensed) -> None:
+        seat, spot = e.seat, e.spot
+        if spot not in self.rules.spots:
+            log.warning("wager on a spot this table does not offer", device=e.device, seat=seat, spot=spot)
+        elif e.present_at_contact and self.state is not None and (seat, spot) not in self.state.accepted:
+            # on the spot before the controller could see it (a restart, a device back): it may be a
+            # chip of the last round; a wager is placed while betting is open and seen (§ 639a.2(c))
+            self._note("wager not recognized", {"reason": "present-at-contact: lift it and place it again",
+                                                "seat": seat, "spot": spot})
+        else:
+            self.apply(rm.ChipSensed(seat, spot, e.amount_cents))
+
+    def _card_dealt(self, e: ev.CardDealt) -> None:
+        if self.state is None or self.state.phase not in (rm.Phase.LOCKING, rm.Phase.DEALING):
+            # the deal begins after "no more bets" (§ 639a.8(b), § 667a.8(b)): no card of a round's deal
+            log.warning("card read outside a deal: ignored", device=e.device, card=card_str(e.card))
+        elif self.shoe is not None:
+            self.shoe.dealt(e.card)
 
     def device_changed(self, name: str, up: bool) -> None:
         seats = self.seats_of(name)

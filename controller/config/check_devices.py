@@ -16,6 +16,7 @@ from controller.config.check import Checker
 from controller.config.fields import decimals_to_float, show
 from controller.config.model import BusConfig, DeviceConfig
 from controller.errors import InputError
+from controller.games import Game
 from controller.tomlfile.files import FileRefused, probe, show_path
 from controller.tomlfile.problems import join
 
@@ -127,9 +128,43 @@ class DeviceChecks(Checker):
         self.devices[name] = dev
 
     def _device_meaning(self, name: str, at: str, common: Any, fields: Any) -> DeviceConfig | None:
-        ok = True
         kind, transport = common.kind, common.transport
         seats = tuple(common.seats)
+        roles = tuple(common.roles)
+        ok = self._seats_and_roles(at, common, seats, roles)
+        if transport == "line":
+            line = self._line_settings(at, fields)
+            if line is None or not ok:
+                return None
+            return DeviceConfig(name, kind, transport, seats, roles, common.reads_cards, common.description,
+                                line=line)
+        # Modbus
+        if kind in ("card-counter", "dice-entry"):
+            self.add(join(at, "transport"), f"a {kind} speaks the line protocol; Modbus register maps describe "
+                     "seats, lock-outs and signs", 'transport = "line", with port = "/dev/ttyUSB1"')
+            return None
+        unit = fields.unit
+        lo, hi = (1, 247) if transport == "rtu" else (0, 255)
+        if not lo <= unit <= hi:
+            ok = False
+            self.add(join(at, "unit"), f"{unit} is not a Modbus {transport.upper()} unit id ({lo}-{hi})",
+                     "the unit id set on the device (its Modbus address)")
+        map_path = self._register_map_path(fields.register_map, join(at, "register_map"))
+        rmap = None if map_path is None else self._register_map(map_path, fields.register_map, join(at, "register_map"))
+        if rmap is not None:
+            ok = self._matches_register_map(at, kind, seats, rmap, fields.register_map) and ok
+        else:
+            ok = False  # the map's problems are reported once, at the first device that names it
+        if not ok or map_path is None:
+            return None
+        return DeviceConfig(name, kind, transport, seats, roles, common.reads_cards, common.description,
+                            bus=fields.bus, unit=unit, register_map_path=map_path.resolve(), register_map=rmap,
+                            poll_interval=fields.poll_interval)
+
+    def _seats_and_roles(self, at: str, common: Any, seats: tuple[int, ...], roles: tuple[str, ...]) -> bool:
+        """Seats only on a seat device, roles and reads_cards only on a card counter."""
+        ok = True
+        kind = common.kind
         if kind == "seat" and not seats:
             ok = False
             self.add(join(at, "seats"), "is required: a seat device lists the seats it serves",
@@ -137,7 +172,6 @@ class DeviceChecks(Checker):
         if kind != "seat" and seats:
             ok = False
             self.add(join(at, "seats"), f"only a seat device serves seats, not a {kind}", "remove seats")
-        roles = tuple(common.roles)
         if kind == "card-counter":
             if not roles:
                 ok = False
@@ -159,53 +193,30 @@ class DeviceChecks(Checker):
                 ok = False
                 self.add(join(at, "reads_cards"), f"only a card-counter shoe reads cards, not a {kind}",
                          "remove reads_cards")
-        if transport == "line":
-            line = self._line_settings(at, fields)
-            if line is None or not ok:
-                return None
-            return DeviceConfig(name, kind, transport, seats, roles, common.reads_cards, common.description,
-                                line=line)
-        # Modbus
-        if kind in ("card-counter", "dice-entry"):
-            self.add(join(at, "transport"), f"a {kind} speaks the line protocol; Modbus register maps describe "
-                     "seats, lock-outs and signs", 'transport = "line", with port = "/dev/ttyUSB1"')
-            return None
-        unit = fields.unit
-        lo, hi = (1, 247) if transport == "rtu" else (0, 255)
-        if not lo <= unit <= hi:
-            ok = False
-            self.add(join(at, "unit"), f"{unit} is not a Modbus {transport.upper()} unit id ({lo}-{hi})",
-                     "the unit id set on the device (its Modbus address)")
-        map_path = self._register_map_path(fields.register_map, join(at, "register_map"))
-        rmap = None if map_path is None else self._register_map(map_path, fields.register_map, join(at, "register_map"))
-        if rmap is not None:
-            map_kind = getattr(rmap.kind, "value", rmap.kind)
-            if map_kind != kind:
-                ok = False
-                self.add(join(at, "kind"), f"{kind!r}, but the register map {fields.register_map} describes a "
-                         f"{map_kind} device", "use the register map of this device's model")
-            elif kind == "seat" and seats:
-                local = list(rmap.seats)
-                if len(local) != len(seats):
-                    ok = False
-                    self.add(join(at, "seats"),
-                             f"the register map {fields.register_map} serves {len(local)} seat(s); this device lists "
-                             f"{len(seats)}", f"list {len(local)} table seat(s), the first being the table seat of "
-                             "the map's first seat")
-                else:
-                    want = [seats[0] + s - local[0] for s in local]
-                    if list(seats) != want:
-                        ok = False
-                        self.add(join(at, "seats"), "a Modbus seat device serves the table seats that follow its "
-                                 "first seat in the order of its register map",
-                                 f"seats = {want}")
-        else:
-            ok = False  # the map's problems are reported once, at the first device that names it
-        if not ok or map_path is None:
-            return None
-        return DeviceConfig(name, kind, transport, seats, roles, common.reads_cards, common.description,
-                            bus=fields.bus, unit=unit, register_map_path=map_path.resolve(), register_map=rmap,
-                            poll_interval=fields.poll_interval)
+        return ok
+
+    def _matches_register_map(self, at: str, kind: str, seats: tuple[int, ...], rmap: Any, ref: str) -> bool:
+        """The device is of its register map's kind, and a seat device lists as many seats as its map, in order."""
+        map_kind = getattr(rmap.kind, "value", rmap.kind)
+        if map_kind != kind:
+            self.add(join(at, "kind"), f"{kind!r}, but the register map {ref} describes a "
+                     f"{map_kind} device", "use the register map of this device's model")
+            return False
+        if kind == "seat" and seats:
+            local = list(rmap.seats)
+            if len(local) != len(seats):
+                self.add(join(at, "seats"),
+                         f"the register map {ref} serves {len(local)} seat(s); this device lists "
+                         f"{len(seats)}", f"list {len(local)} table seat(s), the first being the table seat of "
+                         "the map's first seat")
+                return False
+            want = [seats[0] + s - local[0] for s in local]
+            if list(seats) != want:
+                self.add(join(at, "seats"), "a Modbus seat device serves the table seats that follow its "
+                         "first seat in the order of its register map",
+                         f"seats = {want}")
+                return False
+        return True
 
     def _line_settings(self, at: str, fields: BaseModel) -> Any:
         from drivers.line import LineSettings
@@ -263,11 +274,34 @@ class DeviceChecks(Checker):
         g, n = self.game, self.seats
         all_valid = all(d is not None for d in self.devices.values())
         devices = {k: d for k, d in self.devices.items() if d is not None}
-        used_buses: set[str] = set()
-        units: dict[tuple[str, int], str] = {}
-        ports: dict[str, str] = {}
-        from drivers.modbus import SerialBusSettings, TcpSettings
+        ports = self._serial_bus_ports()
+        self._tcp_gateways()
+        used_buses = self._devices_wired(devices, ports)
+        if all_valid:
+            for name in self.buses:
+                if name not in used_buses and self.buses[name] is not None:
+                    self.add(join("buses", name), "no device is on this bus",
+                             f'remove it, or set bus = "{name}" on the devices wired to it')
+        if g is None:
+            return
 
+        # Seats served: each seat by one seat device at most; at a card table every seat has one. These
+        # checks use each device's kind and seats, known even when the rest of the device is wrong.
+        commons = self.device_common
+        complete = set(commons) == set(self.devices)
+        served = self._seats_served(commons, n)
+        if not complete:
+            return  # a device whose kind or seats are unknown may be the one that seems missing
+        system = self._system_source()
+        if n is not None:
+            self._seats_without_device(g, n, served, system)
+        self._devices_needed(g, commons, system)
+
+    def _serial_bus_ports(self) -> dict[str, str]:
+        """Each serial bus on a port of its own: port -> the bus's path."""
+        from drivers.modbus import SerialBusSettings
+
+        ports: dict[str, str] = {}
         for b in self.buses.values():
             if b is not None and isinstance(b.settings, SerialBusSettings):
                 port = b.settings.port
@@ -276,6 +310,12 @@ class DeviceChecks(Checker):
                     self.add(join(where, "port"), f"{port} is already the port of {ports[port]}",
                              "devices on one RS-485 line share one bus: put them all on that bus")
                 ports.setdefault(port, where)
+        return ports
+
+    def _tcp_gateways(self) -> None:
+        """Each TCP bus to a gateway of its own."""
+        from drivers.modbus import TcpSettings
+
         gateways: dict[tuple[str, int], str] = {}
         for b in self.buses.values():
             if b is not None and isinstance(b.settings, TcpSettings):
@@ -285,6 +325,12 @@ class DeviceChecks(Checker):
                     self.add(join("buses", b.name), f"{s.host}:{s.port} is already {gateways[key]}",
                              "devices behind one gateway share one bus")
                 gateways.setdefault(key, join("buses", b.name))
+
+    def _devices_wired(self, devices: Mapping[str, DeviceConfig], ports: dict[str, str]) -> set[str]:
+        """Each Modbus device on a bus that is defined, of its transport, under a unit of its own; each line
+        device on a port of its own (`ports`: the buses' already). The buses used."""
+        used_buses: set[str] = set()
+        units: dict[tuple[str, int], str] = {}
         for name, d in devices.items():
             at = join("devices", name)
             if d.transport in ("rtu", "tcp"):
@@ -312,18 +358,10 @@ class DeviceChecks(Checker):
                     self.add(join(at, "port"), f"{port} is already the port of {ports[port]}",
                              "each line-protocol device is on a serial port of its own")
                 ports.setdefault(port, at)
-        if all_valid:
-            for name in self.buses:
-                if name not in used_buses and self.buses[name] is not None:
-                    self.add(join("buses", name), "no device is on this bus",
-                             f'remove it, or set bus = "{name}" on the devices wired to it')
-        if g is None:
-            return
+        return used_buses
 
-        # Seats served: each seat by one seat device at most; at a card table every seat has one. These
-        # checks use each device's kind and seats, known even when the rest of the device is wrong.
-        commons = self.device_common
-        complete = set(commons) == set(self.devices)
+    def _seats_served(self, commons: Mapping[str, Any], n: int | None) -> dict[int, str]:
+        """Each seat in range, served by one seat device at most: seat -> the device's path."""
         served: dict[int, str] = {}
         for name, c in commons.items():
             if c.kind != "seat":
@@ -338,21 +376,24 @@ class DeviceChecks(Checker):
                              "each seat has one wagering device")
                 else:
                     served[seat] = join("devices", name)
-        if not complete:
-            return  # a device whose kind or seats are unknown may be the one that seems missing
-        system = self._system_source()
-        if n is not None:
-            missing = [s for s in range(1, n + 1) if s not in served]
-            if g.dice:
-                if served and missing:
-                    self.add("devices", f"{_seats_text(missing)} without a seat device, while others have one",
-                             "at a dice table either every wager position has a seat device or none has "
-                             "(wagers are then entered at the dice-entry terminal)")
-            elif missing:
-                why = f" ({system}(1): a wagering device at each betting position)" if system else ""
-                self.add("devices", f"{_seats_text(missing)} without a seat device{why}",
-                         f"add [devices.seat-{missing[0]}] with kind = \"seat\" and seats = [{missing[0]}], or add "
-                         "the seat to a device that serves several")
+        return served
+
+    def _seats_without_device(self, g: Game, n: int, served: Mapping[int, str], system: str | None) -> None:
+        """At a card table every seat has a seat device; at a dice table every wager position or none."""
+        missing = [s for s in range(1, n + 1) if s not in served]
+        if g.dice:
+            if served and missing:
+                self.add("devices", f"{_seats_text(missing)} without a seat device, while others have one",
+                         "at a dice table either every wager position has a seat device or none has "
+                         "(wagers are then entered at the dice-entry terminal)")
+        elif missing:
+            why = f" ({system}(1): a wagering device at each betting position)" if system else ""
+            self.add("devices", f"{_seats_text(missing)} without a seat device{why}",
+                     f"add [devices.seat-{missing[0]}] with kind = \"seat\" and seats = [{missing[0]}], or add "
+                     "the seat to a device that serves several")
+
+    def _devices_needed(self, g: Game, commons: Mapping[str, Any], system: str | None) -> None:
+        """The devices of the table's kind of game: dice entry or lock-out and card counters, and a sign."""
         kinds: dict[str, list[str]] = {}
         for name, c in commons.items():
             kinds.setdefault(c.kind, []).append(name)

@@ -220,7 +220,7 @@ def detect(game: Game, spots: Sequence[SpotWager], accepted: Mapping[tuple[int, 
     table's order), then the dealer's hand when that seat is the first that wagered on it (§ 639a.11(c),
     § 639a.12(e)(2); controller/round/claims.py). `seats` are the seats dealt (default: those in `accepted`)."""
     by_spot = {s.spot: s for s in spots}
-    for (seat, spot) in accepted:
+    for (_seat, spot) in accepted:
         if spot not in by_spot:
             raise InputError("accepted", f"{spot!r} is not a wager spot of the table ({', '.join(by_spot)})")
     dealt = sorted({seat for seat, _ in accepted}) if seats is None else seats
