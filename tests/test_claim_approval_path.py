@@ -22,13 +22,13 @@ from types import FrameType
 from typing import Any
 
 import pytest
+from test_claim_desk_model import FLOOR, SECRET, SUPERVISOR, Harness
 
 from controller.config.model import LinkedMeter, MqttConfig
 from controller.round import model as rm
 from drivers import events as ev
 
 from rigtable import with_supervisor
-from test_claim_desk_model import FLOOR, SECRET, SUPERVISOR, Harness
 
 ROOT = Path(__file__).resolve().parent.parent
 CONTROLLER = ROOT / "controller"
