@@ -51,7 +51,6 @@ from controller.round.claims import (
     claim_refusal,
     claim_spot,
     payout_key,
-    status_text,
     verify,
     verify_dealer,
 )
@@ -172,6 +171,30 @@ class ClaimDesk:
         number, optionally `spot`), or the dealer's hand for every seat that wagered on it (`seat` "dealer",
         § 639a.12(e)(2)). `by`: "dealer", or "shoe" for a hit detected from the card-reading shoe."""
         view = self._round_now()
+        self._claimable(view, args.get("seat"))
+        self._verifying = True
+        try:
+            claim, draws = await self._verify(view, args)
+            linked = self.meters.is_linked(claim.meter)
+            effects, _ = self._step(cm.NewClaim(claim, linked, by, cm.Stamp(self.cfg.table, utc_now())))
+        finally:
+            self._verifying = False
+            self._on_change()
+        log.info("claim verified", claim=claim.id, seat=claim.seat, spot=claim.spot,
+                 amount=format_cents(claim.amount_cents), approval=claim.needs_approval, by=by,
+                 status=(self._get(claim.id) or claim).status)
+        await self._run(effects)
+        if (current := self._get(claim.id)) is not None and current.status == "locking":
+            await self._until(lambda: (self._get(claim.id) or claim).status != "locking", claim_link.LINK_ANSWER_S)
+        c = self._get(claim.id) or claim
+        answer = cm.claim_answer(c, claim_link.LINK_ANSWER_S)
+        if answer is None:
+            raise PayoutFailed(f"{c.id} is {c.status}: its payouts did not all go through; the log says why")
+        shown = {"claim_id": c.id, **({"draws": draws.to_json()} if draws is not None else {})}
+        return {"message": answer[0], **shown, "status": answer[1]}
+
+    def _claimable(self, view: RoundView, seat: object) -> None:
+        """Refuse a claim the round or the desk cannot take now, before anything is read."""
         rid = view.round_id
         if not view.dealing:
             raise RulesError("claim", f"round {rid} is {view.phase}: hits are claimed while it is dealt")
@@ -182,75 +205,49 @@ class ClaimDesk:
         if view.void_requested is not None:
             raise RulesError("claim", f"round {rid} is to be voided ({view.void_requested}): its hands are void "
                                       "(§ 667a.8(h)); a supervisor voids it")
-        seat = args.get("seat")
         if isinstance(seat, int) and not isinstance(seat, bool) and seat > self.rules.seats:
             raise InputError("seat", f"{seat} is not a seat of table {self.rules.table} (1..{self.rules.seats})")
         why = claim_refusal(self.state)
         if why is not None:
             raise RulesError("claim", why)
-        self._verifying = True
-        try:
-            spot = claim_spot(self.rules, view.accepted, seat, args.get("spot"))
-            rule = self.rules.spots[spot]
-            if not self.meters.keeps(rule.meter):
-                raise RulesError("spot", f"meter {rule.meter} is not kept at this table: its hits are not claimed here")
-            port = self.meters.port(rule.meter)
-            position = seat if isinstance(seat, int) else DEALER_POSITION  # claim_spot took a number or DEALER
-            known = any(c.spot == spot and c.seat == position for c in self.state.claims)
-            if not known and await port.journaled(rule.meter, payout_key(rid, position, spot, 0)):
-                who = "the dealer" if seat == DEALER else f"seat {seat}"
-                raise RulesError("seat", f"the {spot} hand of {who} in round {rid} is paid already")
-            wcfg = self.cfg.wagers[rule.wager]
-            draws = await self._draws(rid, rule.meter) if wcfg.wager.magic_and_lucky else Draws()
-            view = self._round_now()
-            if view.round_id != rid or not view.dealing or self.state.round_id != rid:
-                raise RulesError("claim", f"round {rid} ended while the claim was being verified")
-            if view.void_requested is not None:
-                raise RulesError("claim", f"round {rid} is to be voided ({view.void_requested})")
-            meter_units, reset_units = port.amounts(rule.meter)  # as it stands now, after any wait
-            common: dict[str, Any] = dict(
-                game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable, meter_units=meter_units,
-                reset_units=reset_units, spot=spot, meter=rule.meter, cards=args.get("cards"), draws=draws)
-            on_spot = {st: c for (st, sp), c in view.accepted.items() if sp == spot}
-            if seat == DEALER:
-                claim = verify_dealer(self.state, wagers=on_spot, **common)
-            else:
-                claim = verify(self.state, seat=seat, wager_cents=view.accepted.get((position, spot)),
-                               others=on_spot, **common)
-            if port.linked and not port.pays_later_shares() and any(
-                    p.shared_by > 1 for i, p in enumerate(claim.payouts) if i in cm.lock_indices(claim.payouts)):
-                raise RulesError("claim", "the link authority pays no later share of an award shared on the "
-                                          "dealer's hand (it speaks an older version of the link protocol): "
-                                          "upgrade it, or settle the hand by hand")
-            effects, _ = self._step(cm.NewClaim(claim, port.linked, by, cm.Stamp(self.cfg.table, utc_now())))
-        finally:
-            self._verifying = False
-            self._on_change()
-        c = self.state.get(claim.id)
-        log.info("claim verified", claim=c.id, seat=c.seat, spot=spot, amount=format_cents(c.amount_cents),
-                 approval=c.needs_approval, by=by, status=c.status)
-        await self._run(effects)
-        if (current := self._get(claim.id)) is not None and current.status == "locking":
-            await self._until(lambda: (self._get(claim.id) or claim).status != "locking", claim_link.LINK_ANSWER_S)
-        c = self._get(claim.id) or claim
-        shown = {"claim_id": c.id, **({"draws": draws.to_json()} if wcfg.wager.magic_and_lucky else {})}
-        match c.status:
-            case "paid":
-                return {"message": f"{c.describe()}: paid by the table", **shown, "status": "paid"}
-            case "pending":
-                return {"message": f"{c.describe()}: awaiting a supervisor's approval (progressivectl approve "
-                                   f"{c.id})", **shown, "status": "pending"}
-            case "locking":
-                return {"message": f"{c.describe()}: the link authority has not answered the lock within "
-                                   f"{claim_link.LINK_ANSWER_S:.0f} s; it waits in the outbox and the claim waits for it "
-                                   f"(progressivectl approve {c.id} once it is pending)", **shown, "status": "locking"}
-            case "paying":  # approved meanwhile: the approval answers for it
-                return {"message": f"{c.describe()}: approved by {c.by}, being paid", **shown, "status": "paying"}
-            case "refused":
-                raise RulesError("claim", f"{c.id}: {c.reason}")
-            case "rejected" | "voided":  # decided meanwhile by a supervisor
-                raise RulesError("claim", f"{c.id} {status_text(c)}")
-        raise PayoutFailed(f"{c.id} is {c.status}: its payouts did not all go through; the log says why")
+
+    async def _verify(self, view: RoundView, args: Mapping[str, Any]) -> tuple[Claim, Draws | None]:
+        """The claim verified (controller.round.claims) on the meter as it stands after the journal's answers, and
+        the round's draws where its wager pays them."""
+        rid, seat = view.round_id, args.get("seat")
+        spot = claim_spot(self.rules, view.accepted, seat, args.get("spot"))
+        rule = self.rules.spots[spot]
+        if not self.meters.keeps(rule.meter):
+            raise RulesError("spot", f"meter {rule.meter} is not kept at this table: its hits are not claimed here")
+        port = self.meters.port(rule.meter)
+        position = seat if isinstance(seat, int) else DEALER_POSITION  # claim_spot took a number or DEALER
+        known = any(c.spot == spot and c.seat == position for c in self.state.claims)
+        if not known and await port.journaled(rule.meter, payout_key(rid, position, spot, 0)):
+            who = "the dealer" if seat == DEALER else f"seat {seat}"
+            raise RulesError("seat", f"the {spot} hand of {who} in round {rid} is paid already")
+        wcfg = self.cfg.wagers[rule.wager]
+        draws = await self._draws(rid, rule.meter) if wcfg.wager.magic_and_lucky else None
+        view = self._round_now()
+        if view.round_id != rid or not view.dealing or self.state.round_id != rid:
+            raise RulesError("claim", f"round {rid} ended while the claim was being verified")
+        if view.void_requested is not None:
+            raise RulesError("claim", f"round {rid} is to be voided ({view.void_requested})")
+        meter_units, reset_units = port.amounts(rule.meter)  # as it stands now, after any wait
+        common: dict[str, Any] = dict(
+            game=self.cfg.game, wager=wcfg.wager, paytable=wcfg.paytable, meter_units=meter_units,
+            reset_units=reset_units, spot=spot, meter=rule.meter, cards=args.get("cards"), draws=draws or Draws())
+        on_spot = {st: c for (st, sp), c in view.accepted.items() if sp == spot}
+        if seat == DEALER:
+            claim = verify_dealer(self.state, wagers=on_spot, **common)
+        else:
+            claim = verify(self.state, seat=seat, wager_cents=view.accepted.get((position, spot)), others=on_spot,
+                           **common)
+        if port.linked and not port.pays_later_shares() and any(
+                p.shared_by > 1 for i, p in enumerate(claim.payouts) if i in cm.lock_indices(claim.payouts)):
+            raise RulesError("claim", "the link authority pays no later share of an award shared on the dealer's "
+                                      "hand (it speaks an older version of the link protocol): upgrade it, or "
+                                      "settle the hand by hand")
+        return claim, draws
 
     def needs_approval_key(self, claim_id: object) -> bool:
         """Whether approving the claim takes the supervisor's approval key (its meter is linked: the authority

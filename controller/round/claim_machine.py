@@ -493,6 +493,27 @@ def _reject(rc: RoundClaims, e: Reject) -> ClaimStep:
     return _with(rc, c, [Record(c, "rejected"), *(Release(c.id, i, e.by, e.reason) for i in c.locks)])
 
 
+def claim_answer(c: Claim, wait_s: float) -> tuple[str, str] | None:
+    """The answer to a claim once its step's effects are carried out, (message, status); RulesError for a claim
+    that ended unpaid meanwhile; None for any other. `wait_s`: how long the answer waited for the link authority's lock."""
+    match c.status:
+        case "paid":
+            return f"{c.describe()}: paid by the table", "paid"
+        case "pending":
+            return f"{c.describe()}: awaiting a supervisor's approval (progressivectl approve {c.id})", "pending"
+        case "locking":
+            return (f"{c.describe()}: the link authority has not answered the lock within {wait_s:.0f} s; it waits in "
+                    f"the outbox and the claim waits for it (progressivectl approve {c.id} once it is pending)",
+                    "locking")
+        case "paying":  # approved meanwhile: the approval answers for it
+            return f"{c.describe()}: approved by {c.by}, being paid", "paying"
+        case "refused":
+            raise RulesError("claim", f"{c.id}: {c.reason}")
+        case "rejected" | "voided":  # decided meanwhile by a supervisor
+            raise RulesError("claim", f"{c.id} {status_text(c)}")
+    return None
+
+
 def void_refusal(rc: RoundClaims) -> str | None:
     """Why the round cannot be voided because of its claims, or None: a round in which an award was paid (or is
     being paid) can no longer be voided (docs/rounds.md; the meter refuses the reversal)."""
@@ -559,4 +580,4 @@ def _lights(before: RoundClaims, after: RoundClaims) -> tuple[Effect, ...]:
 
 __all__ = ["EVENTS", "Approve", "ClaimStep", "Effect", "Face", "Input", "Lock", "LockRefused", "Locked", "NewClaim",
            "Note", "Paid", "Pay", "PayRefused", "PaymentsMade", "Record", "Reject", "Release", "Signer", "Stamp", "ToSign",
-           "VoidClaims", "WinLight", "Won", "face", "lock_indices", "restore", "settle_refusal", "step", "void_refusal"]
+           "VoidClaims", "WinLight", "Won", "claim_answer", "face", "lock_indices", "restore", "settle_refusal", "step", "void_refusal"]
