@@ -125,14 +125,16 @@ def test_a_standalone_claims_approval_enters_the_core_at_most_twice(harness: Har
     assert counts["round/claim_machine.py"] >= 1  # measured: the step that approves is among them
 
 
-def test_a_linked_claims_approval_enters_the_core_at_most_twice(tmp_path: Path) -> None:
+@contextlib.contextmanager
+def linked_harness(tmp_path: Path) -> Iterator[tuple[Harness, Any]]:
+    """The table daemon (no devices) with its Five Card Hand Bonus meter linked, a real Mosquitto and link
+    authority (tests/linkrig.py), in the harness's event loop."""
     from broker import running_broker
     from linkrig import AUTHORITY_KEY, METER, PREFIX, LinkRig
 
     with running_broker(tmp_path / "mosquitto", ("CS-07", "authority")) as broker:
         link_dir = Path(tempfile.mkdtemp(prefix="approval-link-"))
         rig = LinkRig(link_dir, broker, ("CS-07",))
-        h: Harness
 
         def adjust(cfg: Any) -> Any:
             password = link_dir / "table.password"
@@ -148,17 +150,22 @@ def test_a_linked_claims_approval_enters_the_core_at_most_twice(tmp_path: Path) 
         try:
             h.run(rig.start_authority())
             h.start()
-            bet_and_lock(h, [(5, "five-card-hand-bonus-dealer"), (2, "five-card-hand-bonus-dealer")])
-            shared = {"seat": "dealer", "cards": ["9D", "8D", "7D", "6D", "5D"]}  # 10% of the meter, two shares
-            done, counts = approve_measured(h, shared, "pending")
-            assert "1 of 2 shares" in done["message"]
-            assert_once(counts, "the dealer's hand shared on a linked meter")
+            yield h, rig
         finally:
             h.stop()
             with contextlib.suppress(Exception):
                 h.run(rig.close())
             h.close()
             shutil.rmtree(link_dir, ignore_errors=True)
+
+
+def test_a_linked_claims_approval_enters_the_core_at_most_twice(tmp_path: Path) -> None:
+    with linked_harness(tmp_path) as (h, _rig):
+        bet_and_lock(h, [(5, "five-card-hand-bonus-dealer"), (2, "five-card-hand-bonus-dealer")])
+        shared = {"seat": "dealer", "cards": ["9D", "8D", "7D", "6D", "5D"]}  # 10% of the meter, two shares
+        done, counts = approve_measured(h, shared, "pending")
+        assert "1 of 2 shares" in done["message"]
+        assert_once(counts, "the dealer's hand shared on a linked meter")
 
 
 def test_the_recorder_sees_an_entry_from_the_shell_and_nothing_else() -> None:
