@@ -60,8 +60,6 @@ from controller.service.views import payout_json
 
 log = structlog.get_logger("table")
 
-LINK_ANSWER_S = claim_link.LINK_ANSWER_S  # claim_link.LINK_ANSWER_S is the one read
-
 
 @dataclass(frozen=True)
 class RoundView:
@@ -421,4 +419,4 @@ def _claim_of(e: cm.Effect) -> str:
     return getattr(e, "claim_id", "")
 
 
-__all__ = ["LINK_ANSWER_S", "ClaimDesk", "PayoutFailed", "RoundView"]
+__all__ = ["ClaimDesk", "PayoutFailed", "RoundView"]
