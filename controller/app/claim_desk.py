@@ -1,11 +1,11 @@
 """The claim desk: the one owner of a round's jackpot claims at a card table.
 
 It verifies a claim (controller.round.claims) and moves it through its lifecycle with the pure claim machine
-(controller.round.claim_machine), which decides everything in one step; the desk carries out what the step says,
-in order, each claim's effects one after another under that claim's own lock: the claim's records in the table's
-journal here; its payouts through the meters' ports (claim_payer.py); its awards' locks at the link authority
-(claim_locks.py); the lights and the sign (claim_display.py). Its records in the journals at a restart are read
-by claim_records.py.
+(controller.round.claim_machine), which decides everything in one step. What the step says is carried out in
+order, each claim's effects one after another under that claim's own lock (claim_effects.py): the claim's records
+in the table's journal (here); its payouts through the meters' ports (claim_payer.py); its awards' locks at the
+link authority (claim_locks.py); the lights and the sign (claim_display.py). A restart's claims, and the round's
+draws, are read from the journals by claim_records.py.
 
 Every decision is taken synchronously, before any await: a claim's status moves in the machine (a second
 approval, or a rejection after an approval, is refused at once), and only then are its effects carried out. A
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections import deque
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +27,7 @@ import structlog
 
 from controller.app import claim_link
 from controller.app.claim_display import ClaimDisplay
+from controller.app.claim_effects import ClaimEffects
 from controller.app.claim_locks import AwardLocks
 from controller.app.claim_payer import ClaimPayer, PayoutFailed
 from controller.app.claim_records import ClaimRecords
@@ -90,13 +90,14 @@ class ClaimDesk:
         self._on_change = on_change
         self._display = ClaimDisplay(cfg.table, sign, metrics, win_light, on_paid)
         self._records = ClaimRecords(meters, ledger)
-        self._awards = AwardLocks(meters, cfg.table, spawn=spawn, claim_now=self._get, feed=self._feed)
-        self._payer = ClaimPayer(meters, metrics, cfg.table, spawn=spawn, claim_now=self._get, feed=self._feed)
+        awards = AwardLocks(meters, cfg.table, spawn=spawn, claim_now=self._get, feed=self._feed)
+        self._awards = awards
+        self._payer = payer = ClaimPayer(meters, metrics, cfg.table, spawn=spawn, claim_now=self._get,
+                                         feed=self._feed)
+        self._effects = ClaimEffects(step=lambda e: self._step(e)[0], record=lambda c, e, k: self._record(c, e, k),
+                                     payer=payer, awards=awards, display=self._display, on_change=on_change)
         self.state = RoundClaims("")
         self._verifying = False  # a claim is between its first check and its verdict (awaits in between)
-        self._locks: dict[str, asyncio.Lock] = {}
-        self._running = 0
-        self._idle = asyncio.Condition()
         self._changed = asyncio.Event()  # set and replaced at every step of the machine
 
     # --- the round ---------------------------------------------------------------------------------
@@ -105,7 +106,7 @@ class ClaimDesk:
         """A new round opened for betting: no claims yet; the last round's win lights go off."""
         self._display.lights_off(self.state.lit)
         self.state = RoundClaims(round_id)
-        self._locks.clear()
+        self._effects.forget()
         self._show(cm.Face())
 
     async def restore(self, round_id: str) -> None:
@@ -120,7 +121,7 @@ class ClaimDesk:
                         amount=format_cents(c.amount_cents))
         self._show(out.face)
         if effects:
-            self._spawn(self._run(effects), f"claims-restored:{round_id}")
+            self._spawn(self._effects.run(effects), f"claims-restored:{round_id}")
 
     @property
     def busy(self) -> str | None:
@@ -128,7 +129,7 @@ class ClaimDesk:
         journaled), or None: the round's end waits for it."""
         if self._verifying:
             return "a claim is being verified"
-        if self._running:
+        if self._effects.running:
             return "a claim's records or payouts are being journaled"
         return None
 
@@ -150,12 +151,16 @@ class ClaimDesk:
         back), in the background; RulesError if an award of the round was paid. `idle` waits for it."""
         out, _ = self._step(cm.VoidClaims(reason))
         if out:
-            self._spawn(self._run(out), f"claims-voided:{self.state.round_id}")
+            self._spawn(self._effects.run(out), f"claims-voided:{self.state.round_id}")
 
     async def idle(self) -> None:
         """Wait until no effect of any claim is being carried out (before the round's end is journaled)."""
-        async with self._idle:
-            await self._idle.wait_for(lambda: self._running == 0)
+        await self._effects.idle()
+
+    @property
+    def _running(self) -> int:
+        """How many runs of effects are under way (claim_effects.py)."""
+        return self._effects.running
 
     @property
     def waiting_on_link(self) -> bool:
@@ -181,7 +186,7 @@ class ClaimDesk:
         log.info("claim verified", claim=claim.id, seat=claim.seat, spot=claim.spot,
                  amount=format_cents(claim.amount_cents), approval=claim.needs_approval, by=by,
                  status=(self._get(claim.id) or claim).status)
-        await self._run(effects)
+        await self._effects.run(effects)
         if (current := self._get(claim.id)) is not None and current.status == "locking":
             await self._until(lambda: (self._get(claim.id) or claim).status != "locking", claim_link.LINK_ANSWER_S)
         c = self._get(claim.id) or claim
@@ -269,7 +274,7 @@ class ClaimDesk:
                                                    approver, self._round_now().void_requested))
         log.info("claim approved" if not again else "claim's refused payouts approved again", claim=c.id, by=who,
                  **({"payouts": list(c.refused)} if again else {}))
-        await self._run(effects)
+        await self._effects.run(effects)
         if linked:  # paid when the link authority has verified the approval
             await self._until(lambda: (self._get(c.id) or c).status != "paying", claim_link.LINK_ANSWER_S)
         c = self._get(c.id) or c
@@ -288,7 +293,7 @@ class ClaimDesk:
         c = self.state.get(claim_id)
         effects, _ = self._step(cm.Reject(c.id, who, reason))
         log.warning("claim rejected", claim=c.id, seat=c.seat, by=who, reason=reason)
-        await self._run(effects)
+        await self._effects.run(effects)
         return {"message": f"{c.id} rejected by {who}: nothing paid", "claim_id": c.id}
 
     def _get(self, claim_id: object) -> Claim | None:
@@ -341,61 +346,9 @@ class ClaimDesk:
     async def _feed(self, event: cm.Input) -> None:
         """An answer from the link authority into the machine, stepped between the claim's other effects (never
         during one); what it gives is carried out next."""
-        async with self._lock_of(getattr(event, "claim_id", "")):
+        async with self._effects.lock_of(getattr(event, "claim_id", "")):
             effects, _ = self._step(event)
-        await self._run(effects)
-
-    async def _run(self, effects: list[cm.Effect]) -> None:
-        """Carry out effects in order, each claim's under its own lock (a claim's payouts in one batch), feeding
-        each outcome back into the machine; what that gives is carried out next."""
-        if not effects:
-            return
-        self._running += 1
-        try:
-            queue = deque(effects)
-            while queue:
-                e = queue.popleft()
-                if isinstance(e, cm.Pay):
-                    batch = [e]
-                    while queue and isinstance(queue[0], cm.Pay) and queue[0].claim_id == e.claim_id:
-                        batch.append(queue.popleft())  # type: ignore[arg-type]
-                    async with self._lock_of(e.claim_id):
-                        queue.extend(await self._pay(batch))
-                    continue
-                async with self._lock_of(_claim_of(e)):
-                    queue.extend(await self._execute(e))
-        finally:
-            self._running -= 1
-            async with self._idle:
-                self._idle.notify_all()
-            self._on_change()
-
-    def _lock_of(self, claim_id: str) -> asyncio.Lock:
-        lock = self._locks.get(claim_id)
-        if lock is None:
-            lock = self._locks[claim_id] = asyncio.Lock()
-        return lock
-
-    async def _execute(self, e: cm.Effect) -> list[cm.Effect]:
-        match e:
-            case cm.Record(claim=c, event=event):
-                await self._record(c, event, e.key)
-            case cm.Lock(claim_id=cid, index=i):
-                await self._awards.send(cid, i)
-            case cm.Release():
-                await self._awards.release(e)
-            case cm.Won():
-                self._display.won(e)
-            case _:
-                raise TypeError(f"not an effect of the claim machine: {e!r}")
-        return []
-
-    async def _pay(self, batch: list[cm.Pay]) -> list[cm.Effect]:
-        made, failed = await self._payer.pay(batch)
-        effects = self._step(made)[0] if made is not None else []
-        if failed is not None:
-            raise failed
-        return effects
+        await self._effects.run(effects)
 
     async def _record(self, c: Claim, event: str, key: str) -> None:
         try:
@@ -411,12 +364,6 @@ class ClaimDesk:
         if self.state.round_id == rid and draws != Draws():
             self.state = self.state.with_draws(draws)
         return draws
-
-
-def _claim_of(e: cm.Effect) -> str:
-    if isinstance(e, cm.Record):
-        return e.claim.id
-    return getattr(e, "claim_id", "")
 
 
 __all__ = ["ClaimDesk", "PayoutFailed", "RoundView"]
