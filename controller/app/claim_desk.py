@@ -94,6 +94,7 @@ class ClaimDesk:
         self._awards = awards
         self._payer = payer = ClaimPayer(meters, metrics, cfg.table, spawn=spawn, claim_now=self._get,
                                          feed=self._feed)
+        # `_record` looked up at each call: a record may be held on its way to the journal by wrapping the method
         self._effects = ClaimEffects(step=lambda e: self._step(e)[0], record=lambda c, e, k: self._record(c, e, k),
                                      payer=payer, awards=awards, display=self._display, on_change=on_change)
         self.state = RoundClaims("")
