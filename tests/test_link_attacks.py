@@ -33,7 +33,7 @@ from test_claim_desk_linked import (
     linked_table,
 )
 
-from controller.app import claim_desk
+from controller.app import claim_link
 from controller.errors import RulesError
 from controller.link.mqtt import MqttLink, MqttSettings
 from controller.link.outbox import Sent
@@ -105,7 +105,7 @@ async def test_a_lock_planted_under_the_tables_number_is_never_taken_for_the_tab
     authority paid seat 5 a royal flush. Now the table takes neither (the signed one answers another operation, the
     forged one is not signed), the authority refuses the table's own lock (its number was taken, an alert), the
     claim ends refused, and what the planted lock took goes back to the meter."""
-    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)  # the claim answers `locking` after this long
+    monkeypatch.setattr(claim_link, "LINK_ANSWER_S", 1.0)  # the claim answers `locking` after this long
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig), \
             Client(broker, OPERATOR, (TOPICS.down(TABLE_ID), TOPICS.up(TABLE_ID))) as the_broker:
         await lock_round(daemon, rig, [(3, BONUS), (5, BONUS)])
@@ -193,7 +193,7 @@ async def test_a_forged_refusal_does_not_pay_a_jackpot_twice(tmp_path, broker, m
     refused)."""
     from test_approvals import RawTable
 
-    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)
+    monkeypatch.setattr(claim_link, "LINK_ANSWER_S", 1.0)
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig), \
             Client(broker, OPERATOR, ()) as the_broker:
         await lock_round(daemon, rig, [(3, BONUS), (4, BONUS)])
@@ -233,7 +233,7 @@ async def test_forged_answers_strand_no_shared_award_and_no_meter_under_its_rese
     table showed it, under the $10,000 reset). None is taken; the claim is paid whole on the true answers; the sign
     never shows less than the reset. A value the authority itself signed under its reset, or one older than shown,
     is not shown either."""
-    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)
+    monkeypatch.setattr(claim_link, "LINK_ANSWER_S", 1.0)
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig), \
             Client(broker, OPERATOR, ()) as the_broker:
         await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER)])
