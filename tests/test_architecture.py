@@ -321,3 +321,28 @@ def test_the_check_sees_a_toml_reader() -> None:
               "try:\n    f()\nexcept ValidationError as e:\n    pass\n")
     assert toml_readers(source) == ["line 3: catches ValidationError", "line 7: catches ValidationError"]
     assert toml_readers("from controller.tomlfile.toml import parse_toml\n") == []
+
+
+MAX_CLASS_LINES = 400  # a class longer than this does more than one job: split it into objects built like ClaimDesk
+
+
+def long_classes(files: list[Path]) -> list[str]:
+    return [f"{p.relative_to(ROOT)}: {node.name} is {node.end_lineno - node.lineno + 1} lines"
+            for p in files for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None
+            and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES]
+
+
+def test_no_class_over_400_lines() -> None:
+    assert long_classes(_code_files()) == []
+
+
+def test_the_check_sees_a_long_class(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    f.write_text("class Big:\n" + "    x = 1\n" * MAX_CLASS_LINES, encoding="utf-8")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert long_classes([f]) == [f"x.py: Big is {MAX_CLASS_LINES + 1} lines"]
+    finally:
+        ROOT = saved
