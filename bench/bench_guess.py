@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -122,7 +123,7 @@ class Watch:
     async def _polls(self) -> None:
         while True:
             n = self.lockout.requests
-            await self.lockout.wait_until(lambda: self.lockout.requests > n, timeout=60)
+            await self.lockout.wait_until(lambda n=n: self.lockout.requests > n, timeout=60)
             self.polls.append(time.monotonic())
 
     async def _pings(self) -> None:
@@ -134,7 +135,7 @@ class Watch:
 
 
 def gaps(times: list[float]) -> list[float]:
-    return [b - a for a, b in zip(times, times[1:])]
+    return [b - a for a, b in pairwise(times)]
 
 
 def summary(times: list[float]) -> dict:

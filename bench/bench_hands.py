@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,8 +80,8 @@ def import_seconds(module: str, setup: str = "") -> float:
 
 def check_same_order(ours: list[int], theirs: list[int]) -> None:
     """Our values rise exactly where treys's ranks fall, and tie exactly where they tie."""
-    pairs = sorted(set(zip(ours, theirs)))
-    for (v1, t1), (v2, t2) in zip(pairs, pairs[1:]):
+    pairs = sorted(set(zip(ours, theirs, strict=True)))
+    for (v1, t1), (v2, t2) in pairwise(pairs):
         if not (v1 < v2 and t1 > t2):
             raise SystemExit(f"evaluators disagree: ours {v1:#x}/{v2:#x}, treys {t1}/{t2}")
 

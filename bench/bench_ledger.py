@@ -171,7 +171,7 @@ def build_journal(d: Path, entries: int, checkpoint_every: int, opens: int) -> f
     return time.perf_counter() - t0
 
 
-def startup(d: Path, rounds: int, integrity: str) -> tuple[float, "Ledger"]:
+def startup(d: Path, rounds: int, integrity: str) -> tuple[float, Ledger]:
     times = []
     for _ in range(rounds):
         t0 = time.perf_counter()

@@ -70,6 +70,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import asdict
 from fractions import Fraction
 from pathlib import Path
@@ -95,7 +96,7 @@ RESET_CENTS = 1_000_000
 RATE = Fraction(15, 100)
 WAGER_CENTS = 100
 SEATS = 7
-AT = datetime.datetime(2026, 11, 30, 1, 2, 3, tzinfo=datetime.timezone.utc)
+AT = datetime.datetime(2026, 11, 30, 1, 2, 3, tzinfo=datetime.UTC)
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 UNITS_PER_CENT = 10_000
 STALL_S = 60.0  # no progress for this long: the run failed
@@ -653,7 +654,7 @@ async def baseline(broker: Any, tables: tuple[str, ...], payloads: dict[str, lis
 
             await windowed(payloads[t], window, send)
 
-        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links)]
+        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links, strict=True)]
         await watch([*runs], lambda: sub.delivered, "baseline")
         published = time.monotonic()
         res = await asyncio.wait_for(follow, STALL_S)
@@ -722,7 +723,7 @@ async def raw_tables(work: Path, broker: Any, tables: tuple[str, ...], ops: dict
 
             await windowed(payloads[t], window, send)
 
-        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links)]
+        runs = [asyncio.create_task(table(t, mq)) for t, (mq, _task) in zip(tables, links, strict=True)]
         await watch(runs, lambda: sum(answered.values()), "raw tables")
         used = cpu.stop()
         meters = counter.meters - meters0
@@ -924,6 +925,15 @@ async def journal_alone(work: Path, tables: tuple[str, ...], ops: dict[str, list
 # --- 3: latency ---------------------------------------------------------------------------------------------
 
 
+async def _polled(done: Callable[[], object], failed: str, timeout: float = 10.0) -> None:
+    """Wait until `done()` holds, polling: what it reads has no event to wait on."""
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise RuntimeError(failed)
+        await asyncio.sleep(0.05)
+
+
 async def latency(work: Path, broker: Any, tables: tuple[str, ...], samples: int, rate: float, name: str) -> dict:
     a = Authority(work, broker, tables, name)
     seen: dict[str, list[tuple[float, int]]] = {t: [] for t in tables}  # (arrival, meter value's entry)
@@ -951,12 +961,9 @@ async def latency(work: Path, broker: Any, tables: tuple[str, ...], samples: int
 
             link._on_message = hook
         await tl.start()
-        deadline = time.monotonic() + 10  # every table holds this authority's meter (the reset amount)
-        while not all(tl.links[t].values.get(METER) and tl.links[t].values[METER].cents == RESET_CENTS
-                      for t in tables):
-            if time.monotonic() > deadline:
-                raise RuntimeError("the tables did not get the authority's meter")
-            await asyncio.sleep(0.05)
+        # every table holds this authority's meter (the reset amount)
+        await _polled(lambda: all(tl.links[t].values.get(METER) and tl.links[t].values[METER].cents == RESET_CENTS
+                                  for t in tables), "the tables did not get the authority's meter")
         locks = {t: asyncio.Lock() for t in tables}
         rows: list[dict] = []
         cpu = Cpu(broker.proc.pid, a)
@@ -984,11 +991,8 @@ async def latency(work: Path, broker: Any, tables: tuple[str, ...], samples: int
             tasks.append(asyncio.create_task(sample(i)))
         await asyncio.gather(*tasks)
         top = max(acks[(r["table"], r["seq"])][1] for r in rows)
-        deadline = time.monotonic() + 10
-        while not all(seen[t] and seen[t][-1][1] >= top for t in tables):
-            if time.monotonic() > deadline:
-                raise RuntimeError("not every table got the last meter value")
-            await asyncio.sleep(0.05)
+        await _polled(lambda: all(seen[t] and seen[t][-1][1] >= top for t in tables),
+                      "not every table got the last meter value")
         used = cpu.stop()
         metrics = a.metrics()
         await tl.stop()
@@ -1133,7 +1137,8 @@ def render(args: argparse.Namespace, out: dict) -> str:
         lat_rows.append(f"| {r['tables']} | {r['samples']} | {cells} | {r['ack_to_signs']['p50']:.1f} / "
                         f"{r['ack_to_signs']['p99']:.1f} | {tr['applied']['mean_ms']:.1f} | "
                         f"{tr['reply']['mean_ms']:.1f} | {r['cpu']['load']:.1f} |")
-    ratios = {m: [r["rate"] / b["rate"] for r, b in zip(out[m], out["baseline"])]
+    # a mode may run fewer rounds than the baseline (--tablelink-rounds): each is paired with its round's
+    ratios = {m: [r["rate"] / b["rate"] for r, b in zip(out[m], out["baseline"], strict=False)]
               for m in ("raw", "raw311", "tablelink")}
     loads = f"{out['load_start'][0]:.1f} at the start, {out['load_max']:.1f} at most during the run"
     lines = [
@@ -1213,7 +1218,7 @@ def experiment_text(out: dict) -> list[str]:
     n, k = out["tables"], out["k"]
     b0 = statistics.mean(r["rate"] for r in out["baseline"])
     r0 = statistics.mean(r["rate"] for r in out["raw"])
-    ratio0 = statistics.mean(r["rate"] / b["rate"] for r, b in zip(out["raw"], out["baseline"]))
+    ratio0 = statistics.mean(r["rate"] / b["rate"] for r, b in zip(out["raw"], out["baseline"], strict=False))
     reply0 = statistics.mean(r["trace"]["reply"]["mean_ms"] for r in out["raw"])
     applied0 = statistics.mean(r["trace"]["applied"]["mean_ms"] for r in out["raw"])
     b1, r1 = x["baseline"], x["raw"]
@@ -1229,7 +1234,7 @@ def experiment_text(out: dict) -> list[str]:
     load0 = max(r["cpu"]["load"] for r in out["baseline"] + out["raw"] + out["latency"])
     load1 = max(r["cpu"]["load"] for r in [b1, r1, *x["latency"]])
     rows.append(f"| 1-minute load average, highest at the end of a run | {load0:.1f} | {load1:.1f} |")
-    for r0l, r1l in zip(out["latency"], x["latency"]):
+    for r0l, r1l in zip(out["latency"], x["latency"], strict=True):
         rows.append(f"| latency, {r0l['tables']} tables: the authority's ack publish until PUBACK, mean ms | "
                     f"{r0l['trace']['reply']['mean_ms']:.1f} | {r1l['trace']['reply']['mean_ms']:.1f} |")
         for key, label in (("ack", "ack at the table"), ("signs", "every table's meter")):

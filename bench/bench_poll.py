@@ -30,6 +30,7 @@ import subprocess
 import sys
 import time
 import tty
+from itertools import pairwise
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -176,7 +177,7 @@ async def _measure(port: str, baud: int, cycles: int, warmup: int) -> dict:
             theory.append(sum((t.tx_len + t.rx_len) * char + 2 * silence for t in txs))
             for t in txs:
                 device_excess.append((t.ended - t.started) - ((t.tx_len + t.rx_len) * char + silence))
-            for a, b in zip(txs, txs[1:]):
+            for a, b in pairwise(txs):
                 driver_excess.append((b.started - a.ended) - silence)
         frames = [(t.tx_len, t.rx_len) for t in txs]
         errors = {d.name: dict(d.health.errors) for d in (*pollers, sign) if d.health.errors}
@@ -315,8 +316,10 @@ def main() -> None:
     cycles = [int(c) for c in args.cycles.split(",")]
     if len(cycles) == 1:
         cycles *= len(bauds)
+    if len(cycles) != len(bauds):
+        ap.error(f"--cycles: one count, or one per baud rate ({len(bauds)}), not {len(cycles)}")
     results = []
-    for baud, n in zip(bauds, cycles):
+    for baud, n in zip(bauds, cycles, strict=True):
         r = run_baud(baud, n, args.warmup)
         results.append(r)
         print(f"{baud:>6} baud: wire {r['theory_ms']:.2f} ms  bare p50 {r['floor_p50_ms']:.2f}  "

@@ -140,7 +140,7 @@ class Timeline:
         seen = sim.requests
         while True:
             try:
-                await sim.wait_until(lambda: sim.requests > seen, timeout=60)
+                await sim.wait_until(lambda seen=seen: sim.requests > seen, timeout=60)
             except TimeoutError:
                 continue
             now = time.monotonic()
@@ -227,7 +227,7 @@ async def drained(rig: Rig, device: str, timeout: float = SETTLE_S) -> None:
             raise RuntimeError(f"{device}: faults still pending after {timeout:g} s")
         seen = sim.requests
         with contextlib.suppress(TimeoutError):
-            await sim.wait_until(lambda: sim.requests > seen, timeout=0.2)
+            await sim.wait_until(lambda seen=seen: sim.requests > seen, timeout=0.2)
 
 
 async def inject(rig: Rig, device: str, kind: str, rate: float, rng: random.Random, stop: asyncio.Event) -> None:

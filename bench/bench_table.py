@@ -59,6 +59,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from itertools import pairwise
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -197,7 +198,7 @@ async def play_round(rig: Rig, t: TableProcess, log: Log, rng: random.Random, *,
     pressed = time.time()
     # the gaps between the lock-out's reads while betting: a press just after a read waits one of them
     reads = [t for t in lockout.request_times if t >= betting0]
-    gaps = [b - a for a, b in zip(reads, reads[1:])]
+    gaps = [b - a for a, b in pairwise(reads)]
     await rig.press_lockout()
     await sign.wait_until(lambda: sign_amounts(rig) != before, timeout=15)
     shown = time.time()

@@ -11,7 +11,7 @@ class InputError(ValueError):
         self.field = field
         self.problem = problem
 
-    def at(self, prefix: str) -> "InputError":
+    def at(self, prefix: str) -> InputError:
         """The same error with `prefix` put in front of its field path."""
         if not prefix:
             return self

@@ -11,12 +11,12 @@ counterclockwise" (639a.11(c), 641a.11(c), 667a.11(d)) is N, N-1, ..., 1.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from controller.errors import InputError
 
 
-class HandKind(str, Enum):
+class HandKind(StrEnum):
     POKER5 = "poker5"  # five-card Poker hands, 639a.6(b), 667a.6(b)
     THREE = "three"  # three-card hands, 667a.6(d), 643a.6(d)
     FOUR = "four"  # Four Card Poker hands, 641a.6(b)
@@ -24,7 +24,7 @@ class HandKind(str, Enum):
     PROPS_AND_HOPS = "props-and-hops"  # single-roll wagers and Six Eight Shake, 668a
 
 
-class CardRule(str, Enum):
+class CardRule(StrEnum):
     """Which cards form the hand of a wager."""
 
     PLAYER = "player"  # all of the player's cards (five)
@@ -39,7 +39,7 @@ class CardRule(str, Enum):
     DEALER_BEST_FOUR = "dealer-best-four"  # best four of all the dealer's cards, 641a.11(c)
 
 
-class FoldEffect(str, Enum):
+class FoldEffect(StrEnum):
     """What a fold does to a side wager."""
 
     FORFEIT_KEEP_ENVY = "forfeit-keep-envy"  # 639a.11(b), 641a.11(b)(2): wager lost, Envy Bonus still due

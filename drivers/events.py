@@ -13,7 +13,7 @@ shufflers and shoes that count the cards (667a.5(b), 667a.13(d)-(e)); dice entry
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 # --- events (device -> controller) -------------------------------------------------------------
 
@@ -152,7 +152,7 @@ class ShowAmounts:
     amounts: tuple[tuple[str, int], ...]
 
 
-class SignMessage(str, Enum):
+class SignMessage(StrEnum):
     WIN = "WIN"
     PENDING = "PENDING"
     OFFLINE = "OFFLINE"

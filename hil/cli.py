@@ -275,7 +275,7 @@ def _print_connections(conns: Any) -> None:
                      ",".join(str(s) for s in d.get("seats", [])) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths)).rstrip())
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
 
 
 def _print_status(st: dict[str, Any]) -> None:

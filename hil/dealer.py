@@ -76,7 +76,8 @@ async def play(rig: Any, table: Table, *, rounds: int | None = None, seats: int 
         players = sorted(rng.sample(range(1, seats + 1), rng.randint(1, min(4, seats))))
         for seat in players:
             await rig.place_chip(seat, spot, wager_cents)
-        await _until(lambda: len(table.state.accepted) >= len(players), f"wagers at seats {players} acknowledged")
+        want = len(players)
+        await _until(lambda want=want: len(table.state.accepted) >= want, f"wagers at seats {players} acknowledged")
         await asyncio.sleep(pause)  # players look at their lights
         await rig.press_lockout()
         await _until(lambda: table.state.phase.value == "dealing", "the booking")

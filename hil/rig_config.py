@@ -230,15 +230,7 @@ def _cross_check(cfg: RigConfig) -> Iterator[tuple[str, str]]:
         _claim(names, bus.name, f"rtu[{b}].name")
     for b, bus in enumerate(cfg.tcp):
         _claim(names, bus.name, f"tcp[{b}].name")
-    by_kind: tuple[tuple[str, Sequence[RtuBusConfig | TcpBusConfig]], ...] = (("rtu", cfg.rtu), ("tcp", cfg.tcp))
-    for kind, buses in by_kind:
-        for b, bus in enumerate(buses):
-            units: dict[int, str] = {}
-            for d, dev in enumerate(bus.devices):
-                if dev.unit in units:
-                    yield (f"{kind}[{b}].devices[{d}].unit",
-                           f"unit {dev.unit} is already used on bus {bus.name!r} by {units[dev.unit]!r}")
-                units[dev.unit] = dev.name
+    yield from _units_on_buses(cfg)
     seat_owner: dict[int, str] = {}
     for where, dev in cfg.devices():
         if (clash := _claim(names, dev.name, f"{where}.name")) is not None:
@@ -257,6 +249,19 @@ def _cross_check(cfg: RigConfig) -> Iterator[tuple[str, str]]:
                 # A Modbus device knows only its first seat: its map's seat k is table seat first + k - 1.
                 yield (f"{where}.seats[{i}]", f"a Modbus seat device covers consecutive seats: after "
                        f"{dev.seats[i - 1]} comes {dev.seats[i - 1] + 1}, not {seat}")
+
+
+def _units_on_buses(cfg: RigConfig) -> Iterator[tuple[str, str]]:
+    """A unit id once on a bus."""
+    by_kind: tuple[tuple[str, Sequence[RtuBusConfig | TcpBusConfig]], ...] = (("rtu", cfg.rtu), ("tcp", cfg.tcp))
+    for kind, buses in by_kind:
+        for b, bus in enumerate(buses):
+            units: dict[int, str] = {}
+            for d, dev in enumerate(bus.devices):
+                if dev.unit in units:
+                    yield (f"{kind}[{b}].devices[{d}].unit",
+                           f"unit {dev.unit} is already used on bus {bus.name!r} by {units[dev.unit]!r}")
+                units[dev.unit] = dev.name
 
 
 def _claim(names: dict[str, str], name: str, where: str) -> str | None:

@@ -19,6 +19,7 @@ round up to a millisecond and a 115200-baud frame is shorter than that.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import select
 import threading
@@ -26,7 +27,7 @@ import time
 import tty
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from drivers.modbus.frames import t35
 
@@ -43,7 +44,7 @@ def frame_silence(baud: int, char_bits: int = CHAR_BITS) -> float:
     return t35(baud, char_bits)
 
 
-class Direction(str, Enum):
+class Direction(StrEnum):
     TO_DEVICE = "to_device"
     TO_DRIVER = "to_driver"
 
@@ -117,10 +118,8 @@ class SerialWire:
             self._thread.join(timeout=5)
         for fd in (self._drv_master, self._drv_slave, self._dev_master, self._dev_slave,
                    self._wake_r, self._wake_w):
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
 
     def __enter__(self) -> SerialWire:
         return self.start()
@@ -180,10 +179,8 @@ class SerialWire:
     # --- relay ----------------------------------------------------------------------------------
 
     def _wake(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             os.write(self._wake_w, b"x")
-        except OSError:
-            pass
 
     def _schedule(self, now: float, direction: Direction, data: bytes) -> None:
         """Queue a frame for delivery at the time the line would have carried it (lock held)."""
@@ -234,10 +231,8 @@ class SerialWire:
             now = time.monotonic()
             for fd in ready:
                 if fd == self._wake_r:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.read(fd, 4096)
-                    except OSError:
-                        pass
                     continue
                 try:
                     data = os.read(fd, 4096)

@@ -187,10 +187,11 @@ class Broker:
             try:
                 with socket.create_connection((self.host, self.port), timeout=0.5):
                     return
-            except OSError:
+            except OSError as e:
                 if time.monotonic() > deadline:
                     self.stop()
-                    raise RuntimeError(f"mosquitto did not listen on {self.port} within {timeout} s:\n{self.log()}")
+                    raise RuntimeError(f"mosquitto did not listen on {self.port} within {timeout} s:\n{self.log()}") \
+                        from e
                 time.sleep(0.02)  # polling the port, with the deadline above
 
     def stop(self, timeout: float = 10.0) -> None:

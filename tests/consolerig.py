@@ -113,10 +113,10 @@ async def console_on_rig(tmp_path: Path, *args: str, tls: bool = False):
     """(daemon, rig, console): the daemon's control socket in `tmp_path`, the console talking to it."""
     sock = tmp_path / "control.sock"
     daemon_class = functools.partial(TableDaemon, control=lambda d: ControlServer(sock, d))
-    async with daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / "state",
-                             lambda cfg: with_supervisor(cfg, SUPERVISOR, SECRET)) as (daemon, rig):
-        async with console_process(sock, tmp_path / "console.log", *args, tls=tls) as console:
-            yield daemon, rig, console
+    async with (daemon_on_rig(daemon_class, TABLE, RIG, tmp_path / "state",
+                              lambda cfg: with_supervisor(cfg, SUPERVISOR, SECRET)) as (daemon, rig),
+                console_process(sock, tmp_path / "console.log", *args, tls=tls) as console):
+        yield daemon, rig, console
 
 
 @contextlib.asynccontextmanager

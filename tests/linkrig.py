@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -38,7 +38,7 @@ PREFIX = "progressive/v1"
 METER = "fchb-link"
 RESET = 1_000_000  # cents: $10,000
 RATE = Fraction(15, 100)
-AT = datetime(2026, 11, 30, 1, 2, 3, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 30, 1, 2, 3, tzinfo=UTC)
 # The supervisors who approve payments from the linked meter (name -> secret), as the tables' files list them.
 APPROVERS = {"floor-1": "s3cret-floor", "floor-2": "s3cret-floor-2"}
 

@@ -112,14 +112,7 @@ def table_doc_for_rig(table_file: str | os.PathLike[str], connections: Mapping[s
     with open(src, "rb") as f:
         doc = tomllib.load(f)
     doc["state_dir"] = str(Path(state_dir).resolve())
-    for wager in doc.get("wagers", {}).values():
-        if isinstance(wager.get("paytable"), str) and _is_path(wager["paytable"]):
-            wager["paytable"] = _absolute(base, wager["paytable"])
-    mqtt = doc.get("mqtt")
-    if isinstance(mqtt, dict):
-        for k in ("ca_file", "cert_file", "key_file", "password_file"):
-            if isinstance(mqtt.get(k), str):
-                mqtt[k] = _absolute(base, mqtt[k])
+    _files_absolute(doc, base)
     buses = doc.get("buses", {})
     for name, dev in doc.get("devices", {}).items():
         if isinstance(dev.get("register_map"), str) and _is_path(dev["register_map"]):
@@ -130,10 +123,7 @@ def table_doc_for_rig(table_file: str | os.PathLike[str], connections: Mapping[s
         transport = dev.get("transport")
         if conn.transport != transport:
             raise ValueError(f"devices.{name}: {transport} in the configuration, {conn.transport} on the rig")
-        if transport == "line":
-            target = dev
-        else:
-            target = buses[dev["bus"]]
+        target = dev if transport == "line" else buses[dev["bus"]]
         if transport == "tcp":
             target.update(host=conn.host, port=conn.tcp_port)
         else:
@@ -149,6 +139,18 @@ def table_doc_for_rig(table_file: str | os.PathLike[str], connections: Mapping[s
     doc["metrics"] = {"listen": f"127.0.0.1:{metrics_port or free_port()}"}
     doc["logging"] = {"format": log_format, "level": log_level}
     return doc
+
+
+def _files_absolute(doc: dict[str, Any], base: Path) -> None:
+    """The paytables' and [mqtt]'s files of `doc` by absolute paths (relative ones are to `base`)."""
+    for wager in doc.get("wagers", {}).values():
+        if isinstance(wager.get("paytable"), str) and _is_path(wager["paytable"]):
+            wager["paytable"] = _absolute(base, wager["paytable"])
+    mqtt = doc.get("mqtt")
+    if isinstance(mqtt, dict):
+        for k in ("ca_file", "cert_file", "key_file", "password_file"):
+            if isinstance(mqtt.get(k), str):
+                mqtt[k] = _absolute(base, mqtt[k])
 
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")

@@ -171,7 +171,7 @@ async def test_with_the_journal_key_a_rewrite_with_an_anchor_made_again_is_refus
     collector.settimeout(10)
 
     def keyed(doc: dict) -> dict:
-        doc["anchor"] = {"key_file": str(key_file), "syslog": "127.0.0.1:%d" % collector.getsockname()[1]}
+        doc["anchor"] = {"key_file": str(key_file), "syslog": f"127.0.0.1:{collector.getsockname()[1]}"}
         return doc
 
     try:
@@ -537,7 +537,7 @@ async def test_with_nothing_off_the_box_a_rollback_of_state_and_anchor_together_
         collector.bind(("127.0.0.1", 0))
         try:
             def with_syslog(doc: dict) -> dict:
-                doc["anchor"] = {"syslog": "127.0.0.1:%d" % collector.getsockname()[1]}
+                doc["anchor"] = {"syslog": f"127.0.0.1:{collector.getsockname()[1]}"}
                 return doc
 
             s = tables.new(rig, tmp_path / "syslogged", supervisors={SUPERVISOR: SECRET}, adjust=with_syslog)

@@ -153,9 +153,9 @@ def test_no_arrow_back_up_and_none_across_a_layer() -> None:
     assert not bad, "\n".join(bad)
 
 
-def module_circles(files: list[Path]) -> list[list[str]]:
-    """The circles between modules (strongly connected components of the imports, at any depth). A module's
-    import of its own package (the __init__ that re-exports it) is Python's package, not an arrow of the plan."""
+def import_graph(files: list[Path]) -> dict[str, set[str]]:
+    """Module -> the modules of `files` it imports. A module's import of its own package (the __init__ that
+    re-exports it) is Python's package, not an arrow of the plan."""
     mods = {_module(p): p for p in files}
     graph: dict[str, set[str]] = {}
     for m, p in mods.items():
@@ -169,6 +169,12 @@ def module_circles(files: list[Path]) -> list[list[str]]:
                         deps.add(c)
                     break
         graph[m] = deps
+    return graph
+
+
+def module_circles(files: list[Path]) -> list[list[str]]:
+    """The circles between modules (strongly connected components of the imports, at any depth)."""
+    graph = import_graph(files)
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -407,3 +413,28 @@ def test_a_package_s_api_is_imported_when_asked_for() -> None:
                           "print('controller.service.reports' in sys.modules, 'controller.service.control' in "
                           "sys.modules)"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+MAX_CLASS_LINES = 400  # a class longer than this does more than one job: split it into objects built like ClaimDesk
+
+
+def long_classes(files: list[Path]) -> list[str]:
+    return [f"{p.relative_to(ROOT)}: {node.name} is {node.end_lineno - node.lineno + 1} lines"
+            for p in files for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+            if isinstance(node, ast.ClassDef) and node.end_lineno is not None
+            and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES]
+
+
+def test_no_class_over_400_lines() -> None:
+    assert long_classes(_code_files()) == []
+
+
+def test_the_check_sees_a_long_class(tmp_path: Path) -> None:
+    f = tmp_path / "x.py"
+    f.write_text("class Big:\n" + "    x = 1\n" * MAX_CLASS_LINES, encoding="utf-8")
+    global ROOT
+    saved, ROOT = ROOT, tmp_path
+    try:
+        assert long_classes([f]) == [f"x.py: Big is {MAX_CLASS_LINES + 1} lines"]
+    finally:
+        ROOT = saved

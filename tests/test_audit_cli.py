@@ -7,7 +7,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 
@@ -21,7 +21,7 @@ from controller.round.journal import JournalReducer
 from ctlrun import run_ctl
 
 CTL = Path(sys.executable).parent / "progressivectl"
-AT = datetime(2026, 11, 29, 20, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 
 
 def run(*args: str, process: bool = False) -> subprocess.CompletedProcess[str]:

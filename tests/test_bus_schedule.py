@@ -62,7 +62,7 @@ def test_while_betting_the_lock_out_is_read_between_the_others_and_no_seat_waits
     per_round = (n + 1) * every + 1
     for seat in (f"seat-{i}" for i in range(1, n + 1)):
         idx = [i for i, d in enumerate(names) if d == seat]
-        assert idx and idx[0] <= per_round and all(b - a <= per_round for a, b in zip(idx, idx[1:])), seat
+        assert idx and idx[0] <= per_round and all(b - a <= per_round for a, b in itertools.pairwise(idx)), seat
 
 
 @settings(max_examples=100, deadline=None)
@@ -75,8 +75,8 @@ def test_while_dealing_seats_and_lock_out_are_read_for_health_only(n, txn_s, hea
         times[d].append(t)
     for d, ts in times.items():
         least = SIGN.interval if d == "sign" else health
-        assert all(b - a >= least - 1e-9 for a, b in zip(ts, ts[1:])), d
-        assert all(b - a <= least + 0.06 * (n + 2) for a, b in zip(ts, ts[1:])), d  # and no later than due, a round
+        assert all(b - a >= least - 1e-9 for a, b in itertools.pairwise(ts)), d
+        assert all(b - a <= least + 0.06 * (n + 2) for a, b in itertools.pairwise(ts)), d  # and no later than due, a round
     assert set(times) == {*(f"seat-{i}" for i in range(1, n + 1)), "lockout", "sign"}
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.app import claim_desk
+from controller.app import claim_link, claim_locks
 from controller.app.table import TableDaemon
 from controller.config.model import LinkedMeter, MqttConfig
 from controller.errors import RulesError
@@ -209,7 +209,7 @@ async def test_a_claim_waiting_for_an_unanswered_lock_may_be_rejected(tmp_path, 
     """The authority is down: the claim answers `locking` (it waits in the outbox); a supervisor may reject it
     (before, only a void of the whole round ended it). When the authority is back the lock is taken and given
     back at once, in that order."""
-    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)  # the claim's answer: `locking` after this long
+    monkeypatch.setattr(claim_link, "LINK_ANSWER_S", 1.0)  # the claim's answer: `locking` after this long
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
         await lock_round(daemon, rig, [(6, BONUS), (4, BONUS)])
         await answered(daemon)
@@ -345,7 +345,7 @@ async def test_a_later_share_refused_after_the_first_was_paid_is_not_sent_again_
         return real(keys, kind, *rest)
 
     monkeypatch.setattr(approval, "check", check)
-    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)  # approve answers `paying` after this long
+    monkeypatch.setattr(claim_link, "LINK_ANSWER_S", 1.0)  # approve answers `paying` after this long
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
         await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER)])
         got = await daemon.call("claim", {"seat": "dealer", "cards": STRAIGHT_FLUSH})
@@ -444,7 +444,7 @@ async def test_a_share_refused_is_approved_again_by_another_supervisor_with_the_
         return real(keys, kind, table, linked, body, signed)
 
     monkeypatch.setattr(approval, "check", check)
-    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)
+    monkeypatch.setattr(claim_link, "LINK_ANSWER_S", 1.0)
     async with authority(tmp_path, broker) as link, \
             linked_table(tmp_path, broker, link=_two_supervisors) as (daemon, rig):
         await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER), (6, ON_DEALER)])
@@ -473,15 +473,15 @@ async def test_a_share_refused_is_approved_again_by_another_supervisor_with_the_
 async def test_a_lock_sent_before_the_cards_were_is_approved_as_it_was_sent(tmp_path, broker, monkeypatch):
     """A lock sent by the table's previous version carries no cards, and the authority holds it so. Approved after
     the upgrade, the approval names the lock as the link journal sent it (no cards), and verifies: paid."""
-    real = claim_desk.lock_op
-    monkeypatch.setattr(claim_desk, "lock_op", lambda *a, **k: replace(real(*a, **k), cards=""))
+    real = claim_locks.lock_op
+    monkeypatch.setattr(claim_locks, "lock_op", lambda *a, **k: replace(real(*a, **k), cards=""))
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig):
         await lock_round(daemon, rig, [(3, BONUS)])
         got = await daemon.call("claim", {"seat": 3, "spot": BONUS, "cards": ROYAL})
         assert got["status"] == "pending", got
         (held,) = link.meter().locked.values()
         assert held.cards == ""
-        monkeypatch.setattr(claim_desk, "lock_op", real)  # upgraded
+        monkeypatch.setattr(claim_locks, "lock_op", real)  # upgraded
         done = await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
         assert "approved by floor-1 and paid" in done["message"], done
         assert [h.seat for h in link.meter().history] == [3]

@@ -584,7 +584,7 @@ class LinkedClaimDeskModel(ClaimDeskModel):
         answers from its journal). Paid once, on the true answers only (docs/security.md)."""
         import json
 
-        from controller.app import claim_desk
+        from controller.app import claim_link
         from controller.linkproto import schema
 
         cid = self._pick(data, ("pending",))
@@ -615,7 +615,7 @@ class LinkedClaimDeskModel(ClaimDeskModel):
 
         if lose:
             authority._reply = lossy
-        waited, claim_desk.LINK_ANSWER_S = claim_desk.LINK_ANSWER_S, 10.0  # through a resend (2 s)
+        waited, claim_link.LINK_ANSWER_S = claim_link.LINK_ANSWER_S, 10.0  # through a resend (2 s)
         try:
             approval = h.loop.create_task(self.d.call("approve", {"claim_id": cid, **FLOOR}))
             h.requests.append(approval)
@@ -627,7 +627,7 @@ class LinkedClaimDeskModel(ClaimDeskModel):
             h.run(forging())
             got = approval.result()
         finally:
-            authority._reply, claim_desk.LINK_ANSWER_S = real_reply, waited
+            authority._reply, claim_link.LINK_ANSWER_S = real_reply, waited
         h.run(h.settled())
         assert "approved by" in got["message"] and "paid" in got["message"], got
         assert link.rejected.get("not_signed", 0) > 0

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import pytest
 
 from controller.app.sign import SEAT_EVERY_S, SEAT_SHOWN_S, WIN_DISPLAY_S, Sign
 from controller.errors import RulesError
 from controller.round import claim_machine as cm
-from controller.round.claims import Claim, RoundClaims, claim_from_json, claim_to_json
+from controller.round.claims import Claim, RoundClaims, claim_from_json, claim_to_json, payout_key
 from controller.round.settlement import Payout
 from drivers import events as ev
 
@@ -293,3 +294,76 @@ async def test_the_sign_is_shown_again_when_a_win_is_over():
     finally:
         task.cancel()
         await asyncio.gather(task, return_exceptions=True)
+
+
+# --- one step says everything the shell needs ---------------------------------------------------------------
+
+AT = datetime(2026, 12, 5, 12, 0, tzinfo=UTC)
+STAMP = cm.Stamp("CS-07", AT)
+
+
+def shared_claim() -> Claim:
+    """The dealer's hand: 10% of the meter shared by seats 2 and 1 (the first share locked on a linked meter)."""
+    payouts = (payout(2, "10% of meter", 33_333, shared=2), payout(1, "10% of meter", 33_333, shared=2))
+    return Claim(f"{RID}-c1", RID, 0, "five-card-hand-bonus-dealer", "bonus", 0, (), payouts, turn=2)
+
+
+def test_an_approval_is_one_step_that_says_how_each_payout_is_paid():
+    c = shared_claim()
+    rc, _ = run(RoundClaims(RID), cm.NewClaim(c, linked=True), cm.Locked(c.id, 0, 40_001, 7, "nonce-7"))
+    asked: list[cm.ToSign] = []
+
+    def sign(t: cm.ToSign) -> tuple[str, str] | None:
+        asked.append(t)
+        return "floor-1", f"mac-{t.index}"
+
+    out = cm.step(rc, cm.Approve(c.id, "floor-1", stamp=STAMP, sign=sign))
+    assert [(t.index, t.op.kind, t.number, t.nonce, t.amount_cents) for t in asked] == [
+        (0, "pay-locked-award", 7, "nonce-7", 40_001), (1, "pay-percent-award", 0, "", 40_001)]
+    assert asked[0].lock is not None and asked[0].lock.claim == f"{c.id}:0" and asked[1].lock is None
+    record = of(out.effects, cm.Record)[0]
+    assert record.key == f"{c.id}:approved" and record.claim.approvals == ((0, "floor-1", "mac-0"),
+                                                                           (1, "floor-1", "mac-1"))
+    pays = of(out.effects, cm.Pay)
+    assert [(p.index, p.key, p.signed, p.meter) for p in pays] == [
+        (0, payout_key(RID, 0, c.spot, 0), ("floor-1", "mac-0"), "bonus"),
+        (1, payout_key(RID, 0, c.spot, 1), ("floor-1", "mac-1"), "bonus")]
+    assert all(p.op is not None and p.op.at == AT for p in pays) and pays[1].payout.seat == 1
+    assert "1 of 2 shares" in out.description
+    assert out.face == cm.Face(0, 80_002, False)  # PENDING until it is paid; none awaits a supervisor
+    done = cm.step(out.claims, cm.PaymentsMade(c.id, (0, 1)))  # reported at once
+    assert done.claims.get(c.id).status == "paid" and of(done.effects, cm.Won) == [cm.Won(c.id, 0, 80_002,
+                                                                                           "floor-1")]
+
+
+def test_an_approval_the_round_or_the_authority_would_refuse_moves_nothing():
+    c = shared_claim()
+    rc, _ = run(RoundClaims(RID), cm.NewClaim(c, linked=True), cm.Locked(c.id, 0, 40_001, 7, "n"))
+    with pytest.raises(RulesError, match="is to be voided"):
+        cm.step(rc, cm.Approve(c.id, "floor-1", stamp=STAMP, void_requested="wrong stub count"))
+    with pytest.raises(RulesError, match="floor-2 is not an approver of the link authority"):
+        cm.step(rc, cm.Approve(c.id, "floor-2", stamp=STAMP, sign=lambda t: ("floor-2", "mac"), approver=False))
+    assert rc.get(c.id).status == "pending"
+
+
+def test_a_refusal_after_payments_not_reported_yet_keeps_what_was_paid():
+    c = shared_claim()
+    rc, _ = run(RoundClaims(RID), cm.NewClaim(c, linked=True), cm.Locked(c.id, 0, 40_001),
+                cm.Approve(c.id, "floor-1", stamp=STAMP))
+    out = cm.step(rc, cm.PayRefused(c.id, 1, "does not verify", paid=(0,)))
+    kept = out.claims.get(c.id)
+    assert (kept.status, kept.paid, kept.refused) == ("paying", (0,), (1,))
+    assert of(out.effects, cm.Record)[0].event == "share-refused"
+
+
+def test_the_face_and_the_answer_of_a_claim_that_waits():
+    c = replace(shared_claim(), seat=0)
+    out = cm.step(RoundClaims(RID), cm.NewClaim(c, stamp=STAMP))
+    assert out.face == cm.Face(0, 66_666, True) and out.description.startswith(f"claim {c.id}: the dealer's hand")
+    waiting = out.claims.get(c.id)
+    assert cm.claim_answer(waiting, 5.0) == (f"{out.description}: awaiting a supervisor's approval "
+                                             f"(progressivectl approve {c.id})", "pending")
+    rejected = cm.step(out.claims, cm.Reject(c.id, "floor-1", "misread"))
+    assert rejected.ended == ("rejected",) and rejected.face == cm.Face()
+    with pytest.raises(RulesError, match="was rejected by floor-1"):
+        cm.claim_answer(rejected.claims.get(c.id), 5.0)

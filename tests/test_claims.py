@@ -23,6 +23,7 @@ RULES = table_rules(CARIBBEAN)
 BONUS, ON_DEALER = "five-card-hand-bonus", "five-card-hand-bonus-dealer"
 RESET = 1_000_000  # cents: $10,000
 METER = 1_000_060  # $10,000.60
+NO_DRAWS = Draws()  # nothing drawn at the lock-out
 
 
 def card(text: str) -> int:
@@ -36,13 +37,13 @@ def _kw(wager_id: str = BONUS, meter_cents: int = METER, cfg=CARIBBEAN) -> dict:
 
 
 def seat_claim(rc: RoundClaims, seat: int, cards: str, *, spot: str = BONUS, wager: int | None = 100,
-               draws: Draws = Draws(), others: dict[int, int] | None = None) -> Claim:
+               draws: Draws = NO_DRAWS, others: dict[int, int] | None = None) -> Claim:
     wager_id = RULES.spots[spot].wager
     return verify(rc, seat=seat, spot=spot, wager_cents=wager, cards=cards, draws=draws, others=others,
                   **_kw(wager_id))
 
 
-def dealer_claim(rc: RoundClaims, cards: object, wagers: dict[int, int], *, draws: Draws = Draws(),
+def dealer_claim(rc: RoundClaims, cards: object, wagers: dict[int, int], *, draws: Draws = NO_DRAWS,
                  meter_cents: int = METER) -> Claim:
     return verify_dealer(rc, spot=ON_DEALER, wagers=wagers, cards=cards, draws=draws, **_kw(BONUS, meter_cents))
 

@@ -446,7 +446,7 @@ def test_seat_out_of_range(tmp_path):
     doc = base()
     doc["devices"]["seat-6"]["seats"] = [7]
     found = problems(tmp_path, doc)
-    assert "seat 7 is out of range: the table has seats 1-6" == at(found, "devices.seat-6.seats[0]").message
+    assert at(found, "devices.seat-6.seats[0]").message == "seat 7 is out of range: the table has seats 1-6"
 
 
 def test_a_bad_unit_does_not_hide_a_missing_seat(tmp_path):
@@ -569,8 +569,8 @@ def test_register_map_of_another_kind(tmp_path):
 def test_unit_used_twice_on_a_bus(tmp_path):
     doc = base()
     doc["devices"]["sign"]["unit"] = 20
-    assert "unit 20 is already used on bus 'table-bus' by devices.lockout" == \
-        one(problems(tmp_path, doc), "devices.sign.unit").message
+    assert one(problems(tmp_path, doc), "devices.sign.unit").message == \
+        "unit 20 is already used on bus 'table-bus' by devices.lockout"
 
 
 def test_unit_out_of_range_for_rtu(tmp_path):

@@ -140,10 +140,8 @@ class Raw:
 
     async def close(self) -> None:
         self.writer.close()
-        try:
+        with contextlib.suppress(ConnectionError):
             await self.writer.wait_closed()
-        except ConnectionError:
-            pass
 
 
 def server(path: Path, handler: Handler | None = None, **kw: Any) -> ControlServer:

@@ -16,7 +16,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -34,7 +34,7 @@ from controller.service.views import hit_json, meter_json
 from ctlrun import run_ctl
 
 CTL = Path(sys.executable).parent / "progressivectl"
-AT = datetime(2026, 11, 29, 20, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 WAIT_S = 10.0
 SECRET = "c0rrect-h0rse-battery"
 

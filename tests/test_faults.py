@@ -8,7 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 
 import pytest
 
@@ -20,7 +20,7 @@ from controller.round.journal import JournalReducer
 
 from reportday import Journal
 
-T0 = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 HOLD = timedelta(seconds=60)
 S = timedelta(seconds=1)
 
@@ -46,7 +46,7 @@ def test_a_flapping_device_makes_one_down_and_one_up_entry_a_hold():
                      "flaps": 499, "at": (t - S / 2).isoformat(timespec="microseconds")}
     # a drop every 61 s: each is a fault of its own, journaled whole: two entries a hold at most
     entries = []
-    for i in range(10):
+    for _ in range(10):
         t += HOLD + S
         entries += w.device("seat-3", False, t, kind="seat", seats=[3], reason="no reply")
         entries += w.device("seat-3", True, t + S / 2, kind="seat", seats=[3]) + w.due(t + S / 2 + HOLD)
@@ -93,7 +93,7 @@ def test_the_reducer_refuses_a_malformed_entry(kind, body, field):
     assert e.value.field == field
 
 
-DAY = gaming_day(date(2026, 11, 30), time(6, 0), timezone.utc, "UTC")  # 06:00 to 06:00 UTC
+DAY = gaming_day(date(2026, 11, 30), time(6, 0), UTC, "UTC")  # 06:00 to 06:00 UTC
 
 
 def journal_of(watch_steps) -> Journal:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from itertools import combinations, combinations_with_replacement
+from itertools import combinations, combinations_with_replacement, pairwise
 
 import pytest
 from hypothesis import given
@@ -357,6 +357,6 @@ def test_every_kind_of_hand_is_ordered_as_the_regulations_say():
     § 667a.6(b)-(c); the values must rise with it and tie exactly where it ties."""
     reps = sorted(class_representatives(), key=functools.cmp_to_key(ref_compare))
     values = [poker5.evaluate(h) for h in reps]
-    for (h1, v1), (h2, v2) in zip(zip(reps, values), zip(reps[1:], values[1:])):
+    for (h1, v1), (h2, v2) in pairwise(zip(reps, values, strict=True)):
         assert sign(v2 - v1) == ref_compare(h2, h1), (h1, h2)
     assert len(set(values)) == 7_462

@@ -608,9 +608,8 @@ def test_default_fatal_hook_exits_the_process(tmp_path):
 
 
 def test_one_writer_per_state_directory(tmp_path):
-    with open_ledger(tmp_path):
-        with pytest.raises(LedgerBusy):
-            open_ledger(tmp_path)
+    with open_ledger(tmp_path), pytest.raises(LedgerBusy):
+        open_ledger(tmp_path)
     with open_ledger(tmp_path):  # released on close
         pass
 

@@ -62,7 +62,7 @@ async def test_three_tables_one_meter_exactly_once(tmp_path, broker):
         await rig.start_authority()
         links = [await rig.start_table(t) for t in TABLES]
         await until(lambda: all(link.alive for link in links), "every table hears the authority")
-        wagered = sum(await asyncio.gather(*(play(link, t, range(1, 6)) for link, t in zip(links, TABLES))), [])
+        wagered = sum(await asyncio.gather(*(play(link, t, range(1, 6)) for link, t in zip(links, TABLES, strict=True))), [])
         await rig.all_answered()
         m = rig.meter()
         assert m.contributions == expected_contributions(wagered)
@@ -87,7 +87,7 @@ async def test_mqtt_311_tables_exactly_once(tmp_path, broker, monkeypatch):
         links = [await rig.start_table(t) for t in tables]
         await until(lambda: all(link.alive for link in links), "every table hears the authority")
         assert {a.mqtt.settings.protocol, *(link.mqtt.settings.protocol for link in links)} == {"3.1.1"}
-        wagered = sum(await asyncio.gather(*(play(link, t, range(1, 4)) for link, t in zip(links, tables))), [])
+        wagered = sum(await asyncio.gather(*(play(link, t, range(1, 4)) for link, t in zip(links, tables, strict=True))), [])
         await rig.all_answered()
         m = rig.meter()
         assert m.contributions == expected_contributions(wagered)

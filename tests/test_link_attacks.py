@@ -33,7 +33,7 @@ from test_claim_desk_linked import (
     linked_table,
 )
 
-from controller.app import claim_desk
+from controller.app import claim_link
 from controller.errors import RulesError
 from controller.link.mqtt import MqttLink, MqttSettings
 from controller.link.outbox import Sent
@@ -105,7 +105,7 @@ async def test_a_lock_planted_under_the_tables_number_is_never_taken_for_the_tab
     authority paid seat 5 a royal flush. Now the table takes neither (the signed one answers another operation, the
     forged one is not signed), the authority refuses the table's own lock (its number was taken, an alert), the
     claim ends refused, and what the planted lock took goes back to the meter."""
-    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)  # the claim answers `locking` after this long
+    monkeypatch.setattr(claim_link, "LINK_ANSWER_S", 1.0)  # the claim answers `locking` after this long
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig), \
             Client(broker, OPERATOR, (TOPICS.down(TABLE_ID), TOPICS.up(TABLE_ID))) as the_broker:
         await lock_round(daemon, rig, [(3, BONUS), (5, BONUS)])
@@ -161,28 +161,27 @@ async def test_an_approval_pays_only_the_lock_the_supervisor_saw(tmp_path, broke
 
     from test_approvals import RawTable
 
-    async with authority(tmp_path, broker) as link:
-        async with RawTable(broker, TABLE_ID) as t:
-            assert isinstance(await t.send(ops.BookContributions(f"{TABLE_ID}-r1", TABLE_ID, ((3, 100), (5, 100)),
-                                                                 AT), ), schema.Ack)
-            claim_id = f"{TABLE_ID}-r1-c1:0"
-            royal = ops.LockPercentAward(f"{TABLE_ID}-r1", TABLE_ID, 5, "royal flush", "100% of meter",
-                                         Fraction(100), AT, claim_id, cards="AH KH QH JH TH")
-            held = await t.send(royal)
-            assert isinstance(held, schema.Ack)
-            straight = ops.LockPercentAward(f"{TABLE_ID}-r1", TABLE_ID, 3, "straight flush", "10% of meter",
-                                            Fraction(10), AT, claim_id)
-            seen = {**held.result, "amount": "1000.03"}  # what the table would show for 10%
-            pay = ops.PayLockedAward(claim_id, "floor-1", AT)
-            answer = await t.send(pay, signed(pay, TABLE_ID, locked=seen, lock=straight))
-            assert isinstance(answer, schema.Refused) and "does not verify" in answer.message, answer
-            other_cards = replace(royal, cards="AS KS QS JS TS")  # all the rest as held: the cards shown differ
-            answer = await t.send(pay, signed(pay, TABLE_ID, locked=held.result, lock=other_cards))
-            assert isinstance(answer, schema.Refused) and "does not verify" in answer.message, answer
-            assert not link.meter().history and claim_id in link.meter().locked
-            assert link.meter().locked[claim_id].cards == "AH KH QH JH TH"  # journaled with the lock
-            paid = await t.send(pay, signed(pay, TABLE_ID, locked=held.result, lock=royal))  # what it is: paid
-            assert isinstance(paid, schema.Ack) and [h.seat for h in link.meter().history] == [5]
+    async with authority(tmp_path, broker) as link, RawTable(broker, TABLE_ID) as t:
+        assert isinstance(await t.send(ops.BookContributions(f"{TABLE_ID}-r1", TABLE_ID, ((3, 100), (5, 100)),
+                                                             AT), ), schema.Ack)
+        claim_id = f"{TABLE_ID}-r1-c1:0"
+        royal = ops.LockPercentAward(f"{TABLE_ID}-r1", TABLE_ID, 5, "royal flush", "100% of meter",
+                                     Fraction(100), AT, claim_id, cards="AH KH QH JH TH")
+        held = await t.send(royal)
+        assert isinstance(held, schema.Ack)
+        straight = ops.LockPercentAward(f"{TABLE_ID}-r1", TABLE_ID, 3, "straight flush", "10% of meter",
+                                        Fraction(10), AT, claim_id)
+        seen = {**held.result, "amount": "1000.03"}  # what the table would show for 10%
+        pay = ops.PayLockedAward(claim_id, "floor-1", AT)
+        answer = await t.send(pay, signed(pay, TABLE_ID, locked=seen, lock=straight))
+        assert isinstance(answer, schema.Refused) and "does not verify" in answer.message, answer
+        other_cards = replace(royal, cards="AS KS QS JS TS")  # all the rest as held: the cards shown differ
+        answer = await t.send(pay, signed(pay, TABLE_ID, locked=held.result, lock=other_cards))
+        assert isinstance(answer, schema.Refused) and "does not verify" in answer.message, answer
+        assert not link.meter().history and claim_id in link.meter().locked
+        assert link.meter().locked[claim_id].cards == "AH KH QH JH TH"  # journaled with the lock
+        paid = await t.send(pay, signed(pay, TABLE_ID, locked=held.result, lock=royal))  # what it is: paid
+        assert isinstance(paid, schema.Ack) and [h.seat for h in link.meter().history] == [5]
 
 
 async def test_a_forged_refusal_does_not_pay_a_jackpot_twice(tmp_path, broker, monkeypatch):
@@ -194,7 +193,7 @@ async def test_a_forged_refusal_does_not_pay_a_jackpot_twice(tmp_path, broker, m
     refused)."""
     from test_approvals import RawTable
 
-    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)
+    monkeypatch.setattr(claim_link, "LINK_ANSWER_S", 1.0)
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig), \
             Client(broker, OPERATOR, ()) as the_broker:
         await lock_round(daemon, rig, [(3, BONUS), (4, BONUS)])
@@ -234,7 +233,7 @@ async def test_forged_answers_strand_no_shared_award_and_no_meter_under_its_rese
     table showed it, under the $10,000 reset). None is taken; the claim is paid whole on the true answers; the sign
     never shows less than the reset. A value the authority itself signed under its reset, or one older than shown,
     is not shown either."""
-    monkeypatch.setattr(claim_desk, "LINK_ANSWER_S", 1.0)
+    monkeypatch.setattr(claim_link, "LINK_ANSWER_S", 1.0)
     async with authority(tmp_path, broker) as link, linked_table(tmp_path, broker) as (daemon, rig), \
             Client(broker, OPERATOR, ()) as the_broker:
         await lock_round(daemon, rig, [(5, ON_DEALER), (2, ON_DEALER)])
@@ -351,13 +350,13 @@ def test_played_back_messages_do_not_keep_the_authority_heard(tmp_path):
     """The broker plays the authority's own signed messages back after it stopped: the last meter value (as a
     retained one is, at each connection), a heartbeat heard before, or one recorded long ago. None of them is taken
     as the authority being there now, so the table's link times out and progressive wagering stops (§ 605a.8)."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import UTC, datetime, timedelta
 
     from controller.link.client import HEARTBEAT_WINDOW_S, TableLink
 
     from linkrig import mqtt_config
 
-    now = [datetime(2026, 12, 5, 8, 0, tzinfo=timezone.utc)]
+    now = [datetime(2026, 12, 5, 8, 0, tzinfo=UTC)]
     ticks = [0.0]
     link = TableLink(TABLE_ID, mqtt_config(TABLE_ID), {"fchb": METER}, tmp_path / "link", clock=lambda: ticks[0],
                      settings=MqttSettings(host="127.0.0.1", client_id=TABLE_ID))  # never connects: messages handed in

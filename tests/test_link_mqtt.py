@@ -658,7 +658,7 @@ async def test_a_retained_message_on_an_up_topic_is_ignored(broker):
         a = MqttLink(broker.settings("authority"), [f"{P}/tables/+/up"], ignore_retained=True)
         with structlog.testing.capture_logs() as logs:
             async with running(a, a_in):
-                await a.wait_until(lambda: a.retained_dropped >= 1, WAIT)
+                await a.wait_until(lambda a=a: a.retained_dropped >= 1, WAIT)
         assert a_in.items == [] and any(e["event"].startswith("retained message ignored") for e in logs)
 
 

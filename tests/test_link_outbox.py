@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -11,7 +11,7 @@ from controller.ledger import Ledger
 from controller.link.outbox import LINK_ACK, LINK_REFUSED, LINK_SEND, OutboxReducer, send_body
 from controller.meter import ops
 
-AT = datetime(2026, 11, 30, 1, 2, 3, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 30, 1, 2, 3, tzinfo=UTC)
 R = OutboxReducer()
 
 

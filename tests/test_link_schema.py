@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
@@ -47,7 +48,7 @@ def test_an_expect_without_kinds_takes_the_base_operations():
     older = s.decode(T, b'{"v": 2, "type": "expect", "next_seq": 3, "hello": ""}')
     assert older == s.Expect(3) and older.kinds is None
     newer = json.loads(s.encode(s.Expect(3, s.TABLE_OPS)))
-    assert "pay-percent-award" in newer["kinds"] and s.ADDED_OPS <= set(newer["kinds"])
+    assert "pay-percent-award" in newer["kinds"] and set(newer["kinds"]) >= s.ADDED_OPS
     with pytest.raises(InputError, match="kinds"):
         s.decode(T, b'{"v": 2, "type": "expect", "next_seq": 3, "hello": "", "kinds": [1]}')
     assert older.approvers is None  # an authority that predates approvals: the table checks no name
@@ -107,10 +108,8 @@ def test_topics():
 
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_never_crash(data):
-    try:
+    with contextlib.suppress(InputError):
         s.decode(T, data)
-    except InputError:
-        pass
 
 
 json_values = st.recursive(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
 
@@ -45,7 +45,7 @@ from controller.money import UNITS_PER_CENT
 
 import soak
 
-AT = datetime(2025, 1, 31, 21, 5, tzinfo=timezone.utc)
+AT = datetime(2025, 1, 31, 21, 5, tzinfo=UTC)
 U = UNITS_PER_CENT  # meter units per cent
 D = 100 * U  # meter units per dollar
 
@@ -770,12 +770,12 @@ def test_every_operation_round_trips_through_json_exactly(p, data):
 
 def test_booking_records_the_draws_and_round_trips():
     """§ 639a.1: the Magic Card and Lucky Bonus position drawn at lock-out are recorded with the booking."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from controller.errors import InputError
     from controller.meter.ops import BookContributions, op_from_dict
 
-    at = datetime(2026, 11, 30, 12, 0, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
     op = BookContributions("t1-r1", "t1", ((3, 100),), at, magic_card=51, lucky_seat=0)
     d = op.to_dict()
     assert d["magic_card"] == "AC" and d["lucky_seat"] == 0

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from fractions import Fraction
 
 import pytest
@@ -13,7 +13,7 @@ from controller.meter import BookContributions, PayPercentAward, params_from_dic
 from controller.meter.journal import define_meter_body, op_body
 from controller.round.journal import JournalReducer
 
-AT = datetime(2026, 11, 29, 21, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 29, 21, 0, tzinfo=UTC)
 PARAMS = {"meter_id": "fchb", "reset": "10000.00", "rate": "0.10", "wager_sizes": ["1.00", "5.00"]}
 
 

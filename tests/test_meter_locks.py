@@ -560,10 +560,15 @@ def test_random_locks_payments_and_releases_pay_each_hand_at_most_once(p, data):
         claim = f"c{data.draw(st.integers(1, 4))}"
         seat, hand = data.draw(st.sampled_from((1, 2, 3))), data.draw(st.sampled_from(hands))
         percent = 100 if hand == "royal-flush" else 10
-        op = {"lock": lambda: lock("rx", seat, percent, claim, hand=hand, at=AT + timedelta(seconds=step)),
-              "pay": lambda: pay(claim), "release": lambda: release(claim),
-              "direct": lambda: PayPercentAward("rx", "t1", seat, hand, f"{percent}% of meter", Fraction(percent), AT,
-                                                "sup-17")}[what]()
+        match what:
+            case "lock":
+                op = lock("rx", seat, percent, claim, hand=hand, at=AT + timedelta(seconds=step))
+            case "pay":
+                op = pay(claim)
+            case "release":
+                op = release(claim)
+            case _:
+                op = PayPercentAward("rx", "t1", seat, hand, f"{percent}% of meter", Fraction(percent), AT, "sup-17")
         try:
             s = apply(s, op)[0]
         except RulesError:

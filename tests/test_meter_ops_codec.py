@@ -21,7 +21,7 @@ import json
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from fractions import Fraction
 from pathlib import Path
@@ -34,7 +34,7 @@ from controller.meter import OPS, MeterParams, op_from_dict, params_from_dict, p
 from controller.meter.ops import CENTS, MOMENT, POSITIVE, TEXT, TEXT_OR_EMPTY, Field, Operation, Relation
 
 GOLDEN = Path(__file__).with_name("meter_ops_golden.jsonl.gz")
-UTC = timezone.utc
+UTC = UTC
 AT = datetime(2025, 1, 31, 21, 5, tzinfo=UTC)
 PREFIXES = ("", "entries[3].op")
 
@@ -364,6 +364,55 @@ def draws(strategy: Any, n: int) -> list[dict[str, Any]]:
     return out
 
 
+def is_error(c: dict[str, Any]) -> bool:
+    return "error" in c["out"] or "crash" in c["out"]
+
+
+def new_edited(case: Callable[..., dict[str, Any]], kind: str, names: list[str],
+               base: int) -> Iterator[dict[str, Any]]:
+    """Every field of the constructor's case `base` given every bad value, alone and in pairs."""
+    first_bad: dict[str, Any] = {}
+    for f in names:
+        for v in NEW_POOL:
+            c = case(kind, "new", None, base=base, edit=(("set", f, v),))
+            yield c
+            if is_error(c):
+                first_bad.setdefault(f, v)
+    for i, f in enumerate(first_bad):
+        for g in list(first_bad)[i + 1:]:
+            yield case(kind, "new", None, base=base, edit=(("set", f, first_bad[f]), ("set", g, first_bad[g])))
+
+
+def dict_edited(case: Callable[..., dict[str, Any]], cases: list[dict[str, Any]], kind: str,
+                base: int) -> Iterator[dict[str, Any]]:
+    """The dict of case `base` with each key dropped, given every bad value, alone and in pairs, and with
+    keys it does not have."""
+    d = dec(cases[base]["args"])
+    prefix = cases[base]["prefix"]
+
+    def edited(*edit: tuple[Any, ...]) -> dict[str, Any]:
+        return case(kind, "dict", None, prefix, base, edit)
+
+    first_bad = {}
+    for k in d:
+        yield edited(("drop", k))
+        for v in DICT_POOL:
+            c = edited(("set", k, v))
+            yield c
+            if is_error(c):
+                first_bad.setdefault(k, v)
+    for i, k in enumerate(first_bad):
+        for j in list(first_bad)[i + 1:]:
+            yield edited(("set", k, first_bad[k]), ("set", j, first_bad[j]))
+            yield edited(("drop", j), ("set", k, first_bad[k]), ("set", j, first_bad[j]))  # j after k
+    for extra in ("amount", "cents", "x", "shares", "nonce", "cards", "magic_card", "on_dealer"):
+        yield edited(("set", extra, d.get(extra, "1")))
+        yield edited(("first", extra, "1"))  # an unknown key met first
+        yield edited(("first", extra, "1"), ("drop", "at"))
+    for other in OPS:
+        yield edited(("set", "kind", other))
+
+
 def generate() -> Iterator[dict[str, Any]]:
     cases: list[dict[str, Any]] = []
 
@@ -383,9 +432,6 @@ def generate() -> Iterator[dict[str, Any]]:
         cases.append(c)
         return c
 
-    def is_error(c: dict[str, Any]) -> bool:
-        return "error" in c["out"] or "crash" in c["out"]
-
     for kind, strategy in strategies().items():
         names = [f.name for f in dataclasses.fields(OPS[kind])]
         drawn = draws(strategy, 60)
@@ -399,43 +445,11 @@ def generate() -> Iterator[dict[str, Any]]:
                 yield case(kind, "dict", d, PREFIXES[len(valid) % 2])
                 yield case(None, "any", d, PREFIXES[len(valid) % 2])
         assert len(valid) >= 10, kind
-        for base, _ in valid[:2]:  # every field given every bad value, alone and in pairs
-            first_bad: dict[str, Any] = {}
-            for f in names:
-                for v in NEW_POOL:
-                    c = case(kind, "new", None, base=base, edit=(("set", f, v),))
-                    yield c
-                    if is_error(c):
-                        first_bad.setdefault(f, v)
-            for i, f in enumerate(first_bad):
-                for g in list(first_bad)[i + 1:]:
-                    yield case(kind, "new", None, base=base, edit=(("set", f, first_bad[f]), ("set", g, first_bad[g])))
+        for base, _ in valid[:2]:
+            yield from new_edited(case, kind, names, base)
         by_keys = sorted(valid, key=lambda v: len(dec(cases[v[1]]["args"])))
         for _, base in (by_keys[-1], by_keys[0]):  # the fullest dict and the sparsest
-            d = dec(cases[base]["args"])
-            prefix = cases[base]["prefix"]
-
-            def edited(*edit: tuple[Any, ...]) -> dict[str, Any]:
-                return case(kind, "dict", None, prefix, base, edit)
-
-            first_bad = {}
-            for k in d:
-                yield edited(("drop", k))
-                for v in DICT_POOL:
-                    c = edited(("set", k, v))
-                    yield c
-                    if is_error(c):
-                        first_bad.setdefault(k, v)
-            for i, k in enumerate(first_bad):
-                for j in list(first_bad)[i + 1:]:
-                    yield edited(("set", k, first_bad[k]), ("set", j, first_bad[j]))
-                    yield edited(("drop", j), ("set", k, first_bad[k]), ("set", j, first_bad[j]))  # j after k
-            for extra in ("amount", "cents", "x", "shares", "nonce", "cards", "magic_card", "on_dealer"):
-                yield edited(("set", extra, d.get(extra, "1")))
-                yield edited(("first", extra, "1"))  # an unknown key met first
-                yield edited(("first", extra, "1"), ("drop", "at"))
-            for other in OPS:
-                yield edited(("set", "kind", other))
+            yield from dict_edited(case, cases, kind, base)
         for prefix in PREFIXES:
             for d in (None, [], "x", 1, {}, {"kind": kind}, {"kind": None}):
                 yield case(kind, "dict", d, prefix)

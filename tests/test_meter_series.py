@@ -10,9 +10,10 @@ import functools
 import threading
 import time
 from dataclasses import replace
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from datetime import time as clock_time
 from fractions import Fraction
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,7 @@ def amounts(answer: dict) -> list[int]:
 def _day_far_from_its_edges(cfg):
     """The gaming day starting 12 hours from now (UTC): a test run at the edge of the day's start (06:00 in New York,
     11:00 UTC) would otherwise see its rounds in yesterday's day and its question in today's."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return replace(cfg, report=ReportConfig(clock_time((now.hour + 12) % 24, 0), "UTC", None))
 
 
@@ -89,7 +90,7 @@ async def test_the_daemon_answers_the_growth_and_the_reset_and_reads_once_a_minu
 
 # --- a long journal, written by the ledger with its clock set ---------------------------------------------
 
-NOW = datetime(2026, 11, 30, 20, 0, tzinfo=timezone.utc)  # 15:00 in New York: gaming day 2026-11-30
+NOW = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)  # 15:00 in New York: gaming day 2026-11-30
 DAYS, ROUNDS_A_DAY, JACKPOT_EVERY = 31, 150, 100
 
 
@@ -137,7 +138,7 @@ async def test_a_long_journal_stays_within_the_bound_and_keeps_every_day_reset(t
     reset = parse_units(RESET, "x")
     line = amounts(month)
     falls = [datetime.fromisoformat(month["points"][i + 1][0]).date()
-             for i, (a, b) in enumerate(zip(line, line[1:])) if b == reset < a]
+             for i, (a, b) in enumerate(pairwise(line)) if b == reset < a]
     jackpots = {(NOW - timedelta(days=DAYS - (n - 1) // ROUNDS_A_DAY)).date()
                 for n in range(JACKPOT_EVERY, DAYS * ROUNDS_A_DAY + 1, JACKPOT_EVERY)}
     in_span = {d for d in jackpots if d >= datetime.fromisoformat(month["start"]).date()}

@@ -4,6 +4,7 @@ every event and command, the shared bus, and every fault the wire and the device
 from __future__ import annotations
 
 import asyncio
+from itertools import pairwise
 
 import pytest
 
@@ -206,7 +207,7 @@ async def test_devices_on_one_bus_never_interleave():
         # and t3.5 of silence between the end of one transaction and the start of the next
         log = list(rig.bus.log)
         assert all(t.outcome == "ok" for t in log)
-        for a, b in zip(log, log[1:]):
+        for a, b in pairwise(log):
             assert b.started >= a.ended + rig.bus.silence
         assert rig.sims["sign"].sign()["amounts"][0] == (1, 103)
 
@@ -226,7 +227,7 @@ async def test_at_19200_baud():
         assert set(rig.drain()) == {DeviceUp("seat-3"), DeviceUp("lockout"), WagerSensed("seat-3", 3, SPOT, 100),
                                     LockoutPressed("lockout")}
         log = list(rig.bus.log)
-        for a, b in zip(log, log[1:]):
+        for a, b in pairwise(log):
             assert b.started - a.ended >= frame_silence(19200)
         # a read of 3 registers: 8 bytes out, 11 back, each 11 bits at 19200 baud, plus t3.5 on the wire
         t = log[0]

@@ -63,7 +63,7 @@ def test_dealer_hands_containing_nothing_are_all_dealer_hands() -> None:
     by_category: Counter[Four] = Counter()
     for dist in (machine._rank_parts[0], machine._flush_part(((), (), (), ()))):
         previous = 0
-        for v, c in zip(dist.values, dist.cum[1:]):
+        for v, c in zip(dist.values, dist.cum[1:], strict=True):
             by_category[badbeat.category(v)] += c - previous
             previous = c
     assert dict(by_category) == {c: n for c, n in DEALER_SIX.items() if c >= Four.TWO_PAIR}

@@ -87,7 +87,7 @@ POKER_HIGH_TO_TWO_PAIR = [
 def test_caribbean_stud_paytables_as_printed(letter: str) -> None:
     """§ 639a.12(d)(1): each column, N/A rows left out; § 639a.12(d)(3): only D may be linked."""
     t = BUILTIN[f"caribbean-stud-progressive-{letter}"]
-    want = [(h, a, None) for h, a in zip(POKER_HIGH_TO_TWO_PAIR, CARIBBEAN[letter]) if a is not None]
+    want = [(h, a, None) for h, a in zip(POKER_HIGH_TO_TWO_PAIR, CARIBBEAN[letter], strict=True) if a is not None]
     assert rows(t) == want
     assert (t.games, t.wager, t.kind) == (("caribbean-stud",), "progressive", HandKind.POKER5)
     assert t.linked_allowed is (letter == "d")
@@ -1106,10 +1106,10 @@ _POKER_HIGH_FIRST = sorted(Poker5, reverse=True)
 )
 def test_written_rows_load_back_and_are_paid(cats: list[Poker5], data: st.DataObject) -> None:
     odds = [data.draw(st.integers(1, 10_000)) for _ in cats]
-    pays = [{"hand": c.label.replace("-", " ").title(), "award": f"{n:,} for 1"} for c, n in zip(cats, odds)]
+    pays = [{"hand": c.label.replace("-", " ").title(), "award": f"{n:,} for 1"} for c, n in zip(cats, odds, strict=True)]
     text = _doc(games=["caribbean-stud"], wager="caribbean-stud-bonus", kind="poker5", envy=None, pays=pays)
     t = load_paytable_text(text, "gen.toml")
-    assert rows(t) == [(c.label, for1(n), None) for c, n in zip(cats, odds)]
+    assert rows(t) == [(c.label, for1(n), None) for c, n in zip(cats, odds, strict=True)]
     for c in Poker5:
         got = t.pay_for(c, 14)
         assert (got.award if got else None) == (for1(odds[cats.index(c)]) if c in cats else None)

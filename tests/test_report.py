@@ -7,8 +7,9 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import replace
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
 from fractions import Fraction
+from itertools import pairwise
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -139,12 +140,12 @@ def test_a_day_without_entries_keeps_the_head_before_it():
 
 
 def test_the_gaming_day_and_daylight_saving_time():
-    assert (DAY.start, DAY.end) == (datetime(2026, 11, 30, 11, tzinfo=timezone.utc),
-                                    datetime(2026, 12, 1, 11, tzinfo=timezone.utc))
+    assert (DAY.start, DAY.end) == (datetime(2026, 11, 30, 11, tzinfo=UTC),
+                                    datetime(2026, 12, 1, 11, tzinfo=UTC))
     assert gaming_day(date(2026, 3, 7), time(6), NY).hours == 23  # the clocks go forward on 8 March 2026
     assert gaming_day(date(2026, 10, 31), time(6), NY).hours == 25  # and back on 1 November
     skipped = gaming_day(date(2026, 3, 8), time(2, 30), NY)  # 02:30 does not exist on 8 March: taken as EST
-    assert skipped.start == datetime(2026, 3, 8, 7, 30, tzinfo=timezone.utc) and skipped.hours == 23
+    assert skipped.start == datetime(2026, 3, 8, 7, 30, tzinfo=UTC) and skipped.hours == 23
     assert day_of(DAY.start, time(6), NY).day == date(2026, 11, 30)
     assert day_of(DAY.start - timedelta(microseconds=1), time(6), NY).day == date(2026, 11, 29)
     assert last_ended(DAY.end, time(6), NY).day == date(2026, 11, 30)
@@ -199,7 +200,7 @@ def month_of_play(days: int = 30, rounds_a_day: int = 150, jackpot_every: int = 
 
 def _falls_to(points, amount):
     """The times at which a line of (time, units) falls to `amount`."""
-    return [t for (_, a), (t, b) in zip(points, points[1:]) if b == amount and a > amount]
+    return [t for (_, a), (t, b) in pairwise(points) if b == amount and a > amount]
 
 
 def test_a_month_downsampled_keeps_every_reset_and_at_most_400_points():
@@ -237,7 +238,7 @@ def test_a_month_downsampled_keeps_every_reset_and_at_most_400_points():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.integers(0, 50), min_size=1, max_size=300), st.integers(1, 12))
 def test_downsampling_keeps_ends_extremes_and_each_largest_fall(values, intervals):
-    t0 = datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc)
+    t0 = datetime(2026, 11, 30, 11, 0, tzinfo=UTC)
     points = [(t0 + timedelta(seconds=i), i + 1, v) for i, v in enumerate(values)]
     edges = [t0 + timedelta(seconds=len(values)) * i // intervals for i in range(intervals + 1)]
     kept = downsample(points, edges)
@@ -251,19 +252,19 @@ def test_downsampling_keeps_ends_extremes_and_each_largest_fall(values, interval
         assert inside[0] in mine and inside[-1] in mine
         assert max(p[2] for p in mine) == max(p[2] for p in inside)
         assert min(p[2] for p in mine) == min(p[2] for p in inside)
-        drops = [a[2] - b[2] for a, b in zip(inside, inside[1:])]
+        drops = [a[2] - b[2] for a, b in pairwise(inside)]
         if drops and max(drops) > 0:
-            assert any(a in mine and b in mine for a, b in zip(inside, inside[1:])
+            assert any(a in mine and b in mine for a, b in pairwise(inside)
                        if a[2] - b[2] == max(drops))  # both ends of the largest fall: a reset to its full depth
 
 
 def test_span_edges_a_day_so_far_and_thirty_gaming_days_over_a_clock_change():
-    now = datetime(2026, 11, 30, 15, 0, tzinfo=timezone.utc)  # 10:00 in New York
+    now = datetime(2026, 11, 30, 15, 0, tzinfo=UTC)  # 10:00 in New York
     day = span_edges("day", now, time(6, 0), NY, 4)
-    assert day == [datetime(2026, 11, 30, 11, 0, tzinfo=timezone.utc) + timedelta(hours=1) * i for i in range(5)]
+    assert day == [datetime(2026, 11, 30, 11, 0, tzinfo=UTC) + timedelta(hours=1) * i for i in range(5)]
     month = span_edges("30d", now - timedelta(days=1), time(6, 0), NY, 4)
     assert len(month) == 31 and month[-1] == now - timedelta(days=1) and month[-2] == DAY.start - timedelta(days=1)
-    assert month[0] == datetime(2026, 10, 31, 10, 0, tzinfo=timezone.utc)  # 06:00 EDT; the clocks go back that night
+    assert month[0] == datetime(2026, 10, 31, 10, 0, tzinfo=UTC)  # 06:00 EDT; the clocks go back that night
     assert (month[1] - month[0], month[2] - month[1]) == (timedelta(hours=25), timedelta(hours=24))
     with pytest.raises(InputError, match="span: must be \"day\""):
         parse_span("week", "span")
@@ -308,7 +309,7 @@ def test_any_sequence_of_meter_operations_reconciles(ops, cut, ceiling):
     t0 = DAY.start - timedelta(hours=1)
     j.add(DEFINE_METER, define_meter_body(PARAMS_CEILING if ceiling else PARAMS, "tech", t0), t0)
     claims = 0
-    for i, (what, n, wagers, minutes) in enumerate(ops):
+    for what, n, wagers, minutes in ops:
         rid = f"r{n}"
         at = t0 + timedelta(minutes=minutes)
         seats = tuple((k + 1, c) for k, c in enumerate(wagers))

@@ -9,7 +9,7 @@ import io
 import json
 import shutil
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -24,8 +24,8 @@ from reportday import rounds
 
 ROOT = Path(__file__).resolve().parent.parent
 # 2026-11-30 at 06:00 in New York is 11:00 UTC; the day before ends then.
-BEFORE = datetime(2026, 11, 30, 10, 0, tzinfo=timezone.utc)
-DURING = datetime(2026, 11, 30, 20, 0, tzinfo=timezone.utc)
+BEFORE = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
+DURING = datetime(2026, 11, 30, 20, 0, tzinfo=UTC)
 
 
 @pytest.fixture(scope="module")
@@ -181,7 +181,7 @@ def _rechain(copy: Path, seq: int) -> None:
     con = sqlite3.connect(copy / "ledger.sqlite3", isolation_level=None)
     rows = con.execute("SELECT seq, key, entry FROM entries ORDER BY seq").fetchall()
     prev, texts, hashes = chain.GENESIS_PREV, {}, {}
-    for s, key, text in rows:
+    for s, _key, text in rows:
         e = json.loads(text)
         if s >= seq:
             e[0] = prev
@@ -283,7 +283,7 @@ def test_a_day_not_over_says_its_figures_at_the_close_are_so_far(tmp_path):
 
     from controller.report.day import day_of, parse_day_starts
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     path = tmp_path / "progressive"
     ledger = Ledger.open(path, JournalReducer(), software_digest="sha256:test", clock=lambda: now)
     try:

@@ -11,7 +11,8 @@ import functools
 import json
 import sqlite3
 from dataclasses import replace
-from datetime import date, datetime, time, timedelta, timezone
+from datetime import UTC, date, datetime, time, timedelta
+from itertools import pairwise
 from pathlib import Path
 
 from structlog.testing import capture_logs
@@ -107,7 +108,7 @@ async def test_every_figure_of_a_day_on_the_rig_is_the_journals_own_sum(tmp_path
     rows = [json.loads(e) for (e,) in con.execute("SELECT entry FROM entries ORDER BY seq")]
     head_seq, head_hash = con.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
     con.close()
-    stamp = start.astimezone(timezone.utc).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
+    stamp = start.astimezone(UTC).replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
     before = [e for e in rows if e[3] < stamp]
     during = [e for e in rows if e[3] >= stamp]
     payers, approvers, counted = set(), set(), 0
@@ -198,7 +199,7 @@ async def test_every_figure_of_a_day_on_the_rig_is_the_journals_own_sum(tmp_path
                                            seconds("wagering-block", name))
     # the union of the blocks: each second of the day counted once, whatever blocked it
     edges = sorted({t for k, _, a, b, _ in clip if k == "wagering-block" for t in (a, b)})
-    assert report.faults.blocked == sum((hi - lo for lo, hi in zip(edges, edges[1:])
+    assert report.faults.blocked == sum((hi - lo for lo, hi in pairwise(edges)
                                          if any(a <= lo and hi <= b for k, _, a, b, _ in clip
                                                 if k == "wagering-block")), timedelta(0))
     assert report.faults.blocked < seconds("wagering-block")  # the two causes overlapped
@@ -207,7 +208,7 @@ async def test_every_figure_of_a_day_on_the_rig_is_the_journals_own_sum(tmp_path
 async def test_the_daemon_writes_the_report_when_the_day_ends_and_a_missed_one_at_start(tmp_path, monkeypatch):
     monkeypatch.setattr(reports, "SETTLE_S", 0.2)
     monkeypatch.setattr(reports, "NAP_S", 0.1)  # the clock is read again this often: the test moves it
-    midnight = datetime.combine(utc_now().date() + timedelta(days=1), time(0), timezone.utc)
+    midnight = datetime.combine(utc_now().date() + timedelta(days=1), time(0), UTC)
     shift = [timedelta(0)]
     out = tmp_path / "state" / "reports"
     with capture_logs() as logs:

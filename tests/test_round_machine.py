@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from datetime import UTC
 from fractions import Fraction
 
 import pytest
@@ -453,12 +454,12 @@ def test_resume_of_a_booking_that_does_not_mark_them_reads_the_booking_order():
 
 def test_a_journaled_booking_resumes_wagers_on_the_dealers_hand():
     """Lock-out to the meter core's booking and back: what a restarted daemon reads from the journal."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from controller.meter import MeterParams, apply, initial_state
 
     book = _locked_book()
-    at = datetime(2026, 11, 29, 20, 0, tzinfo=timezone.utc)
+    at = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
     meters = {}
     for m, wagers in book.wagers.items():
         marks = {"on_dealer": book.on_dealer[m]} if m in book.on_dealer else {}

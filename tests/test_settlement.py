@@ -441,7 +441,7 @@ def caribbean_rounds(draw):
     deck = draw(st.permutations(DECK))
     hands = []
     pos = 0
-    for s in seats_no:
+    for _ in seats_no:
         if draw(st.booleans()) and draw(st.booleans()):
             suit = draw(st.sampled_from("SHDC"))
             top = draw(st.integers(5, 14))
@@ -459,7 +459,7 @@ def caribbean_rounds(draw):
     meter_cents = draw(st.integers(10_000_00, 500_000_00))
     sub = draw(st.integers(0, UNITS_PER_CENT - 1))
     return cs_round(
-        [seat(s, h, wager=w, folded=f) for s, h, w, f in zip(seats_no, hands, wagers, folded)],
+        [seat(s, h, wager=w, folded=f) for s, h, w, f in zip(seats_no, hands, wagers, folded, strict=True)],
         meter=f"{meter_cents // 100}.{meter_cents % 100:02d}{sub:04d}",
     ) | {"dealer": {"cards": dealer}}
 

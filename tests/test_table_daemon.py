@@ -771,7 +771,7 @@ async def test_a_lock_out_booked_on_only_one_of_its_meters_is_reversed_at_start(
     """The controller stopped between the journal entries of one lock-out (two meters): the round was never
     dealt, so the restart reverses what was booked instead of resuming the round without the other meter's
     wagers."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from controller.ledger import Ledger, software_digest
     from controller.meter import ops as meter_ops
@@ -780,7 +780,7 @@ async def test_a_lock_out_booked_on_only_one_of_its_meters_is_reversed_at_start(
 
     async with table(tmp_path) as (daemon, rig):
         pass  # the meters are defined
-    at = datetime.now(timezone.utc)
+    at = datetime.now(UTC)
     with Ledger.open(tmp_path / "state", JournalReducer(), software_digest=software_digest()) as led:
         op = meter_ops.BookContributions("CS-07-r1", "CS-07", ((3, 500),), at, round_meters=("bonus", "main"))
         led.submit(op.kind, op_body("main", op), "CS-07-r1:book:main")  # the bonus entry never came
@@ -819,7 +819,7 @@ async def linked_table(tmp_path):
 async def _book_r1(tmp_path, *, on_main: bool) -> None:
     """Round CS-07-r1 booked at lock-out on the linked meter (seat 3's bonus wager), and on the table's own meter
     (its progressive wager) if `on_main`: each booking names both meters, as a lock-out of both writes them."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from controller.ledger import Ledger, software_digest
     from controller.link.outbox import LINK_SEND, OutboxReducer, send_body
@@ -829,7 +829,7 @@ async def _book_r1(tmp_path, *, on_main: bool) -> None:
 
     async with linked_table(tmp_path):
         pass  # the table's meter is defined, the link journal created
-    at = datetime.now(timezone.utc)
+    at = datetime.now(UTC)
     with Ledger.open(tmp_path / "state" / "link", OutboxReducer(), software_digest=software_digest()) as box:
         op = meter_ops.BookContributions("CS-07-r1", "CS-07", ((3, 100),), at, round_meters=("bonus", "main"))
         box.submit(LINK_SEND, send_body("bonus", LINKED, op), "CS-07-r1:book:bonus")
@@ -873,7 +873,7 @@ async def test_a_lock_out_booked_on_its_local_and_linked_meters_is_resumed_at_st
 async def test_a_round_closed_on_one_of_its_meters_is_not_taken_for_an_unfinished_lock_out(tmp_path, closed):
     """The controller stopped between the closes of a settled round (one per meter, in two journals): the round
     was dealt and booked on both meters, so nothing is voided; it stays open on the other meter for the dealer."""
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
     from controller.ledger import Ledger, software_digest
     from controller.link.outbox import LINK_SEND, OutboxReducer, send_body
@@ -882,7 +882,7 @@ async def test_a_round_closed_on_one_of_its_meters_is_not_taken_for_an_unfinishe
     from controller.round.journal import JournalReducer
 
     await _book_r1(tmp_path, on_main=True)
-    op = meter_ops.CloseRound("CS-07-r1", datetime.now(timezone.utc))
+    op = meter_ops.CloseRound("CS-07-r1", datetime.now(UTC))
     if closed == "main":
         with Ledger.open(tmp_path / "state", JournalReducer(), software_digest=software_digest()) as led:
             led.submit(op.kind, op_body("main", op), "CS-07-r1:close:main")

@@ -43,6 +43,7 @@ repeat a run with PROGRESSIVE_KILL_SEED=<the seed a failing run printed>.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import random
@@ -325,10 +326,8 @@ class Play:
     async def kill_cutting(self, call: asyncio.Task, moment: str, within: float) -> Any:
         """Kill at a random moment within `within` seconds of starting `call`; the call's result if it was
         answered before the kill, None if the kill cut it off."""
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(call), self.rng.uniform(0, within))
-        except TimeoutError:
-            pass
         await self.kill(moment)
         try:
             result = await call
@@ -361,9 +360,9 @@ class Play:
         # A claim pending (over a restart too) is approved before the round is settled, or ends with its void.
         pending = r.claimed is not None
         can_claim = pending or self.rid not in self.books.paid
-        if can_claim and kill_at != "void" and (pending or kill_at in ("claim", "approve") or self.rng.random() < 0.4):
-            if await self.claim(kill_at):
-                return True
+        if can_claim and kill_at != "void" and (pending or kill_at in ("claim", "approve") or self.rng.random() < 0.4) \
+                and await self.claim(kill_at):
+            return True
         return await self.end(kill_at)
 
     async def place_chips(self) -> None:
@@ -492,6 +491,31 @@ class Play:
 
     # -- after a kill --
 
+    def cut_off(self, flight: dict[str, Any], where: str, ended_before: set[str], paid_before: int) -> None:
+        """What the kill cut off: done whole, or not at all."""
+        r = self.round
+        op = flight["op"]
+        if op == "lockout":
+            done = self.rid in self.books.booked
+        elif op == "approve":
+            pays = len(self.books.paid.get(self.rid, [])) - paid_before
+            done = pays > 0
+            assert pays in (0, flight["payouts"]), \
+                f"{where}: {flight['claim_id']} paid {pays} of {flight['payouts']} payouts after the restart"
+        else:
+            done = self.rid in self.books.ended and self.rid not in ended_before
+        if flight.get("answered"):
+            assert done, f"{where}: {op} was answered before the kill, but the journal does not have it"
+        self.in_doubt.setdefault(op, [0, 0])[0 if done else 1] += 1
+        self.note(f"in doubt: {op} {'done' if done else 'not done'}")
+        if op == "lockout" and done:
+            r.phase, r.wagers = "dealing", self.books.booked[self.rid]
+        elif op == "approve" and done:
+            r.claimed = None  # paid; otherwise it waits for its approval again
+        elif op in ("settle", "void") and done:
+            self.next_round()
+        self.inflight = None
+
     async def restart(self) -> None:
         status = await self.t.start()
         where = f"start {self.t.starts} (after {self.log[-1] if self.log else '?'})"
@@ -507,30 +531,8 @@ class Play:
         ended_before = set(self.books.ended)
         paid_before = len(self.books.paid.get(self.rid, []))
         self.absorb(where)
-        r = self.round
-        # what the kill cut off: done whole, or not at all
         if flight is not None:
-            op = flight["op"]
-            if op == "lockout":
-                done = self.rid in self.books.booked
-            elif op == "approve":
-                pays = len(self.books.paid.get(self.rid, [])) - paid_before
-                done = pays > 0
-                assert pays in (0, flight["payouts"]), \
-                    f"{where}: {flight['claim_id']} paid {pays} of {flight['payouts']} payouts after the restart"
-            else:
-                done = self.rid in self.books.ended and self.rid not in ended_before
-            if flight.get("answered"):
-                assert done, f"{where}: {op} was answered before the kill, but the journal does not have it"
-            self.in_doubt.setdefault(op, [0, 0])[0 if done else 1] += 1
-            self.note(f"in doubt: {op} {'done' if done else 'not done'}")
-            if op == "lockout" and done:
-                r.phase, r.wagers = "dealing", self.books.booked[self.rid]
-            elif op == "approve" and done:
-                r.claimed = None  # paid; otherwise it waits for its approval again
-            elif op in ("settle", "void") and done:
-                self.next_round()
-            self.inflight = None
+            self.cut_off(flight, where, ended_before, paid_before)
         r = self.round
         expected_id = self.rid
         assert status == f"table {self.table_id}: round {expected_id}", f"{where}: READY says {status!r}"

@@ -19,10 +19,8 @@ def draws(cfg: TableConfig, draw: Callable[[int], int]) -> dict[str, int | None]
     if not paying:
         return {"magic_card": None, "lucky_seat": None}
     magic = draw(52)
-    if any(w.lucky_dealer_position for w in paying):
-        lucky = draw(cfg.seats + 1)  # 0 (the dealer's position), 1..N
-    else:
-        lucky = 1 + draw(cfg.seats)  # 1..N
+    # 0 (the dealer's position) to N where a paying wager may be on the dealer's hand, else 1 to N
+    lucky = draw(cfg.seats + 1) if any(w.lucky_dealer_position for w in paying) else 1 + draw(cfg.seats)
     return {"magic_card": magic, "lucky_seat": lucky}
 
 

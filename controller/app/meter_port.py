@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from controller.errors import RulesError
 from controller.ledger import Ledger
@@ -30,9 +30,6 @@ from controller.meter.journal import Meters as MeterStates
 from controller.meter.journal import op_body
 from controller.meter.ops import LockPercentAward, Op, ReleaseLockedAward
 from controller.money import UNITS_PER_CENT, parse_cents
-
-if TYPE_CHECKING:
-    from controller.round.claims import Claim
 
 
 class MeterPort(Protocol):
@@ -129,38 +126,6 @@ class LinkedMeters:
         """Whether the link authority verifies approvals by `name` (as it last said; True when it has not said: it
         is not reached yet, or predates approvals)."""
         return self.link.approvers is None or name in self.link.approvers
-
-    async def approvals(self, claim: Claim, table: str, approver_key: bytes) -> tuple[tuple[int, str, str], ...]:
-        """The signed approvals of the claim's payouts that the authority verifies (controller.linkproto.approval),
-        by `claim.by` with `approver_key`: made at the approval, each bound to the one payment it approves."""
-        from controller.ledger.chain import utc_now
-        from controller.linkproto import approval
-        from controller.round.claims import payout_op
-
-        out = []
-        for i in range(len(claim.payouts)):
-            op = payout_op(claim, i, table, utc_now())
-            if op.kind in approval.APPROVED_KINDS:
-                body = op.to_dict()
-                body.pop("kind")
-                if op.kind == "pay-locked-award":  # the one lock it pays, and what the supervisor saw it is for
-                    number, nonce = next(((n, nonce) for j, n, nonce in claim.lock_numbers if j == i), (0, ""))
-                    body.update(approval.lock_terms(await self._sent_lock(claim, i, table), number, nonce,
-                                                    claim.payouts[i].amount))
-                signed = approval.sign(approver_key, op.kind, table, self.link.linked[claim.meter], body)
-                out.append((i, signed["by"], signed["mac"]))
-        return tuple(out)
-
-    async def _sent_lock(self, claim: Claim, i: int, table: str) -> LockPercentAward:
-        """The lock of payout `i` exactly as the link journal sent it (a lock sent by an older version carries no
-        cards, and the authority holds it so); the lock the claim makes now when none was journaled."""
-        from controller.ledger.chain import utc_now
-        from controller.round.claims import lock_op
-
-        found = await _found(self.db_path, f"{claim.id}:lock:{i}")
-        if found is not None and isinstance(found.body, dict) and found.body.get("kind") == LockPercentAward.kind:
-            return LockPercentAward.from_dict({"kind": LockPercentAward.kind, **found.body["body"]})
-        return lock_op(claim, i, table, utc_now())
 
     async def pay(self, op: Op, meter: str, key: str, approval: dict[str, str] | None, timeout: float) -> dict[str, Any]:
         """The authority's result of the payment sent under `key` (sent now if it was not: the same key applies

@@ -13,6 +13,7 @@ A refusal is never such a failure: the code that asks for something handles the 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass
@@ -354,10 +355,8 @@ class TableShell:
 
 async def close_buses(buses: dict[str, ModbusBus]) -> None:
     for bus in buses.values():
-        try:
+        with contextlib.suppress(Exception):  # closing: nothing left to protect
             await bus.close()
-        except Exception:  # noqa: BLE001 - closing: nothing left to protect
-            pass
 
 
 async def _stop_on_cancel(control: ControlService) -> None:

@@ -213,20 +213,10 @@ class TableDaemon(TableShell):
     # --- inputs ------------------------------------------------------------------------------------
 
     def on_device_event(self, e: ev.Event) -> None:
-        """One event of a device, as the round machine's input (a chip sensed or lifted, the lock-out pressed, the
-        shuffler's count, cards dispensed) or to the shoe (a card read, a jam); what the round cannot take is
-        logged and dropped."""
+        """A device's event to the round machine (chips, lock-out, shuffler, dispenser) or the shoe, else logged."""
         match e:
-            case ev.WagerSensed(device=_, seat=seat, spot=spot, amount_cents=amount):
-                if spot not in self.rules.spots:
-                    log.warning("wager on a spot this table does not offer", device=e.device, seat=seat, spot=spot)
-                elif e.present_at_contact and self.state is not None and (seat, spot) not in self.state.accepted:
-                    # on the spot before the controller could see it (a restart, a device back): it may be a
-                    # chip of the last round; a wager is placed while betting is open and seen (§ 639a.2(c))
-                    self._note("wager not recognized", {"reason": "present-at-contact: lift it and place it again",
-                                                        "seat": seat, "spot": spot})
-                else:
-                    self.apply(rm.ChipSensed(seat, spot, amount))
+            case ev.WagerSensed():
+                self._wager_sensed(e)
             case ev.WagerRemoved(device=_, seat=seat, spot=spot):
                 if spot in self.rules.spots:
                     self.apply(rm.ChipRemoved(seat, spot))
@@ -245,18 +235,32 @@ class TableDaemon(TableShell):
                     log.warning("shoe jam outside a round", device=e.device)
                 else:
                     self.shoe.jammed(e.device)
-            case ev.CardDealt(card=card):
-                if self.state is None or self.state.phase not in (rm.Phase.LOCKING, rm.Phase.DEALING):
-                    # the deal begins after "no more bets" (§ 639a.8(b), § 667a.8(b)): no card of a round's deal
-                    log.warning("card read outside a deal: ignored", device=e.device, card=card_str(card))
-                elif self.shoe is not None:
-                    self.shoe.dealt(card)
+            case ev.CardDealt():
+                self._card_dealt(e)
             case ev.DiceRolled(die1=d1, die2=d2):
                 log.info("dice rolled", device=e.device, die1=d1, die2=d2)
 
+    def _wager_sensed(self, e: ev.WagerSensed) -> None:
+        seat, spot = e.seat, e.spot
+        if spot not in self.rules.spots:
+            log.warning("wager on a spot this table does not offer", device=e.device, seat=seat, spot=spot)
+        elif e.present_at_contact and self.state is not None and (seat, spot) not in self.state.accepted:
+            # on the spot before the controller could see it (a restart, a device back): it may be a
+            # chip of the last round; a wager is placed while betting is open and seen (§ 639a.2(c))
+            self._note("wager not recognized", {"reason": "present-at-contact: lift it and place it again",
+                                                "seat": seat, "spot": spot})
+        else:
+            self.apply(rm.ChipSensed(seat, spot, e.amount_cents))
+
+    def _card_dealt(self, e: ev.CardDealt) -> None:
+        if self.state is None or self.state.phase not in (rm.Phase.LOCKING, rm.Phase.DEALING):
+            # the deal begins after "no more bets" (§ 639a.8(b), § 667a.8(b)): no card of a round's deal
+            log.warning("card read outside a deal: ignored", device=e.device, card=card_str(e.card))
+        elif self.shoe is not None:
+            self.shoe.dealt(e.card)
+
     def device_changed(self, name: str, up: bool) -> None:
-        """Device `name` went down or came back: journaled as a fault, and to the round machine as its seats down or
-        up (a seat's wagering device) or a block of the whole table (any other device)."""
+        """A device down or back: journaled; its seats down or up, or (no seats) a block of the whole table."""
         seats = self.seats_of(name)
         if self.faults is not None:
             info = self._info[name]
@@ -439,8 +443,7 @@ class TableDaemon(TableShell):
     # --- views ---------------------------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:
-        """The control socket's `status`: the round, its meters, the devices, the lights, the journal's head and
-        anchor and the link (controller.app.card_views.card_status)."""
+        """The control socket's `status`: round, meters, devices, lights, journal head and anchor, link."""
         assert self.state is not None and self.ledger is not None
         link = self.link
         meters = meters_json(self.ledger.state, link.linked if link else None, link.values if link else {})

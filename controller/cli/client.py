@@ -246,7 +246,7 @@ def _select_meter(rows: list[dict[str, Any]], meter: str | None, hits: bool = Fa
 
 def _table(rows: list[list[str]], right: frozenset[int] = frozenset(), indent: str = "  ") -> list[str]:
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return [indent + "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))
+    return [indent + "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True))
                                ).rstrip() for r in rows]
 
 

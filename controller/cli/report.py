@@ -101,9 +101,9 @@ def cmd_report(args: Any) -> int:
     except InvariantViolation as e:
         print(f"progressivectl: the gaming day {day.day} does not reconcile: {e}", file=sys.stderr)
         return EXIT_DAMAGED
-    from datetime import datetime, timezone
+    from datetime import UTC, datetime
 
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     if report.entries == 0:
         if day.start > now:
             print(f"progressivectl: the gaming day {day.day} has not begun (it starts at {_local(day, day.start)}): "

@@ -32,6 +32,39 @@ class MqttChecks(Checker):
             "host": 'host = "link.casino.example": the MQTT broker of the link authority'})
         if m is None:
             return
+        ok = self._mqtt_settings_agree(m)
+        files: dict[str, Path | None] = {}
+        for k in ("ca_file", "cert_file", "key_file", "password_file"):
+            text = getattr(m, k)
+            if text is None:
+                files[k] = None
+                continue
+            files[k], usable = self._mqtt_file(k, text)
+            ok = usable and ok
+        client_id = m.client_id or table or ""
+        if m.client_id is not None and not _CLIENT_ID.fullmatch(m.client_id):
+            ok = False
+            self.add("mqtt.client_id", f"{m.client_id!r} is not a client id", "letters, digits, '.', '_' and '-'")
+        if not _TOPIC.fullmatch(m.topic_prefix):
+            ok = False
+            self.add("mqtt.topic_prefix", f"{m.topic_prefix!r} is not a topic prefix",
+                     "words of letters, digits, '_' and '-' joined by '/', no wildcards, no leading or trailing '/'")
+        keys = self._authority_keys(m.authority_keys)
+        if keys is None:
+            ok = False
+        if not ok or not client_id:
+            return
+        port = m.port if m.port is not None else (8883 if m.tls else 1883)
+        self.mqtt = MqttConfig(
+            host=m.host, port=port, tls=m.tls, client_id=client_id, topic_prefix=m.topic_prefix,
+            link_timeout=float(m.link_timeout), protocol=m.protocol, ca_file=files["ca_file"],
+            cert_file=files["cert_file"], key_file=files["key_file"], username=m.username,
+            password_file=files["password_file"], authority_keys=keys or (),
+        )
+
+    def _mqtt_settings_agree(self, m: schema.MqttModel) -> bool:
+        """A host; TLS off only to this machine and then no TLS files; a certificate with its key; a username with
+        a password file."""
         ok = True
         if not valid_host(m.host):
             ok = False
@@ -53,58 +86,34 @@ class MqttChecks(Checker):
         if m.password_file is not None and m.username is None:
             ok = False
             self.add("mqtt.username", "is required with password_file", 'username = "table-cs-07"')
-        files: dict[str, Path | None] = {}
-        for k in ("ca_file", "cert_file", "key_file", "password_file"):
-            text = getattr(m, k)
-            if text is None:
-                files[k] = None
-                continue
-            at = join("mqtt", k)
-            p = files[k] = self.usable_path(text, at)
-            if p is None:
-                ok = False
-                continue
-            st = probe(p)
-            where = "the path is absolute or relative to this configuration file"
-            if st is None or isinstance(st, FileRefused):
-                ok = False
-                self.add(at, f"{text}: no such file" if st is None else f"{text}: {st.reason}", where)
-                continue
-            if (kind := kind_of(st.st_mode)) is not None:
-                ok = False
-                self.add(at, f"{text}: it is {kind}, not a regular file", where)
-                continue
-            limit = MAX_SECRET_BYTES if k == "password_file" else MAX_CONFIG_BYTES
-            if st.st_size > limit:
-                ok = False
-                self.add(at, f"{text}: it is {st.st_size:,} bytes, more than the {limit_text(limit)} such a file may "
-                         "have", where)
-                continue
-            if k in ("key_file", "password_file"):
-                what = "the client certificate's private key" if k == "key_file" else "the MQTT password"
-                if (exposed := readable_by_others(p, st, what)) is not None:
-                    ok = False  # a secret in clear, unlike a hash: refused, not only warned about
-                    self.add(at, *exposed)
-        client_id = m.client_id or table or ""
-        if m.client_id is not None and not _CLIENT_ID.fullmatch(m.client_id):
-            ok = False
-            self.add("mqtt.client_id", f"{m.client_id!r} is not a client id", "letters, digits, '.', '_' and '-'")
-        if not _TOPIC.fullmatch(m.topic_prefix):
-            ok = False
-            self.add("mqtt.topic_prefix", f"{m.topic_prefix!r} is not a topic prefix",
-                     "words of letters, digits, '_' and '-' joined by '/', no wildcards, no leading or trailing '/'")
-        keys = self._authority_keys(m.authority_keys)
-        if keys is None:
-            ok = False
-        if not ok or not client_id:
-            return
-        port = m.port if m.port is not None else (8883 if m.tls else 1883)
-        self.mqtt = MqttConfig(
-            host=m.host, port=port, tls=m.tls, client_id=client_id, topic_prefix=m.topic_prefix,
-            link_timeout=float(m.link_timeout), protocol=m.protocol, ca_file=files["ca_file"],
-            cert_file=files["cert_file"], key_file=files["key_file"], username=m.username,
-            password_file=files["password_file"], authority_keys=keys or (),
-        )
+        return ok
+
+    def _mqtt_file(self, k: str, text: str) -> tuple[Path | None, bool]:
+        """The path of [mqtt]'s file `k`, and whether the file is usable: there, regular, not too long, and a
+        secret readable by no one else."""
+        at = join("mqtt", k)
+        p = self.usable_path(text, at)
+        if p is None:
+            return None, False
+        st = probe(p)
+        where = "the path is absolute or relative to this configuration file"
+        if st is None or isinstance(st, FileRefused):
+            self.add(at, f"{text}: no such file" if st is None else f"{text}: {st.reason}", where)
+            return p, False
+        if (kind := kind_of(st.st_mode)) is not None:
+            self.add(at, f"{text}: it is {kind}, not a regular file", where)
+            return p, False
+        limit = MAX_SECRET_BYTES if k == "password_file" else MAX_CONFIG_BYTES
+        if st.st_size > limit:
+            self.add(at, f"{text}: it is {st.st_size:,} bytes, more than the {limit_text(limit)} such a file may "
+                     "have", where)
+            return p, False
+        if k in ("key_file", "password_file"):
+            what = "the client certificate's private key" if k == "key_file" else "the MQTT password"
+            if (exposed := readable_by_others(p, st, what)) is not None:
+                self.add(at, *exposed)  # a secret in clear, unlike a hash: refused, not only warned about
+                return p, False
+        return p, True
 
     def _authority_keys(self, listed: list[str] | None) -> tuple[str, ...] | None:
         """A table's `authority_keys`: required with a linked meter (the table acts only on what the authority

@@ -11,6 +11,7 @@ from controller.config.check_devices import SHIPPED_PAYTABLES
 from controller.config.fields import did_you_mean
 from controller.config.model import WagerConfig
 from controller.errors import InputError
+from controller.games import Wager
 from controller.paytables import builtin_paytables, check_paytable_for, load_paytable
 from controller.paytables.model import Paytable
 from controller.tomlfile.problems import join
@@ -18,6 +19,30 @@ from controller.tomlfile.problems import join
 
 class WagerChecks(Checker):
     """Each wager of [wagers], after the meters: `wagers` by id."""
+
+    def _wager_meter(self, at: str, w: Wager, meter: str | None, used: dict[str, str]) -> bool:
+        """Whether the wager at `at` has the meter its kind needs, one no other wager has (`used`: meter -> the
+        wager's path, this one's added)."""
+        if w.progressive and meter is None:
+            self.add(join(at, "meter"), f"is required: the {w.title} is paid from a progressive meter",
+                     'meter = "main", and define it in [meters.main]')
+            return False
+        if not w.progressive and meter is not None:
+            self.add(join(at, "meter"), f"the {w.title} is not a progressive wager and has no meter",
+                     "remove meter")
+            return False
+        if meter is not None:
+            if meter not in self.meter_linked and meter not in self.meters:
+                known = ", ".join(self.meters) or "none is defined"
+                self.add(join(at, "meter"), f"no meter {meter!r} is defined",
+                         f"define [meters.{meter}] or use one of the meters: {known}")
+                return False
+            if meter in used:
+                self.add(join(at, "meter"), f"meter {meter!r} is already the meter of {used[meter]}",
+                         "each progressive wager has a meter of its own")
+                return False
+            used[meter] = at
+        return True
 
     def _wagers(self, wagers: dict[str, Any], allow_examples: bool) -> None:
         g = self.game
@@ -41,25 +66,8 @@ class WagerChecks(Checker):
             if m is None or w is None or g is None:
                 continue
             meter = m.meter
-            if w.progressive and meter is None:
-                self.add(join(at, "meter"), f"is required: the {w.title} is paid from a progressive meter",
-                         'meter = "main", and define it in [meters.main]')
+            if not self._wager_meter(at, w, meter, used):
                 continue
-            if not w.progressive and meter is not None:
-                self.add(join(at, "meter"), f"the {w.title} is not a progressive wager and has no meter",
-                         "remove meter")
-                continue
-            if meter is not None:
-                if meter not in self.meter_linked and meter not in self.meters:
-                    known = ", ".join(self.meters) or "none is defined"
-                    self.add(join(at, "meter"), f"no meter {meter!r} is defined",
-                             f"define [meters.{meter}] or use one of the meters: {known}")
-                    continue
-                if meter in used:
-                    self.add(join(at, "meter"), f"meter {meter!r} is already the meter of {used[meter]}",
-                             "each progressive wager has a meter of its own")
-                    continue
-                used[meter] = at
             pt = self._paytable(m.paytable, join(at, "paytable"))
             if pt is None:
                 continue

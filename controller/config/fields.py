@@ -9,7 +9,7 @@ parsing (they are not money).
 from __future__ import annotations
 
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from fractions import Fraction
 from typing import Annotated, Any
@@ -176,6 +176,20 @@ def _limit(value: object) -> object:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+# pydantic's error type -> our message, from its context and the value written
+_MESSAGES: dict[str, Callable[[Mapping[str, Any], object], str]] = {
+    "literal_error": lambda ctx, value: f"must be {ctx.get('expected', '?')}, not {show(value)}",
+    "greater_than_equal": lambda ctx, value: f"must be at least {_limit(ctx.get('ge'))}, not {value}",
+    "greater_than": lambda ctx, value: f"must be more than {_limit(ctx.get('gt'))}, not {value}",
+    "less_than_equal": lambda ctx, value: f"must be at most {_limit(ctx.get('le'))}, not {value}",
+    "less_than": lambda ctx, value: f"must be less than {_limit(ctx.get('lt'))}, not {value}",
+    "string_too_short": lambda ctx, value: "must not be empty",
+    "string_too_long": lambda ctx, value: f"is longer than {ctx.get('max_length')} characters",
+    "too_short": lambda ctx, value: f"must list at least {ctx.get('min_length')}",
+    "too_long": lambda ctx, value: f"must list at most {ctx.get('max_length')}",
+}
+
+
 def problems_from(
     errors: Iterable[FieldError],
     *,
@@ -214,30 +228,14 @@ def problems_from(
                 message = cause.problem
             else:
                 message = str(err["msg"]).removeprefix("Value error, ")
-        elif kind == "literal_error":
-            message = f"must be {ctx.get('expected', '?')}, not {show(value)}"
         elif kind in _KINDS:
             message = f"must be {_KINDS[kind]}, not {show(value)}"
             if isinstance(value, str) and kind.startswith(("int", "float", "bool")):
                 hint = "write it without quotes"
             elif isinstance(value, Decimal) and kind.startswith("int"):
                 hint = "write a whole number, without a decimal point"
-        elif kind == "greater_than_equal":
-            message = f"must be at least {_limit(ctx.get('ge'))}, not {value}"
-        elif kind == "greater_than":
-            message = f"must be more than {_limit(ctx.get('gt'))}, not {value}"
-        elif kind == "less_than_equal":
-            message = f"must be at most {_limit(ctx.get('le'))}, not {value}"
-        elif kind == "less_than":
-            message = f"must be less than {_limit(ctx.get('lt'))}, not {value}"
-        elif kind == "string_too_short":
-            message = "must not be empty"
-        elif kind == "string_too_long":
-            message = f"is longer than {ctx.get('max_length')} characters"
-        elif kind == "too_short":
-            message = f"must list at least {ctx.get('min_length')}"
-        elif kind == "too_long":
-            message = f"must list at most {ctx.get('max_length')}"
+        elif kind in _MESSAGES:
+            message = _MESSAGES[kind](ctx, value)
         else:
             message = str(err["msg"])
         out.append(Problem(path, message, hint))

@@ -32,6 +32,7 @@ from controller.config.check_mqtt import MqttChecks
 from controller.config.check_report import ReportChecks
 from controller.config.check_supervisors import SupervisorChecks
 from controller.config.check_wagers import WagerChecks
+from controller.config.check_wiring import WiringChecks
 from controller.config.fields import did_you_mean, show
 from controller.config.model import TableConfig
 from controller.games import GAMES
@@ -97,8 +98,8 @@ def _run(path: str | PathLike[str]) -> tuple[TableConfig | None, list[Problem], 
     return cfg, in_file_order(doc, checker.problems.items), in_file_order(doc, checker.warnings.items)
 
 
-class _Checker(MeterChecks, WagerChecks, CardChecks, DeviceChecks, SupervisorChecks, MonitoringChecks, MqttChecks,
-               AnchorChecks, ReportChecks):
+class _Checker(MeterChecks, WagerChecks, CardChecks, DeviceChecks, WiringChecks, SupervisorChecks, MonitoringChecks,
+               MqttChecks, AnchorChecks, ReportChecks):
     """A table's file: its top-level values, then each section by its own checks."""
 
     def run(self, doc: dict[str, Any], source: Path, source_stat: os.stat_result | None = None) -> TableConfig | None:

@@ -138,26 +138,34 @@ def _award(r: PropsResolution) -> DiceAward:
                      r.amount_cents, seat=r.seat, entry=r.tag)
 
 
-def _props_and_hops(
-    paytable: PaytableLike, positions: list[dict[str, Any]], rolls: tuple[Roll, ...], layout: HopLayout | None
-) -> DiceSettlement:
-    machine = PropsAndHops.new(paytable, layout)
-    entries = _entries(positions, ("seat", "bet", "wager", "roll", "removed_before_roll"), ("seat", "bet", "wager"))
+def _props_schedule(entries: list[Mapping[str, object]],
+                    n_rolls: int) -> tuple[dict[int, list[int]], dict[int, list[int]]]:
+    """The positions placed before each roll, and the Six Eight Shake wagers taken down before each: roll -> the
+    entries' indices."""
     placed: dict[int, list[int]] = {}
     removed: dict[int, list[int]] = {}
     for i, p in enumerate(entries):
         where = f"positions[{i}]"
         _wager(p["wager"], f"{where}.wager")
-        k = _index(p.get("roll", 0), f"{where}.roll", len(rolls))
+        k = _index(p.get("roll", 0), f"{where}.roll", n_rolls)
         placed.setdefault(k, []).append(i)
         if "removed_before_roll" in p:
             if p["bet"] != SIX_EIGHT_SHAKE:
                 raise InputError(f"{where}.removed_before_roll",
                                  f"only a Six Eight Shake wager may be taken down (§ 668a.2(f)(8)), not {p['bet']!r}")
-            r = _index(p["removed_before_roll"], f"{where}.removed_before_roll", len(rolls))
+            r = _index(p["removed_before_roll"], f"{where}.removed_before_roll", n_rolls)
             if r < k:
                 raise InputError(f"{where}.removed_before_roll", f"is before the roll the wager is made before ({k})")
             removed.setdefault(r, []).append(i)
+    return placed, removed
+
+
+def _props_and_hops(
+    paytable: PaytableLike, positions: list[dict[str, Any]], rolls: tuple[Roll, ...], layout: HopLayout | None
+) -> DiceSettlement:
+    machine = PropsAndHops.new(paytable, layout)
+    entries = _entries(positions, ("seat", "bet", "wager", "roll", "removed_before_roll"), ("seat", "bet", "wager"))
+    placed, removed = _props_schedule(entries, len(rolls))
 
     awards: list[DiceAward] = []
     settled_at: dict[int, DiceAward] = {}

@@ -15,7 +15,7 @@ class _Labelled(IntEnum):
         return self.name.lower().replace("_", "-")
 
     @classmethod
-    def from_label(cls, text: str) -> "_Labelled":
+    def from_label(cls, text: str) -> _Labelled:
         key = text.strip().lower().replace("_", "-")
         for member in cls:
             if member.label == key:

@@ -13,7 +13,7 @@ from controller.cards import card_str
 from controller.errors import CardError
 
 RANKS = range(2, 15)
-RANK_PRIME = dict(zip(RANKS, (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41)))
+RANK_PRIME = dict(zip(RANKS, (2, 3, 5, 7, 11, 13, 17, 19, 23, 29, 31, 37, 41), strict=True))
 # One prime per card, indexed by the card int (rank_index * 4 + suit).
 CARD_PRIME: list[int] = [RANK_PRIME[r] for r in RANKS for _ in range(4)]
 

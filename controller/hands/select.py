@@ -22,6 +22,7 @@ player+two-of-community keeps the first of the community pairs (1st, 2nd), (1st,
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import IntEnum
@@ -218,11 +219,11 @@ E = TypeVar("E", CardRule, HandKind)
 
 
 def _member(enum: type[E], value: object, field: str) -> E:
-    try:
-        return enum(value)
-    except ValueError:
-        known = ", ".join(m.value for m in enum)
-        raise RulesError(field, f"unknown {field} {value!r}; known: {known}") from None
+    if isinstance(value, str):  # a value of another type is none of the members'
+        with contextlib.suppress(ValueError):
+            return enum(value)
+    known = ", ".join(m.value for m in enum)
+    raise RulesError(field, f"unknown {field} {value!r}; known: {known}")
 
 
 def _cards(field: str, cards: object, seen: dict[int, str]) -> Cards:

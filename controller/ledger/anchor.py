@@ -109,9 +109,8 @@ def read_anchor(path: Path, key: bytes | None) -> Anchor | None:
             or not (mac is None or _is_hex64(mac)):
         raise AnchorError(f"{path}: not an anchor of the journal (seq, hash, at or mac malformed)")
     anchor = Anchor(seq, hash_, at, mac)
-    if key is not None:
-        if not anchor.signed_with(key):
-            raise AnchorError(f"{path}: the anchor is not signed with the journal key (forged, or another key's)")
+    if key is not None and not anchor.signed_with(key):
+        raise AnchorError(f"{path}: the anchor is not signed with the journal key (forged, or another key's)")
     return anchor
 
 

@@ -162,13 +162,13 @@ def check_kind(kind: object, field: str = "kind") -> str:
 def format_time(t: _dt.datetime) -> str:
     if t.tzinfo is None or t.utcoffset() is None:
         raise ValueError("the ledger's clock must return an aware datetime")
-    if t.tzinfo is not _dt.timezone.utc:
-        t = t.astimezone(_dt.timezone.utc)
+    if t.tzinfo is not _dt.UTC:
+        t = t.astimezone(_dt.UTC)
     return t.replace(tzinfo=None).isoformat(timespec="microseconds") + "Z"
 
 
 def utc_now() -> _dt.datetime:
-    return _dt.datetime.now(_dt.timezone.utc)
+    return _dt.datetime.now(_dt.UTC)
 
 
 def entry_text(prev_hash: str, seq: int, key: str, time: str, kind: str, body_text: str, result_text: str) -> str:

@@ -45,7 +45,7 @@ class KeyConflict(InputError):
         self.key = key
         self.seq = seq
 
-    def at(self, prefix: str) -> "InputError":  # keep the type's own constructor out of InputError.at
+    def at(self, prefix: str) -> InputError:  # keep the type's own constructor out of InputError.at
         return InputError(f"{prefix}.{self.field}" if prefix else self.field, self.problem)
 
 

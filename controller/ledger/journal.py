@@ -6,6 +6,7 @@ with them, COMMIT returns only after the transaction's WAL frames are on stable 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 from collections.abc import Iterator, Sequence
@@ -111,10 +112,8 @@ def create(path: Path, genesis_row: tuple[int, str, str, str], created: str) -> 
     crash while creating leaves no half-made file under the real name."""
     tmp = path.with_name(path.name + ".new")
     for suffix in ("", "-wal", "-shm", "-journal"):
-        try:
+        with contextlib.suppress(FileNotFoundError):
             os.unlink(str(tmp) + suffix)
-        except FileNotFoundError:
-            pass
     conn = connect(tmp, "rwc")
     try:
         conn.execute(f"PRAGMA application_id={APPLICATION_ID}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import os
@@ -72,7 +73,7 @@ class Ledger(Generic[S]):
              clock: Callable[[], Any] = chain.utc_now, checkpoint_every: int = 10_000, keep_snapshots: int = 2,
              max_batch: int = 1024, integrity: str = "full",
              fatal: Callable[[BaseException], None] = exit_process,
-             connection_factory: type[sqlite3.Connection] | None = None) -> "Ledger[S]":
+             connection_factory: type[sqlite3.Connection] | None = None) -> Ledger[S]:
         """Open (or, only when there is none, create) the ledger in `state_dir`, verify it, derive the
         state, record a power-up self-check entry and start the writer.
 
@@ -192,7 +193,7 @@ class Ledger(Generic[S]):
             os.close(self._lock_fd)
             self._lock_fd = None
 
-    def __enter__(self) -> "Ledger[S]":
+    def __enter__(self) -> Ledger[S]:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -200,10 +201,8 @@ class Ledger(Generic[S]):
 
     def __del__(self) -> None:  # pragma: no cover - best effort, and writes nothing
         if getattr(self, "_lock_fd", None) is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self.close(checkpoint=False)
-            except Exception:  # noqa: BLE001
-                pass
 
 
 # SQLite's errors for a write that found no room or failed on the device (a full disk: SQLITE_FULL, or

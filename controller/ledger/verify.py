@@ -108,26 +108,30 @@ class ChainScan:
         if (seq == 1) != (e.kind == GENESIS):
             raise Bad(seq, "entry 1 must be the genesis entry" if seq == 1 else "a second genesis entry")
         if e.kind == CHECKPOINT:
-            try:
-                first, last, digest, state_sha = checkpoint_fields(e)
-            except ValueError as err:
-                raise Bad(seq, str(err)) from None
-            if last != seq - 1:
-                raise Bad(seq, f"its segment ends at entry {last}, not at the entry before it")
-            if self.seg_first is not None:
-                if first != self.seg_first:
-                    raise Bad(seq, f"its segment begins at entry {first}, but the previous checkpoint "
-                                   f"is entry {self.seg_first}" if self.seg_first > 1 else
-                              f"its segment begins at entry {first}, not at entry 1")
-                if self.segment.hexdigest() != digest:
-                    raise Bad(seq, f"the digest it records for entries {first}..{last} does not match them")
-            self.seg_first = seq
-            self.segment = chain.SegmentDigest()
-            self.state_shas[seq] = state_sha
+            self._checkpoint(seq, e)
         self.segment.add(h, key, text)
         self.prev = h
         self.expected = seq + 1
         return e
+
+    def _checkpoint(self, seq: int, e: Entry) -> None:
+        """A checkpoint closes the segment since the last one: its bounds and digest checked, a new one begun."""
+        try:
+            first, last, digest, state_sha = checkpoint_fields(e)
+        except ValueError as err:
+            raise Bad(seq, str(err)) from None
+        if last != seq - 1:
+            raise Bad(seq, f"its segment ends at entry {last}, not at the entry before it")
+        if self.seg_first is not None:
+            if first != self.seg_first:
+                raise Bad(seq, f"its segment begins at entry {first}, but the previous checkpoint "
+                               f"is entry {self.seg_first}" if self.seg_first > 1 else
+                          f"its segment begins at entry {first}, not at entry 1")
+            if self.segment.hexdigest() != digest:
+                raise Bad(seq, f"the digest it records for entries {first}..{last} does not match them")
+        self.seg_first = seq
+        self.segment = chain.SegmentDigest()
+        self.state_shas[seq] = state_sha
 
 
 def scan_all(conn: sqlite3.Connection, on_entry: Callable[[int, Entry], object] | None = None) -> ChainScan:

@@ -21,6 +21,7 @@ systemd restarts it from the journal. Nothing is retried or swallowed here.
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import hashlib
 import json
@@ -95,7 +96,7 @@ class Receipt:
         return (f"Receipt(seq={self.seq}, key={self.key!r}, kind={self.kind!r}, time={self.time!r}, "
                 f"hash={self.hash!r}, result={self.result!r}, repeat={self.repeat})")
 
-    def again(self) -> "Receipt":
+    def again(self) -> Receipt:
         """The same receipt, marked as a repeat."""
         return Receipt(self.seq, self.key, self.kind, self.time, self.hash, self.result_json, True)
 
@@ -183,10 +184,8 @@ def deliver(outcomes: Sequence[tuple[Op | WalCheckpoint, Any]]) -> None:
         else:
             loops.add(op.loop)
     for loop in loops:
-        try:
+        with contextlib.suppress(RuntimeError):  # the loop was closed: nobody is waiting
             loop.call_soon_threadsafe(_resolve_in_loop, outcomes, loop)
-        except RuntimeError:  # the loop was closed: nobody is waiting
-            pass
 
 
 class _Prepared:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -266,14 +267,29 @@ def op_digest(op: Op) -> str:
     return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def _op_dict(msg: Op) -> dict[str, Any]:
+    d = {"type": "op", "table": msg.table, "seq": msg.seq, "kind": msg.kind, "meter": msg.meter, "body": msg.body}
+    if msg.approval is not None:
+        d["approval"] = msg.approval
+    return d
+
+
+def _expect_dict(msg: Expect) -> dict[str, Any]:
+    d: dict[str, Any] = {"type": "expect", "next_seq": msg.next_seq, "hello": msg.hello}
+    if msg.kinds is not None:
+        d["kinds"] = sorted(msg.kinds)
+    if msg.anchor is not None:
+        d["anchor"] = _anchor_dict(msg.anchor)
+    if msg.approvers is not None:
+        d["approvers"] = sorted(msg.approvers)
+    return d
+
+
 def encode(msg: Message) -> bytes:
     """The wire form of a message (compact JSON, keys sorted so equal messages are equal bytes)."""
     match msg:
         case Op():
-            d = {"type": "op", "table": msg.table, "seq": msg.seq, "kind": msg.kind, "meter": msg.meter,
-                 "body": msg.body}
-            if msg.approval is not None:
-                d["approval"] = msg.approval
+            d = _op_dict(msg)
         case Hello():
             d = {"type": "hello", "table": msg.table, "next_seq": msg.next_seq, "nonce": msg.nonce}
         case Ack():
@@ -281,13 +297,7 @@ def encode(msg: Message) -> bytes:
         case Refused():
             d = {"type": "refused", "seq": msg.seq, "field": msg.field, "message": msg.message, "op": msg.op}
         case Expect():
-            d = {"type": "expect", "next_seq": msg.next_seq, "hello": msg.hello}
-            if msg.kinds is not None:
-                d["kinds"] = sorted(msg.kinds)
-            if msg.anchor is not None:
-                d["anchor"] = _anchor_dict(msg.anchor)
-            if msg.approvers is not None:
-                d["approvers"] = sorted(msg.approvers)
+            d = _expect_dict(msg)
         case JournalAnchor():
             d = {"type": "anchor", **_anchor_dict(msg)}
         case MeterValue():
@@ -315,8 +325,8 @@ def encode(msg: Message) -> bytes:
     return json.dumps({"v": VERSION, **d}, separators=(",", ":"), sort_keys=True).encode()
 
 
-def decode(topic: str, payload: bytes) -> Message:
-    """The message in `payload`; SchemaError names the topic and the field at fault."""
+def _json_object(topic: str, payload: bytes) -> dict[str, Any]:
+    """The JSON object of a payload of our version."""
     if len(payload) > MAX_PAYLOAD:
         raise _bad(topic, "payload", f"{len(payload)} bytes, more than {MAX_PAYLOAD}")
     try:
@@ -329,15 +339,50 @@ def decode(topic: str, payload: bytes) -> Message:
         raise _bad(topic, "payload", "must be a JSON object")
     if d.get("v") != VERSION:
         raise _bad(topic, "v", f"version {d.get('v')!r}; this side speaks version {VERSION}")
+    return d
+
+
+def _op(topic: str, r: _Reader, d: dict[str, Any]) -> Op:
+    kind = r.text("kind")
+    if kind not in TABLE_OPS:
+        raise _bad(topic, "kind", f"{kind!r} is not an operation a table may send; "
+                          f"one of {', '.join(sorted(TABLE_OPS))}")
+    return Op(r.name("table"), r.count("seq", 1), kind, r.name("meter"), r.obj("body"),
+              r.obj("approval") if "approval" in d else None)
+
+
+def _expect(topic: str, r: _Reader, d: dict[str, Any]) -> Expect:
+    kinds = None
+    if "kinds" in d:
+        listed = r.list("kinds")
+        if not all(isinstance(k, str) for k in listed):
+            raise _bad(topic, "kinds", "must be a list of operation kinds")
+        kinds = frozenset(listed)
+    anchor = _anchor(topic, r.obj("anchor"), "anchor.") if "anchor" in d else None
+    approvers = None
+    if "approvers" in d:
+        names = r.list("approvers")
+        if not all(isinstance(n, str) and 0 < len(n) <= 64 for n in names):
+            raise _bad(topic, "approvers", "must be a list of supervisors' names")
+        approvers = frozenset(names)
+    return Expect(r.count("next_seq", 1), kinds, anchor, approvers, r.hex("hello", 32, empty=True))
+
+
+def _choice(topic: str, r: _Reader, field: str, allowed: Collection[str], listed: str) -> str:
+    """The text at `field`, one of `allowed` (`listed` says which, in the refusal)."""
+    value = r.text(field)
+    if value not in allowed:
+        raise _bad(topic, field, f"{value!r}; {listed}")
+    return value
+
+
+def decode(topic: str, payload: bytes) -> Message:
+    """The message in `payload`; SchemaError names the topic and the field at fault."""
+    d = _json_object(topic, payload)
     r = _Reader(topic, d)
     match d.get("type"):
         case "op":
-            kind = r.text("kind")
-            if kind not in TABLE_OPS:
-                raise _bad(topic, "kind", f"{kind!r} is not an operation a table may send; "
-                                  f"one of {', '.join(sorted(TABLE_OPS))}")
-            return Op(r.name("table"), r.count("seq", 1), kind, r.name("meter"), r.obj("body"),
-                      r.obj("approval") if "approval" in d else None)
+            return _op(topic, r, d)
         case "hello":
             return Hello(r.name("table"), r.count("next_seq", 1), r.hex("nonce", 32))
         case "ack":
@@ -345,20 +390,7 @@ def decode(topic: str, payload: bytes) -> Message:
         case "refused":
             return Refused(r.count("seq", 1), r.text("field"), r.text("message"), r.hex("op", 64))
         case "expect":
-            kinds = None
-            if "kinds" in d:
-                listed = r.list("kinds")
-                if not all(isinstance(k, str) for k in listed):
-                    raise _bad(topic, "kinds", "must be a list of operation kinds")
-                kinds = frozenset(listed)
-            anchor = _anchor(topic, r.obj("anchor"), "anchor.") if "anchor" in d else None
-            approvers = None
-            if "approvers" in d:
-                names = r.list("approvers")
-                if not all(isinstance(n, str) and 0 < len(n) <= 64 for n in names):
-                    raise _bad(topic, "approvers", "must be a list of supervisors' names")
-                approvers = frozenset(names)
-            return Expect(r.count("next_seq", 1), kinds, anchor, approvers, r.hex("hello", 32, empty=True))
+            return _expect(topic, r, d)
         case "anchor":
             return _anchor(topic, d, "")
         case "meter":
@@ -367,9 +399,7 @@ def decode(topic: str, payload: bytes) -> Message:
             return MeterValue(r.name("meter"), r.money("amount"), r.count("entry", 0), r.text("at"), r.money("reset"),
                               locked)
         case "win":
-            state = r.text("state")
-            if state not in WIN_STATES:
-                raise _bad(topic, "state", f"{state!r}; one of {', '.join(WIN_STATES)}")
+            state = _choice(topic, r, "state", WIN_STATES, f"one of {', '.join(WIN_STATES)}")
             return Win(r.name("meter"), r.name("table"), r.count("seat", 0), r.money("amount"), r.text("claim"),
                        state, r.count("entry", 1))
         case "heartbeat":
@@ -377,14 +407,10 @@ def decode(topic: str, payload: bytes) -> Message:
             return Heartbeat(r.name("authority"), r.text("at"), r.count("entry", 0),
                              {str(m): _money(topic, f"meters.{m}", a) for m, a in meters.items()})
         case "status":
-            state = r.text("state")
-            if state not in ("online", "offline"):
-                raise _bad(topic, "state", f"{state!r}; online or offline")
+            state = _choice(topic, r, "state", ("online", "offline"), "online or offline")
             return Status(r.name("authority"), state)
         case "offline":
-            reason = r.text("reason")
-            if reason not in OFFLINE_REASONS:
-                raise _bad(topic, "reason", f"{reason!r}; one of {', '.join(OFFLINE_REASONS)}")
+            reason = _choice(topic, r, "reason", OFFLINE_REASONS, f"one of {', '.join(OFFLINE_REASONS)}")
             return TableOffline(r.name("table"), reason)
         case "floor":
             return _floor(topic, r, len(payload))

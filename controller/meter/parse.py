@@ -73,7 +73,7 @@ def moment(value: object, field: str) -> datetime:
 
 def fraction(value: object, field: str) -> Fraction:
     """An exact number: Fraction, int or finite Decimal (never a binary float) as a Fraction."""
-    if isinstance(value, bool) or isinstance(value, float):
+    if isinstance(value, (bool, float)):
         raise InputError(field, f"must be exact (a decimal string, Fraction or Decimal), not the float {value!r}")
     if isinstance(value, Fraction):
         return value

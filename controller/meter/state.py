@@ -251,7 +251,7 @@ assert not hasattr(MeterState, "__post_init__"), "with_maps() does not run __ini
 # --- the invariant ------------------------------------------------------------------------------
 
 
-def invariant_failures(s: MeterState) -> list[str]:
+def invariant_failures(s: MeterState) -> list[str]:  # noqa: C901 - the invariant's clauses, a flat list of checks
     """Every way in which `s` breaks the meter's invariant, with the numbers (empty: it holds)."""
     u = format_units
     bad: list[str] = []
@@ -296,7 +296,7 @@ def invariant_failures(s: MeterState) -> list[str]:
     owed = open_count = open_cents = open_contributed = open_reserved = open_overflowed = 0
     if s.open_rounds:
         owed, open_count, open_cents, open_contributed, open_reserved, open_overflowed = map(
-            sum, zip(*[b.totals for b in s.open_rounds.values()]))
+            sum, zip(*[b.totals for b in s.open_rounds.values()], strict=True))
     if s.owed_cents != owed:
         bad.append(f"owed_cents {s.owed_cents} != {owed} owed in the open rounds")
     if s.meter_paid_cents > s.paid_by_attendant_cents:

@@ -286,7 +286,7 @@ class BadBeat:
                     self._flush_part_of(sub) or self._empty,
                 ):
                     previous = 0
-                    for v, c in zip(dist.values, dist.cum[1:]):
+                    for v, c in zip(dist.values, dist.cum[1:], strict=True):
                         out[v] += sign * (c - previous)
                         previous = c
         return {v: n for v, n in out.items() if n}

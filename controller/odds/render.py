@@ -104,7 +104,7 @@ def _table(header: list[str], rows: list[list[str]], right: set[int]) -> list[st
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))).rstrip()
 
     return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
 

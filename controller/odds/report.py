@@ -140,7 +140,7 @@ def _card_rows(w: Wager, paytable: Paytable) -> tuple[list[_Row], int, str]:
         index = next(i for i, p in enumerate(paytable.pays) if p is pay)
         per_row[index] += n
         paid += n
-    rows = [_Row(p, n, Fraction(n, total)) for p, n in zip(paytable.pays, per_row)]
+    rows = [_Row(p, n, Fraction(n, total)) for p, n in zip(paytable.pays, per_row, strict=True)]
     rows.append(_Row(None, total - paid, Fraction(total - paid, total)))
     return rows, total, method
 

@@ -134,6 +134,36 @@ def _fail(problem: str) -> RulesError:
     return RulesError("paytable", problem)
 
 
+def _check_lowest_paying(paytable: Paytable, game_id: str, wager_id: str, title: str) -> None:
+    """No row pays a hand below the lowest winning hand the regulations give the wager."""
+    minimum = MINIMUM_PAYING.get((game_id, wager_id))
+    enum = hand_type(paytable.kind)
+    if minimum is not None and enum is not None:
+        lowest = paytable.lowest_paying()
+        floor = (enum.from_label(minimum.hand), minimum.min_rank or 0)
+        if (paytable.category(lowest), lowest.min_rank or 0) < floor:
+            shown = lowest.hand if lowest.min_rank is None else f"{lowest.hand} (rank {lowest.min_rank}+)"
+            want = minimum.hand if minimum.min_rank is None else f"{minimum.hand} of rank {minimum.min_rank}+"
+            raise _fail(
+                f"{paytable.id} pays {shown}, below {want}, the lowest winning hand of the {title} "
+                f"({minimum.source})"
+            )
+
+
+def _check_envy(paytable: Paytable, game_id: str, wager_id: str, wager_of_game: str) -> None:
+    """An envy table only where the regulations define an Envy Bonus, qualifying as they say."""
+    envy = paytable.envy
+    if envy is not None:
+        rule = ENVY_QUALIFYING.get((game_id, wager_id))
+        if rule is None:
+            raise _fail(f"the regulations define no Envy Bonus for the {wager_of_game}")
+        if envy.qualifying not in rule.allowed:
+            raise _fail(
+                f"the envy table of {paytable.id} qualifies {envy.qualifying} or better; {rule.source} says "
+                + " or ".join(f"{h} or better" for h in rule.allowed)
+            )
+
+
 def check_paytable_for(
     paytable: Paytable,
     game_id: str,
@@ -169,29 +199,8 @@ def check_paytable_for(
     if linked and not w.progressive:
         raise _fail(f"only a progressive wager can be linked (§ 605a.8); the {w.title} is not progressive")
 
-    minimum = MINIMUM_PAYING.get((game_id, wager_id))
-    enum = hand_type(paytable.kind)
-    if minimum is not None and enum is not None:
-        lowest = paytable.lowest_paying()
-        floor = (enum.from_label(minimum.hand), minimum.min_rank or 0)
-        if (paytable.category(lowest), lowest.min_rank or 0) < floor:
-            shown = lowest.hand if lowest.min_rank is None else f"{lowest.hand} (rank {lowest.min_rank}+)"
-            want = minimum.hand if minimum.min_rank is None else f"{minimum.hand} of rank {minimum.min_rank}+"
-            raise _fail(
-                f"{pid} pays {shown}, below {want}, the lowest winning hand of the {w.title} "
-                f"({minimum.source})"
-            )
-
-    envy = paytable.envy
-    if envy is not None:
-        rule = ENVY_QUALIFYING.get((game_id, wager_id))
-        if rule is None:
-            raise _fail(f"the regulations define no Envy Bonus for the {w.title} of {g.title}")
-        if envy.qualifying not in rule.allowed:
-            raise _fail(
-                f"the envy table of {pid} qualifies {envy.qualifying} or better; {rule.source} says "
-                + " or ".join(f"{h} or better" for h in rule.allowed)
-            )
+    _check_lowest_paying(paytable, game_id, wager_id, w.title)
+    _check_envy(paytable, game_id, wager_id, f"{w.title} of {g.title}")
 
     printed = printed_paytables(game_id, wager_id)
     match = next((p for p in printed if _same_rows(paytable, p)), None)
@@ -215,6 +224,7 @@ def check_paytable_for(
                 cite = " (§ 639a.12(d)(3): Paytables A, B, C and E may not be linked)"
             raise _fail(f"{pid} may not be selected for linked games: {why}{cite}")
 
+    envy = paytable.envy
     if envy is not None:
         have = envy.wager_sizes
         for size in wager_sizes:

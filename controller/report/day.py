@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import date, datetime, time, timedelta, timezone, tzinfo
+from datetime import UTC, date, datetime, time, timedelta, tzinfo
 
 from controller.errors import InputError
 
@@ -40,7 +40,7 @@ class GamingDay:
         try:
             return ZoneInfo(self.zone)
         except (ValueError, KeyError, OSError):  # named as configured, checked then: a copy read elsewhere
-            return timezone.utc
+            return UTC
 
     def local(self, t: datetime) -> datetime:
         return t.astimezone(self.tzinfo)
@@ -122,7 +122,7 @@ def span_edges(span: str, now: datetime, starts_at: time, zone: tzinfo, interval
 
 
 def _utc(t: datetime) -> datetime:
-    return t.astimezone(timezone.utc)
+    return t.astimezone(UTC)
 
 
 __all__ = ["DEFAULT_DAY_STARTS", "DEFAULT_TIME_ZONE", "SPANS", "GamingDay", "day_of", "gaming_day", "last_ended",

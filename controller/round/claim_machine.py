@@ -19,16 +19,32 @@ and a lock of a claim that ended unpaid goes back to the meter. Every share of a
 The win lights follow the claims: a seat's light is on while a claim that pays it is neither rejected, voided
 nor refused (`WinLight` when that changes). A refusal raises RulesError (or InputError for a malformed
 request) and changes nothing.
+
+A step says everything the shell needs, so that an approval is decided here once: each `Pay` carries the
+payout's meter operation, journal key and signed approval; `Won` what the sign shows; the step the claims'
+`Face` (what the sign shows while a claim waits), the statuses that ended and the claim's description. The
+shell reports a batch of payments back at once (`PaymentsMade`, or `PayRefused` with the payouts paid before).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from controller.awards import PercentOfMeter, parse_award
 from controller.errors import RulesError
-from controller.round.claims import OPEN, Claim, RoundClaims, claim_refusal, status_text
+from controller.meter import ops as meter_ops
+from controller.round.claims import (
+    OPEN,
+    Claim,
+    RoundClaims,
+    claim_refusal,
+    lock_op,
+    payout_key,
+    payout_op,
+    status_text,
+)
 from controller.round.model import Note
 from controller.round.settlement import Payout
 
@@ -41,6 +57,33 @@ REPEATED = frozenset({"share-refused", "reapproved"})  # events a claim may go t
 
 
 @dataclass(frozen=True)
+class Stamp:
+    """The table that pays and the time its payments carry: the shell reads its clock once for a step (a step
+    given none says which payouts to pay, not with which operation)."""
+
+    table: str
+    at: datetime
+
+
+@dataclass(frozen=True)
+class ToSign:
+    """A payment as the supervisor approves it: its operation, and for a locked award the lock as it was sent, its
+    number and nonce at the authority and the amount the supervisor saw (controller.linkproto.approval)."""
+
+    index: int
+    op: meter_ops.Op
+    lock: meter_ops.LockPercentAward | None
+    number: int
+    nonce: str
+    amount_cents: int
+
+
+# The approver's signature of a payment a link authority verifies, (by, mac), or None for one it does not: an HMAC
+# with the approver's key, a pure function.
+Signer = Callable[[ToSign], tuple[str, str] | None]
+
+
+@dataclass(frozen=True)
 class NewClaim:
     """A claim verified by controller.round.claims.verify or verify_dealer. `linked`: its meter is a linked
     meter, whose percentage awards are locked at the link authority first (§ 605a.8). `by`: who claimed it,
@@ -49,6 +92,7 @@ class NewClaim:
     claim: Claim
     linked: bool = False
     by: str = "dealer"
+    stamp: Stamp | None = None
 
 
 @dataclass(frozen=True)
@@ -76,11 +120,18 @@ class LockRefused:
 @dataclass(frozen=True)
 class Approve:
     """A supervisor approved the claim; `approvals`: the signed approvals of its payouts that a link authority
-    verifies, (payout, by, mac) each (none for a table's own meter)."""
+    verifies, (payout, by, mac) each (none for a table's own meter), or `sign` makes them here, with the locks as
+    they were sent (`sent_locks`, by payout) where the journal holds them; `approver`: the authority verifies
+    approvals by `by`. `void_requested`: the round is to be voided (§ 667a.8(h)), why."""
 
     claim_id: str
     by: str
     approvals: tuple[tuple[int, str, str], ...] = ()
+    stamp: Stamp | None = None
+    sign: Signer | None = None
+    sent_locks: Mapping[int, meter_ops.LockPercentAward] = field(default_factory=dict)
+    approver: bool = True
+    void_requested: str | None = None
 
 
 @dataclass(frozen=True)
@@ -92,12 +143,22 @@ class Paid:
 
 
 @dataclass(frozen=True)
+class PaymentsMade:
+    """Payouts `indices` of the claim are journaled: the shell's report of the `Pay` it carried out, at once."""
+
+    claim_id: str
+    indices: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class PayRefused:
-    """The link authority refused payout `index` (its approval did not verify): nothing of the claim is paid."""
+    """The link authority refused payout `index` (its approval did not verify); `paid`: the claim's payouts paid
+    before it that the shell has not reported yet."""
 
     claim_id: str
     index: int
     problem: str
+    paid: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -114,7 +175,7 @@ class VoidClaims:
     reason: str
 
 
-Input = NewClaim | Locked | LockRefused | Approve | Paid | PayRefused | Reject | VoidClaims
+Input = NewClaim | Locked | LockRefused | Approve | Paid | PaymentsMade | PayRefused | Reject | VoidClaims
 
 
 # --- effects -----------------------------------------------------------------------------------
@@ -122,17 +183,18 @@ Input = NewClaim | Locked | LockRefused | Approve | Paid | PayRefused | Reject |
 
 @dataclass(frozen=True)
 class Record:
-    """Journal the claim as it is now, under the key ``<claim id>:<event>``, before the effects after it."""
+    """Journal the claim as it is now, under the key ``<claim id>:<event>`` (`key`), before the effects after it."""
 
     claim: Claim
     event: str
+    key: str = field(init=False)
 
-    @property
-    def key(self) -> str:
+    def __post_init__(self) -> None:
+        c = self.claim
+        key = f"{c.id}:{self.event}"
         if self.event in REPEATED:  # may come more than once: the approvals and refusals so far tell them apart
-            c = self.claim
-            return f"{c.id}:{self.event}-{len(c.approvals)}" + "".join(f"-{i}" for i in c.refused)
-        return f"{self.claim.id}:{self.event}"
+            key = f"{c.id}:{self.event}-{len(c.approvals)}" + "".join(f"-{i}" for i in c.refused)
+        object.__setattr__(self, "key", key)
 
 
 @dataclass(frozen=True)
@@ -146,10 +208,16 @@ class Lock:
 
 @dataclass(frozen=True)
 class Pay:
-    """Journal payout `index`; answer with Paid."""
+    """Journal payout `index` of the claim on `meter`: the operation `op` under the key `key`, with its signed
+    approval (by, mac) where the link authority verifies one; answer with PaymentsMade (or Paid)."""
 
     claim_id: str
     index: int
+    meter: str
+    op: meter_ops.Op | None
+    key: str
+    signed: tuple[str, str] | None
+    payout: Payout
 
 
 @dataclass(frozen=True)
@@ -170,24 +238,55 @@ class WinLight:
 
 @dataclass(frozen=True)
 class Won:
-    """Every payout of the claim is journaled: the sign shows the win."""
+    """Every payout of the claim is journaled: the sign shows the win of `seat` (0: the dealer's hand)."""
 
     claim_id: str
+    seat: int
+    amount_cents: int
+    by: str
 
 
 Effect = Record | Lock | Pay | Release | WinLight | Won | Note
 
 
 @dataclass(frozen=True)
+class Face:
+    """What the table shows of a round's claims: the seat and amount the sign shows PENDING for (a claim that
+    waits for a supervisor or its lock, or is being paid after one), and whether a claim awaits approval."""
+
+    seat: int | None = None
+    amount_cents: int | None = None
+    pending: bool = False
+
+
+@dataclass(frozen=True)
 class ClaimStep:
+    """The claims after a step, the effects to carry out in order, what the table shows (`face`), the statuses
+    claims ended in at this step (`ended`: rejected, voided, refused), and the description of the claim a
+    NewClaim or an Approve given a Stamp was about (`description`)."""
+
     claims: RoundClaims
     effects: tuple[Effect, ...] = ()
+    face: Face = Face()
+    ended: tuple[str, ...] = ()
+    description: str = ""
 
 
 # --- the machine -------------------------------------------------------------------------------
 
 
 def step(rc: RoundClaims, e: Input) -> ClaimStep:
+    out = _step(rc, e)
+    before = {x.id: x.status for x in rc.claims}
+    ended = tuple(x.status for x in out.claims.claims if x.status != before.get(x.id) and x.status in ENDED)
+    described = ""
+    if isinstance(e, NewClaim | Approve) and e.stamp is not None:  # the shell's: its answer names the claim
+        cid = e.claim.id if isinstance(e, NewClaim) else e.claim_id
+        described = out.claims.get(cid).describe()
+    return replace(out, face=face(out.claims), ended=ended, description=described)
+
+
+def _step(rc: RoundClaims, e: Input) -> ClaimStep:
     match e:
         case NewClaim():
             return _new(rc, e)
@@ -198,6 +297,8 @@ def step(rc: RoundClaims, e: Input) -> ClaimStep:
         case Approve():
             return _approve(rc, e)
         case Paid():
+            return _paid(rc, PaymentsMade(e.claim_id, (e.index,)))
+        case PaymentsMade():
             return _paid(rc, e)
         case PayRefused():
             return _pay_refused(rc, e)
@@ -206,6 +307,49 @@ def step(rc: RoundClaims, e: Input) -> ClaimStep:
         case VoidClaims():
             return _void(rc, e)
     raise TypeError(f"not an input of the claim machine: {e!r}")
+
+
+ENDED = ("rejected", "voided", "refused")
+
+
+def face(rc: RoundClaims) -> Face:
+    """What the sign shows of the round's claims (PENDING with the seat and amount), and whether one awaits."""
+    c = rc.open
+    waiting = c is not None and (c.status != "paying" or c.needs_approval or c.claimed_by == "shoe")
+    pending = rc.pending is not None
+    return Face(c.seat, c.amount_cents, pending) if waiting and c is not None else Face(pending=pending)
+
+
+def _pays(rc: RoundClaims, c: Claim, stamp: Stamp | None) -> list[Effect]:
+    """Pay each payout of `c` not paid yet: its operation, its key and its latest signed approval."""
+    return [Pay(c.id, i, c.meter, None if stamp is None else payout_op(c, i, stamp.table, stamp.at),
+                _payout_key(rc, c, i), c.approval_of(i), c.payouts[i]) for i in c.unpaid]
+
+
+def _payout_key(rc: RoundClaims, c: Claim, i: int) -> str:
+    """The key of payout `i` of the claim: the hand's (payout_key), or, for a hand claimed again after a claim of
+    it ended refused, the hand's and the new claim's (the refused payment keeps its key, and its outcome)."""
+    key = payout_key(c.round_id, c.seat, c.spot, i)
+    again = any(x.status == "refused" and x.seat == c.seat and x.spot == c.spot and x.id != c.id for x in rc.claims)
+    key = f"{key}:{c.id}" if again else key
+    n = c.approvals_of(i)  # approved again after a refusal: a payment of its own, under a key of its own
+    return f"{key}:approval-{n}" if n > 1 else key
+
+
+def _signed(c: Claim, e: Approve) -> tuple[tuple[int, str, str], ...]:
+    """The approvals `e.sign` makes of the claim's payouts (approved by `c.by`), each bound to its one payment."""
+    assert e.sign is not None and e.stamp is not None, "a signed approval names its table and time"
+    out = []
+    for i, p in enumerate(c.payouts):
+        op = payout_op(c, i, e.stamp.table, e.stamp.at)
+        lock = None
+        if i in c.locks:  # the one lock it pays, as it was sent, and what the supervisor saw it is for
+            lock = e.sent_locks.get(i) or lock_op(c, i, e.stamp.table, e.stamp.at)
+        number, nonce = next(((n, nonce) for j, n, nonce in c.lock_numbers if j == i), (0, ""))
+        signed = e.sign(ToSign(i, op, lock, number, nonce, p.amount))
+        if signed is not None:
+            out.append((i, *signed))
+    return tuple(out)
 
 
 def lock_indices(payouts: Iterable[Payout]) -> tuple[int, ...]:
@@ -247,7 +391,7 @@ def _new(rc: RoundClaims, e: NewClaim) -> ClaimStep:
         effects = [Record(c, "claimed")]
     else:  # paid by the table at once (§ 639a.11(c)(6)(i)): the claimer's word is the approval
         c = replace(c, status="paying", claimed_by=e.by, locks=(), locked=(), paid=(), by=e.by)
-        effects = [Record(c, "claimed"), *(Pay(c.id, i) for i in c.unpaid)]
+        effects = [Record(c, "claimed"), *_pays(rc, c, e.stamp)]
     return _with(rc, c, effects)
 
 
@@ -284,32 +428,42 @@ def _lock_refused(rc: RoundClaims, e: LockRefused) -> ClaimStep:
 
 def _approve(rc: RoundClaims, e: Approve) -> ClaimStep:
     c = rc.get(e.claim_id)
-    if c.status == "paying" and c.refused:
+    again = c.status == "paying" and bool(c.refused)  # a later share the authority refused: approved again
+    if e.void_requested is not None and c.status == "pending":
+        raise RulesError("claim_id", f"round {rc.round_id} is to be voided ({e.void_requested}): its hands are void "
+                                     "(§ 667a.8(h)); reject the claim, or a supervisor voids the round")
+    if c.status != "pending" and not again:
+        raise RulesError("claim_id", f"{c.id} {status_text(c)}")
+    if e.sign is not None and not e.approver:  # refused here, before anything moves
+        raise RulesError("supervisor", f"{e.by} is not an approver of the link authority: its payments from the "
+                                       "linked meter would be refused; another supervisor approves, or the "
+                                       "authority's approvers_file lists them (progressivectl approval-key)")
+    approvals = e.approvals if e.sign is None else _signed(replace(c, by=e.by), e)
+    if again:
         # The way out of a claim whose later share the authority refused after the first was paid: a supervisor it
         # verifies approves every payout not paid yet again (the refused ones and those waiting behind them, whose
         # approvals were the same supervisor's); each approval is a payment of its own (its key names it).
-        again = tuple(a for a in e.approvals if a[0] not in c.paid)
-        c = replace(c, by=e.by, approvals=(*c.approvals, *again), refused=())
-        return _with(rc, c, [Record(c, "reapproved"), *(Pay(c.id, i) for i in c.unpaid)])
-    if c.status != "pending":
-        raise RulesError("claim_id", f"{c.id} {status_text(c)}")
-    c = replace(c, status="paying", by=e.by, approvals=e.approvals)
-    return _with(rc, c, [Record(c, "approved"), *(Pay(c.id, i) for i in c.unpaid)])
+        fresh = tuple(a for a in approvals if a[0] not in c.paid)
+        c = replace(c, by=e.by, approvals=(*c.approvals, *fresh), refused=())
+        return _with(rc, c, [Record(c, "reapproved"), *_pays(rc, c, e.stamp)])
+    c = replace(c, status="paying", by=e.by, approvals=approvals)
+    return _with(rc, c, [Record(c, "approved"), *_pays(rc, c, e.stamp)])
 
 
-def _paid(rc: RoundClaims, e: Paid) -> ClaimStep:
+def _paid(rc: RoundClaims, e: PaymentsMade) -> ClaimStep:
     c = rc.get(e.claim_id)
     if c.status != "paying":
         raise RulesError("claim_id", f"{c.id} {status_text(c)}: nothing of it is being paid")
-    if not 0 <= e.index < len(c.payouts):
-        raise RulesError("index", f"{c.id} has no payout {e.index}")
-    if e.index in c.paid:
+    bad = [i for i in e.indices if not 0 <= i < len(c.payouts)]
+    if bad:
+        raise RulesError("index", f"{c.id} has no payout {bad[0]}")
+    if set(e.indices) <= set(c.paid):
         return ClaimStep(rc)
-    c = replace(c, paid=tuple(sorted((*c.paid, e.index))))
+    c = replace(c, paid=tuple(sorted({*c.paid, *e.indices})))
     if c.unpaid:
         return ClaimStep(rc.with_claim(c))
     c = replace(c, status="paid")
-    return _with(rc, c, [Record(c, "paid"), Won(c.id)])
+    return _with(rc, c, [Record(c, "paid"), Won(c.id, c.seat, c.amount_cents, c.by)])
 
 
 def _pay_refused(rc: RoundClaims, e: PayRefused) -> ClaimStep:
@@ -320,6 +474,7 @@ def _pay_refused(rc: RoundClaims, e: PayRefused) -> ClaimStep:
     c = rc.get(e.claim_id)
     if c.status != "paying" or e.index in c.paid or e.index in c.refused:
         return ClaimStep(rc)
+    c = replace(c, paid=tuple(sorted({*c.paid, *(i for i in e.paid if 0 <= i < len(c.payouts))})))
     if c.paid:  # the claim stays being paid until a supervisor the authority verifies approves the payout again
         c = replace(c, refused=tuple(sorted((*c.refused, e.index))))
         return _with(rc, c, [Record(c, "share-refused"),
@@ -336,6 +491,27 @@ def _reject(rc: RoundClaims, e: Reject) -> ClaimStep:
         raise RulesError("claim_id", f"{c.id} {status_text(c)}")
     c = replace(c, status="rejected", by=e.by, reason=e.reason)
     return _with(rc, c, [Record(c, "rejected"), *(Release(c.id, i, e.by, e.reason) for i in c.locks)])
+
+
+def claim_answer(c: Claim, wait_s: float) -> tuple[str, str] | None:
+    """The answer to a claim once its step's effects are carried out, (message, status); RulesError for a claim
+    that ended unpaid meanwhile; None for any other. `wait_s`: how long the answer waited for the link authority's lock."""
+    match c.status:
+        case "paid":
+            return f"{c.describe()}: paid by the table", "paid"
+        case "pending":
+            return f"{c.describe()}: awaiting a supervisor's approval (progressivectl approve {c.id})", "pending"
+        case "locking":
+            return (f"{c.describe()}: the link authority has not answered the lock within {wait_s:.0f} s; it waits in "
+                    f"the outbox and the claim waits for it (progressivectl approve {c.id} once it is pending)",
+                    "locking")
+        case "paying":  # approved meanwhile: the approval answers for it
+            return f"{c.describe()}: approved by {c.by}, being paid", "paying"
+        case "refused":
+            raise RulesError("claim", f"{c.id}: {c.reason}")
+        case "rejected" | "voided":  # decided meanwhile by a supervisor
+            raise RulesError("claim", f"{c.id} {status_text(c)}")
+    return None
 
 
 def void_refusal(rc: RoundClaims) -> str | None:
@@ -373,7 +549,7 @@ def _void(rc: RoundClaims, e: VoidClaims) -> ClaimStep:
     return ClaimStep(out, tuple(effects) + _lights(rc, out))
 
 
-def restore(round_id: str, first: int, journaled: Iterable[Claim]) -> ClaimStep:
+def restore(round_id: str, first: int, journaled: Iterable[Claim], stamp: Stamp | None = None) -> ClaimStep:
     """The claims of round `round_id` as their last journal records left them, and what finishing them takes:
     a lock being taken is waited for (sent again: the same key applies once), a claim being paid is paid to
     the end, a lock of a claim that ended unpaid goes back to the meter (if it was taken), lights as the claims
@@ -385,11 +561,11 @@ def restore(round_id: str, first: int, journaled: Iterable[Claim]) -> ClaimStep:
         if c.status == "locking":
             effects += [Lock(c.id, i) for i in c.locks if i not in c.locked]
         elif c.status == "paying":
-            effects += [Pay(c.id, i) for i in c.unpaid]
+            effects += _pays(rc, c, stamp)
         elif c.status in ("rejected", "voided", "refused"):
             effects += [Release(c.id, i, "controller", f"claim {c.status} before the controller stopped")
                         for i in c.locks]
-    return ClaimStep(rc, tuple(effects) + _lights(RoundClaims(round_id, first=first), rc))
+    return ClaimStep(rc, tuple(effects) + _lights(RoundClaims(round_id, first=first), rc), face(rc))
 
 
 def _with(rc: RoundClaims, c: Claim, effects: list[Effect]) -> ClaimStep:
@@ -402,6 +578,6 @@ def _lights(before: RoundClaims, after: RoundClaims) -> tuple[Effect, ...]:
     return tuple(WinLight(s, True) for s in sorted(now - was)) + tuple(WinLight(s, False) for s in sorted(was - now))
 
 
-__all__ = ["EVENTS", "Approve", "ClaimStep", "Effect", "Input", "Lock", "LockRefused", "Locked", "NewClaim", "Note",
-           "Paid", "Pay", "PayRefused", "Record", "Reject", "Release", "VoidClaims", "WinLight", "Won", "lock_indices", "restore",
-           "settle_refusal", "step", "void_refusal"]
+__all__ = ["EVENTS", "Approve", "ClaimStep", "Effect", "Face", "Input", "Lock", "LockRefused", "Locked", "NewClaim",
+           "Note", "Paid", "Pay", "PayRefused", "PaymentsMade", "Record", "Reject", "Release", "Signer", "Stamp", "ToSign",
+           "VoidClaims", "WinLight", "Won", "claim_answer", "face", "lock_indices", "restore", "settle_refusal", "step", "void_refusal"]

@@ -368,10 +368,7 @@ def _check_turn(rc: RoundClaims, seat: int, spot: str, turn: int) -> None:
             mine_text = f"the dealer's hand is settled at seat {turn}'s turn (the first seat that wagered on it), so"
         else:
             mine_text = f"seat {seat} is settled"
-        if last.on_dealer:
-            theirs = f"the dealer's hand (settled at seat {last.turn}'s turn)"
-        else:
-            theirs = f"seat {last.seat}"
+        theirs = f"the dealer's hand (settled at seat {last.turn}'s turn)" if last.on_dealer else f"seat {last.seat}"
         raise RulesError("seat", f"{mine_text} before {theirs}: seats are settled from the dealer's right, N to 1, "
                                  "each player's own hand before the dealer's (§ 639a.11(c)); void or settle by hand")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from types import MappingProxyType
 
 from controller.errors import InputError
@@ -50,14 +50,14 @@ class TableRules:
         object.__setattr__(self, "spots", MappingProxyType(dict(self.spots)))
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     BETTING = "betting"  # wagers are recognized (unless a block is up)
     LOCKING = "locking"  # lock-out pressed: wagers frozen, the booking is on its way to disk
     DEALING = "dealing"  # wagers locked and booked; cards dealt, hands settled
     VOID = "void"  # voided before settlement: waiting for the reversal to reach disk
 
 
-class Block(str, Enum):
+class Block(StrEnum):
     """Why progressive wagering is disabled. Several may be up at once; betting needs none."""
 
     DECK = "deck"  # a shuffler count other than 52, a stub count that failed, or decks out of alternation

@@ -95,7 +95,7 @@ def _resume(rules: TableRules, meters: Mapping[str, MeterView]) -> Resumed:
         booking = state.open_rounds.get(open_round)
         if booking is None:
             continue
-        for (seat, cents), spot in zip(booking.wagers, booked_spots(rules, meter_id, booking)):
+        for (seat, cents), spot in zip(booking.wagers, booked_spots(rules, meter_id, booking), strict=True):
             if spot is not None:
                 accepted[(seat, spot)] = cents
     st = replace(TableState(round_no=n), phase=Phase.DEALING, accepted=MappingProxyType(accepted), lamp=True)

@@ -161,16 +161,8 @@ def settle(rnd: Round) -> Settlement:
         if s.wager:
             if folds_away:
                 forfeited.append(s.seat)
-            elif w.id == "bad-beat":
-                p = _bad_beat(rnd, s, own, dealer_hand)
-                if p:
-                    payouts.append(p)
-            elif own is not None:
-                p = _paytable_payout(rnd, s.seat, s.wager, own, "player", state)
-                if p:
-                    payouts.append(p)
-                    if w.magic_and_lucky:
-                        payouts.extend(_magic_and_lucky(rnd, s.seat, s.wager, own, "player"))
+            else:
+                payouts.extend(_own_hand_payouts(rnd, s, own, dealer_hand, state))
             if rnd.paytable.envy is not None and not (s.folded and w.fold is FoldEffect.FORFEIT):
                 payouts.extend(_envy(rnd, s, hands))
         on_dealer = rnd.dealer_wagers.get(s.seat, 0)
@@ -191,6 +183,22 @@ def settle(rnd: Round) -> Settlement:
         seeded=state.seeded,
         forfeited=tuple(forfeited),
     )
+
+
+def _own_hand_payouts(rnd: Round, s: Seat, own: Hand | None, dealer_hand: Hand | None,
+                      state: _MeterState) -> list[Payout]:
+    """What the seat's wager on its own hand pays (not folded away): the Bad Beat, or its paytable's award and
+    the Magic Card and Lucky Bonus that follow it."""
+    w = rnd.wager
+    if w.id == "bad-beat":
+        p = _bad_beat(rnd, s, own, dealer_hand)
+        return [p] if p else []
+    if own is None:
+        return []
+    p = _paytable_payout(rnd, s.seat, s.wager, own, "player", state)
+    if not p:
+        return []
+    return [p, *(_magic_and_lucky(rnd, s.seat, s.wager, own, "player") if w.magic_and_lucky else [])]
 
 
 class _MeterState:
@@ -371,6 +379,23 @@ def _dealer_hand(rnd: Round) -> Hand | None:
 
 
 def _check_round(rnd: Round) -> None:
+    _check_what_is_settled(rnd)
+    g, w = rnd.game, rnd.wager
+    seen: set[int] = set()
+    for i, s in enumerate(rnd.seats):
+        _check_seat(rnd, f"seats[{i}]", s, seen)
+    if rnd.community and len(rnd.community) not in g.community_cards or (
+        not rnd.community and _needs_community(w) and g.community_cards != (0,)
+    ):
+        want = " or ".join(str(n) for n in g.community_cards)
+        raise InputError("community", f"has {len(rnd.community)} cards; {g.title} uses {want} community cards")
+    _check_dealer(rnd, seen)
+    _check_draws(rnd)
+    _check_duplicates(rnd)
+
+
+def _check_what_is_settled(rnd: Round) -> None:
+    """The game, its wager, the paytable and the meter go together."""
     g, w = rnd.game, rnd.wager
     if g.dice:
         raise RulesError("game", f"{g.title} is a dice game: settle it with its positions and rolls")
@@ -388,37 +413,39 @@ def _check_round(rnd: Round) -> None:
             )
         if rnd.meter < rnd.reset:
             raise RulesError("meter.amount", "is below the reset amount; the meter never shows less than its reset")
-    seen: set[int] = set()
-    for i, s in enumerate(rnd.seats):
-        where = f"seats[{i}]"
-        if not 1 <= s.seat <= g.max_seats:
-            raise RulesError(f"{where}.seat", f"{s.seat} is not a seat of {g.title} (1..{g.max_seats}, § {g.chapter}.2(a))")
-        if s.seat in seen:
-            raise RulesError(f"{where}.seat", f"seat {s.seat} appears twice")
-        seen.add(s.seat)
-        if s.wager < 0:
-            raise RulesError(f"{where}.wager", "is negative")
-        if s.folded and w.fold is FoldEffect.NO_FOLD:
-            raise RulesError(f"{where}.folded", f"{g.title} has no fold that affects the {w.title} (§ {g.chapter}.7)")
-        if s.folded and s.wager and w.fold is FoldEffect.IS_THE_FOLD:
-            raise RulesError(f"{where}.folded", f"a player who folds makes no {w.title} (§ {g.chapter}.1 \"Fold\")")
-        if s.folded and w.fold is FoldEffect.NOT_IN_OUR_COPY and (s.wager or rnd.dealer_wagers.get(s.seat)):
-            raise RulesError(
-                f"{where}.folded",
-                f"what a fold does to the {w.title} of {g.title} is not in the regulations this controller "
-                f"implements (§ {g.chapter}.11); a folded seat cannot be settled",
-            )
-        forfeits = s.folded and w.fold in (FoldEffect.FORFEIT, FoldEffect.FORFEIT_KEEP_ENVY)
-        needs_cards = bool(s.wager) and not forfeits and not s.envy_only
-        if s.cards and len(s.cards) != g.player_cards:
-            raise InputError(f"{where}.cards", f"has {len(s.cards)} cards; {g.title} deals {g.player_cards} to a player")
-        if needs_cards and not s.cards:
-            raise InputError(f"{where}.cards", "are required to settle this seat")
-    if rnd.community and len(rnd.community) not in g.community_cards or (
-        not rnd.community and _needs_community(w) and g.community_cards != (0,)
-    ):
-        want = " or ".join(str(n) for n in g.community_cards)
-        raise InputError("community", f"has {len(rnd.community)} cards; {g.title} uses {want} community cards")
+
+
+def _check_seat(rnd: Round, where: str, s: Seat, seen: set[int]) -> None:
+    """One seat of the round (`seen`: the seats before it, this one added)."""
+    g, w = rnd.game, rnd.wager
+    if not 1 <= s.seat <= g.max_seats:
+        raise RulesError(f"{where}.seat", f"{s.seat} is not a seat of {g.title} (1..{g.max_seats}, § {g.chapter}.2(a))")
+    if s.seat in seen:
+        raise RulesError(f"{where}.seat", f"seat {s.seat} appears twice")
+    seen.add(s.seat)
+    if s.wager < 0:
+        raise RulesError(f"{where}.wager", "is negative")
+    if s.folded and w.fold is FoldEffect.NO_FOLD:
+        raise RulesError(f"{where}.folded", f"{g.title} has no fold that affects the {w.title} (§ {g.chapter}.7)")
+    if s.folded and s.wager and w.fold is FoldEffect.IS_THE_FOLD:
+        raise RulesError(f"{where}.folded", f"a player who folds makes no {w.title} (§ {g.chapter}.1 \"Fold\")")
+    if s.folded and w.fold is FoldEffect.NOT_IN_OUR_COPY and (s.wager or rnd.dealer_wagers.get(s.seat)):
+        raise RulesError(
+            f"{where}.folded",
+            f"what a fold does to the {w.title} of {g.title} is not in the regulations this controller "
+            f"implements (§ {g.chapter}.11); a folded seat cannot be settled",
+        )
+    forfeits = s.folded and w.fold in (FoldEffect.FORFEIT, FoldEffect.FORFEIT_KEEP_ENVY)
+    needs_cards = bool(s.wager) and not forfeits and not s.envy_only
+    if s.cards and len(s.cards) != g.player_cards:
+        raise InputError(f"{where}.cards", f"has {len(s.cards)} cards; {g.title} deals {g.player_cards} to a player")
+    if needs_cards and not s.cards:
+        raise InputError(f"{where}.cards", "are required to settle this seat")
+
+
+def _check_dealer(rnd: Round, seen: set[int]) -> None:
+    """The wagers on the dealer's hand, by seats of the round, and the dealer's cards they need."""
+    g, w = rnd.game, rnd.wager
     dealer_needed = any(rnd.dealer_wagers.values()) or w.id == "bad-beat"
     if rnd.dealer_wagers and not w.dealer_bets:
         raise RulesError("dealer.wagers", f"the {w.title} of {g.title} cannot be placed on the dealer's hand")
@@ -432,6 +459,11 @@ def _check_round(rnd: Round) -> None:
         raise InputError("dealer.cards", f"has {len(rnd.dealer)} cards; the dealer of {g.title} receives {want}")
     if dealer_needed and not rnd.dealer:
         raise InputError("dealer.cards", "are required: a wager depends on the dealer's hand")
+
+
+def _check_draws(rnd: Round) -> None:
+    """A Magic Card or Lucky Bonus position only where the paytable pays it."""
+    g, w = rnd.game, rnd.wager
     bonus = w.magic_and_lucky
     if rnd.magic_card is not None and not (bonus and rnd.paytable.magic_card is not None):
         raise RulesError("magic_card", f"the {w.title} under {rnd.paytable.id} pays no Magic Card Bonus")
@@ -442,7 +474,6 @@ def _check_round(rnd: Round) -> None:
             raise RulesError("lucky_seat", f"the dealer's position is not drawn for the Lucky Bonus at {g.title}")
         if rnd.lucky_seat != DEALER_POSITION and not 1 <= rnd.lucky_seat <= g.max_seats:
             raise RulesError("lucky_seat", f"{rnd.lucky_seat} is not a position of {g.title}")
-    _check_duplicates(rnd)
 
 
 def _index(rnd: Round, seat: int) -> int:

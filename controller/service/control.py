@@ -42,8 +42,9 @@ import stat
 import struct
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any, Protocol
 
 from controller.errors import InputError, RulesError
@@ -67,7 +68,8 @@ _MAX_ID = 128
 
 
 # The peer of the request a handler is answering (pid, uid, gid: SO_PEERCRED), for what it decides by user.
-PEER: contextvars.ContextVar[dict[str, int]] = contextvars.ContextVar("control_peer", default={})
+# Read-only: the default is one object shared by every context.
+PEER: contextvars.ContextVar[Mapping[str, int]] = contextvars.ContextVar("control_peer", default=MappingProxyType({}))
 
 
 # --- errors --------------------------------------------------------------------------------------

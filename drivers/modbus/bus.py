@@ -318,11 +318,10 @@ class ModbusBus:
                 self._record(att, "ok")
                 self._replied(unit)
                 self._backoff.reset()  # a reply, not a mere connect: a link that drops at once keeps backing off
-                if att.frame and (len(att.frame) > expect
-                                  or any(not att.frame.startswith(b) for b in att.buffers)):
-                    # a good reply, but stray bytes arrived with it
-                    if on_fault is not None:
-                        on_fault("garbage", f"{len(b''.join(att.buffers))} bytes around a {expect}-byte reply")
+                # a good reply, but stray bytes arrived with it
+                if on_fault is not None and att.frame and (len(att.frame) > expect
+                                                           or any(not att.frame.startswith(b) for b in att.buffers)):
+                    on_fault("garbage", f"{len(b''.join(att.buffers))} bytes around a {expect}-byte reply")
                 return reply
             self._failures_in_a_row += 1
             self._silent.add(unit)

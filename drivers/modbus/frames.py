@@ -8,7 +8,7 @@ bus sees the raw bytes through pymodbus' ``trace_packet`` hook and uses these fu
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
+from enum import StrEnum
 
 from pymodbus.framer.rtu import FramerRTU
 
@@ -62,7 +62,7 @@ EXCEPTION_NAMES = {
 BUSY_CODES = frozenset({5, 6})
 
 
-class Framing(str, Enum):
+class Framing(StrEnum):
     RTU = "rtu"  # unit id + PDU + CRC16
     SOCKET = "socket"  # MBAP header (7 bytes, unit id last) + PDU
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 from fractions import Fraction
 from pathlib import Path
 from typing import Any
@@ -36,7 +36,7 @@ MAX_SLOT = 64  # meter slots of a sign
 MAX_SCALE = Fraction(1_000_000)  # cents per count (reading) or counts per cent (writing), either way
 
 
-class Table(str, Enum):
+class Table(StrEnum):
     """The four Modbus data tables. ``address`` is the 0-based address in the request (a manual's
     "40001" is holding_register 0)."""
 
@@ -54,13 +54,13 @@ class Table(str, Enum):
         return self in (Table.COIL, Table.HOLDING_REGISTER)
 
 
-class Kind(str, Enum):
+class Kind(StrEnum):
     SEAT = "seat"
     LOCKOUT = "lockout"
     SIGN = "sign"
 
 
-class ButtonMode(str, Enum):
+class ButtonMode(StrEnum):
     COUNTER = "counter"  # a register the device increments on every press; the controller compares
     MOMENTARY = "momentary"  # an input that is on while the button is held
 
@@ -101,7 +101,7 @@ class RegisterMapError(InputError):
         lines = [f"{source}: {f}: {p}" if f else f"{source}: {p}" for f, p in self.errors]
         Exception.__init__(self, "\n".join(lines))
 
-    def at(self, prefix: str) -> "RegisterMapError":
+    def at(self, prefix: str) -> RegisterMapError:
         return self
 
 
@@ -352,12 +352,21 @@ class _Checker:
         elif role == "message_table" and t is not DataType.ASCII:
             self.err(f"{path}.type", f"message_table is text: the type must be ascii, not {t.value}")
         elif role == "button":
-            if pm.mode is ButtonMode.COUNTER and t not in UNSIGNED_TYPES:
-                self.err(f"{path}.type", f"a press counter needs uint16 or uint32, not {t.value}")
-            if pm.mode is ButtonMode.COUNTER and pm.table.is_bits:
-                self.err(f"{path}.table", "a press counter lives in an input_register or holding_register")
-            if pm.mode is ButtonMode.MOMENTARY and t is not DataType.BOOL:
-                self.err(f"{path}.type", f"a momentary button is on or off: the type must be bool, not {t.value}")
+            self._button_type(path, pm)
+        self._width(path, pm)
+
+    def _button_type(self, path: str, pm: _PointModel) -> None:
+        t = pm.type
+        if pm.mode is ButtonMode.COUNTER and t not in UNSIGNED_TYPES:
+            self.err(f"{path}.type", f"a press counter needs uint16 or uint32, not {t.value}")
+        if pm.mode is ButtonMode.COUNTER and pm.table.is_bits:
+            self.err(f"{path}.table", "a press counter lives in an input_register or holding_register")
+        if pm.mode is ButtonMode.MOMENTARY and t is not DataType.BOOL:
+            self.err(f"{path}.type", f"a momentary button is on or off: the type must be bool, not {t.value}")
+
+    def _width(self, path: str, pm: _PointModel) -> None:
+        """word_order for a 32-bit type only, length for ascii only."""
+        t = pm.type
         wide = t in (DataType.UINT32, DataType.INT32)
         if wide and pm.word_order is None:
             self.err(f"{path}.word_order", f"required for {t.value}: \"big\" (high word at the lower address) "
@@ -436,6 +445,10 @@ class _Checker:
                     self.err(f"{p.path}.spot", f"seat {p.seat} spot {p.spot!r} already has a wager_amount "
                              f"({amounts[key].path})")
                 amounts[key] = p  # type: ignore[index]
+        self._seat_lights(outputs, present)
+
+    def _seat_lights(self, outputs: list[Point], present: dict[tuple[int, str], Point]) -> None:
+        """An accepted light for each wager_present, a win light for each seat, none for anything else."""
         lights: dict[tuple[int, str], Point] = {}
         wins: dict[int, Point] = {}
         for p in outputs:

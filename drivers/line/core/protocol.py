@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from controller.cards import card_str, parse_card
 from controller.errors import CardError, InputError
@@ -92,7 +92,7 @@ class ArgError(InputError):
         self.code = code
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     CONTROLLER = "controller"
     DEVICE = "device"
 
@@ -205,7 +205,38 @@ def _check_token_out(text: object, field: str) -> str:
 # --- messages -> (verb, args) -------------------------------------------------------------------
 
 
-def to_wire(msg: Message, *, seats: int | None = None) -> tuple[str, tuple[str, ...]]:
+def _amounts_out(amounts: tuple[tuple[str, int], ...]) -> tuple[str, ...]:
+    args = []
+    for i, pair in enumerate(amounts):
+        try:
+            meter, cents = pair
+        except (TypeError, ValueError):
+            raise ArgError(f"amounts[{i}]", f"{pair!r} is not (meter_id, cents)", NAK_SYNTAX) from None
+        meter = _check_token_out(meter, f"amounts[{i}]")
+        args.append(f"{meter}={_check_uint_out(cents, f'amounts[{i}]', MAX_CENTS)}")
+    return tuple(args)
+
+
+def _message_out(msg: ShowMessage, seats: int | None) -> tuple[str, ...]:
+    table, seat, amount = msg.table, msg.seat, msg.amount_cents
+    try:
+        message = SignMessage(msg.message)
+    except ValueError:
+        raise ArgError("message", f"{msg.message!r} is not a sign message", NAK_UNKNOWN) from None
+    if message is SignMessage.WIN and (table is None or seat is None or amount is None):
+        raise ArgError("message", "WIN needs table, seat and amount", NAK_ARGS)
+    args = [message.value]
+    if table is not None:
+        args.append(f"table={_check_token_out(table, 'table')}")
+    if seat is not None:
+        args.append(f"seat={_check_seat_out(seat, seats)}")
+    if amount is not None:
+        args.append(f"cents={_check_uint_out(amount, 'amount_cents', MAX_CENTS)}")
+    return tuple(args)
+
+
+# C901: one case a message of the protocol, a flat table
+def to_wire(msg: Message, *, seats: int | None = None) -> tuple[str, tuple[str, ...]]:  # noqa: C901
     """The verb and arguments of a message. Raises ArgError (an InputError) naming the field for a
     message the protocol cannot carry (seat out of range, a float for cents, a name with spaces)."""
     match msg:
@@ -257,30 +288,9 @@ def to_wire(msg: Message, *, seats: int | None = None) -> tuple[str, tuple[str, 
         case SetLockoutLamp(on):
             return LOCKLAMP, ("1" if on else "0",)
         case ShowAmounts(amounts):
-            args = []
-            for i, pair in enumerate(amounts):
-                try:
-                    meter, cents = pair
-                except (TypeError, ValueError):
-                    raise ArgError(f"amounts[{i}]", f"{pair!r} is not (meter_id, cents)", NAK_SYNTAX) from None
-                meter = _check_token_out(meter, f"amounts[{i}]")
-                args.append(f"{meter}={_check_uint_out(cents, f'amounts[{i}]', MAX_CENTS)}")
-            return AMOUNTS, tuple(args)
-        case ShowMessage(message, table, seat, amount):
-            try:
-                message = SignMessage(message)
-            except ValueError:
-                raise ArgError("message", f"{message!r} is not a sign message", NAK_UNKNOWN) from None
-            if message is SignMessage.WIN and (table is None or seat is None or amount is None):
-                raise ArgError("message", "WIN needs table, seat and amount", NAK_ARGS)
-            args = [message.value]
-            if table is not None:
-                args.append(f"table={_check_token_out(table, 'table')}")
-            if seat is not None:
-                args.append(f"seat={_check_seat_out(seat, seats)}")
-            if amount is not None:
-                args.append(f"cents={_check_uint_out(amount, 'amount_cents', MAX_CENTS)}")
-            return MESSAGE, tuple(args)
+            return AMOUNTS, _amounts_out(amounts)
+        case ShowMessage():
+            return MESSAGE, _message_out(msg, seats)
     raise ArgError("message", f"{type(msg).__name__} is not a message of the line protocol", NAK_UNKNOWN)
 
 

@@ -15,11 +15,11 @@ else would lose cents, and the register map refuses it (registermap.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
+from enum import StrEnum
 from fractions import Fraction
 
 
-class DataType(str, Enum):
+class DataType(StrEnum):
     BOOL = "bool"
     UINT16 = "uint16"
     INT16 = "int16"
@@ -28,7 +28,7 @@ class DataType(str, Enum):
     ASCII = "ascii"  # text, two characters per register, first character in the high byte
 
 
-class WordOrder(str, Enum):
+class WordOrder(StrEnum):
     BIG = "big"  # high word first
     LITTLE = "little"  # low word first
 

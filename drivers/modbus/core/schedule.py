@@ -20,16 +20,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 
-class Role(str, Enum):
+class Role(StrEnum):
     SEAT = "seat"
     LOCKOUT = "lockout"
     SIGN = "sign"
 
 
-class Phase(str, Enum):
+class Phase(StrEnum):
     """What the bus's reads are for now. BETTING by default: a table whose phase nobody told is read fast."""
 
     BETTING = "betting"  # wagers are recognized: seats fast, the lock-out between them
