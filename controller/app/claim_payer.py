@@ -71,10 +71,17 @@ class ClaimPayer:
 
     async def pay(self, pays: list[cm.Pay]) -> tuple[cm.PaymentsMade | None, PayoutFailed | None]:
         """Pay a batch of one claim's payouts. On the table's own meter: what was paid, and why the rest was not
-        (the meter refused it). On a linked meter: (None, None), its payments under way in the background, which
-        report to the machine themselves."""
+        (the meter refused it). On a linked meter, payouts the authority verifies no approval of: what was paid, once
+        each is durable in the outbox; with an approved one: (None, None), its payments under way in the
+        background, which report to the machine themselves."""
         cid = pays[0].claim_id
         if self._meters.is_linked(pays[0].meter):
+            if not any(p.op is not None and p.op.kind in approval.APPROVED_KINDS for p in pays):
+                # nothing the authority verifies an approval of (a fixed award): each paid once durable in the
+                # outbox, and answered paid, as before any approval
+                made = await self._linked_payments(pays)
+                assert not isinstance(made, cm.PayRefused)  # the authority refuses only an approved payment
+                return made, None
             if cid not in self._sequences:  # a batch under way pays what it was given: not sent twice
                 self._sequences.add(cid)
                 self._spawn(self._pay_linked(pays), f"pay:{cid}")
