@@ -6,7 +6,7 @@ the new amount at every table of the link.
     .venv/bin/python bench/bench_link.py --write     # and put them in docs/benchmarks.md ("Linked progressives")
     .venv/bin/python bench/bench_link.py --quick     # a smoke run (under a minute)
 
-Everything goes through one real Mosquitto (tests/broker.py: TLS, a password per client, the shipped ACL),
+Everything goes through one real Mosquitto (tests/support/broker.py: TLS, a password per client, the shipped ACL),
 started for the run. The link authority is `progressived --role link --config FILE` in a child process,
 started afresh (a new journal) for each measurement. The simulated tables run in this process.
 
@@ -78,7 +78,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import structlog

@@ -8,7 +8,7 @@
 The table is the example Caribbean Stud table (config/tables/caribbean-stud.toml) on the seven-seat rig
 (config/hil/caribbean-stud-7.toml): seven seat devices, the lock-out button and the meter sign on one paced
 Modbus RTU bus, the shuffler and the shoe on lines of their own. The daemon is `progressived --config FILE`
-in a child process (tests/tableproc.py writes its configuration for the running rig); the rig runs in this
+in a child process (tests/support/tableproc.py writes its configuration for the running rig); the rig runs in this
 process. The bus runs at each baud rate asked for (the rig configuration's `baud`, changed in memory; the
 table's configuration follows the rig).
 
@@ -65,7 +65,7 @@ from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from controller.app.setup import standalone_meters

@@ -1,9 +1,9 @@
 """The harness the table benchmarks share (bench_table.py, bench_retries.py): the seven-seat rig at a baud rate and
-`progressived` on it in a child process (tests/tableproc.py), the daemon's JSON log read as it grows, the machine
+`progressived` on it in a child process (tests/support/tableproc.py), the daemon's JSON log read as it grows, the machine
 the figures were measured on, and the command line every benchmark takes (`--seed`, `--quick`, `--write`) with
 its results written into their sections of docs/benchmarks.md.
 
-A benchmark puts the tree, tests/ and bench/ on sys.path before it imports this module."""
+A benchmark puts the tree, tests/support/ and bench/ on sys.path before it imports this module."""
 
 from __future__ import annotations
 

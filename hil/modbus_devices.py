@@ -272,7 +272,7 @@ class SimDevice:
 
 # pymodbus starts each request's handler with run_coroutine_threadsafe (ServerRequestHandler.handle_later) and keeps
 # no handle on it, so a request in flight when the server shuts down outlives it. The one reach into pymodbus'
-# internals for it is here; tests/test_modbus_sim.py fails as soon as these names change.
+# internals for it is here; tests/drivers/test_modbus_sim.py fails as soon as these names change.
 REQUEST_HANDLER = "ServerRequestHandler.handle_request"
 
 

@@ -3,7 +3,7 @@
 
 The prose (NAME, DESCRIPTION, FILES, EXIT STATUS, SEE ALSO) is written by hand in man/; the SYNOPSIS, the
 OPTIONS and, for a program with commands, every COMMAND with its arguments are written here from the parser the
-program builds, so a page cannot drift from the command line (tests/test_install_steps.py renders each page and
+program builds, so a page cannot drift from the command line (tests/system/test_install_steps.py renders each page and
 looks for every option in it). No dependency: roff is written as text.
 
     python scripts/manpages.py OUT [VERSION]     writes OUT/man1/*.1 and OUT/man8/*.8 (scripts/release gzips them)

@@ -1,7 +1,12 @@
 """Test-suite plumbing: `async def` tests run in a fresh event loop with a deadline, and must leave no task
 behind (pytest alone would skip them with a warning, which would let them pass without running). Hypothesis
 has no per-example deadline: on a loaded machine one example may take longer than its 200 ms default, which
-is no fault of the code (a test that wants one sets its own); a failure prints how to reproduce it."""
+is no fault of the code (a test that wants one sets its own); a failure prints how to reproduce it.
+
+The tests are grouped by the layer they test (docs/architecture.md, "The plan"): core/ (the pure core), drivers/
+(the drivers and the rig), shell/ (the shell's packages, each with its own components), system/ (whole processes,
+the release, the lint and the plan itself); support/ holds what they share. Each folder is importable by module
+name from every test, as the flat folder was."""
 
 from __future__ import annotations
 
@@ -9,9 +14,16 @@ import asyncio
 import contextlib
 import inspect
 import os
+import sys
+from pathlib import Path
 
 import pytest
 from hypothesis import settings
+
+_HERE = Path(__file__).resolve().parent
+for _folder in ("support", "core", "drivers", "shell", "system"):
+    if (_HERE / _folder).is_dir() and str(_HERE / _folder) not in sys.path:
+        sys.path.insert(0, str(_HERE / _folder))
 
 ASYNC_TEST_DEADLINE_S = float(os.environ.get("PROGRESSIVE_ASYNC_DEADLINE_S", "120"))
 GRACE_S = min(30.0, ASYNC_TEST_DEADLINE_S / 4)  # after the deadline, for a test's teardown to end
@@ -82,9 +94,9 @@ def _awaiting(task: asyncio.Task) -> list[str]:
 
 # Tests of 10 s and more on a loaded two-core machine that are neither soaks nor grouped (measured with
 # --durations): started with the first, for the same reason.
-LONG = ("tests/test_lint.py::test_the_code_type_checks", "tests/test_console_browser.py",
-        "tests/test_meter_series.py::test_a_long_journal", "tests/test_demo.py::test_demo_plays_rounds",
-        "tests/test_anchor.py::test_an_older_copy", "tests/test_meter.py::test_random_operations")
+LONG = ("tests/system/test_lint.py::test_the_code_type_checks", "tests/system/test_console_browser.py",
+        "tests/shell/test_meter_series.py::test_a_long_journal", "tests/system/test_demo.py::test_demo_plays_rounds",
+        "tests/shell/test_anchor.py::test_an_older_copy", "tests/core/test_meter.py::test_random_operations")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -1,5 +1,5 @@
 """How the console's HTTP server meets its connections: the one place that reaches past aiohttp's application
-API (tests/test_console.py::test_slow_and_crowding_clients_are_cut_off checks each of these against a real server
+API (tests/shell/test_console.py::test_slow_and_crowding_clients_are_cut_off checks each of these against a real server
 and fails if aiohttp changes under them).
 
 - A time for a request's head. aiohttp has no timer of its own for the request line and headers, but its

@@ -3,7 +3,7 @@
 aiomqtt 2.x gives no handle on the paho-mqtt client under it, no way to bound the size of a packet it reads, no
 way to close what a failed connect left open, and reports a timeout only by its message. controller.link.mqtt
 needs each of these; they are here, each optional where it can be (None, or nothing done, when the internal is not
-there), and tests/test_aiomqtt_internals.py fails as soon as the versions installed change any of them.
+there), and tests/shell/test_aiomqtt_internals.py fails as soon as the versions installed change any of them.
 """
 
 from __future__ import annotations
