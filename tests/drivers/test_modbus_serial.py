@@ -481,27 +481,25 @@ async def test_a_down_device_is_refused_at_once():
         assert dev.metrics().up is False and dev.metrics().failed_polls == 1
 
 
-@run_async
-async def test_a_late_reply_is_reported_once_by_the_bus_and_not_again_by_pymodbus():
-    """A reply after its request timed out is the bus's `late` (with its bytes); pymodbus' own "received pdu
-    without a corresponding request" warning about the same bytes is not a second line (a demo on a loaded box
-    printed both)."""
+def test_a_late_reply_is_reported_once_by_the_bus_and_not_again_by_pymodbus():
+    """A reply after its request timed out is the bus's `late` (with its bytes, test_dropped_and_delayed_replies);
+    pymodbus' own "received pdu without a corresponding request" warning about the same bytes is not a second line
+    (a demo on a loaded box printed both). Logged as pymodbus logs it, through its own Log; its other warnings
+    still pass."""
     import logging
 
-    seen: list[logging.LogRecord] = []
+    from pymodbus.logging import Log
+
+    import drivers.modbus.bus  # noqa: F401 (installs the filter)
+
+    seen: list[str] = []
     handler = logging.Handler(logging.WARNING)
-    handler.emit = seen.append  # type: ignore[method-assign]
+    handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
     pymodbus = logging.getLogger("pymodbus")
     pymodbus.addHandler(handler)
     try:
-        async with serial_rig(SEAT3) as rig:
-            dev = rig.device("seat-3")
-            assert await dev.poll_once()
-            rig.wire.delay_next(1.5 * rig.bus.settings.timeout, n=1)  # the first attempt's reply comes late
-            assert await dev.poll_once()  # the retry
-            while not rig.bus.errors["late"]:
-                assert await dev.poll_once()  # the late bytes arrive while the bus is still in use
+        Log.warning("ERROR: received pdu without a corresponding request, IGNORING")
+        Log.warning("some other warning of pymodbus")
     finally:
         pymodbus.removeHandler(handler)
-    assert rig.bus.errors["late"] >= 1
-    assert not [r.getMessage() for r in seen if "corresponding request" in r.getMessage()], seen
+    assert seen == ["some other warning of pymodbus"], seen
