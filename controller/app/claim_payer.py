@@ -69,11 +69,13 @@ class ClaimPayer:
 
         return sign
 
-    async def pay(self, pays: list[cm.Pay]) -> tuple[cm.PaymentsMade | None, PayoutFailed | None]:
+    async def pay(self, pays: list[cm.Pay]) -> tuple[cm.PaymentsMade | None, Exception | None]:
         """Pay a batch of one claim's payouts. On the table's own meter: what was paid, and why the rest was not
-        (the meter refused it). On a linked meter, payouts the authority verifies no approval of: what was paid, once
-        each is durable in the outbox; with an approved one: (None, None), its payments under way in the
-        background, which report to the machine themselves."""
+        (the meter refused it: PayoutFailed; or what failed unexpectedly, raised by the caller once what was paid
+        before it is reported). On a linked meter, payouts the authority verifies no approval of: what was paid,
+        once each is durable in the outbox; with an approved one: the first payment durable in the outbox before
+        this returns (an error raises to the approver), and (None, None): the rest under way in the background,
+        which reports to the machine itself."""
         cid = pays[0].claim_id
         if self._meters.is_linked(pays[0].meter):
             if not any(p.op is not None and p.op.kind in approval.APPROVED_KINDS for p in pays):
@@ -83,11 +85,17 @@ class ClaimPayer:
                 assert not isinstance(made, cm.PayRefused)  # the authority refuses only an approved payment
                 return made, None
             if cid not in self._sequences:  # a batch under way pays what it was given: not sent twice
-                self._sequences.add(cid)
-                self._spawn(self._pay_linked(pays), f"pay:{cid}")
+                first = self._next_linked(cid, pays)
+                port = self._meters.linked
+                assert port is not None
+                if first is not None:
+                    assert first.op is not None
+                    await port.submit(first.op, first.meter, first.key, _signed(first))  # durable in the outbox, sent
+                self._spawn(self._pay_linked(pays, frozenset(() if first is None else (first.index,))), f"pay:{cid}")
+                self._sequences.add(cid)  # once spawned: a spawn refused (stopping) leaves the claim to a restart
             return None, None
         paid: list[int] = []
-        failed = None
+        failed: Exception | None = None
         for p in pays:
             c = self._claim_now(cid)
             if c is None or c.status != "paying" or p.index in c.paid or p.index in c.refused:
@@ -102,16 +110,30 @@ class ClaimPayer:
                           seat=p.payout.seat, payout=p.index, error=str(err))
                 failed = PayoutFailed(f"{cid}: payout {p.index} refused by the meter: {err}")
                 break
+            except Exception as err:  # noqa: BLE001 (raised by the caller, after the payouts before it are reported)
+                failed = err
+                break
             else:
                 self._count(cid, p, result)
             paid.append(p.index)
         return (cm.PaymentsMade(cid, tuple(paid)) if paid else None), failed
 
-    async def _pay_linked(self, pays: list[cm.Pay]) -> None:
+    def _linked_order(self, pays: list[cm.Pay]) -> list[cm.Pay]:
+        """The approved payments first, in order, then the others (an Envy Bonus)."""
+        return sorted(pays, key=lambda p: (p.op is None or p.op.kind not in approval.APPROVED_KINDS, p.index))
+
+    def _next_linked(self, cid: str, pays: list[cm.Pay]) -> cm.Pay | None:
+        """The claim's next payment on a linked meter to send, if it is still being paid."""
+        c = self._claim_now(cid)
+        if c is None or c.status != "paying":
+            return None
+        return next((p for p in self._linked_order(pays) if p.index not in c.paid and p.index not in c.refused), None)
+
+    async def _pay_linked(self, pays: list[cm.Pay], sent: frozenset[int]) -> None:
         cid = pays[0].claim_id
         self.awaiting += 1
         try:
-            event = await self._linked_payments(pays)
+            event = await self._linked_payments(pays, sent)
             self._sequences.discard(cid)  # before the machine hears of it: an approval again sends anew
             if event is None:
                 return
@@ -125,21 +147,24 @@ class ClaimPayer:
             self._sequences.discard(cid)
             self.awaiting -= 1
 
-    async def _linked_payments(self, pays: list[cm.Pay]) -> cm.PaymentsMade | cm.PayRefused | None:
-        """The claim's payments on a linked meter one after another, the approved ones first: what was paid, or
-        the refusal with what was paid before it; None when nothing was, or the claim moved on."""
+    async def _linked_payments(self, pays: list[cm.Pay],
+                               sent: frozenset[int] = frozenset()) -> cm.PaymentsMade | cm.PayRefused | None:
+        """The claim's payments on a linked meter one after another, the approved ones first (those in `sent` are in
+        the outbox already): what was paid, or the refusal with what was paid before it; None when nothing was, or
+        the claim moved on."""
         cid = pays[0].claim_id
         port = self._meters.linked
         assert port is not None
         paid: list[int] = []
-        for p in sorted(pays, key=lambda p: (p.op is None or p.op.kind not in approval.APPROVED_KINDS, p.index)):
+        for p in self._linked_order(pays):
             c = self._claim_now(cid)
             if c is None or c.status != "paying":
                 break
             if p.index in c.paid or p.index in c.refused:
                 continue
             assert p.op is not None
-            await port.submit(p.op, p.meter, p.key, _signed(p))  # durable in the outbox, sent
+            if p.index not in sent:
+                await port.submit(p.op, p.meter, p.key, _signed(p))  # durable in the outbox, sent
             if p.op.kind not in approval.APPROVED_KINDS:
                 self._count(cid, p, {})
                 paid.append(p.index)

@@ -113,3 +113,52 @@ async def test_a_payout_the_meter_refuses_is_an_answer_naming_it(table: Table) -
     made, failed = await table.payer.pay(pays)
     assert made is None and failed is not None and "payout 0 refused by the meter" in str(failed)
     assert table.history() == [] and table.claims.get(f"{RID}-c1").status == "paying"
+
+
+async def test_an_unexpected_failure_is_raised_after_the_payouts_before_it_are_reported(table: Table) -> None:
+    """A payout whose journal write fails unexpectedly (not a refusal of the meter): what was paid before it is
+    still reported to the machine, and the failure is the caller's to raise."""
+    await table.book((5, 100), (3, 100))
+    pays = table.approved_royal(5, {3: 100})
+    assert len(pays) == 2  # the royal flush, and the Envy Bonus it earns seat 3
+    submit, calls = table.meters.local.submit, []
+
+    async def fails_second(*args: Any, **kw: Any) -> Any:
+        calls.append(args)
+        if len(calls) == 2:
+            raise OSError("disk I/O error")
+        return await submit(*args, **kw)
+
+    table.meters.local.submit = fails_second  # type: ignore[method-assign]
+    made, failed = await table.payer.pay(pays)
+    assert made == cm.PaymentsMade(pays[0].claim_id, (pays[0].index,))
+    assert isinstance(failed, OSError) and str(failed) == "disk I/O error"
+
+
+class _LinkedOutbox:
+    """A linked meter whose outbox cannot take the payment (a journal write fails)."""
+
+    def keeps(self, meter: str) -> bool:
+        return meter == "main"
+
+    async def submit(self, *args: Any, **kw: Any) -> Any:
+        raise OSError("disk I/O error")
+
+
+async def test_a_linked_payment_is_durable_in_the_outbox_before_the_approval_goes_on(table: Table) -> None:
+    """On a linked meter the first approved payment is written to the outbox before `pay` returns (the rest waits
+    for the authority in the background): an outbox that cannot take it is an error to the approver, not an
+    answer that the payment waits in the outbox."""
+    await table.book((5, 100))
+    pays = table.approved_royal(5, {})
+    spawned: list[str] = []
+
+    def spawn(coro: Any, name: str) -> Any:
+        coro.close()
+        spawned.append(name)
+
+    payer = ClaimPayer(Meters(table.meters.local, _LinkedOutbox()), table.metrics, "CS-07",  # type: ignore[arg-type]
+                       spawn=spawn, claim_now=table.claim, feed=table._no_feed)
+    with pytest.raises(OSError, match="disk I/O error"):
+        await payer.pay(pays)
+    assert spawned == []  # nothing waits for an answer to a payment never sent
