@@ -96,16 +96,22 @@ def _awaiting(task: asyncio.Task) -> list[str]:
 # --durations): started with the first, for the same reason.
 LONG = ("tests/system/test_lint.py::test_the_code_type_checks", "tests/system/test_console_browser.py",
         "tests/shell/test_meter_series.py::test_a_long_journal", "tests/system/test_demo.py::test_demo_plays_rounds",
-        "tests/shell/test_anchor.py::test_an_older_copy", "tests/core/test_meter.py::test_random_operations")
+        "tests/shell/test_anchor.py::test_an_older_copy", "tests/core/test_meter.py::test_random_operations",
+        "tests/shell/test_claim_desk_model.py", "tests/shell/test_table_daemon.py::test_a_seat_device_down",
+        "tests/shell/test_anchor.py::test_with_nothing_off_the_box")
+# Then the folders whose tests run whole processes and the rig, the many short tests of the core last.
+FOLDERS = {"system": 0, "shell": 1, "drivers": 2, "core": 3}
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The soaks and the groups that must share a worker (the README's commands on one fresh checkout, ~100 s)
     first, then the other long tests: each worker starts on a long test and ends on short ones, so that no worker
     is left alone with a long test at the end of the run."""
-    def rank(item: pytest.Item) -> int:
+    def rank(item: pytest.Item) -> tuple[int, int]:
+        folder = FOLDERS.get(item.path.parent.name, len(FOLDERS))
         if item.get_closest_marker("soak") or item.get_closest_marker("xdist_group"):
-            return 0
-        return 1 if item.nodeid.startswith(LONG) else 2
+            return 0, folder
+        return (1 if item.nodeid.startswith(LONG) else 2), folder
 
-    items.sort(key=rank)
+    items.sort(key=rank)  # stable: each file's own order kept
+

@@ -47,10 +47,22 @@ log = structlog.get_logger("drivers.modbus")
 
 class _StrayReplyFilter(logging.Filter):
     """pymodbus warns of a reply with no request waiting in words of its own; the bus reports the same bytes as
-    `late` or `garbage`, naming the bus and the frame (`_stray`). One line, not two."""
+    `late` or `garbage`, naming the bus and the frame (`_stray`). One line, not two. pymodbus says its last line
+    again as "Repeating....": dropped too when that line was one of these."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._dropped_last = False
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return "without a corresponding request" not in record.getMessage()
+        text = record.getMessage()
+        if "without a corresponding request" in text:
+            self._dropped_last = True
+            return False
+        if text == "Repeating....":
+            return not self._dropped_last
+        self._dropped_last = False
+        return True
 
 
 logging.getLogger("pymodbus.logging").addFilter(_StrayReplyFilter())
