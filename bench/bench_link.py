@@ -626,7 +626,7 @@ async def baseline(broker: Any, tables: tuple[str, ...], payloads: dict[str, lis
     authority runs, where each table has at most W unanswered."""
     total = sum(len(p) for p in payloads.values())
     limit = len(tables) * window
-    sub = Subscriber(broker.settings("authority", client_id="bench-subscriber", session_expiry=0), total,
+    sub = Subscriber(broker.settings("bench-subscriber", session_expiry=0), total,
                      max(1, limit // 16))
     links: list[tuple[MqttLink, asyncio.Task]] = []
     rtts: list[float] = []
@@ -701,7 +701,7 @@ async def raw_tables(work: Path, broker: Any, tables: tuple[str, ...], ops: dict
 
     try:
         await a.start()
-        observer = await start_link(broker.settings(tables[0], client_id="bench-observer", session_expiry=0),
+        observer = await start_link(broker.settings("bench-observer", session_expiry=0),
                                     ((f"{PREFIX}/meters/#", 1),), counter.on_message)
         links = list(await asyncio.gather(*(start_link(broker.settings(t, client_id=f"{t}-raw", session_expiry=0),
                                                        ((TOPICS.down(t), 1),), on_message(t)) for t in tables)))
@@ -835,7 +835,7 @@ async def table_links(work: Path, broker: Any, tables: tuple[str, ...], ops: dic
     sends: list[float] = []
     try:
         await a.start()
-        observer = await start_link(broker.settings(tables[0], client_id="bench-observer", session_expiry=0),
+        observer = await start_link(broker.settings("bench-observer", session_expiry=0),
                                     ((f"{PREFIX}/meters/#", 1),), counter.on_message)
         await tl.start()
         await asyncio.sleep(0.5)
@@ -1032,7 +1032,9 @@ async def run(args: argparse.Namespace, work: Path) -> dict:
     users = sorted({*tables, *(t for s in lat_sets for t in s), "authority"})
     loads = LoadWatch()
     loads.start()
-    broker = await asyncio.to_thread(start_broker, work / "mosquitto", users)
+    # The broker takes the username as the client id (use_username_as_clientid, as shipped): the benchmark's own
+    # observer and subscriber are users of their own, or they would take the session of a table or the authority.
+    broker = await asyncio.to_thread(start_broker, work / "mosquitto", users, ("bench-observer", "bench-subscriber"))
     from bench_ledger import fsync_ms
 
     out: dict[str, Any] = {"fsync_ms": fsync_ms(work), "baseline": [], "journal": [], "raw": [], "raw311": [],
