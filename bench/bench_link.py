@@ -1299,7 +1299,7 @@ def where_text(out: dict) -> str:
         return statistics.mean(f(r) for r in rows)
 
     base, journal, raw, tl = out["baseline"], out["journal"], out["raw"], out["tablelink"]
-    sub_us = mean(base, lambda r: us_per(r["cpu"]["child"], total))
+    sub_us = max(mean(base, lambda r: us_per(r["cpu"]["child"], total)), 1e-3)  # as a_us below: never 0
     b_mean = mean(base, lambda r: r["rate"])
     parts = [f"Where the time goes (means of the rounds). Baseline: Mosquitto spent "
              f"{mean(base, lambda r: us_per(r['cpu']['broker'], total)):.0f} µs of CPU per message, the subscriber "
@@ -1313,7 +1313,8 @@ def where_text(out: dict) -> str:
             f"each, {mean(journal, lambda r: r['per_commit']):.1f} per COMMIT, "
             f"{mean(journal, lambda r: r['commit_mean_ms']):.1f} ms from submit to receipt).")
     if raw:
-        a_us = mean(raw, lambda r: us_per(r["cpu"]["child"], total))
+        # a process's CPU is counted in clock ticks: a smoke run too short for one tick reads 0
+        a_us = max(mean(raw, lambda r: us_per(r["cpu"]["child"], total)), 1e-3)
         loop_us = mean(raw, lambda r: us_per(r["cpu"]["child_loop"], total))
         busy = mean(raw, lambda r: r["cpu"]["child"] / r["cpu"]["wall"])
         per_table = mean(raw, lambda r: n / r["rate"] * 1e3)
