@@ -56,6 +56,10 @@ def require_mosquitto() -> tuple[str, str]:
     return broker, passwd
 
 
+class _PortTaken(Exception):
+    """The port chosen was taken by another process before the broker could listen on it."""
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((HOST, 0))
@@ -166,15 +170,36 @@ class Broker:
                  "certfile": pki["cert"], "keyfile": pki["key"], "persistence_location": Path(f"{data}/")}
         user = pwd.getpwuid(os.geteuid()).pw_name if os.geteuid() == 0 else None
         self.conf = directory / "mosquitto.conf"
-        self.conf.write_text(derive_conf((SHIPPED / "mosquitto.conf").read_text(), port=self.port, files=files,
-                                         user=user))
+        self._conf_args = (files, user)
+        self._port_free_to_change = port is None  # until it first listens: clients learn the port from then on
+        self._write_conf()
         self.log_file = directory / "mosquitto.log"
 
     # --- the process ---------------------------------------------------------------------------------
 
+    def _write_conf(self) -> None:
+        files, user = self._conf_args
+        self.conf.write_text(derive_conf((SHIPPED / "mosquitto.conf").read_text(), port=self.port, files=files,
+                                         user=user))
+
     def start(self, timeout: float = 10.0) -> None:
+        """Start it. A first start whose free port another process took meanwhile (many tests pick ports at once)
+        tries another port, a few times."""
+        for _ in range(5):
+            try:
+                self._start(timeout)
+            except _PortTaken:
+                self.port = free_port()
+                self._write_conf()
+                continue
+            self._port_free_to_change = False
+            return
+        raise RuntimeError(f"mosquitto: no free port taken in 5 tries:\n{self.log()}")
+
+    def _start(self, timeout: float) -> None:
         if self.proc is not None:
             raise RuntimeError("broker already started")
+        logged = self.log_file.stat().st_size if self.log_file.exists() else 0
         with self.log_file.open("ab") as log:
             self.proc = subprocess.Popen([self.mosquitto, "-c", str(self.conf)], stdin=subprocess.DEVNULL,
                                          stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -183,8 +208,12 @@ class Broker:
         while True:
             if self.proc.poll() is not None:
                 code, self.proc = self.proc.returncode, None
+                if self._port_free_to_change and "Address already in use" in self.log()[logged:]:
+                    raise _PortTaken
                 raise RuntimeError(f"mosquitto exited with {code}:\n{self.log()}")
             try:
+                if " running" not in self.log()[logged:]:  # "mosquitto version X running": its listeners are open
+                    raise OSError("not running yet")
                 with socket.create_connection((self.host, self.port), timeout=0.5):
                     return
             except OSError as e:
