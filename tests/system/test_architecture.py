@@ -53,11 +53,6 @@ SHELL = ("asyncio", "threading", "subprocess", "socket", "ssl", "select", "selec
          "drivers.line", "drivers.health", "hil")
 
 
-def _files(entry: str) -> list[Path]:
-    p = ROOT / entry
-    return sorted(p.rglob("*.py")) if p.is_dir() else [p]
-
-
 def _module(path: Path) -> str:
     parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
@@ -84,18 +79,6 @@ def imports(path: Path) -> set[str]:
 
 def _under(name: str, prefix: str) -> bool:
     return name == prefix or name.startswith(prefix + ".")
-
-
-def unit_of(module: str) -> str | None:
-    """The unit (a folder of RANK, slashed) that holds `module` (dotted), or None outside controller/ and drivers/."""
-    parts = module.split(".")
-    if parts[0] not in ("controller", "drivers"):
-        return None
-    for i in range(len(parts), 0, -1):
-        folder = "/".join(parts[:i])
-        if folder in RANK and ((ROOT / folder).is_dir() or i == 1):
-            return folder
-    return None
 
 
 def _source_unit(path: Path) -> str:
