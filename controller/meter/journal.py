@@ -40,6 +40,7 @@ TABLE_ANCHOR = "table-anchor"
 TABLE_ANCHOR_CLEARED = "table-anchor-cleared"
 
 Meters = Mapping[str, MeterState]
+FULL_CHECK_EVERY = 64  # the ledger's full check of a meter's invariant: at least every so many operations (and more)
 
 
 class MetersJournal(Protocol):
@@ -100,9 +101,13 @@ class MetersReducer:
     def __init__(self, entries: Mapping[str, Check] | None = None) -> None:
         self._entries: Mapping[str, Check] = MappingProxyType(dict(entries or {}))
         # meter id -> the last of its states known to hold the invariant. States are immutable, and the
-        # meter engine checks every state it returns, so the ledger's check after each entry need not check
-        # that same object again (at a link authority with many open rounds it is most of an entry's cost).
+        # meter engine checks every state it returns (what the operation touched, with the running totals), so
+        # the ledger's check after each entry need not check that same object again; the full check, which
+        # sums every open round afresh, runs on a state it did not make (a snapshot restored) and once every
+        # FULL_CHECK_EVERY + (open rounds) operations on a meter: its cost spread over them stays a constant.
         self._checked: dict[str, MeterState] = {}
+        self._applied: dict[str, MeterState] = {}  # meter id -> the state its last operation made
+        self._since_full: dict[str, int] = {}  # meter id -> operations applied since its last full check
 
     def initial(self) -> Meters:
         return MappingProxyType({})
@@ -138,8 +143,9 @@ class MetersReducer:
         if not isinstance(meter_id, str) or meter_id not in state:
             raise RulesError("meter", f"unknown meter {meter_id!r}; defined: {', '.join(sorted(state)) or 'none'}")
         op = op_from_body(kind, body)
-        new, effect = apply(state[meter_id], op)  # checks the invariant of `new`
-        self._checked[meter_id] = new
+        new, effect = apply(state[meter_id], op)  # checks the invariant of `new` (what `op` touched)
+        self._applied[meter_id] = new
+        self._since_full[meter_id] = self._since_full.get(meter_id, 0) + 1
         return _with(state, meter_id, new), {"meter": meter_id, **effect.to_dict()}
 
     def check(self, state: Meters) -> None:
@@ -148,11 +154,14 @@ class MetersReducer:
             s = state[meter_id]
             if checked.get(meter_id) is s:
                 continue
+            if self._applied.get(meter_id) is s and self._since_full[meter_id] < FULL_CHECK_EVERY + len(s.open_rounds):
+                continue
             try:
                 check_invariant(s)
             except Exception as e:  # name the meter: a state directory holds several
                 raise type(e)(f"meter {meter_id}: {e}") from e
             checked[meter_id] = s
+            self._since_full[meter_id] = 0
 
     def snapshot(self, state: Meters) -> dict[str, Any]:
         return {meter_id: state_to_dict(state[meter_id]) for meter_id in sorted(state)}
@@ -167,5 +176,5 @@ def _with(state: Meters, meter_id: str, new: MeterState) -> Meters:
     return MappingProxyType(d)
 
 
-__all__ = ["DEFINE_METER", "LINK_REFUSED", "TABLE_ANCHOR", "TABLE_ANCHOR_CLEARED", "Check", "Meters", "MetersJournal",
+__all__ = ["DEFINE_METER", "FULL_CHECK_EVERY", "LINK_REFUSED", "TABLE_ANCHOR", "TABLE_ANCHOR_CLEARED", "Check", "Meters", "MetersJournal",
            "MetersReducer", "configure_meter", "define_meter_body", "op_body", "op_from_body"]

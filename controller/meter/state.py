@@ -11,16 +11,17 @@ amounts paid are integer cents. The state is immutable: `controller.meter.apply`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from datetime import datetime
 from fractions import Fraction
 from functools import cached_property
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 from controller.errors import InvariantViolation
 from controller.meter.params import MeterParams
+from controller.meter.pmap import PersistentMap
 from controller.money import UNITS_PER_CENT, format_units
 
 RECENT_ROUNDS = 1000  # closed or voided round ids remembered to refuse a second booking
@@ -90,6 +91,52 @@ class Booking:
     @property
     def owed_cents(self) -> int:
         return sum(s.owed_cents for s in self.shared)
+
+
+Totals = tuple[int, int, int, int, int, int]  # as Booking.totals
+NO_TOTALS: Totals = (0, 0, 0, 0, 0, 0)
+
+
+def sum_totals(bookings: Iterable[Booking]) -> Totals:
+    """Booking.totals summed over `bookings`, from each of them."""
+    sums = [b.totals for b in bookings]
+    return cast("Totals", tuple(map(sum, zip(*sums, strict=True)))) if sums else NO_TOTALS
+
+
+class OpenRounds(PersistentMap[str, Booking]):
+    """The open rounds of a meter, round id -> Booking: an immutable mapping whose `set` and `delete` share the
+    rounds left as they were (controller.meter.pmap), with `totals`, the sums the invariant checks (Booking.totals
+    summed over the rounds), kept as rounds are set and deleted: an operation checks them without visiting every
+    open round."""
+
+    __slots__ = ("totals",)
+
+    totals: Totals
+
+    def __init__(self, items: Mapping[str, Booking] | Iterable[tuple[str, Booking]] = ()) -> None:
+        super().__init__(items)
+        self.totals = sum_totals(self._base.values())
+
+    def set(self, key: str, value: Booking) -> OpenRounds:
+        old = self.get(key)
+        t = self.totals if old is None else _less(self.totals, old.totals)
+        new = cast("OpenRounds", super().set(key, value))
+        new.totals = cast("Totals", tuple(a + b for a, b in zip(t, value.totals, strict=True)))
+        return new
+
+    def delete(self, key: str) -> OpenRounds:
+        old = self[key]
+        new = cast("OpenRounds", super().delete(key))
+        new.totals = _less(self.totals, old.totals)
+        return new
+
+
+def _less(t: Totals, u: Totals) -> Totals:
+    return cast("Totals", tuple(a - b for a, b in zip(t, u, strict=True)))
+
+
+def open_rounds_of(rounds: Mapping[str, Booking]) -> OpenRounds:
+    return rounds if isinstance(rounds, OpenRounds) else OpenRounds(rounds)
 
 
 @dataclass(frozen=True)
@@ -187,7 +234,7 @@ class MeterState:
     paid_by_attendant_cents: int = 0  # 605a.7(a)
     cumulative_payouts_cents: int = 0  # 605a.7(a)
     history: tuple[Hit, ...] = ()  # the last params.history_size hits, oldest first
-    open_rounds: Mapping[str, Booking] = field(default_factory=_frozen)
+    open_rounds: OpenRounds = field(default_factory=OpenRounds)
     recent_rounds: tuple[str, ...] = ()  # the last RECENT_ROUNDS closed or voided round ids
     params_set_by: str = ""
     params_set_at: datetime | None = None
@@ -223,7 +270,7 @@ def initial_state(params: MeterParams, set_by: str = "", at: datetime | None = N
 
 
 def with_maps(state: MeterState, **changes: Any) -> MeterState:
-    """`replace` that freezes mapping fields it is given.
+    """`replace` that freezes mapping fields it is given (open rounds: an OpenRounds, kept as it is given).
 
     Every meter operation makes its new state here, so this is `dataclasses.replace` done directly: the
     fields copied and the changes set, without calling __init__ field by field (MeterState has no
@@ -232,9 +279,11 @@ def with_maps(state: MeterState, **changes: Any) -> MeterState:
     for key in changes:
         if key not in _STATE_FIELDS:
             raise TypeError(f"MeterState has no field {key!r}")
-    for key in ("hits", "open_rounds", "locked"):
+    for key in ("hits", "locked"):
         if key in changes:
             changes[key] = _frozen(changes[key])
+    if "open_rounds" in changes:
+        changes["open_rounds"] = open_rounds_of(changes["open_rounds"])
     new = object.__new__(MeterState)
     d = new.__dict__
     d.update(state.__dict__)
@@ -251,8 +300,30 @@ assert not hasattr(MeterState, "__post_init__"), "with_maps() does not run __ini
 # --- the invariant ------------------------------------------------------------------------------
 
 
-def invariant_failures(s: MeterState) -> list[str]:  # noqa: C901 - the invariant's clauses, a flat list of checks
-    """Every way in which `s` breaks the meter's invariant, with the numbers (empty: it holds)."""
+def invariant_failures(s: MeterState) -> list[str]:
+    """Every way in which `s` breaks the meter's invariant, with the numbers (empty: it holds).
+
+    The full check, independent of the running totals: every sum over the open rounds is taken again from the rounds
+    themselves, and the running totals are checked against them. Its cost grows with the open rounds: the tests,
+    a snapshot restored and the ledger's reducer (every so many operations: controller.meter.journal) run it;
+    `apply` checks each new state with `step_failures`."""
+    rounds = s.open_rounds
+    summed = sum_totals(rounds.values())
+    bad = _failures(s, summed, not s.recent_set.isdisjoint(rounds))
+    if isinstance(rounds, OpenRounds) and rounds.totals != summed:
+        bad.append(f"the running totals of the open rounds {list(rounds.totals)} are not their sum {list(summed)}")
+    return bad
+
+
+def step_failures(s: MeterState, round_id: str = "") -> list[str]:
+    """`invariant_failures` for the state an operation left, when the state before it held the invariant and the
+    operation touched no open round but `round_id`: the sums over the open rounds are the running totals, and only
+    that round is looked for among the recent ones. Its cost does not grow with the open rounds."""
+    rounds = s.open_rounds
+    return _failures(s, open_rounds_of(rounds).totals, round_id in rounds and round_id in s.recent_set)
+
+
+def _failures(s: MeterState, open_totals: Totals, open_and_recent: bool) -> list[str]:  # noqa: C901 - the invariant's clauses, a flat list of checks
     u = format_units
     bad: list[str] = []
     p = s.params
@@ -292,11 +363,7 @@ def invariant_failures(s: MeterState) -> list[str]:  # noqa: C901 - the invarian
             f"meter_awards {u(s.meter_awards)} != (meter_paid_cents {s.meter_paid_cents} + owed_cents "
             f"{s.owed_cents}) cents"
         )
-    # Every sum over the open rounds that the checks below need, in one pass (a link has many open rounds).
-    owed = open_count = open_cents = open_contributed = open_reserved = open_overflowed = 0
-    if s.open_rounds:
-        owed, open_count, open_cents, open_contributed, open_reserved, open_overflowed = map(
-            sum, zip(*[b.totals for b in s.open_rounds.values()], strict=True))
+    owed, open_count, open_cents, open_contributed, open_reserved, open_overflowed = open_totals
     if s.owed_cents != owed:
         bad.append(f"owed_cents {s.owed_cents} != {owed} owed in the open rounds")
     if s.meter_paid_cents > s.paid_by_attendant_cents:
@@ -322,7 +389,7 @@ def invariant_failures(s: MeterState) -> list[str]:  # noqa: C901 - the invarian
     in_open = [open_contributed, open_reserved, open_overflowed]
     if in_open[0] > s.contributions or in_open[1] > s.reserve_in or in_open[2] > s.overflow_in:
         bad.append(f"open rounds booked {in_open} units; more than contributions, reserve_in, overflow_in")
-    if len(s.recent_rounds) > RECENT_ROUNDS or not s.recent_set.isdisjoint(s.open_rounds):
+    if len(s.recent_rounds) > RECENT_ROUNDS or open_and_recent:
         bad.append("recent_rounds is too long or holds an open round")
     for claim, a in sorted(s.locked.items()):
         b = s.open_rounds.get(a.round_id)
@@ -343,11 +410,20 @@ def invariant_holds(state: MeterState) -> bool:
 
 
 def check_invariant(state: MeterState) -> None:
-    """Raise InvariantViolation, with the numbers, if the books of `state` do not balance."""
-    bad = invariant_failures(state)
+    """Raise InvariantViolation, with the numbers, if the books of `state` do not balance (the full check)."""
+    _raise(state, invariant_failures(state))
+
+
+def check_step(state: MeterState, round_id: str = "") -> None:
+    """`check_invariant` after one operation that touched at most the open round `round_id` (step_failures)."""
+    _raise(state, step_failures(state, round_id))
+
+
+def _raise(state: MeterState, bad: list[str]) -> None:
     if bad:
         raise InvariantViolation(f"meter {state.params.meter_id}: " + "; ".join(bad))
 
 
-__all__ = ["RECENT_CLAIMS", "RECENT_ROUNDS", "Booking", "Hit", "LockedAward", "MeterState", "SharedAward",
-           "check_invariant", "hit_label", "initial_state", "invariant_failures", "invariant_holds", "with_maps"]
+__all__ = ["NO_TOTALS", "RECENT_CLAIMS", "RECENT_ROUNDS", "Booking", "Hit", "LockedAward", "MeterState", "OpenRounds",
+           "SharedAward", "Totals", "check_invariant", "check_step", "hit_label", "initial_state", "invariant_failures",
+           "invariant_holds", "open_rounds_of", "step_failures", "sum_totals", "with_maps"]
