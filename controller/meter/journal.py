@@ -40,7 +40,7 @@ TABLE_ANCHOR = "table-anchor"
 TABLE_ANCHOR_CLEARED = "table-anchor-cleared"
 
 Meters = Mapping[str, MeterState]
-FULL_CHECK_EVERY = 64  # the ledger's full check of a meter's invariant: at least every so many operations (and more)
+FULL_CHECK_EVERY = 64  # operations between the ledger's full checks of a meter, and as many more as it has rounds open
 
 
 class MetersJournal(Protocol):
@@ -103,11 +103,12 @@ class MetersReducer:
         # meter id -> the last of its states known to hold the invariant. States are immutable, and the
         # meter engine checks every state it returns (what the operation touched, with the running totals), so
         # the ledger's check after each entry need not check that same object again; the full check, which
-        # sums every open round afresh, runs on a state it did not make (a snapshot restored) and once every
-        # FULL_CHECK_EVERY + (open rounds) operations on a meter: its cost spread over them stays a constant.
+        # sums every open round afresh, runs on a state it did not make (a snapshot restored) and, on a meter,
+        # FULL_CHECK_EVERY + (its open rounds at the last full check) operations after the last: its cost spread
+        # over them stays a constant per operation.
         self._checked: dict[str, MeterState] = {}
         self._applied: dict[str, MeterState] = {}  # meter id -> the state its last operation made
-        self._since_full: dict[str, int] = {}  # meter id -> operations applied since its last full check
+        self._until_full: dict[str, int] = {}  # meter id -> operations left before its next full check
 
     def initial(self) -> Meters:
         return MappingProxyType({})
@@ -145,7 +146,7 @@ class MetersReducer:
         op = op_from_body(kind, body)
         new, effect = apply(state[meter_id], op)  # checks the invariant of `new` (what `op` touched)
         self._applied[meter_id] = new
-        self._since_full[meter_id] = self._since_full.get(meter_id, 0) + 1
+        self._until_full[meter_id] = self._until_full.get(meter_id, 0) - 1
         return _with(state, meter_id, new), {"meter": meter_id, **effect.to_dict()}
 
     def check(self, state: Meters) -> None:
@@ -154,14 +155,14 @@ class MetersReducer:
             s = state[meter_id]
             if checked.get(meter_id) is s:
                 continue
-            if self._applied.get(meter_id) is s and self._since_full[meter_id] < FULL_CHECK_EVERY + len(s.open_rounds):
-                continue
+            if self._applied.get(meter_id) is s and self._until_full[meter_id] > 0:
+                continue  # `apply` checked what its operation touched
             try:
                 check_invariant(s)
             except Exception as e:  # name the meter: a state directory holds several
                 raise type(e)(f"meter {meter_id}: {e}") from e
             checked[meter_id] = s
-            self._since_full[meter_id] = 0
+            self._until_full[meter_id] = FULL_CHECK_EVERY + len(s.open_rounds)
 
     def snapshot(self, state: Meters) -> dict[str, Any]:
         return {meter_id: state_to_dict(state[meter_id]) for meter_id in sorted(state)}

@@ -94,7 +94,7 @@ class PersistentMap(Mapping[K, V], Generic[K, V]):
         return default if v is _GONE else v
 
     def __contains__(self, key: object) -> bool:
-        v = self._over.get(key, _MISSING)  # type: ignore[call-overload]
+        v = self._over.get(key, _MISSING)  # type: ignore[call-overload,arg-type]
         if v is _MISSING:
             return key in self._base
         return v is not _GONE
