@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from collections.abc import ItemsView, Iterable, Iterator, Mapping, ValuesView
 from math import isqrt
-from typing import Any, Generic, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast, overload
 
 K = TypeVar("K")
 V = TypeVar("V")
+T = TypeVar("T")
 
 _GONE: Any = object()  # in the overlay: a key of the base deleted
 _MISSING: Any = object()
@@ -87,14 +88,20 @@ class PersistentMap(Mapping[K, V], Generic[K, V]):
             raise KeyError(key)
         return cast("V", v)
 
-    def get(self, key: K, default: Any = None) -> Any:
+    @overload
+    def get(self, key: K, /) -> V | None: ...
+
+    @overload
+    def get(self, key: K, /, default: V | T) -> V | T: ...
+
+    def get(self, key: K, /, default: Any = None) -> Any:
         v = self._over.get(key, _MISSING)
         if v is _MISSING:
             return self._base.get(key, default)
         return default if v is _GONE else v
 
     def __contains__(self, key: object) -> bool:
-        v = self._over.get(key, _MISSING)  # type: ignore[call-overload,arg-type]
+        v = self._over.get(key, _MISSING)  # type: ignore[arg-type]
         if v is _MISSING:
             return key in self._base
         return v is not _GONE
