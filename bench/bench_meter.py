@@ -35,7 +35,7 @@ REPEATS = 5  # the fastest of so many runs: other people's tests share the machi
 # Before the open rounds kept running totals and were shared between states (commit cfdd6e3, 2026-12-05, this
 # machine): every operation copied the map of open rounds and summed every round for the invariant.
 BEFORE_US = {10: 37, 1_000: 299, 10_000: 3_769}
-BEFORE_REPLAY_S = {4_000: 2.71, 16_000: 75.91}
+BEFORE_REPLAY_S = {4_000: 1.91, 16_000: 73.07}
 
 
 def _book(i: int) -> BookContributions:
