@@ -108,7 +108,7 @@ def render(sizes: list[int], us: list[float], ops: int, replays: list[int], seco
             f"{rows}\n\nA replay of a journal whose entries each book a round left open, through the ledger's reducer "
             "(each entry applied and the invariant checked after it, as the ledger's writer and `audit verify` do), "
             "the fastest of 2 runs; the ratio is of the cost per entry, to the shorter journal (1.0x: linear). "
-            "Before: the same replay at commit cfdd6e3, 2026-12-05.\n\n"
+            "Before: the same replay (one run) at commit cfdd6e3, 2026-12-05.\n\n"
             "| entries | seconds | µs per entry | ratio | before: seconds | before: ratio |\n"
             f"|---:|---:|---:|---:|---:|---:|\n{replay_rows}\n")
 
