@@ -28,7 +28,6 @@ import json
 import logging
 import os
 import queue
-import sqlite3
 import sys
 import threading
 import time
@@ -38,10 +37,11 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar
 
 from controller.errors import InputError, InvariantViolation
 from controller.exits import EXIT_STORAGE
-from controller.ledger import chain, journal
+from controller.ledger import chain
 from controller.ledger.chain import CHECKPOINT, Entry
 from controller.ledger.errors import FatalStorageError, KeyConflict, LedgerClosed
 from controller.ledger.reducer import Reducer
+from controller.ledger.store import Store
 from controller.ledger.verify import ChainHead, state_digest
 
 S = TypeVar("S")
@@ -204,11 +204,11 @@ class _Prepared:
 
 
 class Writer(Generic[S]):
-    def __init__(self, conn: sqlite3.Connection, reducer: Reducer[S], state: S, head: ChainHead, *,
+    def __init__(self, store: Store, reducer: Reducer[S], state: S, head: ChainHead, *,
                  clock: Callable[[], Any],
                  checkpoint_every: int, keep_snapshots: int, max_batch: int,
                  fatal: Callable[[BaseException], None]) -> None:
-        self._conn = conn
+        self._store = store
         self._reducer = reducer
         self._clock = clock
         self._checkpoint_every = checkpoint_every
@@ -220,7 +220,7 @@ class Writer(Generic[S]):
         self.hash = head.hash
         self._seg_first = head.seg_first
         self._segment = head.segment
-        self._recent_checkpoints = sorted(journal.checkpoint_seqs(conn))[-keep_snapshots:]
+        self._recent_checkpoints = sorted(store.checkpoint_seqs())[-keep_snapshots:]
         self._checkpoints_ok = True
         self.transactions = 0       # COMMITs, for tests and metrics
         self._q: queue.SimpleQueue[Op | WalCheckpoint | _Stop] = queue.SimpleQueue()
@@ -306,7 +306,7 @@ class Writer(Generic[S]):
         self._deliver_pending()
         t0 = time.perf_counter()
         try:
-            frames, copied = journal.wal_checkpoint(self._conn)
+            frames, copied = self._store.wal_checkpoint()
         except BaseException:
             self._folds.append(request)  # told of the failure with the others (_die)
             raise
@@ -346,7 +346,7 @@ class Writer(Generic[S]):
         taken = [op for op in batch if op.take()]
         if not taken:
             return
-        conn = self._conn
+        store = self._store
         t = chain.format_time(self._clock())  # one time for the batch: it is one transaction
         # Keys are new but for retries, so the batch is first prepared as if none of its keys were in the
         # journal, and written only if that holds: the keys of refused operations are looked up (a retry
@@ -358,11 +358,11 @@ class Writer(Generic[S]):
         # event loop wakes while this thread waits for the write, instead of competing with it for the
         # GIL while it prepares. (With nothing queued, _run tells them at once.)
         self._deliver_pending()
-        if ((p.refused_keys and journal.find_keys(conn, p.refused_keys))
-                or (p.rows and not journal.append_new(conn, p.rows))):  # raises on any failure: see _run/_die
-            p = self._prepare(taken, t, journal.find_keys(conn, list({op.key for op in taken})))
+        if ((p.refused_keys and store.find_keys(p.refused_keys))
+                or (p.rows and not store.append_new(p.rows))):  # raises on any failure: see _run/_die
+            p = self._prepare(taken, t, store.find_keys(list({op.key for op in taken})))
             if p.rows:
-                journal.append(conn, p.rows)  # raises on any failure: see _run/_die
+                store.append(p.rows)  # raises on any failure: see _run/_die
         rows = p.rows
         if rows:
             self.transactions += 1
@@ -451,7 +451,7 @@ class Writer(Generic[S]):
         if checkpoint_state is not None:
             recent = (self._recent_checkpoints + [seq])[-self._keep:]
             ckpt = (seq, checkpoint_state, recent[0])
-        journal.append(self._conn, [(seq, key, text, h)], ckpt)
+        self._store.append([(seq, key, text, h)], ckpt)
         self.transactions += 1
         if checkpoint_state is not None:
             self._recent_checkpoints = recent
