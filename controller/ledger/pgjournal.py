@@ -27,13 +27,14 @@ from psycopg.conninfo import conninfo_to_dict
 
 from controller.ledger.errors import LedgerClosed, LedgerDamaged, LedgerError
 from controller.ledger.journal import APPLICATION_ID, FORMAT, SCHEMA_VERSION
-from controller.ledger.store import KEY_END, Row
 
 log = logging.getLogger("controller.ledger")
 
 LOCK_KEY = APPLICATION_ID  # the advisory lock of the journal, per database
 CONNECT_TIMEOUT = 5  # seconds for each attempt to connect (libpq's connect_timeout, unless the URL sets one)
 ROWS_CHUNK = 2000
+KEY_END = "\U0010ffff"  # as store.KEY_END (store.py loads this module: it does not import store)
+Row = tuple[int, str, str, str]  # (seq, key, entry, hash), as store.Row
 
 SCHEMA = (
     "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
