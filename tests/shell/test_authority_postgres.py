@@ -1,0 +1,81 @@
+"""Two link authorities on one journal on PostgreSQL: the one that holds it serves; the other waits as a standby
+(its metric 0, no table answered, no broker session) and takes over, where the first stopped, once it is gone."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import replace
+
+from prometheus_client import CollectorRegistry
+from test_authority_run import Answers, nobody_listening
+
+from controller.authority.authority import LinkAuthority
+from controller.linkproto import schema
+
+from authority_journal import TABLES, booking, op
+from linkrig import authority_config
+from postgres import Postgres, postgres  # noqa: F401 - the module's PostgreSQL
+
+WAIT = 20
+
+
+def active(a: LinkAuthority) -> float | None:
+    return a.metrics.registry.get_sample_value("progressive_authority_active")
+
+
+async def test_a_standby_authority_takes_the_journal_over_where_the_first_left_it(tmp_path, postgres):  # noqa: F811
+    url = postgres.new_database()
+    first = LinkAuthority(replace(authority_config(tmp_path / "one", TABLES), journal=url),
+                          settings=nobody_listening(), registry=CollectorRegistry())
+    second = LinkAuthority(replace(authority_config(tmp_path / "two", TABLES), journal=url),
+                           settings=nobody_listening(), registry=CollectorRegistry())
+    answers = Answers(first)
+    one = asyncio.create_task(first.run())
+    two: asyncio.Task[None] | None = None
+    try:
+        await asyncio.wait_for(first.ready.wait(), WAIT)
+        assert active(first) == 1 and not first.standby.is_set()
+        two = asyncio.create_task(second.run())
+        await asyncio.wait_for(second.standby.wait(), WAIT)
+        assert second.standby_reason == "standby: the journal is held by another authority"
+        assert active(second) == 0 and not second.ready.is_set()
+        assert second.mqtt is None and second.inbox is None  # no broker session, no table's operation taken
+        sent = op("cs-01", 1, booking("cs-01", 1))
+        first.inbox.on_message(first.topics.up("cs-01"), schema.encode(sent))
+        await asyncio.wait_for(answers.arrived.wait(), WAIT)
+        assert isinstance(answers.sent[0], schema.Ack)
+        one.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await one
+        await asyncio.wait_for(second.ready.wait(), WAIT)
+        assert active(second) == 1 and not second.standby.is_set()
+        assert second.next_seq == {"cs-01": 2}  # the first's operations are the second's
+        assert second.ledger is not None and second.ledger.engine == "postgresql"
+    finally:
+        for task in (one, two):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+
+async def test_a_standby_stops_when_cancelled(tmp_path, postgres):  # noqa: F811
+    url = postgres.new_database()
+    first = LinkAuthority(replace(authority_config(tmp_path / "one", TABLES), journal=url),
+                          settings=nobody_listening(), registry=CollectorRegistry())
+    second = LinkAuthority(replace(authority_config(tmp_path / "two", TABLES), journal=url),
+                           settings=nobody_listening(), registry=CollectorRegistry())
+    one = asyncio.create_task(first.run())
+    try:
+        await asyncio.wait_for(first.ready.wait(), WAIT)
+        two = asyncio.create_task(second.run())
+        await asyncio.wait_for(second.standby.wait(), WAIT)
+        two.cancel()
+        done, _ = await asyncio.wait([two], timeout=WAIT)
+        assert done and two.cancelled()
+        assert second.ledger is None and active(second) == 0
+    finally:
+        one.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await one
