@@ -14,6 +14,7 @@ from controller.authority.authority import LinkAuthority
 from controller.linkproto import schema
 
 from authority_journal import TABLES, booking, op
+from ctlrun import run_ctl
 from linkrig import authority_config
 from postgres import Postgres, postgres  # noqa: F401 - the module's PostgreSQL
 
@@ -79,3 +80,25 @@ async def test_a_standby_stops_when_cancelled(tmp_path, postgres):  # noqa: F811
         one.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await one
+
+
+async def test_audit_verify_reads_the_journal_on_postgresql_and_finds_it_rewritten(tmp_path, postgres):  # noqa: F811
+    url = postgres.new_database()
+    a = LinkAuthority(replace(authority_config(tmp_path / "one", TABLES), journal=url),
+                      settings=nobody_listening(), registry=CollectorRegistry())
+    task = asyncio.create_task(a.run())
+    try:
+        await asyncio.wait_for(a.ready.wait(), WAIT)
+        head = a.ledger.head
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    ok = await asyncio.to_thread(run_ctl, "audit", "verify", "--state", url, "--expect-head", f"{head.seq}:{head.hash}")
+    assert ok.returncode == 0 and ": ok: " in ok.stdout, ok.stderr
+    # the database's administrator can rewrite an entry; the chain tells
+    changed = postgres.sql("UPDATE entries SET entry = replace(entry, 'fchb-link', 'fchb-lynk') WHERE seq = 3 "
+                           "RETURNING seq", database=url.rpartition("/")[2])
+    assert changed == [(3,)]  # the meter's definition
+    bad = await asyncio.to_thread(run_ctl, "audit", "verify", "--state", url)
+    assert bad.returncode == 1 and "entry 3: its contents do not match its hash" in bad.stderr
