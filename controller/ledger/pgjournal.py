@@ -32,6 +32,10 @@ log = logging.getLogger("controller.ledger")
 
 LOCK_KEY = APPLICATION_ID  # the advisory lock of the journal, per database
 CONNECT_TIMEOUT = 5  # seconds for each attempt to connect (libpq's connect_timeout, unless the URL sets one)
+# A server gone silent (its box lost, the network cut) is found within about half a minute, instead of a COMMIT
+# waiting on it for ever: the writer then stops, and the process starts again as a standby. Each unless the URL sets it.
+KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
+              "tcp_user_timeout": 30_000}
 ROWS_CHUNK = 2000
 KEY_END = "\U0010ffff"  # as store.KEY_END (store.py loads this module: it does not import store)
 Row = tuple[int, str, str, str]  # (seq, key, entry, hash), as store.Row
@@ -83,6 +87,7 @@ def connect(url: str, *, read_only: bool = False) -> psycopg.Connection[Any]:
     extra: dict[str, Any] = {}
     if "connect_timeout" not in params:
         extra["connect_timeout"] = CONNECT_TIMEOUT
+    extra.update({k: v for k, v in KEEPALIVES.items() if k not in params})
     if "application_name" not in params:
         extra["application_name"] = "progressive-journal-reader" if read_only else "progressive-journal"
     conn = psycopg.connect(url, autocommit=True, **extra)
