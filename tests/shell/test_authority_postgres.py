@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import socket
 from dataclasses import replace
 
 from prometheus_client import CollectorRegistry
 from test_authority_run import Answers, nobody_listening
 
 from controller.authority.authority import LinkAuthority
+from controller.cli import daemon
 from controller.linkproto import schema
+from controller.service.sdnotify import Notifier
 
 from authority_journal import TABLES, booking, op
 from ctlrun import run_ctl
@@ -102,3 +105,39 @@ async def test_audit_verify_reads_the_journal_on_postgresql_and_finds_it_rewritt
     assert changed == [(3,)]  # the meter's definition
     bad = await asyncio.to_thread(run_ctl, "audit", "verify", "--state", url)
     assert bad.returncode == 1 and "entry 3: its contents do not match its hash" in bad.stderr
+
+
+async def test_systemd_is_told_the_standby_is_up_and_alive_until_it_serves(tmp_path, postgres):  # noqa: F811
+    url = postgres.new_database()
+    first = LinkAuthority(replace(authority_config(tmp_path / "one", TABLES), journal=url),
+                          settings=nobody_listening(), registry=CollectorRegistry())
+    second = LinkAuthority(replace(authority_config(tmp_path / "two", TABLES), journal=url),
+                           settings=nobody_listening(), registry=CollectorRegistry())
+    systemd = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    systemd.bind(str(tmp_path / "notify"))
+    systemd.setblocking(False)
+    notifier = Notifier(str(tmp_path / "notify"))
+    loop = asyncio.get_running_loop()
+    one = asyncio.create_task(first.run())
+    two = said = None
+    try:
+        await asyncio.wait_for(first.ready.wait(), WAIT)
+        two = asyncio.create_task(second.run())
+        said = asyncio.create_task(daemon._standby(second, notifier, 0.05))
+        told = (await asyncio.wait_for(loop.sock_recv(systemd, 4096), WAIT)).decode()
+        assert told == "READY=1\nSTATUS=link authority link-1: standby: the journal is held by another authority"
+        assert (await asyncio.wait_for(loop.sock_recv(systemd, 4096), WAIT)) == b"WATCHDOG=1"
+        assert not said.done()
+        one.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await one
+        await asyncio.wait_for(said, WAIT)  # done once the second serves
+        assert second.ready.is_set()
+    finally:
+        for task in (one, two, said):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        notifier.close()
+        systemd.close()
