@@ -8,6 +8,7 @@ import contextlib
 import socket
 from dataclasses import replace
 
+import pytest
 from prometheus_client import CollectorRegistry
 from test_authority_run import Answers, nobody_listening
 
@@ -21,6 +22,7 @@ from ctlrun import run_ctl
 from linkrig import authority_config
 from postgres import Postgres, postgres  # noqa: F401 - the module's PostgreSQL
 
+pytestmark = pytest.mark.xdist_group("postgres-test_authority_postgres")  # one worker: one PostgreSQL for the module
 WAIT = 20
 
 

@@ -56,7 +56,8 @@ class Where:
         return self.url or self.dir
 
 
-@pytest.fixture(params=["sqlite", "postgresql"])
+# the PostgreSQL runs on one worker of the suite (--dist loadgroup): one PostgreSQL for the module
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres-test_ledger"))])
 def where(request, tmp_path) -> Where:
     """The engine-neutral tests run on both engines: SQLite, and a fresh database of the module's PostgreSQL."""
     if request.param == "sqlite":

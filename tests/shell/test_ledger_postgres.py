@@ -25,6 +25,7 @@ from controller.ledger.reader import JournalReader
 from ledger_child import Accounts
 from postgres import Postgres, postgres  # noqa: F401 - the module's PostgreSQL
 
+pytestmark = pytest.mark.xdist_group("postgres-test_ledger_postgres")  # one worker: one PostgreSQL for the module
 WAIT = 20  # seconds: a bound for what takes milliseconds
 
 
