@@ -22,7 +22,14 @@ from controller.ledger.chain import GENESIS, GENESIS_PREV, INTERNAL_KEY_PREFIX, 
 from controller.ledger.errors import FatalStorageError, LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
 from controller.ledger.reducer import Reducer
 from controller.ledger.store import SqliteStore, Store
-from controller.ledger.verify import Bad, ChainHead, derive_state, run_integrity_check, verify_chain_fast
+from controller.ledger.verify import (
+    Bad,
+    ChainHead,
+    derive_state,
+    is_db_error,
+    run_integrity_check,
+    verify_chain_fast,
+)
 from controller.ledger.writer import Op, Receipt, Waiter, WalCheckpoint, Writer, exit_process
 
 if TYPE_CHECKING:
@@ -187,8 +194,10 @@ class Ledger(Generic[S]):
             receipt = writer.append_internal(SELF_CHECK, f"{INTERNAL_KEY_PREFIX}self-check:{head.seq + 1}", body)
             writer._maybe_checkpoint()
             writer.start()
-        except BaseException:
+        except BaseException as e:
             store.close()  # the lock goes with the session
+            if is_db_error(e):  # the server lost or refusing: not a damaged journal
+                raise FatalStorageError(f"{store.where}: the journal cannot be opened: {str(e).strip()}") from e
             raise
         startup = Startup(created=created, seconds=time.perf_counter() - t0, entries=head.seq,
                           segments=head.segments, tail=head.tail, replayed_from=replayed_from,

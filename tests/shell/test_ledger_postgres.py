@@ -302,3 +302,35 @@ def test_urls_keep_passwords_out():
     assert pgjournal.check_url(url) == url
     assert pgjournal.redact("postgresql://u:secret@db1,db2/j?password=x&sslmode=require") == \
         "postgresql://u@db1,db2/j?password=***&sslmode=require"
+
+
+def test_a_server_that_turns_read_only_stops_the_writer(tmp_path, url, postgres):  # noqa: F811
+    """As a demoted primary does: every write refused, so the writer stops (fatal) and acknowledges nothing."""
+    fatal = Fatal()
+    led = open_ledger(tmp_path, url, fatal=fatal)
+    deposit(led, "before").result(WAIT)
+    try:
+        postgres.sql("ALTER SYSTEM SET default_transaction_read_only = on")
+        postgres.sql("SELECT pg_reload_conf()")
+        # the reload reaches the writer's session in its own time: write until a write is refused
+        acknowledged = 0
+        for i in range(200):
+            try:
+                deposit(led, f"w{i}").result(WAIT)
+                acknowledged += 1
+            except FatalStorageError as e:
+                refused = f"w{i}"
+                assert "read-only" in repr(e.__cause__)
+                break
+            threading.Event().wait(0.01)
+        else:
+            raise AssertionError("no write was refused")
+        assert fatal.called.is_set()
+    finally:
+        postgres.sql("ALTER SYSTEM RESET default_transaction_read_only")
+        postgres.sql("SELECT pg_reload_conf()")
+        led.close()
+    with open_ledger(tmp_path, url) as again:
+        assert again.state == ({"a": 1 + acknowledged}, 1 + acknowledged, 0)
+        with JournalReader(url) as r:
+            assert r.lookup(refused) is None
