@@ -330,6 +330,7 @@ def test_a_server_that_turns_read_only_stops_the_writer(tmp_path, url, postgres)
         postgres.sql("ALTER SYSTEM RESET default_transaction_read_only")
         postgres.sql("SELECT pg_reload_conf()")
         led.close()
+        wait_for(lambda: postgres.sql("SHOW default_transaction_read_only") == [("off",)], "the server to write again")
     with open_ledger(tmp_path, url) as again:
         assert again.state == ({"a": 1 + acknowledged}, 1 + acknowledged, 0)
         with JournalReader(url) as r:
