@@ -9,8 +9,9 @@ For each batch (everything queued while the previous COMMIT was in progress, up 
    if none of its keys were journaled, and the UNIQUE index on key checks that as part of the write
    (the keys of refused operations are looked up); if one was, nothing is written and the batch is
    prepared again with the journaled keys looked up first;
-2. all accepted operations are written in one transaction, which commits (synchronous=FULL: the WAL is
-   synced) before the write returns;
+2. all accepted operations are written in one transaction, which commits (SQLite's synchronous=FULL: the
+   WAL is synced; PostgreSQL's synchronous_commit: the synchronous standby has the WAL too) before the write
+   returns;
 3. only then is the new state published and every caller's future resolved (the callers of a batch are
    told just before the next batch is written, or at once when nothing else is queued).
 
