@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import socket
 from dataclasses import replace
+from datetime import datetime, timedelta
+from zoneinfo import ZoneInfo
 
 import pytest
 from prometheus_client import CollectorRegistry
@@ -101,6 +104,10 @@ async def test_audit_verify_reads_the_journal_on_postgresql_and_finds_it_rewritt
             await task
     ok = await asyncio.to_thread(run_ctl, "audit", "verify", "--state", url, "--expect-head", f"{head.seq}:{head.hash}")
     assert ok.returncode == 0 and ": ok: " in ok.stdout, ok.stderr
+    day = (datetime.now(ZoneInfo("America/New_York")) - timedelta(hours=6)).date().isoformat()  # the default day
+    report = await asyncio.to_thread(run_ctl, "report", "--state", url, "--day", day, "--json")
+    assert report.returncode == 0, report.stderr
+    assert [m["meter"] for m in json.loads(report.stdout)["meters"]] == ["fchb-link"]
     # the database's administrator can rewrite an entry; the chain tells
     changed = postgres.sql("UPDATE entries SET entry = replace(entry, 'fchb-link', 'fchb-lynk') WHERE seq = 3 "
                            "RETURNING seq", database=url.rpartition("/")[2])
