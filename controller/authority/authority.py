@@ -48,6 +48,8 @@ from controller.service.reports import MeterSeries
 if TYPE_CHECKING:
     from controller.config.authority import AuthorityConfig
 
+HOLD_CHECK_S = 1.0  # how often an authority proves it still holds a journal on PostgreSQL
+
 
 class LinkAuthority:
     """The link authority's process. `run` is its start-up (`_start_up`: the journal opened, the configuration's
@@ -245,9 +247,19 @@ class LinkAuthority:
         tg.create_task(publisher.run_meters(), name="meters")
         tg.create_task(publisher.run_heartbeat(), name="heartbeat")
         tg.create_task(anchoring.run(), name="anchor")
+        if self.ledger.engine == "postgresql":
+            tg.create_task(self._hold_journal(self.ledger), name="journal")
         self.ready.set()
         log.info("link authority ready", authority=self.cfg.authority, meters=sorted(self.ledger.state),
                  tables=list(self.cfg.tables))
+
+    async def _hold_journal(self, led: Ledger[Meters]) -> None:
+        """Every HOLD_CHECK_S, that this authority still holds the journal on PostgreSQL: one that lost its session
+        (and the journal's lock with it) while no operation came stops at once (the ledger's fatal hook), before it
+        says anything more to the tables or to the broker, where another authority now serves."""
+        while True:
+            await asyncio.sleep(HOLD_CHECK_S)
+            await asyncio.wrap_future(led.check_session())  # raises when the session is gone: the task group ends
 
     def _shut_down(self) -> None:
         """The journal closed and anchored at its final head (not in a thread: a second cancellation must not leave

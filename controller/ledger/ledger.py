@@ -30,7 +30,7 @@ from controller.ledger.verify import (
     run_integrity_check,
     verify_chain_fast,
 )
-from controller.ledger.writer import Op, Receipt, Waiter, WalCheckpoint, Writer, exit_process
+from controller.ledger.writer import Op, Receipt, SessionCheck, Waiter, WalCheckpoint, Writer, exit_process
 
 if TYPE_CHECKING:
     import asyncio  # loaded on first use (_running_loop)
@@ -227,6 +227,18 @@ class Ledger(Generic[S]):
         no write is waiting on the time, the table after a round's booking. The future gets (frames in the WAL,
         frames copied, seconds), or the error that stopped the writer (LedgerClosed on a closed ledger)."""
         request = WalCheckpoint()
+        try:
+            self._writer.enqueue(request)
+        except LedgerError as e:
+            request.future.set_exception(e)
+        return request.future
+
+    def check_session(self) -> Future[tuple[int, int, float]]:
+        """Prove, in the writer's thread between two batches, that its session still holds the journal: on PostgreSQL
+        a writer that lost its session (and the journal's lock with it) while idle learns it now, not at its next
+        operation, and stops (the fatal hook: the process exits). On SQLite it proves nothing and costs nothing.
+        The future gets (0, 0, seconds), or the error that stopped the writer."""
+        request = SessionCheck()
         try:
             self._writer.enqueue(request)
         except LedgerError as e:

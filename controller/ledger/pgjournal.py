@@ -227,6 +227,11 @@ class PgStore:
     def wal_checkpoint(self) -> tuple[int, int]:
         return 0, 0  # the server checkpoints its own WAL
 
+    def ping(self) -> None:
+        """A round trip on the session: while it answers, the session (and so the journal's lock) is alive; raises
+        when it is gone (terminated, its server demoted or lost)."""
+        self.conn.execute("SELECT 1")
+
     # --- reading ---
 
     def find_keys(self, keys: list[str]) -> dict[str, tuple[int, str, str]]:

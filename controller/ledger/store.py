@@ -30,6 +30,7 @@ class Store(Protocol):
     def append(self, rows: list[Row], checkpoint: tuple[int, str, int] | None = None) -> None: ...
     def append_new(self, rows: list[Row]) -> bool: ...
     def wal_checkpoint(self) -> tuple[int, int]: ...
+    def ping(self) -> None: ...
 
     # --- reading by seq ---
     def find_keys(self, keys: list[str]) -> dict[str, tuple[int, str, str]]: ...
@@ -71,6 +72,9 @@ class SqliteStore:
 
     def wal_checkpoint(self) -> tuple[int, int]:
         return journal.wal_checkpoint(self.conn)
+
+    def ping(self) -> None:
+        """Nothing to prove: the file's lock is the process's for as long as it lives."""
 
     def find_keys(self, keys: list[str]) -> dict[str, tuple[int, str, str]]:
         return journal.find_keys(self.conn, keys)

@@ -148,6 +148,14 @@ class WalCheckpoint:
         self.loop = None  # resolved like a concurrent Op's future (deliver)
 
 
+class SessionCheck(WalCheckpoint):
+    """A request to prove, between batches, that the writer's session still holds the journal (Ledger.check_session):
+    on PostgreSQL a round trip on it, on SQLite nothing. Its future gets (0, 0, seconds), or the storage error, which
+    is fatal as a failed COMMIT is."""
+
+    __slots__ = ()
+
+
 class _Stop(enum.Enum):
     STOP = 0
 
@@ -307,7 +315,11 @@ class Writer(Generic[S]):
         self._deliver_pending()
         t0 = time.perf_counter()
         try:
-            frames, copied = self._store.wal_checkpoint()
+            if isinstance(request, SessionCheck):
+                self._store.ping()
+                frames = copied = 0
+            else:
+                frames, copied = self._store.wal_checkpoint()
         except BaseException:
             self._folds.append(request)  # told of the failure with the others (_die)
             raise
@@ -485,4 +497,4 @@ class Writer(Generic[S]):
         self.append_internal(CHECKPOINT, f"{chain.INTERNAL_KEY_PREFIX}checkpoint:{seq}", body, state_text)
 
 
-__all__ = ["Op", "Receipt", "Waiter", "WalCheckpoint", "Writer", "deliver", "exit_process"]
+__all__ = ["Op", "Receipt", "SessionCheck", "Waiter", "WalCheckpoint", "Writer", "deliver", "exit_process"]

@@ -150,3 +150,25 @@ async def test_systemd_is_told_the_standby_is_up_and_alive_until_it_serves(tmp_p
                     await task
         notifier.close()
         systemd.close()
+
+
+async def test_an_authority_that_lost_its_session_while_idle_stops_within_seconds(tmp_path, postgres):  # noqa: F811
+    url = postgres.new_database()
+    stopped = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    a = LinkAuthority(replace(authority_config(tmp_path / "one", TABLES), journal=url), settings=nobody_listening(),
+                      registry=CollectorRegistry(),
+                      ledger_options={"fatal": lambda _err: loop.call_soon_threadsafe(stopped.set)})
+    task = asyncio.create_task(a.run())
+    try:
+        await asyncio.wait_for(a.ready.wait(), WAIT)
+        pid = a.ledger._store.conn.info.backend_pid
+        assert postgres.sql("SELECT pg_terminate_backend(%s)", (pid,), database=url.rpartition("/")[2]) == [(True,)]
+        await asyncio.wait_for(stopped.wait(), WAIT)  # no operation came: the check of the session found it
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(task, WAIT)  # and its run ended
+        assert task.done()
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task

@@ -335,3 +335,20 @@ def test_a_server_that_turns_read_only_stops_the_writer(tmp_path, url, postgres)
         assert again.state == ({"a": 1 + acknowledged}, 1 + acknowledged, 0)
         with JournalReader(url) as r:
             assert r.lookup(refused) is None
+
+
+def test_a_session_lost_while_idle_is_found_by_a_session_check(tmp_path, url):
+    fatal = Fatal()
+    led = open_ledger(tmp_path, url, fatal=fatal)
+    try:
+        assert led.check_session().result(WAIT)[:2] == (0, 0)
+        deposit(led, "d1").result(WAIT)
+        with psycopg.connect(url, autocommit=True) as pg:
+            assert pg.execute("SELECT pg_terminate_backend(%s)", (writer_pid(led),)).fetchone()[0]
+        with pytest.raises(FatalStorageError):
+            led.check_session().result(WAIT)
+        assert fatal.called.is_set()
+        with pytest.raises(FatalStorageError):  # nothing more is taken
+            deposit(led, "d2").result(WAIT)
+    finally:
+        led.close()
