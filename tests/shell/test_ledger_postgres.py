@@ -5,6 +5,7 @@ The engine-neutral behaviour (receipts, idempotency, refusals, checkpoints) runs
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from pathlib import Path
 
@@ -352,3 +353,15 @@ def test_a_session_lost_while_idle_is_found_by_a_session_check(tmp_path, url):
             deposit(led, "d2").result(WAIT)
     finally:
         led.close()
+
+
+def test_a_multi_host_url_finds_the_server_that_takes_writes(tmp_path, url):
+    """libpq tries the hosts in turn: the first one down, the journal is found on the next without a change."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        down = s.getsockname()[1]  # nothing listens there once closed
+    host_port, _, database = url.removeprefix("postgresql://postgres@").partition("/")
+    multi = f"postgresql://postgres@127.0.0.1:{down},{host_port}/{database}?target_session_attrs=read-write"
+    with open_ledger(tmp_path, multi) as led:
+        assert deposit(led, "d1").result(WAIT).seq == 3
+        assert led.url == multi and f",{host_port}/" in led._store.where
