@@ -9,6 +9,8 @@ socket's operations (handlers.py) with the `status` view (views.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import replace
@@ -46,6 +48,8 @@ from controller.service.reports import MeterSeries
 if TYPE_CHECKING:
     from controller.config.authority import AuthorityConfig
 
+HOLD_CHECK_S = 1.0  # how often an authority proves it still holds a journal on PostgreSQL
+
 
 class LinkAuthority:
     """The link authority's process. `run` is its start-up (`_start_up`: the journal opened, the configuration's
@@ -70,8 +74,15 @@ class LinkAuthority:
         self.watch = TableWatch(cfg.tables, self.metrics, self.notes)  # each table online or OFFLINE, its last answer
         # Who approves payments from the linked meters (name -> approval key): none listed, none is paid.
         self.approvers: Mapping[str, bytes] = cfg.approvers
-        self.series = MeterSeries(cfg.state_dir, cfg.report)
+        self.series = MeterSeries(cfg.journal or cfg.state_dir, cfg.report)
         self.ready = asyncio.Event()
+        # Set while the journal (on PostgreSQL) is another authority's: this one waits for it, a standby, and answers
+        # no table until it holds it (`standby_reason` says why it waits).
+        self.standby = asyncio.Event()
+        self.standby_reason = ""
+        self._stop_waiting = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.metrics.active.set(0)
         self._ledger_options = ledger_options or {}
         self._started = time.monotonic()
         # Made in `run`:
@@ -130,6 +141,7 @@ class LinkAuthority:
         """In a thread: the journal opened, the configuration's meters defined or changed in it (a change is refused
         while any linked table has a round open or a lock pending), each table's next number and anchors read."""
         led = Ledger.open(self.cfg.state_dir, JournalReducer(), software_digest=software_digest(),
+                          journal_url=self.cfg.journal, stop=self._stop_waiting, on_standby=self._on_standby,
                           **self._ledger_options)
         keys = None
         try:
@@ -144,7 +156,7 @@ class LinkAuthority:
                     log.info("linked meter defined", meter=m.id, reset=format_cents(m.params.reset_cents))
                 elif done == "changed":
                     log.warning("linked meter parameters changed by the configuration", meter=m.id)
-            keys = JournalReader(led.db_path)
+            keys = JournalReader(led.journal)
             next_seq = {t: n + 1 for t, n in last_link_seqs(keys).items()}
             keeper = AnchorKeeper(led, self.cfg.tables, self.metrics, self.notes)
             keeper.replay(keys.entries(ANCHOR_PREFIX))
@@ -155,10 +167,39 @@ class LinkAuthority:
             raise
         return led, keys, keeper, next_seq
 
+    def _on_standby(self, why: str) -> None:
+        """From the opening thread: the journal is another authority's (or its server cannot be reached)."""
+        if self._loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop closed: nobody to tell
+                self._loop.call_soon_threadsafe(self._standing_by, why)
+
+    def _standing_by(self, why: str) -> None:
+        self.standby_reason = why
+        self.metrics.active.set(0)
+        self.standby.set()
+
+    async def _open_journal(self) -> tuple[Ledger[Meters], JournalReader, AnchorKeeper, dict[str, int]]:
+        """_open in a thread; cancelled (a standby stopped), its wait is ended and what it opened closed."""
+        self._loop = asyncio.get_running_loop()
+        opening = asyncio.ensure_future(asyncio.to_thread(self._open))
+        try:
+            return await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            self._stop_waiting.set()
+            try:
+                led, keys, _keeper, _next = await opening
+            except BaseException:  # noqa: BLE001 - the wait ended (LedgerClosed), or opening failed: nothing open
+                raise asyncio.CancelledError() from None
+            keys.close()
+            led.close()
+            raise
+
     async def _start_up(self) -> dict[str, int]:
-        """The journal opened and its anchor checked (a journal rolled back or rewritten is refused here: closed
-        again), and anchored at the start; each table's next number."""
-        led, keys, keeper, next_seq = await asyncio.to_thread(self._open)
+        """The journal opened (on PostgreSQL: once this authority holds it) and its anchor checked (a journal rolled
+        back or rewritten is refused here: closed again), and anchored at the start; each table's next number."""
+        led, keys, keeper, next_seq = await self._open_journal()
+        self.standby.clear()
+        self.metrics.active.set(1)
         a = self.cfg.anchor
         self.anchoring = Anchoring(led, a.file_for(self.cfg.state_dir), a.key_file, table=self.cfg.authority,
                                    metrics=self.metrics.anchors, syslog=a.syslog)
@@ -206,9 +247,19 @@ class LinkAuthority:
         tg.create_task(publisher.run_meters(), name="meters")
         tg.create_task(publisher.run_heartbeat(), name="heartbeat")
         tg.create_task(anchoring.run(), name="anchor")
+        if self.ledger.engine == "postgresql":
+            tg.create_task(self._hold_journal(self.ledger), name="journal")
         self.ready.set()
         log.info("link authority ready", authority=self.cfg.authority, meters=sorted(self.ledger.state),
                  tables=list(self.cfg.tables))
+
+    async def _hold_journal(self, led: Ledger[Meters]) -> None:
+        """Every HOLD_CHECK_S, that this authority still holds the journal on PostgreSQL: one that lost its session
+        (and the journal's lock with it) while no operation came stops at once (the ledger's fatal hook), before it
+        says anything more to the tables or to the broker, where another authority now serves."""
+        while True:
+            await asyncio.sleep(HOLD_CHECK_S)
+            await asyncio.wrap_future(led.check_session())  # raises when the session is gone: the task group ends
 
     def _shut_down(self) -> None:
         """The journal closed and anchored at its final head (not in a thread: a second cancellation must not leave

@@ -29,6 +29,9 @@ class AuthorityMetrics:
         self.commit_latency = Histogram("progressive_ledger_commit_seconds",
                                         "From submitting an operation to its durable receipt",
                                         buckets=_SECONDS, registry=r)
+        self.active = Gauge("progressive_authority_active",
+                            "1 while this authority holds the journal and applies the tables' operations; 0 while it "
+                            "starts or waits as a standby for a journal another authority holds", registry=r)
         self.connected = Gauge("progressive_link_broker_connected", "1 while connected to the broker",
                                registry=r)
         self.hits = Counter("progressive_link_hits_total", "Percentage-of-meter awards locked, by table", ["table"],

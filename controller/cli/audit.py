@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.cli.common import EXIT_DAMAGED, Parser, dump_json, no_such_meter, show_hits, show_meters
+from controller.cli.common import (
+    EXIT_DAMAGED,
+    Parser,
+    dump_json,
+    no_such_meter,
+    show_hits,
+    show_meters,
+    state_or_journal,
+)
 from controller.errors import InputError
 
 if TYPE_CHECKING:
@@ -25,7 +33,8 @@ def add_parsers(sub: Any) -> None:
     a = sub.add_parser("audit", help="audit a state directory")
     asub = a.add_subparsers(dest="audit_command", required=True, parser_class=Parser)
     v = asub.add_parser("verify", help="verify the journal's chain, integrity and invariant (exit 1 if damaged)")
-    v.add_argument("--state", required=True, type=Path, help="state directory (or a copy of it)")
+    v.add_argument("--state", required=True, type=state_or_journal,
+                   help="state directory (or a copy of it), or the URL of a link authority's journal on PostgreSQL")
     v.add_argument("--json", action="store_true", help="the verdict and every finding as JSON, for scripts")
     v.add_argument("--expect-head", metavar="SEQ:HASH",
                    help="an anchor of the journal (from the log, the syslog or the link authority): the journal "
@@ -41,9 +50,13 @@ def add_parsers(sub: Any) -> None:
     an.set_defaults(handler=lambda args: cmd_anchor(args.state, args.anchor, args.key_file, args.expect_head))
 
 
-def _audit(state_dir: Path) -> Report:
+def _audit(state_dir: Path | str) -> Report:
     from controller.ledger import verify_state_dir
 
+    if isinstance(state_dir, str):  # a link authority's journal on PostgreSQL: its meters
+        from controller.round.journal import JournalReducer
+
+        return verify_state_dir(state_dir, JournalReducer())
     if not state_dir.exists():
         raise InputError("--state", f"{state_dir} does not exist")
     try:
@@ -94,7 +107,7 @@ def parse_head(text: str) -> tuple[int, str]:
     return int(seq), digest
 
 
-def cmd_verify(state_dir: Path, as_json: bool, expect_head: str | None = None) -> int:
+def cmd_verify(state_dir: Path | str, as_json: bool, expect_head: str | None = None) -> int:
     expected = parse_head(expect_head) if expect_head is not None else None
     report = _audit(state_dir)
     if expected is not None and report.ok:
@@ -102,7 +115,8 @@ def cmd_verify(state_dir: Path, as_json: bool, expect_head: str | None = None) -
         from controller.ledger.anchor import Anchor, check_anchor
         from controller.ledger.verify import Problem
 
-        problem = check_anchor(state_dir / journal.DB_NAME, Anchor(expected[0], expected[1], ""))
+        db = state_dir if isinstance(state_dir, str) else state_dir / journal.DB_NAME
+        problem = check_anchor(db, Anchor(expected[0], expected[1], ""))
         if problem is not None:  # a sound chain, but not the journal that was anchored
             report.ok = False
             report.problems.append(Problem(None, f"--expect-head: {problem}"))

@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any, NoReturn
 
 from controller.errors import InputError
@@ -126,5 +127,11 @@ def read_secret(prompt: str, *, confirm: bool = False, secret_file: str | None =
     return secret
 
 
+def state_or_journal(text: str) -> Path | str:
+    """--state: a state directory, or the URL of a link authority's journal on PostgreSQL (kept whole: a Path
+    would fold its '//')."""
+    return text if text.startswith(("postgresql://", "postgres://")) else Path(text)
+
+
 __all__ = ["EXIT_DAMAGED", "EXIT_UNAVAILABLE", "Exit", "Parser", "dump_json", "no_such_meter", "read_secret",
-           "show_hits", "show_meters"]
+           "show_hits", "show_meters", "state_or_journal"]

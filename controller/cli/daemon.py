@@ -231,6 +231,7 @@ async def _run_link(cfg: AuthorityConfig, socket: str) -> int:
     try:
         async with asyncio.TaskGroup() as tg:
             tg.create_task(authority.run(), name="authority")
+            tg.create_task(_standby(authority, notifier, watchdog_interval()), name="standby")
             await authority.ready.wait()
             try:
                 await control.start()
@@ -250,6 +251,25 @@ async def _run_link(cfg: AuthorityConfig, socket: str) -> int:
         await control.stop()
         server.shutdown()
     return 0
+
+
+async def _standby(authority: LinkAuthority, notifier: Notifier, interval: float | None) -> None:
+    """While the journal is another authority's: systemd told this one is up as a standby (STATUS says so), and its
+    watchdog pinged while it waits; done once it holds the journal (then it is ready: the status is replaced)."""
+    waits = [asyncio.ensure_future(authority.standby.wait()), asyncio.ensure_future(authority.ready.wait())]
+    try:
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for w in waits:
+            w.cancel()
+    if authority.ready.is_set():
+        return
+    notifier.ready(f"link authority {authority.cfg.authority}: {authority.standby_reason}")
+    while not authority.ready.is_set():
+        if interval:
+            notifier.watchdog()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(authority.ready.wait(), interval or 60.0)
 
 
 async def _watchdog(authority: LinkAuthority, notifier: Notifier, interval: float) -> None:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.cli.common import EXIT_DAMAGED
+from controller.cli.common import EXIT_DAMAGED, state_or_journal
 from controller.errors import InputError, InvariantViolation
 
 EXIT_NO_ENTRIES = 3  # the day has no entry in the journal: said in a line, so that a script does not file it unread
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 def add_parsers(sub: Any) -> None:
     r = sub.add_parser("report", help="the gaming day's report of a state directory (text, --json, --csv, --html)")
-    r.add_argument("--state", required=True, type=Path, help="state directory (or a copy of it)")
+    r.add_argument("--state", required=True, type=state_or_journal,
+                   help="state directory (or a copy of it), or the URL of a link authority's journal on PostgreSQL")
     r.add_argument("--day", required=True, help="the gaming day, YYYY-MM-DD (the date it starts on)")
     form = r.add_mutually_exclusive_group()
     form.add_argument("--json", dest="form", action="store_const", const="json", help="exact JSON")
@@ -83,7 +84,7 @@ def cmd_report(args: Any) -> int:
     from controller.service.report_files import read_report
 
     day, source = _day(args)
-    if not (args.state / journal.DB_NAME).is_file():
+    if not isinstance(args.state, str) and not (args.state / journal.DB_NAME).is_file():
         raise InputError("--state", f"{args.state} holds no journal ({journal.DB_NAME})")
     try:
         report = read_report(args.state, day, source)
@@ -125,7 +126,7 @@ def _local(day: GamingDay, moment: datetime) -> str:
     return f"{day.local(moment):%Y-%m-%d %H:%M %Z}"
 
 
-def _entries_span(state: Path, day: GamingDay) -> str:
+def _entries_span(state: Path | str, day: GamingDay) -> str:
     """Which gaming days the journal has entries in, in words."""
     from zoneinfo import ZoneInfo
 

@@ -44,7 +44,7 @@ from controller.tomlfile.problems import ConfigError, Problem, join
 from controller.tomlfile.toml import read_toml
 
 AUTHORITY_TOP_KEYS = (
-    "authority", "description", "state_dir", "tables", "heartbeat", "approvers_file", "signing_key_file", "meters",
+    "authority", "description", "state_dir", "journal", "tables", "heartbeat", "approvers_file", "signing_key_file", "meters",
     "metrics",
     "logging", "mqtt", "anchor", "report", "supervisors", "supervisors_file",
 )
@@ -67,6 +67,8 @@ MAX_KEY_FILE = 4096  # bytes: a PEM Ed25519 key is 119
 DEFAULT_HEARTBEAT = 1.0  # seconds
 HEARTBEAT_MIN, HEARTBEAT_MAX = Decimal("0.1"), Decimal(60)
 MAX_TABLES = 10_000  # tables allowed to use one link (docs/link-at-scale.md: thousands at most)
+JOURNAL_HINT = ('journal = "postgresql://progressive@db1,db2/progressive?target_session_attrs=read-write" (the '
+                "password in libpq's passfile), or leave it out for the journal in a file under state_dir")
 
 _ID_HINT = "1 to 32 letters, digits, '.', '_' or '-', starting with a letter or digit"
 _METER_KEYS = tuple(schema.StandaloneMeterModel.model_fields)
@@ -105,6 +107,8 @@ class AuthorityConfig:
     report: ReportConfig = field(default_factory=ReportConfig)
     # Who may log in to the authority's console (its socket's `authenticate`), as at a table; none: nobody can.
     supervisors: tuple[Supervisor, ...] = ()
+    # The journal on PostgreSQL (a libpq URL, controller.ledger.pgjournal); None: in SQLite under state_dir.
+    journal: str | None = None
 
     def summary(self) -> dict[str, Any]:
         """What the configuration sets up, for people and scripts (``check-config``)."""
@@ -179,6 +183,7 @@ class _AuthorityChecker(_Checker):
         authority = self._authority_id(doc.get("authority"))
         description = self._text(doc, "description")
         state_dir = self._state_dir(doc.get("state_dir"))
+        journal = self._journal(doc.get("journal"))
         tables = self._tables(doc.get("tables"), authority)
         heartbeat = self._heartbeat(doc.get("heartbeat"))
 
@@ -221,6 +226,7 @@ class _AuthorityChecker(_Checker):
             report=self.report,
             supervisors=tuple(self.supervisors),
             warnings=tuple(self.warnings.items),
+            journal=journal,
         )
 
     def _supervisors_required(self) -> bool:
@@ -237,6 +243,26 @@ class _AuthorityChecker(_Checker):
         if not TABLE_ID.fullmatch(value) or len(value) > 32:
             self.add("authority", f"{value!r} is not an authority id", _ID_HINT)
             return None
+        return value
+
+    def _journal(self, value: object) -> str | None:
+        """journal: a libpq URL of the PostgreSQL database that holds the journal, without a password; the
+        authority finds the primary after a failover only with target_session_attrs=read-write (a warning)."""
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value.startswith(("postgresql://", "postgres://")):
+            self.add("journal", f"must be a PostgreSQL URL (postgresql://...) in quotes, not {show(value)}", JOURNAL_HINT)
+            return None
+        from controller.ledger.pgjournal import check_url  # psycopg's own reading of the URL
+
+        try:
+            check_url(value)
+        except ValueError as e:
+            self.add("journal", str(e), JOURNAL_HINT)
+            return None
+        if "target_session_attrs=read-write" not in value and "target_session_attrs=primary" not in value:
+            self.warnings.add("journal", "has no target_session_attrs=read-write: after a failover the authority "
+                              "may reach a standby, whose refusal to write stops it", JOURNAL_HINT)
         return value
 
     def _tables(self, value: object, authority: str | None) -> tuple[str, ...]:
@@ -402,5 +428,5 @@ class _AuthorityChecker(_Checker):
 
 
 __all__ = ["APPROVERS", "AUTHORITY_REQUIRED_HINTS", "AUTHORITY_TOP_KEYS", "DEFAULT_HEARTBEAT", "HEARTBEAT_MAX",
-           "HEARTBEAT_MIN", "MAX_APPROVERS", "MAX_KEY_FILE", "MAX_TABLES", "AuthorityConfig", "check_authority_config",
+           "HEARTBEAT_MIN", "JOURNAL_HINT", "MAX_APPROVERS", "MAX_KEY_FILE", "MAX_TABLES", "AuthorityConfig", "check_authority_config",
            "is_authority_config", "load_authority_config"]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeGuard
 from controller.ledger import journal
 from controller.ledger.chain import Entry, format_time, utc_now
 from controller.ledger.errors import LedgerError
+from controller.ledger.store import open_reading
 
 if TYPE_CHECKING:
     from controller.ledger.ledger import Head
@@ -114,14 +115,15 @@ def read_anchor(path: Path, key: bytes | None) -> Anchor | None:
     return anchor
 
 
-def check_anchor(db: Path, anchor: Anchor) -> str | None:
-    """None when the journal in `db` holds the anchored entry with the anchored hash; else what is wrong."""
-    conn = journal.connect(Path(db), "ro")
+def check_anchor(db: Path | str, anchor: Anchor) -> str | None:
+    """None when the journal at `db` (its file, or its PostgreSQL URL) holds the anchored entry with the anchored
+    hash; else what is wrong."""
+    store = open_reading(db)
     try:
-        row = journal.entry_at(conn, anchor.seq)
-        last = journal.seq_range(conn)
+        row = store.entry_at(anchor.seq)
+        last = store.seq_range()
     finally:
-        conn.close()
+        store.close()
     of, at = (f" of {anchor.at}", f" at {anchor.at}") if anchor.at else ("", "")
     if row is None:
         head = last[1] if last else 0

@@ -1,4 +1,5 @@
-"""The ledger: an append-only, hash-chained journal in SQLite from which state is derived."""
+"""The ledger: an append-only, hash-chained journal from which state is derived: in a SQLite file in its state
+directory, or (the link authority's, when configured) on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import fcntl
 import os
 import platform
 import sqlite3
+import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
@@ -19,8 +21,16 @@ from controller.ledger import chain, journal
 from controller.ledger.chain import GENESIS, GENESIS_PREV, INTERNAL_KEY_PREFIX, SELF_CHECK
 from controller.ledger.errors import FatalStorageError, LedgerBusy, LedgerClosed, LedgerDamaged, LedgerError
 from controller.ledger.reducer import Reducer
-from controller.ledger.verify import Bad, ChainHead, derive_state, run_integrity_check, verify_chain_fast
-from controller.ledger.writer import Op, Receipt, Waiter, WalCheckpoint, Writer, exit_process
+from controller.ledger.store import SqliteStore, Store
+from controller.ledger.verify import (
+    Bad,
+    ChainHead,
+    derive_state,
+    is_db_error,
+    run_integrity_check,
+    verify_chain_fast,
+)
+from controller.ledger.writer import Op, Receipt, SessionCheck, Waiter, WalCheckpoint, Writer, exit_process
 
 if TYPE_CHECKING:
     import asyncio  # loaded on first use (_running_loop)
@@ -59,21 +69,33 @@ class Ledger(Generic[S]):
     - `state` is the derived state as of the last COMMIT (treat it as read-only); `head` the last entry.
     """
 
-    def __init__(self, path: Path, db: Path, lock_fd: int, conn: sqlite3.Connection, writer: Writer[S],
-                 startup: Startup) -> None:
+    def __init__(self, path: Path, db: Path, lock_fd: int | None, store: Store, writer: Writer[S],
+                 startup: Startup, url: str | None = None) -> None:
         self.path = path
-        self.db_path = db
-        self._lock_fd: int | None = lock_fd
-        self._conn = conn
+        self.db_path = db  # the SQLite file (with a journal on PostgreSQL: where it would be, unused)
+        self.url = url     # the PostgreSQL journal's URL, or None
+        self._lock_fd = lock_fd
+        self._store = store
         self._writer = writer
+        self._open = True
         self.startup = startup
+
+    @property
+    def journal(self) -> Path | str:
+        """Where the journal is, for a JournalReader or check_anchor: its SQLite file, or its PostgreSQL URL."""
+        return self.url if self.url is not None else self.db_path
+
+    @property
+    def engine(self) -> str:
+        return "sqlite" if self.url is None else "postgresql"
 
     @classmethod
     def open(cls, state_dir: str | os.PathLike[str], reducer: Reducer[S], *, software_digest: str,
              clock: Callable[[], Any] = chain.utc_now, checkpoint_every: int = 10_000, keep_snapshots: int = 2,
              max_batch: int = 1024, integrity: str = "full",
              fatal: Callable[[BaseException], None] = exit_process,
-             connection_factory: type[sqlite3.Connection] | None = None) -> Ledger[S]:
+             connection_factory: type[sqlite3.Connection] | None = None, journal_url: str | None = None,
+             stop: threading.Event | None = None, on_standby: Callable[[str], None] | None = None) -> Ledger[S]:
         """Open (or, only when there is none, create) the ledger in `state_dir`, verify it, derive the
         state, record a power-up self-check entry and start the writer.
 
@@ -81,6 +103,11 @@ class Ledger(Generic[S]):
         replaced by a new one. `integrity` is "full" (PRAGMA integrity_check: also proves the key index
         matches the table) or "quick" (quick_check). `fatal` is called (from the writer thread) after a
         failed write or COMMIT; the default exits the process. `connection_factory` is for fault injection.
+
+        With `journal_url` (a libpq URL), the journal is on PostgreSQL instead (controller.ledger.pgjournal): the
+        writer's session first takes the journal's lock, waiting as a standby while another holds it (`on_standby`
+        is told why, once each time it changes; `stop` set ends the wait with LedgerClosed); only then is the
+        journal created, verified and loaded. `integrity` is then the server's business.
         """
         journal.check_sqlite_version()
         if integrity not in ("full", "quick"):
@@ -95,6 +122,10 @@ class Ledger(Generic[S]):
         if path.exists() and not path.is_dir():
             raise LedgerError(f"{path} is not a directory")
         path.mkdir(parents=True, exist_ok=True, mode=0o700)  # the daemon's user only
+        writer_args = {"clock": clock, "checkpoint_every": checkpoint_every, "keep_snapshots": keep_snapshots,
+                       "max_batch": max_batch, "fatal": fatal}
+        if journal_url is not None:
+            return cls._open_database(path, journal_url, reducer, software_digest, t0, writer_args, stop, on_standby)
         lock_fd = _lock(path / journal.LOCK_NAME)
         try:
             db = path / journal.DB_NAME
@@ -103,10 +134,9 @@ class Ledger(Generic[S]):
                 _create(db, software_digest, clock)
                 created = True
             conn = journal.connect(db, "rw", connection_factory)
+            store = SqliteStore(conn, db)
             try:
-                writer, head, replayed_from = _verify_and_load(
-                    conn, db, reducer, integrity=integrity, clock=clock, checkpoint_every=checkpoint_every,
-                    keep_snapshots=keep_snapshots, max_batch=max_batch, fatal=fatal)
+                writer, head, replayed_from = _verify_and_load(conn, db, reducer, integrity=integrity, **writer_args)
                 body = {
                     "software_sha256": software_digest,
                     "python": platform.python_version(),
@@ -129,7 +159,50 @@ class Ledger(Generic[S]):
         startup = Startup(created=created, seconds=time.perf_counter() - t0, entries=head.seq,
                           segments=head.segments, tail=head.tail, replayed_from=replayed_from,
                           self_check=receipt)
-        return cls(path, db, lock_fd, conn, writer, startup)
+        return cls(path, db, lock_fd, store, writer, startup)
+
+    @classmethod
+    def _open_database(cls, path: Path, url: str, reducer: Reducer[S], software_digest: str, t0: float,
+                       writer_args: dict[str, Any], stop: threading.Event | None,
+                       on_standby: Callable[[str], None] | None) -> Ledger[S]:
+        """Ledger.open for a journal on PostgreSQL: the lock first (a standby until then), then as for a file."""
+        from controller.ledger import pgjournal  # psycopg is loaded only for a journal on PostgreSQL
+
+        conn = pgjournal.connect_holding_lock(url, stop=stop, on_standby=on_standby)
+        store = pgjournal.PgStore(conn, url)
+        try:
+            created = False
+            if not pgjournal.exists(conn):
+                genesis, now = _genesis(software_digest, writer_args["clock"])
+                pgjournal.create(conn, genesis, now)
+                created = True
+            pgjournal.check_header(conn, store.where)
+            try:
+                head = verify_chain_fast(store)
+                state, replayed_from = derive_state(store, reducer, head)
+            except Bad as b:
+                raise LedgerDamaged(store.where, b.seq, b.text) from None
+            writer = Writer(store, reducer, state, head, **writer_args)
+            body = {
+                "software_sha256": software_digest,
+                "python": platform.python_version(),
+                "postgresql": pgjournal.server_version(conn),
+                "verified": {"entries": head.seq, "segments": head.segments, "tail": head.tail,
+                             "replayed_from": replayed_from, "integrity": "server"},
+                "startup_ms": int((time.perf_counter() - t0) * 1000),
+            }
+            receipt = writer.append_internal(SELF_CHECK, f"{INTERNAL_KEY_PREFIX}self-check:{head.seq + 1}", body)
+            writer._maybe_checkpoint()
+            writer.start()
+        except BaseException as e:
+            store.close()  # the lock goes with the session
+            if is_db_error(e):  # the server lost or refusing: not a damaged journal
+                raise FatalStorageError(f"{store.where}: the journal cannot be opened: {str(e).strip()}") from e
+            raise
+        startup = Startup(created=created, seconds=time.perf_counter() - t0, entries=head.seq,
+                          segments=head.segments, tail=head.tail, replayed_from=replayed_from,
+                          self_check=receipt)
+        return cls(path, path / journal.DB_NAME, None, store, writer, startup, url)
 
     # --- operations ---
 
@@ -160,6 +233,18 @@ class Ledger(Generic[S]):
             request.future.set_exception(e)
         return request.future
 
+    def check_session(self) -> Future[tuple[int, int, float]]:
+        """Prove, in the writer's thread between two batches, that its session still holds the journal: on PostgreSQL
+        a writer that lost its session (and the journal's lock with it) while idle learns it now, not at its next
+        operation, and stops (the fatal hook: the process exits). On SQLite it proves nothing and costs nothing.
+        The future gets (0, 0, seconds), or the error that stopped the writer."""
+        request = SessionCheck()
+        try:
+            self._writer.enqueue(request)
+        except LedgerError as e:
+            request.future.set_exception(e)
+        return request.future
+
     # --- reading ---
 
     @property
@@ -184,14 +269,16 @@ class Ledger(Generic[S]):
     def close(self, *, checkpoint: bool = True) -> None:
         """Finish what was submitted before, write a checkpoint (unless told not to: the next start then
         restores the final state from its snapshot and replays nothing), and close. Idempotent."""
-        if self._lock_fd is None:
+        if not self._open:
             return
+        self._open = False
         self._writer.stop(checkpoint)
         try:
-            self._conn.close()
+            self._store.close()  # on PostgreSQL, the journal's lock goes with the session
         finally:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
 
     def __enter__(self) -> Ledger[S]:
         return self
@@ -200,7 +287,7 @@ class Ledger(Generic[S]):
         self.close()
 
     def __del__(self) -> None:  # pragma: no cover - best effort, and writes nothing
-        if getattr(self, "_lock_fd", None) is not None:
+        if getattr(self, "_open", False):
             with contextlib.suppress(Exception):
                 self.close(checkpoint=False)
 
@@ -263,11 +350,17 @@ def _create(db: Path, software_digest: str, clock: Callable[[], Any]) -> None:
         if stray.exists():
             raise LedgerDamaged(db, None, f"{db.name} is missing but {stray.name} exists: refusing to create a "
                                           "new ledger over what may be the remains of one")
+    genesis, now = _genesis(software_digest, clock)
+    journal.create(db, genesis, now)
+
+
+def _genesis(software_digest: str, clock: Callable[[], Any]) -> tuple[tuple[int, str, str, str], str]:
+    """The genesis entry's row, and its time."""
     now = chain.format_time(clock())
     body = {"format": journal.FORMAT, "software_sha256": software_digest}
     key = f"{INTERNAL_KEY_PREFIX}genesis"
     text = chain.entry_text(GENESIS_PREV, 1, key, now, GENESIS, chain.canonical(body), "null")
-    journal.create(db, (1, key, text, chain.entry_hash(text)), now)
+    return (1, key, text, chain.entry_hash(text)), now
 
 
 def _verify_and_load(conn: sqlite3.Connection, db: Path, reducer: Reducer[S], *, integrity: str,
@@ -280,9 +373,10 @@ def _verify_and_load(conn: sqlite3.Connection, db: Path, reducer: Reducer[S], *,
     problems: list[str] = []
     checker = run_integrity_check(db, integrity, problems)
     bad: Bad | None = None
+    store = SqliteStore(conn, db)
     try:
-        head = verify_chain_fast(conn, db)
-        state, replayed_from = derive_state(conn, reducer, head)
+        head = verify_chain_fast(store, db)
+        state, replayed_from = derive_state(store, reducer, head)
     except Bad as b:
         bad = b
     except sqlite3.DatabaseError as e:
@@ -296,7 +390,7 @@ def _verify_and_load(conn: sqlite3.Connection, db: Path, reducer: Reducer[S], *,
         raise LedgerDamaged(db, None, found)
     if bad is not None:
         raise LedgerDamaged(db, bad.seq, bad.text)
-    writer = Writer(conn, reducer, state, head, **writer_args)
+    writer = Writer(store, reducer, state, head, **writer_args)
     return writer, head, replayed_from
 
 

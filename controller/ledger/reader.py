@@ -1,7 +1,7 @@
-"""Reading a journal by idempotency key, on a read-only connection of its own: the one place outside the
-ledger's writer that knows the journal's tables.
+"""Reading a journal by idempotency key, on a read-only connection of its own (store.py: a SQLite file, or a
+journal on PostgreSQL given by its URL).
 
-    reader = JournalReader(ledger.db_path)
+    reader = JournalReader(ledger.journal)
     reader.lookup("CS-07-r3:book:main")      # Found(seq, kind, body, result), or None
     reader.keys("CS-07-r3-c")                # every key with that prefix, in key order
     for r in reader.records(since, until):   # Record(seq, time, key, kind, body, result, hash), in seq order
@@ -16,7 +16,6 @@ committed when the read began: a reader next to a running writer never sees half
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -25,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from controller.errors import InvariantViolation
-from controller.ledger import journal
 from controller.ledger.chain import GENESIS_PREV, Entry, format_time
 from controller.ledger.errors import LedgerDamaged
-from controller.ledger.verify import Bad, ChainScan
+from controller.ledger.store import is_url, open_reading
+from controller.ledger.verify import Bad, ChainScan, is_db_error
 
 
 @dataclass(frozen=True)
@@ -59,9 +58,10 @@ RECORDS_CHUNK = 2000  # entries read at a time: the lock is not held across a lo
 
 
 class JournalReader:
-    def __init__(self, db: Path) -> None:
-        self.path = Path(db)
-        self._conn = journal.connect(self.path, "ro")
+    def __init__(self, db: Path | str) -> None:
+        self._store = open_reading(db)
+        self.path: Path | str = db if is_url(db) else Path(db)
+        self.where = self._store.where  # for messages: no password
         self._lock = threading.Lock()
 
     def __enter__(self) -> JournalReader:
@@ -73,24 +73,21 @@ class JournalReader:
     def lookup(self, key: str) -> Found | None:
         """The entry journaled under `key`, or None."""
         with self._lock:
-            row = self._conn.execute("SELECT entry FROM entries WHERE key = ?", (key,)).fetchone()
-        if row is None:
+            text = self._store.entry_of(key)
+        if text is None:
             return None
-        e = Entry(row[0])
+        e = Entry(text)
         return Found(e.seq, e.kind, e.body, e.result)
 
     def keys(self, prefix: str) -> list[str]:
         """Every key that starts with `prefix`, in key order (a range scan of the key index)."""
         with self._lock:
-            rows = self._conn.execute("SELECT key FROM entries WHERE key >= ? AND key < ? ORDER BY key",
-                                      (prefix, prefix + "\U0010ffff")).fetchall()
-        return [k for (k,) in rows]
+            return self._store.keys(prefix)
 
     def entries(self, prefix: str) -> list[tuple[str, Found]]:
         """(key, entry) of every key that starts with `prefix`, in journal order."""
         with self._lock:
-            rows = self._conn.execute("SELECT key, entry FROM entries WHERE key >= ? AND key < ? ORDER BY seq",
-                                      (prefix, prefix + "\U0010ffff")).fetchall()
+            rows = self._store.key_entries(prefix)
         out = []
         for key, text in rows:
             e = Entry(text)
@@ -100,18 +97,15 @@ class JournalReader:
     def has_kind(self, kind: str) -> bool:
         """Whether any entry is of `kind` (a scan: for telling journals apart, not for a hot path)."""
         with self._lock:
-            row = self._conn.execute("SELECT 1 FROM entries WHERE json_extract(entry, '$[4]') = ? LIMIT 1",
-                                     (kind,)).fetchone()
-        return row is not None
+            return self._store.has_kind(kind)
 
     def span(self) -> tuple[datetime, datetime] | None:
         """When the first and the last entry were stamped (None: no entry)."""
         with self._lock:
-            rows = [self._conn.execute(f"SELECT entry FROM entries ORDER BY seq {order} LIMIT 1").fetchone()
-                    for order in ("ASC", "DESC")]
-        if rows[0] is None or rows[1] is None:
+            ends = self._store.end_entries()
+        if ends is None:
             return None
-        first, last = (datetime.fromisoformat(Entry(r[0]).time) for r in rows)
+        first, last = (datetime.fromisoformat(Entry(text).time) for text in ends)
         return first, last
 
     def records(self, since: datetime | None = None, until: datetime | None = None) -> Iterator[Record]:
@@ -121,11 +115,10 @@ class JournalReader:
         after = 0
         if since is not None:
             with self._lock:  # the entries' times rise with seq but for a clock stepped back: the first at or after
-                row = self._conn.execute(
-                    "SELECT min(seq) FROM entries WHERE json_extract(entry, '$[3]') >= ?", (format_time(since),)).fetchone()
-            if row[0] is None:
+                first = self._store.first_seq_since(format_time(since))
+            if first is None:
                 return
-            after = row[0] - 1
+            after = first - 1
         end = None if until is None else format_time(until)
         for _seq, _key, text, digest in self._rows(after):
             e = Entry(text)
@@ -138,8 +131,7 @@ class JournalReader:
         not held while the caller works on a chunk)."""
         while True:
             with self._lock:
-                rows = self._conn.execute("SELECT seq, key, entry, hash FROM entries WHERE seq > ? ORDER BY seq "
-                                          "LIMIT ?", (after, RECORDS_CHUNK)).fetchall()
+                rows = self._store.rows_after(after, RECORDS_CHUNK)
             if not rows:
                 return
             yield from rows
@@ -171,9 +163,11 @@ class JournalReader:
             if scan.expected == 1:
                 raise Bad(1, "missing (the journal has no entries)")
         except Bad as b:
-            raise LedgerDamaged(self.path, b.seq, b.text) from None
-        except sqlite3.DatabaseError as e:
-            raise LedgerDamaged(self.path, None, f"the database file cannot be read ({e})") from None
+            raise LedgerDamaged(self.where, b.seq, b.text) from None
+        except Exception as e:
+            if not is_db_error(e):
+                raise
+            raise LedgerDamaged(self.where, None, f"the database file cannot be read ({e})") from None
 
     async def alookup(self, key: str) -> Found | None:
         return await asyncio.to_thread(self.lookup, key)
@@ -186,10 +180,10 @@ class JournalReader:
 
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._store.close()
 
 
-def lookup(db: Path, key: str) -> Found | None:
+def lookup(db: Path | str, key: str) -> Found | None:
     """One lookup on a connection opened and closed for it (blocking: from a thread)."""
     with JournalReader(db) as r:
         return r.lookup(key)

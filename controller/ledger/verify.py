@@ -33,6 +33,7 @@ from controller.ledger import chain, journal
 from controller.ledger.chain import CHECKPOINT, GENESIS, GENESIS_PREV, INTERNAL_KINDS, Entry
 from controller.ledger.errors import LedgerDamaged, LedgerError
 from controller.ledger.reducer import Reducer
+from controller.ledger.store import SqliteStore, Store, is_url
 
 S = TypeVar("S")
 
@@ -134,10 +135,10 @@ class ChainScan:
         self.state_shas[seq] = state_sha
 
 
-def scan_all(conn: sqlite3.Connection, on_entry: Callable[[int, Entry], object] | None = None) -> ChainScan:
+def scan_all(conn: Store, on_entry: Callable[[int, Entry], object] | None = None) -> ChainScan:
     """Entry by entry from entry 1; raises Bad at the first problem."""
     scan = ChainScan(1, GENESIS_PREV, 1)
-    for seq, key, text, h in journal.rows(conn, -(2**63)):
+    for seq, key, text, h in conn.rows(-(2**63)):
         e = scan.feed(seq, key, text, h)
         if on_entry is not None:
             on_entry(seq, e)
@@ -146,8 +147,8 @@ def scan_all(conn: sqlite3.Connection, on_entry: Callable[[int, Entry], object] 
     return scan
 
 
-def _load_entry(conn: sqlite3.Connection, seq: int) -> Entry:
-    row = journal.entry_at(conn, seq)
+def _load_entry(conn: Store, seq: int) -> Entry:
+    row = conn.entry_at(seq)
     if row is None:
         raise Bad(seq, "missing")
     try:
@@ -170,7 +171,7 @@ class ChainHead:
     tail: int               # entries checked one by one
 
 
-def verify_chain_fast(conn: sqlite3.Connection, db: Path | None = None) -> ChainHead:
+def verify_chain_fast(conn: Store, db: Path | None = None) -> ChainHead:
     """Start-up chain verification. Raises Bad naming the first bad entry.
 
     With `db`, half of the old segments are checked on a second (read-only) connection in a thread."""
@@ -182,8 +183,8 @@ def verify_chain_fast(conn: sqlite3.Connection, db: Path | None = None) -> Chain
         return _full(conn)
 
 
-def _full(conn: sqlite3.Connection) -> ChainHead:
-    cps = journal.checkpoint_seqs(conn)
+def _full(conn: Store) -> ChainHead:
+    cps = conn.checkpoint_seqs()
     scan = scan_all(conn)
     c = cps[0] if cps else None
     if c is not None and c not in scan.state_shas:
@@ -194,7 +195,7 @@ def _full(conn: sqlite3.Connection) -> ChainHead:
                      segments=0, tail=head)
 
 
-def _walk_checkpoints(conn: sqlite3.Connection, c: int) -> list[tuple[int, int, int, str]]:
+def _walk_checkpoints(conn: Store, c: int) -> list[tuple[int, int, int, str]]:
     """From checkpoint entry `c` back to entry 1: (checkpoint seq, first, last, digest) of every segment."""
     out = []
     k, ek = c, _load_entry(conn, c)
@@ -215,9 +216,9 @@ def _walk_checkpoints(conn: sqlite3.Connection, c: int) -> list[tuple[int, int, 
             raise Bad(k, "a checkpoint's segment begins here, but it is not a checkpoint entry")
 
 
-def check_segments(conn: sqlite3.Connection, segments: list[tuple[int, int, int, str]]) -> None:
+def check_segments(conn: Store, segments: list[tuple[int, int, int, str]]) -> None:
     for k, first, last, digest in segments:
-        hashes, keys, texts, n = journal.segment_parts(conn, first, last)
+        hashes, keys, texts, n = conn.segment_parts(first, last)
         if n != last - first + 1:
             raise Bad(k, f"entries {first}..{last} of its segment are not all there ({n} of {last - first + 1})")
         if chain.digest_of_parts(hashes, keys, texts) != digest:
@@ -230,7 +231,7 @@ def _check_segments_in_thread(db: Path, segments: list[tuple[int, int, int, str]
             conn = journal.connect(db, "ro")
             try:
                 journal.set_pragmas(conn)
-                check_segments(conn, segments)
+                check_segments(SqliteStore(conn, db), segments)
             finally:
                 conn.close()
         except Bad as b:
@@ -243,8 +244,8 @@ def _check_segments_in_thread(db: Path, segments: list[tuple[int, int, int, str]
     return t
 
 
-def _fast(conn: sqlite3.Connection, db: Path | None) -> ChainHead:
-    rng = journal.seq_range(conn)
+def _fast(conn: Store, db: Path | None) -> ChainHead:
+    rng = conn.seq_range()
     if rng is None:
         raise Bad(1, "missing (the journal has no entries)")
     lo, hi = rng
@@ -252,12 +253,12 @@ def _fast(conn: sqlite3.Connection, db: Path | None) -> ChainHead:
         raise Bad(lo, "no entry may have this number (entries are numbered from 1)")
     if lo > 1:
         raise Bad(1, f"missing (the journal begins at entry {lo})")
-    cps = journal.checkpoint_seqs(conn)
+    cps = conn.checkpoint_seqs()
     segments: list[tuple[int, int, int, str]] = []
     if cps:
         c = cps[0]
         segments = _walk_checkpoints(conn, c)
-        prev_row = journal.entry_at(conn, c - 1)
+        prev_row = conn.entry_at(c - 1)
         if prev_row is None:
             raise Bad(c - 1, "missing")
         scan = ChainScan(c, prev_row[3], None)  # that hash is covered by the last segment's digest
@@ -275,7 +276,7 @@ def _fast(conn: sqlite3.Connection, db: Path | None) -> ChainHead:
         mine = segments[:half]
     try:
         check_segments(conn, mine)
-        for seq, key, text, h in journal.rows(conn, start):
+        for seq, key, text, h in conn.rows(start):
             scan.feed(seq, key, text, h)
     finally:
         if helper is not None:
@@ -329,8 +330,8 @@ def apply_entry(reducer: Reducer[S], state: S, seq: int, e: Entry) -> S:
     return new_state
 
 
-def replay(conn: sqlite3.Connection, reducer: Reducer[S], state: S, first: int, *, check_each: bool) -> S:
-    for seq, _key, text, _h in journal.rows(conn, first):
+def replay(conn: Store, reducer: Reducer[S], state: S, first: int, *, check_each: bool) -> S:
+    for seq, _key, text, _h in conn.rows(first):
         state = apply_entry(reducer, state, seq, Entry(text))
         if check_each:
             _check(reducer, state, seq)
@@ -344,11 +345,11 @@ def _check(reducer: Reducer[S], state: S, seq: int) -> None:
         raise Bad(seq, f"the invariant does not hold after this entry: {err}") from None
 
 
-def derive_state(conn: sqlite3.Connection, reducer: Reducer[S], head: ChainHead) -> tuple[S, int]:
+def derive_state(conn: Store, reducer: Reducer[S], head: ChainHead) -> tuple[S, int]:
     """The state at the head: from the latest snapshot, replaying the tail. Returns (state, replayed from)."""
     if head.checkpoint is not None:
         c = head.checkpoint
-        text = journal.snapshot_at(conn, c)
+        text = conn.snapshot_at(c)
         if text is None:
             raise Bad(c, "the snapshot of this checkpoint is missing")
         state = restore_snapshot(reducer, c, text, head.checkpoint_state_sha)
@@ -400,7 +401,10 @@ class Report:
 
 
 def verify_state_dir(path: str | Path, reducer: Reducer[Any], *, check_each: bool = True) -> Report:
-    """Audit a copy of a state directory (or a ledger file) without a running writer. Read-only."""
+    """Audit a copy of a state directory (or a ledger file), or a journal on PostgreSQL (its URL), without a running
+    writer. Read-only."""
+    if is_url(path):
+        return _verify_database(str(path), reducer, check_each)
     p = Path(path)
     db = p / journal.DB_NAME if p.is_dir() else p
     report = Report(path=str(db))
@@ -420,6 +424,31 @@ def verify_state_dir(path: str | Path, reducer: Reducer[Any], *, check_each: boo
     return report
 
 
+def _verify_database(url: str, reducer: Reducer[Any], check_each: bool) -> Report:
+    from controller.ledger import pgjournal  # psycopg is loaded only for a journal on PostgreSQL
+
+    report = Report(path=pgjournal.redact(url))
+    try:
+        store = pgjournal.PgStore(pgjournal.connect(url, read_only=True), url)
+    except Exception as e:  # noqa: BLE001 - psycopg's error, said in one line
+        report.problems.append(Problem(None, f"cannot open: {str(e).strip()}"))
+        return report
+    try:
+        pgjournal.check_header(store.conn, store.where)
+        _audit_chain(store, reducer, report, check_each)
+    except LedgerDamaged as e:
+        report.problems.append(Problem(None, e.problem))
+    finally:
+        store.close()
+    report.ok = not report.problems
+    return report
+
+
+def is_db_error(e: BaseException) -> bool:
+    """Whether `e` is an error of the journal's database (SQLite's or PostgreSQL's), not of this code."""
+    return isinstance(e, sqlite3.Error) or type(e).__module__.startswith("psycopg")
+
+
 def _audit(conn: sqlite3.Connection, db: Path, reducer: Reducer[Any], report: Report, check_each: bool) -> None:
     try:
         journal.check_header(conn, db)
@@ -433,10 +462,16 @@ def _audit(conn: sqlite3.Connection, db: Path, reducer: Reducer[Any], report: Re
     report.integrity = journal.integrity_check(conn, "full")
     if report.integrity:
         report.problems.append(Problem(None, "integrity check: " + "; ".join(report.integrity[:5])))
+    _audit_chain(SqliteStore(conn, db), reducer, report, check_each)
+
+
+def _audit_chain(store: Store, reducer: Reducer[Any], report: Report, check_each: bool) -> None:
+    """Every entry from entry 1, replayed, every checkpoint and snapshot checked; what is wrong goes to `report`."""
     try:
-        snapshots = {seq: text for seq in journal.checkpoint_seqs(conn)
-                     if (text := journal.snapshot_at(conn, seq)) is not None}
-    except sqlite3.Error as e:
+        snapshots = {seq: text for seq in store.checkpoint_seqs() if (text := store.snapshot_at(seq)) is not None}
+    except Exception as e:
+        if not is_db_error(e):
+            raise
         report.problems.append(Problem(None, f"checkpoints table cannot be read: {e}"))
         snapshots = {}
     box = {"state": reducer.initial()}
@@ -461,7 +496,7 @@ def _audit(conn: sqlite3.Connection, db: Path, reducer: Reducer[Any], report: Re
                                        "software_sha256": e.body.get("software_sha256")})
 
     try:
-        scan = scan_all(conn, on_entry)
+        scan = scan_all(store, on_entry)
         report.head_seq, report.head_hash = scan.expected - 1, scan.prev
         try:
             reducer.check(box["state"])
@@ -472,8 +507,10 @@ def _audit(conn: sqlite3.Connection, db: Path, reducer: Reducer[Any], report: Re
         report.state = box["state"]
     except Bad as b:
         report.problems.append(Problem(b.seq, b.text))
-    except sqlite3.DatabaseError as e:
-        report.problems.append(Problem(None, f"the file cannot be read: {e}"))
+    except Exception as e:
+        if not is_db_error(e):
+            raise
+        report.problems.append(Problem(None, f"the journal cannot be read: {e}"))
 
 
 def run_integrity_check(path: Path, how: str, out: list[str],
@@ -497,5 +534,5 @@ def run_integrity_check(path: Path, how: str, out: list[str],
 
 
 __all__ = ["Bad", "ChainHead", "ChainScan", "Problem", "Report", "apply_entry", "check_segments", "checkpoint_fields",
-           "derive_state", "replay", "restore_snapshot", "run_integrity_check", "scan_all", "state_digest",
+           "derive_state", "is_db_error", "replay", "restore_snapshot", "run_integrity_check", "scan_all", "state_digest",
            "verify_chain_fast", "verify_state_dir"]

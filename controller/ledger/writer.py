@@ -9,8 +9,9 @@ For each batch (everything queued while the previous COMMIT was in progress, up 
    if none of its keys were journaled, and the UNIQUE index on key checks that as part of the write
    (the keys of refused operations are looked up); if one was, nothing is written and the batch is
    prepared again with the journaled keys looked up first;
-2. all accepted operations are written in one transaction, which commits (synchronous=FULL: the WAL is
-   synced) before the write returns;
+2. all accepted operations are written in one transaction, which commits (SQLite's synchronous=FULL: the
+   WAL is synced; PostgreSQL's synchronous_commit: the synchronous standby has the WAL too) before the write
+   returns;
 3. only then is the new state published and every caller's future resolved (the callers of a batch are
    told just before the next batch is written, or at once when nothing else is queued).
 
@@ -28,7 +29,6 @@ import json
 import logging
 import os
 import queue
-import sqlite3
 import sys
 import threading
 import time
@@ -38,10 +38,11 @@ from typing import TYPE_CHECKING, Any, Final, Generic, TypeAlias, TypeVar
 
 from controller.errors import InputError, InvariantViolation
 from controller.exits import EXIT_STORAGE
-from controller.ledger import chain, journal
+from controller.ledger import chain
 from controller.ledger.chain import CHECKPOINT, Entry
 from controller.ledger.errors import FatalStorageError, KeyConflict, LedgerClosed
 from controller.ledger.reducer import Reducer
+from controller.ledger.store import Store
 from controller.ledger.verify import ChainHead, state_digest
 
 S = TypeVar("S")
@@ -147,6 +148,14 @@ class WalCheckpoint:
         self.loop = None  # resolved like a concurrent Op's future (deliver)
 
 
+class SessionCheck(WalCheckpoint):
+    """A request to prove, between batches, that the writer's session still holds the journal (Ledger.check_session):
+    on PostgreSQL a round trip on it, on SQLite nothing. Its future gets (0, 0, seconds), or the storage error, which
+    is fatal as a failed COMMIT is."""
+
+    __slots__ = ()
+
+
 class _Stop(enum.Enum):
     STOP = 0
 
@@ -204,11 +213,11 @@ class _Prepared:
 
 
 class Writer(Generic[S]):
-    def __init__(self, conn: sqlite3.Connection, reducer: Reducer[S], state: S, head: ChainHead, *,
+    def __init__(self, store: Store, reducer: Reducer[S], state: S, head: ChainHead, *,
                  clock: Callable[[], Any],
                  checkpoint_every: int, keep_snapshots: int, max_batch: int,
                  fatal: Callable[[BaseException], None]) -> None:
-        self._conn = conn
+        self._store = store
         self._reducer = reducer
         self._clock = clock
         self._checkpoint_every = checkpoint_every
@@ -220,7 +229,7 @@ class Writer(Generic[S]):
         self.hash = head.hash
         self._seg_first = head.seg_first
         self._segment = head.segment
-        self._recent_checkpoints = sorted(journal.checkpoint_seqs(conn))[-keep_snapshots:]
+        self._recent_checkpoints = sorted(store.checkpoint_seqs())[-keep_snapshots:]
         self._checkpoints_ok = True
         self.transactions = 0       # COMMITs, for tests and metrics
         self._q: queue.SimpleQueue[Op | WalCheckpoint | _Stop] = queue.SimpleQueue()
@@ -306,7 +315,11 @@ class Writer(Generic[S]):
         self._deliver_pending()
         t0 = time.perf_counter()
         try:
-            frames, copied = journal.wal_checkpoint(self._conn)
+            if isinstance(request, SessionCheck):
+                self._store.ping()
+                frames = copied = 0
+            else:
+                frames, copied = self._store.wal_checkpoint()
         except BaseException:
             self._folds.append(request)  # told of the failure with the others (_die)
             raise
@@ -346,7 +359,7 @@ class Writer(Generic[S]):
         taken = [op for op in batch if op.take()]
         if not taken:
             return
-        conn = self._conn
+        store = self._store
         t = chain.format_time(self._clock())  # one time for the batch: it is one transaction
         # Keys are new but for retries, so the batch is first prepared as if none of its keys were in the
         # journal, and written only if that holds: the keys of refused operations are looked up (a retry
@@ -358,11 +371,11 @@ class Writer(Generic[S]):
         # event loop wakes while this thread waits for the write, instead of competing with it for the
         # GIL while it prepares. (With nothing queued, _run tells them at once.)
         self._deliver_pending()
-        if ((p.refused_keys and journal.find_keys(conn, p.refused_keys))
-                or (p.rows and not journal.append_new(conn, p.rows))):  # raises on any failure: see _run/_die
-            p = self._prepare(taken, t, journal.find_keys(conn, list({op.key for op in taken})))
+        if ((p.refused_keys and store.find_keys(p.refused_keys))
+                or (p.rows and not store.append_new(p.rows))):  # raises on any failure: see _run/_die
+            p = self._prepare(taken, t, store.find_keys(list({op.key for op in taken})))
             if p.rows:
-                journal.append(conn, p.rows)  # raises on any failure: see _run/_die
+                store.append(p.rows)  # raises on any failure: see _run/_die
         rows = p.rows
         if rows:
             self.transactions += 1
@@ -451,7 +464,7 @@ class Writer(Generic[S]):
         if checkpoint_state is not None:
             recent = (self._recent_checkpoints + [seq])[-self._keep:]
             ckpt = (seq, checkpoint_state, recent[0])
-        journal.append(self._conn, [(seq, key, text, h)], ckpt)
+        self._store.append([(seq, key, text, h)], ckpt)
         self.transactions += 1
         if checkpoint_state is not None:
             self._recent_checkpoints = recent
@@ -484,4 +497,4 @@ class Writer(Generic[S]):
         self.append_internal(CHECKPOINT, f"{chain.INTERNAL_KEY_PREFIX}checkpoint:{seq}", body, state_text)
 
 
-__all__ = ["Op", "Receipt", "Waiter", "WalCheckpoint", "Writer", "deliver", "exit_process"]
+__all__ = ["Op", "Receipt", "SessionCheck", "Waiter", "WalCheckpoint", "Writer", "deliver", "exit_process"]

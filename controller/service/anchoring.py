@@ -84,6 +84,11 @@ class Anchoring:
         self._resolve_syslog()
         anchor = read_anchor(self.path, self.key)
         if anchor is None:
+            if self.ledger.engine == "postgresql":
+                # The journal is shared by the authorities that may take it over: this box anchors it from now on.
+                log.warning("journal anchor: none on this box yet, the journal is on PostgreSQL", anchor=str(self.path))
+                self.checked = True
+                return
             if self.ledger.startup.created:
                 log.info("journal anchor: none yet, the journal is new", anchor=str(self.path))
                 self.checked = True
@@ -97,7 +102,7 @@ class Anchoring:
                 "journal was copied here): compare the journal with the last anchor sent off the box, then write "
                 f"its anchor again with the daemon stopped: progressivectl audit anchor --state {state} --anchor "
                 f"{self.path}" + (f" --key-file {self.key_file}" if self.key_file else "") + " --expect-head SEQ:HASH")
-        problem = check_anchor(self.ledger.db_path, anchor)
+        problem = check_anchor(self.ledger.journal, anchor)
         if problem is not None:
             raise AnchorError(f"{self.ledger.db_path.parent}: {problem}; the anchor is {self.path} (if the journal "
                               "was put back on purpose, keep the anchor's file aside and start again)")

@@ -14,23 +14,30 @@ from pathlib import Path
 
 from controller.ledger import journal
 from controller.ledger.reader import JournalReader
+from controller.ledger.store import is_url
 from controller.meter.journal import Meters
 from controller.report.build import DayReport, Source, day_report, meter_series, split_at
 from controller.report.day import GamingDay
 from controller.report.render import FORMS, render
 
 
-def read_report(state_dir: Path, day: GamingDay, source: Source | None = None) -> DayReport:
+def _journal(state_dir: Path | str) -> Path | str:
+    """The journal of `state_dir`: its file, or the PostgreSQL URL given instead (the link authority's, when
+    configured)."""
+    return state_dir if is_url(state_dir) else Path(state_dir) / journal.DB_NAME
+
+
+def read_report(state_dir: Path | str, day: GamingDay, source: Source | None = None) -> DayReport:
     """The report of `day` from the journal in `state_dir`, its hash chain checked as it is read: LedgerDamaged naming
     the first bad entry (no figure is made of a journal changed behind the chain's back), InvariantViolation if the
     day does not reconcile. `source`: whose journal it is (None: told from its entries; `day_report`)."""
-    with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
+    with JournalReader(_journal(state_dir)) as reader:
         return day_report(reader.verified(until=day.end), day, source)
 
 
-def journal_span(state_dir: Path) -> tuple[datetime, datetime] | None:
+def journal_span(state_dir: Path | str) -> tuple[datetime, datetime] | None:
     """When the journal in `state_dir` has entries: its first's and its last's times (None: none)."""
-    with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
+    with JournalReader(_journal(state_dir)) as reader:
         return reader.span()
 
 
@@ -43,12 +50,12 @@ class Opening:
     before_seq: int  # the last entry before the span's first
 
 
-def read_series(state_dir: Path, start: datetime, end: datetime,
+def read_series(state_dir: Path | str, start: datetime, end: datetime,
                 opening: Opening | None = None) -> tuple[dict[str, list[tuple[datetime, int, int]]], Opening | None]:
     """Each meter's amounts over [start, end) from the journal in `state_dir` (`span_series`), and the opening to
     keep for the next read. With `opening` of the same start, only the span's entries are read, when the span's
     first entry still follows it (else, as without: every entry up to `end`, those before `start` replayed)."""
-    with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
+    with JournalReader(_journal(state_dir)) as reader:
         if opening is not None and opening.start == start:
             rest = reader.records(since=start, until=end)
             first = next(rest, None)
@@ -60,9 +67,9 @@ def read_series(state_dir: Path, start: datetime, end: datetime,
         return meter_series(meters, itertools.chain([head] if head else [], span), start, end), kept
 
 
-def first_entry_time(state_dir: Path) -> datetime | None:
+def first_entry_time(state_dir: Path | str) -> datetime | None:
     """When the journal began (its first entry), or None when it has none."""
-    with JournalReader(Path(state_dir) / journal.DB_NAME) as reader:
+    with JournalReader(_journal(state_dir)) as reader:
         first = next(iter(reader.records()), None)
     return None if first is None else first.time
 

@@ -22,6 +22,7 @@ import structlog
 from controller.config.model import ReportConfig
 from controller.errors import InputError
 from controller.ledger.chain import utc_now
+from controller.ledger.store import is_url
 from controller.report.build import POINTS_PER_INTERVAL, Source
 from controller.report.day import GamingDay, day_of, last_ended, parse_span, span_edges
 from controller.report.render import series_json
@@ -88,10 +89,10 @@ class MeterSeries:
     answer (a client asking again and again cannot pile up reads, each a thread). Used by a table's daemon and
     by the link authority over its own journal."""
 
-    def __init__(self, state_dir: Path, cfg: ReportConfig, *, clock: Callable[[], datetime] = utc_now,
+    def __init__(self, state_dir: Path | str, cfg: ReportConfig, *, clock: Callable[[], datetime] = utc_now,
                  every: float = SERIES_EVERY_S, max_points: int = MAX_POINTS, timeout: float = SERIES_TIMEOUT_S,
                  reader: Callable[..., tuple[dict[str, Any], Opening | None]] = read_series) -> None:
-        self.state_dir = Path(state_dir)
+        self.state_dir = state_dir if is_url(state_dir) else Path(state_dir)  # or the journal's PostgreSQL URL
         self.starts_at, self.zone, self.zone_name = cfg.day_starts, cfg.zone, cfg.time_zone
         self.clock, self.every, self.timeout, self.reader = clock, every, timeout, reader
         self.intervals = max_points // POINTS_PER_INTERVAL

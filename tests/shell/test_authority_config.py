@@ -465,3 +465,31 @@ def test_look_alike_approvers_are_refused_naming_the_file_and_both(tmp_path):
         assert p.message.startswith("approvers.toml: approvers[1].name: ") and says in p.message, p.message
     approvers.write_text(f'[[approvers]]\nname = "\uff46loor-1"\napproval_key = {key}\n', encoding="utf-8")
     assert list(load_authority_config(write(tmp_path, base())).approvers) == ["floor-1"]  # in its NFKC form
+
+
+# --- the journal on PostgreSQL -------------------------------------------------------------------------
+
+
+def test_the_journal_is_in_sqlite_unless_a_postgresql_url_is_given(tmp_path):
+    assert load_authority_config(write(tmp_path, base())).journal is None
+    url = "postgresql://progressive@db1:5432,db2:5432/progressive?target_session_attrs=read-write"
+    cfg = load_authority_config(write(tmp_path, {**base(), "journal": url}))
+    assert cfg.journal == url and cfg.warnings == ()
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    (5, "must be a PostgreSQL URL (postgresql://...) in quotes, not the integer 5"),
+    ("/var/lib/journal.sqlite3", "must be a PostgreSQL URL"),
+    ("postgresql://progressive:secret@db1/progressive", "carries a password: keep it in libpq's passfile"),
+    ("postgresql://progressive@db1/progressive?password=secret", "carries a password"),
+    ("postgresql://progressive@db1/progressive?target_sessions_attrs=read-write", "libpq can read"),
+])
+def test_a_wrong_journal_is_one_line_naming_the_field(tmp_path, value, says):
+    p = one(problems(tmp_path, {**base(), "journal": value}), "journal")
+    assert says in p.message and "secret" not in p.message and "target_session_attrs=read-write" in p.hint
+
+
+def test_a_journal_url_that_would_not_follow_a_failover_is_a_warning(tmp_path):
+    cfg = load_authority_config(write(tmp_path, {**base(), "journal": "postgresql://progressive@db1,db2/progressive"}))
+    (w,) = cfg.warnings
+    assert w.path == "journal" and "target_session_attrs=read-write" in w.message

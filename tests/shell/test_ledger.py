@@ -8,8 +8,10 @@ import subprocess
 import sys
 import textwrap
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from controller.errors import InputError, RulesError
@@ -29,6 +31,7 @@ from controller.ledger import (
 )
 
 from ledger_child import Accounts
+from postgres import postgres  # noqa: F401 - the module's PostgreSQL, for the `where` fixture
 
 TESTS = Path(__file__).resolve().parents[1] / "support"
 WAIT = 20  # seconds: generous bound for anything that should take milliseconds
@@ -38,16 +41,58 @@ def keep_running(err: BaseException) -> None:
     """Fatal hook for tests: the default one would end the test run; callers still get the error."""
 
 
-def open_ledger(path, **kw) -> Ledger:
+@dataclass(frozen=True)
+class Where:
+    """A state directory and the journal's engine: its SQLite file in the directory (url None), or PostgreSQL."""
+
+    dir: Path
+    url: str | None
+
+    def __truediv__(self, name: str) -> Where:
+        return Where(self.dir / name, self.url)
+
+    @property
+    def journal(self) -> Path | str:
+        return self.url or self.dir
+
+
+# the PostgreSQL runs on one worker of the suite (--dist loadgroup): one PostgreSQL for the module
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.xdist_group("postgres-test_ledger"))])
+def where(request, tmp_path) -> Where:
+    """The engine-neutral tests run on both engines: SQLite, and a fresh database of the module's PostgreSQL."""
+    if request.param == "sqlite":
+        return Where(tmp_path, None)
+    return Where(tmp_path, request.getfixturevalue("postgres").new_database())
+
+
+def open_ledger(path, reducer=None, **kw) -> Ledger:
     kw.setdefault("software_digest", "test-software")
     kw.setdefault("fatal", keep_running)
-    return Ledger.open(path, Accounts(), **kw)
+    if isinstance(path, Where):
+        path, kw["journal_url"] = path.dir, path.url
+    return Ledger.open(path, reducer or Accounts(), **kw)
 
 
 def entry_rows(path) -> list[tuple[int, str, str]]:
+    if isinstance(path, Where) and path.url is not None:
+        with psycopg.connect(path.url) as pg:
+            return pg.execute("SELECT seq, key, entry FROM entries ORDER BY seq").fetchall()
+    if isinstance(path, Where):
+        path = path.dir
     conn = sqlite3.connect(f"file:{path / journal.DB_NAME}?mode=ro", uri=True)
     try:
         return [(seq, key, entry) for seq, key, entry in conn.execute("SELECT seq, key, entry FROM entries ORDER BY seq")]
+    finally:
+        conn.close()
+
+
+def snapshot_seqs(where: Where) -> list[int]:
+    if where.url is not None:
+        with psycopg.connect(where.url) as pg:
+            return [s for (s,) in pg.execute("SELECT seq FROM checkpoints ORDER BY seq")]
+    conn = sqlite3.connect(where.dir / journal.DB_NAME)
+    try:
+        return [s for (s,) in conn.execute("SELECT seq FROM checkpoints ORDER BY seq")]
     finally:
         conn.close()
 
@@ -91,8 +136,8 @@ def gated_factory():
 # --- basics -------------------------------------------------------------------------------------
 
 
-def test_fresh_ledger_has_genesis_and_self_check(tmp_path):
-    d = tmp_path / "state"
+def test_fresh_ledger_has_genesis_and_self_check(where):
+    d = where / "state"
     with open_ledger(d) as led:
         assert led.startup.created
         assert led.head.seq == 2
@@ -112,8 +157,8 @@ def test_fresh_ledger_has_genesis_and_self_check(tmp_path):
     assert chain.Entry(entry_rows(d)[3][2]).body["software_sha256"] == "v2"
 
 
-def test_receipt_and_state(tmp_path):
-    with open_ledger(tmp_path) as led:
+def test_receipt_and_state(where):
+    with open_ledger(where) as led:
         r = led.submit("deposit", {"account": "a", "cents": 500}, "dep-1")
         assert isinstance(r, Receipt)
         assert (r.seq, r.key, r.kind, r.result, r.repeat) == (3, "dep-1", "deposit", {"balance": 500}, False)
@@ -122,26 +167,26 @@ def test_receipt_and_state(tmp_path):
         r2 = led.submit("transfer", {"from": "a", "to": "b", "cents": 200}, "tr-1")
         assert r2.result == {"from": 300, "to": 200}
         # the receipt's hash is the hash of the entry as stored, and the next entry chains to it
-        rows = entry_rows(tmp_path)
+        rows = entry_rows(where)
         assert chain.entry_hash(rows[2][2]) == r.hash
         assert chain.Entry(rows[3][2]).prev_hash == r.hash
 
 
-def test_state_survives_restart(tmp_path):
-    with open_ledger(tmp_path) as led:
+def test_state_survives_restart(where):
+    with open_ledger(where) as led:
         for i in range(10):
             led.submit("deposit", {"account": f"a{i % 3}", "cents": 100 + i}, f"d{i}")
         led.submit("withdraw", {"account": "a0", "cents": 50}, "w")
         before = led.state
-    with open_ledger(tmp_path) as led:
+    with open_ledger(where) as led:
         assert led.state == before
 
 
 # --- idempotency --------------------------------------------------------------------------------
 
 
-def test_idempotent_retry_returns_original_receipt(tmp_path):
-    with open_ledger(tmp_path) as led:
+def test_idempotent_retry_returns_original_receipt(where):
+    with open_ledger(where) as led:
         r1 = led.submit("deposit", {"account": "a", "cents": 500}, "op-1")
         head = led.head
         r2 = led.submit("deposit", {"cents": 500, "account": "a"}, "op-1")  # same body, other key order
@@ -149,15 +194,15 @@ def test_idempotent_retry_returns_original_receipt(tmp_path):
         assert led.head == head
         assert led.state == ({"a": 500}, 500, 0)  # applied once
     # and after a restart, from the journal
-    with open_ledger(tmp_path) as led:
+    with open_ledger(where) as led:
         r3 = led.submit("deposit", {"account": "a", "cents": 500}, "op-1")
         assert r3 == r1 and r3.repeat
         assert led.state == ({"a": 500}, 500, 0)
-    assert user_keys(tmp_path) == ["op-1"]
+    assert user_keys(where) == ["op-1"]
 
 
-def test_same_key_with_other_body_is_a_conflict(tmp_path):
-    with open_ledger(tmp_path) as led:
+def test_same_key_with_other_body_is_a_conflict(where):
+    with open_ledger(where) as led:
         r1 = led.submit("deposit", {"account": "a", "cents": 500}, "op-1")
         with pytest.raises(KeyConflict) as e:
             led.submit("deposit", {"account": "a", "cents": 501}, "op-1")
@@ -187,9 +232,9 @@ def test_duplicate_key_within_one_batch_applies_once(tmp_path):
     assert user_keys(tmp_path) == ["z", "dup"]
 
 
-def test_retry_that_would_now_be_refused_gets_the_original_receipt(tmp_path):
+def test_retry_that_would_now_be_refused_gets_the_original_receipt(where):
     """A retry is answered from the journal even when the operation, applied again, would be refused."""
-    with open_ledger(tmp_path) as led:
+    with open_ledger(where) as led:
         led.submit("deposit", {"account": "a", "cents": 100}, "d")
         w = led.submit("withdraw", {"account": "a", "cents": 100}, "w")
         again = led.submit("withdraw", {"account": "a", "cents": 100}, "w")  # a is empty now
@@ -262,8 +307,8 @@ def test_batch_with_journaled_keys_among_new_ones(tmp_path, caplog):
 # --- refusals -----------------------------------------------------------------------------------
 
 
-def test_refused_operation_writes_nothing(tmp_path):
-    with open_ledger(tmp_path) as led:
+def test_refused_operation_writes_nothing(where):
+    with open_ledger(where) as led:
         led.submit("deposit", {"account": "a", "cents": 100}, "d")
         head, state, tx = led.head, led.state, led.transactions
         with pytest.raises(RulesError):
@@ -276,7 +321,7 @@ def test_refused_operation_writes_nothing(tmp_path):
         # a refused key is not used up: the same key may carry a valid operation later
         r = led.submit("withdraw", {"account": "a", "cents": 100}, "w")
         assert r.seq == head.seq + 1
-    assert user_keys(tmp_path) == ["d", "w"]
+    assert user_keys(where) == ["d", "w"]
 
 
 def test_refused_and_accepted_in_one_batch(tmp_path):
@@ -299,8 +344,8 @@ def test_refused_and_accepted_in_one_batch(tmp_path):
     assert user_keys(tmp_path) == ["d1", "w1", "d2"]
 
 
-def test_bad_input_is_refused_before_queueing(tmp_path):
-    with open_ledger(tmp_path) as led:
+def test_bad_input_is_refused_before_queueing(where):
+    with open_ledger(where) as led:
         for kind, body, key in [
             ("deposit", {"account": "a", "cents": 1.5}, "k"),     # float: not exact
             ("deposit", ["not", "a", "dict"], "k"),
@@ -327,8 +372,8 @@ class BrokenReducer(Accounts):
         return super().apply(state, kind, body)
 
 
-def test_operation_breaking_the_invariant_is_refused(tmp_path):
-    with Ledger.open(tmp_path, BrokenReducer(), software_digest="t") as led:
+def test_operation_breaking_the_invariant_is_refused(where):
+    with open_ledger(where, BrokenReducer(), software_digest="t") as led:
         led.submit("deposit", {"account": "a", "cents": 5}, "d")
         head = led.head
         with pytest.raises(InvariantViolation):
@@ -390,9 +435,9 @@ def test_retry_of_an_operation_in_flight(tmp_path):
     assert user_keys(tmp_path) == ["held"]
 
 
-def test_concurrent_submitters_share_transactions(tmp_path):
+def test_concurrent_submitters_share_transactions(where):
     n_threads, per_thread = 32, 25
-    with open_ledger(tmp_path) as led:
+    with open_ledger(where) as led:
         before = led.transactions
         barrier = threading.Barrier(n_threads)
         receipts: list[Receipt] = []
@@ -417,8 +462,8 @@ def test_concurrent_submitters_share_transactions(tmp_path):
         assert led.state[1] == ops
 
 
-def test_one_commit_per_operation_when_batching_is_off(tmp_path):
-    with open_ledger(tmp_path, max_batch=1) as led:
+def test_one_commit_per_operation_when_batching_is_off(where):
+    with open_ledger(where, max_batch=1) as led:
         before = led.transactions
         futs = [led.submit_future("deposit", {"account": "a", "cents": 1}, f"k{i}") for i in range(50)]
         for f in futs:
@@ -426,7 +471,7 @@ def test_one_commit_per_operation_when_batching_is_off(tmp_path):
         assert led.transactions - before == 50
 
 
-def test_submit_async(tmp_path):
+def test_submit_async(where):
     async def main(led):
         rs = await asyncio.gather(*(led.submit_async("deposit", {"account": "a", "cents": 2}, f"k{i}")
                                     for i in range(200)))
@@ -434,7 +479,7 @@ def test_submit_async(tmp_path):
             await led.submit_async("withdraw", {"account": "a", "cents": 401}, "w")
         return rs
 
-    with open_ledger(tmp_path) as led:
+    with open_ledger(where) as led:
         rs = asyncio.run(main(led))
         assert sorted(r.seq for r in rs) == list(range(3, 203))
         assert led.state == ({"a": 400}, 400, 0)
@@ -614,8 +659,8 @@ def test_one_writer_per_state_directory(tmp_path):
         pass
 
 
-def test_closed_ledger_refuses(tmp_path):
-    led = open_ledger(tmp_path)
+def test_closed_ledger_refuses(where):
+    led = open_ledger(where)
     fut = led.submit_future("deposit", {"account": "a", "cents": 1}, "k")
     led.close()
     assert fut.result(WAIT).seq == 3  # submitted before close: finished
@@ -707,25 +752,23 @@ def test_existing_empty_directory_is_used(tmp_path):
         assert led.startup.created
 
 
-def test_checkpoints_snapshots_and_replay(tmp_path):
-    led = open_ledger(tmp_path, checkpoint_every=10, keep_snapshots=2)
+def test_checkpoints_snapshots_and_replay(where):
+    led = open_ledger(where, checkpoint_every=10, keep_snapshots=2)
     for i in range(95):
         led.submit("deposit", {"account": f"a{i % 4}", "cents": i + 1}, f"d{i}")
     state = led.state
     led.close(checkpoint=False)
-    conn = sqlite3.connect(tmp_path / journal.DB_NAME)
-    kinds = [chain.Entry(e).kind for (e,) in conn.execute("SELECT entry FROM entries ORDER BY seq")]
-    snaps = [s for (s,) in conn.execute("SELECT seq FROM checkpoints ORDER BY seq")]
-    conn.close()
+    kinds = [chain.Entry(e).kind for _s, _k, e in entry_rows(where)]
+    snaps = snapshot_seqs(where)
     cps = [i + 1 for i, k in enumerate(kinds) if k == "checkpoint"]
     assert cps == list(range(11, len(kinds) + 1, 10))  # a checkpoint closes every 10 entries
     assert snaps == cps[-2:]  # only the latest snapshots are kept
-    with open_ledger(tmp_path, checkpoint_every=10) as led:
+    with open_ledger(where, checkpoint_every=10) as led:
         assert led.state == state
         assert led.startup.segments == len(cps)        # every old segment checked in bulk
         assert led.startup.replayed_from == cps[-1] + 1  # only the tail replayed
         assert led.startup.tail == led.startup.entries - cps[-1] + 1
-    report = verify_state_dir(tmp_path, Accounts())
+    report = verify_state_dir(where.journal, Accounts())
     assert report.ok, report.summary()
     # one more checkpoint: the clean close of the second open
     assert report.state == state and report.snapshots_checked == 2 and report.checkpoints == len(cps) + 1
@@ -812,16 +855,16 @@ def test_set_pragmas_refuses_a_mode_that_did_not_take(tmp_path):
     conn.close()
 
 
-def test_clean_close_leaves_a_checkpoint(tmp_path):
-    with open_ledger(tmp_path) as led:
+def test_clean_close_leaves_a_checkpoint(where):
+    with open_ledger(where) as led:
         for i in range(5):
             led.submit("deposit", {"account": "a", "cents": 1}, f"d{i}")
         head = led.head
-    last = entry_rows(tmp_path)[-1]
+    last = entry_rows(where)[-1]
     assert last[0] == head.seq + 1 and chain.Entry(last[2]).kind == "checkpoint"
-    with open_ledger(tmp_path) as led:
+    with open_ledger(where) as led:
         assert led.startup.replayed_from == head.seq + 2  # nothing left to replay
         assert led.state == ({"a": 5}, 5, 0)
-    with open_ledger(tmp_path) as led:  # a close right after a checkpoint-only tail adds one more
+    with open_ledger(where) as led:  # a close right after a checkpoint-only tail adds one more
         pass
-    assert verify_state_dir(tmp_path, Accounts()).ok
+    assert verify_state_dir(where.journal, Accounts()).ok
