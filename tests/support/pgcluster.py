@@ -205,6 +205,7 @@ class PgCluster:
         self.etcd_proc: subprocess.Popen[bytes] | None = None
         self.etcd_ports = (0, 0)
         self.killed_at: dict[str, float] = {}
+        self.frozen: set[str] = set()
 
     # --- starting ------------------------------------------------------------------------------------
 
@@ -309,11 +310,20 @@ class PgCluster:
     def cluster(self, via: str | None = None) -> dict[str, Any] | None:
         """Patroni's /cluster (its members, their roles and states), asked of `via` or of any live node."""
         for node in ([self.nodes[via]] if via else self.nodes.values()):
-            if node.proc is not None and node.proc.poll() is None:
+            if node.proc is not None and node.proc.poll() is None and node.name not in self.frozen:
                 answer = self._get(f"http://{HOST}:{node.api_port}/cluster")
                 if answer:
                     return answer
         return None
+
+    def dynamic_config(self) -> dict[str, Any]:
+        """The cluster's configuration in etcd (Patroni's /config): what `patronictl edit-config` edits."""
+        for node in self.nodes.values():
+            if node.proc is not None and node.name not in self.frozen:
+                answer = self._get(f"http://{HOST}:{node.api_port}/config")
+                if answer:
+                    return dict(answer)
+        raise AssertionError("no node answers /config")
 
     def roles(self) -> dict[str, tuple[str, str]]:
         """Each member's (role, state) as Patroni reports them: leader / sync_standby / replica, running / ..."""
@@ -341,7 +351,7 @@ class PgCluster:
         import psycopg
 
         try:
-            with psycopg.connect(self.dsn(leader), connect_timeout=2, autocommit=True) as conn:
+            with psycopg.connect(self.dsn(leader, superuser=True), connect_timeout=2, autocommit=True) as conn:
                 row = conn.execute("SELECT state, sync_state FROM pg_stat_replication WHERE application_name = %s",
                                    (standby,)).fetchone()
         except psycopg.Error:
@@ -369,8 +379,8 @@ class PgCluster:
         return (f"postgresql://{AUTHORITY_USER}@{hosts}/{AUTHORITY_DB}"
                 f"?target_session_attrs=read-write&passfile={self.passfile}")
 
-    def dsn(self, node: str, *, superuser: bool = True) -> str:
-        """A connection to one node's PostgreSQL alone, as the superuser or as the authority."""
+    def dsn(self, node: str, *, superuser: bool = False) -> str:
+        """A connection to one node's PostgreSQL alone, as the authority (its database) or as the superuser."""
         port = self.nodes[node].pg_port
         if superuser:
             return f"host={HOST} port={port} dbname=postgres user=postgres password={self.passwords['superuser']}"
@@ -382,7 +392,7 @@ class PgCluster:
         import psycopg
         from psycopg import sql
 
-        with psycopg.connect(self.dsn(self.leader()), autocommit=True) as conn:
+        with psycopg.connect(self.dsn(self.leader(), superuser=True), autocommit=True) as conn:
             conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
                 sql.Identifier(AUTHORITY_USER), sql.Literal(self.authority_password)))
             conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
@@ -390,12 +400,22 @@ class PgCluster:
         self.passfile.write_text(f"{HOST}:*:{AUTHORITY_DB}:{AUTHORITY_USER}:{self.authority_password}\n")
         self.passfile.chmod(0o600)
 
+        def replayed() -> bool:  # on the standby too (it replays a moment after it received)
+            try:
+                psycopg.connect(self.dsn(self.replica()), connect_timeout=2).close()
+            except psycopg.Error:
+                return False
+            return True
+
+        _wait_for("the authority's database on the standby", replayed, 30, self.logs)
+
     # --- a box dies, a box comes back ----------------------------------------------------------------
 
     def kill(self, name: str) -> None:
         """The death of `name`'s box: SIGKILL of its Patroni and of all its PostgreSQL processes at once."""
         node = self.nodes[name]
         self.killed_at[name] = time.monotonic()
+        self.frozen.discard(name)
         self._kill_box(node)
 
     def _kill_box(self, node: Node) -> None:
@@ -418,6 +438,31 @@ class PgCluster:
             node.proc = None
         _wait_for(f"{node.name}'s processes gone", lambda: not any(_alive(p) for p in victims), 10)
 
+    def freeze(self, name: str) -> None:
+        """`name`'s Patroni hangs (SIGSTOP) while its PostgreSQL runs on: a leader that no longer renews its key in
+        etcd but still has its sessions, as a box cut off from etcd and from the other box would."""
+        node = self.nodes[name]
+        assert node.proc is not None
+        self.killed_at[name] = time.monotonic()
+        node.proc.send_signal(signal.SIGSTOP)
+        self.frozen.add(name)
+
+    def thaw(self, name: str) -> None:
+        """`name`'s Patroni goes on (SIGCONT): finding another node holding the leader key, it demotes its own."""
+        node = self.nodes[name]
+        assert node.proc is not None
+        node.proc.send_signal(signal.SIGCONT)
+        self.frozen.discard(name)
+
+    def heal(self, timeout: float = 60.0) -> None:
+        """Both nodes back (thawed, restarted) and streaming synchronously: where each test starts."""
+        for name in sorted(self.frozen):
+            self.thaw(name)
+        for name, node in self.nodes.items():
+            if node.proc is None:
+                self.restart(name, timeout)
+        _wait_for("a leader and a synchronous standby streaming", self._pair_ready, timeout, self.logs)
+
     def wait_leader(self, name: str, timeout: float = 60.0) -> float:
         """Wait until `name` is the leader and accepts writes through `url`; the seconds since the last kill."""
         import psycopg
@@ -429,7 +474,7 @@ class PgCluster:
             if self.roles().get(name, ("", ""))[0] != "leader":
                 return False
             try:
-                with psycopg.connect(self.dsn(name), connect_timeout=2, autocommit=True) as conn:
+                with psycopg.connect(self.dsn(name, superuser=True), connect_timeout=2, autocommit=True) as conn:
                     return conn.execute("SELECT NOT pg_is_in_recovery()").fetchone() == (True,)
             except psycopg.Error:
                 return False
@@ -444,6 +489,10 @@ class PgCluster:
         if node.proc is not None:
             raise RuntimeError(f"{name} is running")
         self._start_node(node)
+        self.wait_rejoined(name, timeout)
+
+    def wait_rejoined(self, name: str, timeout: float = 60.0) -> None:
+        """Wait until `name` is the synchronous standby of the leader and streams from it."""
 
         def rejoined() -> bool:
             self._check_processes()
@@ -461,6 +510,8 @@ class PgCluster:
         return "\n".join(f"--- {n.name} ---\n{n.log()[-3000:]}" for n in self.nodes.values())
 
     def _stop_processes(self) -> None:
+        for name in sorted(self.frozen):
+            self.thaw(name)
         running = [n for n in self.nodes.values() if n.proc is not None]
         for node in running:  # Patroni stops its PostgreSQL on SIGTERM (a fast shutdown)
             with contextlib.suppress(ProcessLookupError):
