@@ -387,6 +387,17 @@ def _child_authority(trace: str, profile: str, argv: list[str]) -> int:
             writer["write_cpu_s"] += time.thread_time() - c0
 
     W.Writer._run, W.Writer._prepare, W.journal.append_new = timed_writer_run, timed_prepare, timed_append_new
+    from controller.authority.publisher import Publisher
+
+    published: dict[int, float] = {}  # a meter value's journal entry -> when the authority published it
+    publish = Publisher.publish
+
+    async def timed_publish(self, topic: str, msg, **kwargs) -> bool:
+        if isinstance(msg, schema.MeterValue):
+            published.setdefault(msg.entry, time.monotonic())
+        return await publish(self, topic, msg, **kwargs)
+
+    Publisher.publish = timed_publish
     prof = None
     if profile:
         import cProfile
@@ -399,7 +410,7 @@ def _child_authority(trace: str, profile: str, argv: list[str]) -> int:
         if prof is not None:
             prof.disable()
             prof.dump_stats(profile)
-        out: dict[str, Any] = {"ops": len(series["applied"]), "writer": writer}
+        out: dict[str, Any] = {"ops": len(series["applied"]), "writer": writer, "meters": sorted(published.items())}
         for k, v in series.items():
             if v:
                 out[k] = {"mean_ms": statistics.mean(v) * 1e3, "p50_ms": statistics.median(v) * 1e3}
@@ -1027,6 +1038,317 @@ async def latency(work: Path, broker: Any, tables: tuple[str, ...], samples: int
     return out
 
 
+# --- 4: the floor: 1,000 tables, each a session of its own -------------------------------------------------
+
+# The simulated tables of the floor run, in child processes (one per CPU): `bench_link.py --child-tables` with its
+# share of the tables on stdin (JSON). Each table is an MqttLink, TLS, its own user and session, subscribed as a
+# table daemon's link is (its `down` topic, the meters, the authority's heartbeat and status), kept open for the
+# whole run. It says "ready" once every one of its tables holds the authority's meter value; then, for each phase
+# line it reads ({"rate": operations/s of the whole floor, "seconds", "hit_s"}), plays the phase and prints what
+# it measured; an empty line ends it with the meter values' arrivals by journal entry.
+
+FLOOR_ROUND_S = 60.0  # each table books and closes a round a minute
+FLOOR_ACK_MS = 20.0  # the sweep looks for the rate at which the ack's p99 passes this
+CONNECTING = 50  # connections opened at once by one child (Mosquitto listens with a backlog of 100)
+ENTRY = __import__("re").compile(rb'"entry":(\d+)')
+
+
+def floor_schedule(tables: list[str], floor_tables: int, children: int, rate: float, seconds: float,
+                   seed: int) -> list[tuple[float, str]]:
+    """(offset in s, table) of the rounds this child starts in a phase: each of its tables one round a minute
+    (at a phase of its own), and the rest of the floor's `rate` (two operations a round) paced over its tables in
+    turn. Pure: the same arguments give the same rounds."""
+    import random
+
+    rng = random.Random(seed)
+    rounds_s = rate / 2 / children  # this child's share of the floor's rounds per second
+    own = min(rounds_s, len(tables) / FLOOR_ROUND_S)  # a round a minute per table, or fewer if the rate is lower
+    period = len(tables) / own if own else float("inf")
+    out: list[tuple[float, str]] = []
+    for t in tables:
+        at = rng.uniform(0, period)
+        while at < seconds:
+            out.append((at, t))
+            at += period
+    extra = rounds_s - own
+    if extra > 0:
+        i, at = 0, rng.uniform(0, 1 / extra)
+        while at < seconds:
+            out.append((at, tables[i % len(tables)]))
+            i, at = i + 1, at + 1 / extra
+    del floor_tables
+    return sorted(out)
+
+
+class FloorTable:
+    """One simulated table of the floor: its session, its operations' numbers, the answers it awaits."""
+
+    def __init__(self, table: str, settings: MqttSettings, verifier: Any, meter_seen: dict[int, list]) -> None:
+        self.table, self.settings, self.verifier = table, settings, verifier
+        self.seq = 0
+        self.lock = asyncio.Lock()  # a table sends one operation after another
+        self.waiting: dict[int, tuple[str, asyncio.Future]] = {}  # seq -> (digest, answer)
+        self.meter_entry = -1
+        self.meter_seen = meter_seen  # entry -> [tables that got it, last arrival], shared by the child's tables
+        self.has_meter = asyncio.Event()
+        self.odd: list[str] = []
+        self.mq: MqttLink | None = None
+        self.task: asyncio.Task | None = None
+        self.down = TOPICS.down(table)
+        self.meter_topic = TOPICS.meter(METER)
+
+    def on_message(self, topic: str, payload: bytes) -> None:
+        if topic == self.meter_topic:
+            # the entry only: checking every meter value's signature at every table (Ed25519, ~18,000 a second
+            # over the floor) would need more CPU than this machine has; the answers are checked in full
+            m = ENTRY.search(payload)
+            if m is None:
+                return
+            now, entry = time.monotonic(), int(m.group(1))
+            if entry > self.meter_entry:
+                self.meter_entry = entry
+                seen = self.meter_seen.setdefault(entry, [0, 0.0])
+                seen[0] += 1
+                seen[1] = max(seen[1], now)
+                self.has_meter.set()
+        elif topic == self.down:
+            if self.verifier.check(topic, payload) is not None:
+                self.odd.append(f"{self.table}: an answer not signed by the authority")
+                return
+            msg = schema.decode(topic, payload)
+            got = self.waiting.get(getattr(msg, "seq", -1))
+            if got is None:
+                return
+            digest, fut = got
+            if not isinstance(msg, schema.Ack) or msg.op != digest:
+                self.odd.append(f"{self.table}: {msg}")
+                return
+            del self.waiting[msg.seq]
+            if not fut.done():
+                fut.set_result((time.monotonic(), msg))
+
+    async def connect(self) -> None:
+        self.mq = MqttLink(self.settings, tuple((s, 1) for s in TOPICS.table_subscriptions(self.table)))
+        self.task = asyncio.create_task(self.mq.run(self.on_message))
+        await self.mq.wait_connected(60)
+
+    async def send(self, op: Any, approval: dict[str, str] | None = None) -> tuple[float, float, Any]:
+        """One operation, once the table's previous one is answered: (sent, answer verified, the Ack)."""
+        assert self.mq is not None
+        async with self.lock:
+            self.seq += 1
+            body = op.to_dict()
+            body.pop("kind")
+            msg = schema.Op(self.table, self.seq, op.kind, METER, body, approval)
+            fut = asyncio.get_running_loop().create_future()
+            self.waiting[self.seq] = (schema.op_digest(msg), fut)
+            t0 = time.monotonic()
+            await self.mq.publish(TOPICS.up(self.table), schema.encode(msg), qos=1)
+            at, ack = await asyncio.wait_for(fut, STALL_S)
+            return t0, at, ack
+
+
+async def _floor_tables(doc: dict[str, Any]) -> None:
+    from controller.linkproto import signing
+    from controller.meter import ops
+
+    from linkrig import AUTHORITY_KEY, signed
+
+    verifier = signing.Verifier((AUTHORITY_KEY,))
+    meter_seen: dict[int, list] = {}
+    base = settings_from_doc(doc["settings"])
+    tables = {t: FloorTable(t, MqttSettings(**{**asdict(base), "username": t, "client_id": t, "password": pw}),
+                            verifier, meter_seen) for t, pw in doc["tables"].items()}
+    names = list(tables)
+    opening = asyncio.Semaphore(CONNECTING)
+
+    async def connect(ft: FloorTable) -> None:
+        async with opening:
+            await ft.connect()
+
+    await asyncio.gather(*(connect(ft) for ft in tables.values()))
+    await asyncio.wait_for(asyncio.gather(*(ft.has_meter.wait() for ft in tables.values())), STALL_S)
+    print(json.dumps({"ready": True}), flush=True)
+    reader = asyncio.StreamReader()
+    await asyncio.get_running_loop().connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+    rounds = 0
+    while line := (await reader.readline()).strip():
+        phase = json.loads(line)
+        rows: list[tuple[str, float]] = []  # (kind, ms from sending to the verified answer)
+        t_start = time.monotonic()
+        cpu0 = self_cpu_s()
+
+        async def play(t: str, n: int, hit: bool) -> None:
+            ft = tables[t]
+            rid = f"{t}-r{n}"
+            book = ops.BookContributions(rid, t, tuple((s, WAGER_CENTS) for s in range(1, SEATS + 1)), AT)
+            s0, s1, _ack = await ft.send(book)
+            rows.append((book.kind, (s1 - s0) * 1e3))
+            if hit:  # a hit, locked, and approved by a supervisor as a table's pit console signs it
+                claim = f"{rid}-c1:0"
+                lock = ops.LockPercentAward(rid, t, 3, "royal-flush", "10% of meter", Fraction(10), AT, claim)
+                s0, s1, ack = await ft.send(lock)
+                rows.append((lock.kind, (s1 - s0) * 1e3))
+                pay = ops.PayLockedAward(claim, "floor-1", AT)
+                s0, s1, _ack = await ft.send(pay, signed(pay, t, locked=ack.result, lock=lock))
+                rows.append((pay.kind, (s1 - s0) * 1e3))
+            close = ops.CloseRound(rid, AT)
+            s0, s1, _ack = await ft.send(close)
+            rows.append((close.kind, (s1 - s0) * 1e3))
+
+        plan = floor_schedule(names, doc["floor_tables"], doc["children"], phase["rate"], phase["seconds"],
+                              doc["seed"] + rounds)
+        hit_every = phase["hit_s"] * doc["children"]  # this child's share of the floor's hits
+        next_hit = hit_every * (doc["index"] + 0.5) / doc["children"]
+        tasks = []
+        for offset, t in plan:
+            delay = t_start + offset - time.monotonic()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            hit = offset >= next_hit
+            if hit:
+                next_hit += hit_every
+            rounds += 1
+            tasks.append(asyncio.create_task(play(t, rounds, hit)))
+        sent_s = time.monotonic() - t_start
+        await asyncio.gather(*tasks)
+        print(json.dumps({"rows": rows, "sent_s": sent_s, "seconds": time.monotonic() - t_start,
+                          "cpu": self_cpu_s() - cpu0,
+                          "odd": [o for ft in tables.values() for o in ft.odd][:5]}), flush=True)
+    await asyncio.sleep(1.0)  # the last meter value on its way
+    print(json.dumps({"meters": {str(e): v for e, v in meter_seen.items()},
+                      "seqs": {t: ft.seq for t, ft in tables.items()}}), flush=True)
+    for ft in tables.values():
+        if ft.task is not None:
+            ft.task.cancel()
+    await asyncio.gather(*(ft.task for ft in tables.values() if ft.task is not None), return_exceptions=True)
+
+
+class FloorChild:
+    """One child process of simulated floor tables."""
+
+    def __init__(self, index: int, children: int, broker: Any, tables: list[str], floor_tables: int,
+                 seed: int) -> None:
+        s = broker.settings(tables[0], session_expiry=3600, keepalive=15, timeout=10.0, connect_timeout=10.0)
+        self.doc = {"index": index, "children": children, "settings": settings_doc(s), "floor_tables": floor_tables,
+                    "seed": seed + 1000 * index, "tables": {t: broker.passwords[t] for t in tables}}
+        self.proc: asyncio.subprocess.Process | None = None
+
+    async def start(self) -> None:
+        self.proc = await asyncio.create_subprocess_exec(
+            sys.executable, str(Path(__file__).resolve()), "--child-tables", cwd=str(ROOT),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, limit=64 * 1024 * 1024)
+        await self.say(self.doc)
+
+    async def say(self, doc: dict[str, Any] | None) -> None:
+        assert self.proc is not None and self.proc.stdin is not None
+        self.proc.stdin.write((json.dumps(doc) if doc is not None else "").encode() + b"\n")
+        await self.proc.stdin.drain()
+
+    async def line(self, timeout: float) -> dict[str, Any]:
+        assert self.proc is not None and self.proc.stdout is not None
+        raw = await asyncio.wait_for(self.proc.stdout.readline(), timeout)
+        if not raw:
+            raise RuntimeError(f"a child of floor tables exited ({await self.proc.wait()})")
+        return json.loads(raw)
+
+    def cpu(self) -> float:
+        assert self.proc is not None
+        return proc_cpu_s(self.proc.pid)
+
+    async def kill(self) -> None:
+        if self.proc is not None and self.proc.returncode is None:
+            self.proc.kill()
+            await self.proc.wait()
+
+
+async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse.Namespace) -> dict:
+    """The floor run: the tables in `args.children` child processes, the authority's answers and meter values
+    timed at its rate (`args.floor_rate`), then a sweep of higher rates until the ack's p99 passes FLOOR_ACK_MS."""
+    children = max(1, min(args.children, len(tables)))
+    a = Authority(work, broker, tables, "floor")
+    kids = [FloorChild(i, children, broker, list(tables[i::children]), len(tables), args.seed)
+            for i in range(children)]
+    phases: list[dict[str, Any]] = []
+    try:
+        await a.start()
+        c0 = time.monotonic()
+        await asyncio.gather(*(k.start() for k in kids))
+        await asyncio.gather(*(k.line(STALL_S * 5) for k in kids))  # every table connected, holding the meter
+        connect_s = time.monotonic() - c0
+        print(f"floor: {len(tables)} tables connected in {connect_s:.1f} s ({children} processes)", flush=True)
+        plan = [(args.floor_rate, args.floor_seconds)] + [(r, args.sweep_seconds) for r in args.sweep]
+        for rate, seconds in plan:
+            cpu0 = {"authority": a.cpu(), "broker": proc_cpu_s(broker.proc.pid),
+                    "tables": sum(k.cpu() for k in kids)}
+            t0 = time.monotonic()
+            doc = {"rate": rate, "seconds": seconds, "hit_s": args.hit_s}
+            await asyncio.gather(*(k.say(doc) for k in kids))
+            lines = await asyncio.gather(*(k.line(seconds + STALL_S) for k in kids))
+            t1 = time.monotonic()
+            cpu = {"authority": a.cpu() - cpu0["authority"], "broker": proc_cpu_s(broker.proc.pid) - cpu0["broker"],
+                   "tables": sum(k.cpu() for k in kids) - cpu0["tables"], "load": os.getloadavg()[0]}
+            odd = [o for ln in lines for o in ln["odd"]]
+            if odd:
+                raise AssertionError(f"floor: unexpected answers: {odd[:5]}")
+            rows = [r for ln in lines for r in ln["rows"]]
+            acks = sorted(ms for _k, ms in rows)
+            pays = sorted(ms for k, ms in rows if k in ("lock-percent-award", "pay-locked-award"))
+            sent_s = max(ln["sent_s"] for ln in lines)
+            ph = {"rate": rate, "seconds": seconds, "t0": t0, "t1": t1, "ops": len(rows), "sent_s": sent_s,
+                  "achieved": len(rows) / (t1 - t0), "cpu": cpu, "hits": len(pays) // 2,
+                  "ack": {"p50": percentile(acks, 0.5), "p99": percentile(acks, 0.99), "max": acks[-1]},
+                  "hit_ack": {"p50": percentile(pays, 0.5), "p99": percentile(pays, 0.99)} if pays else None}
+            phases.append(ph)
+            print(f"floor: {rate:g} ops/s for {seconds:g} s: {ph['ops']} operations ({ph['achieved']:.0f}/s), "
+                  f"ack p50 {ph['ack']['p50']:.1f} p99 {ph['ack']['p99']:.1f} ms, {ph['hits']} hits, "
+                  f"authority {us_per(cpu['authority'], len(rows)):.0f} µs/op, load {cpu['load']:.1f}", flush=True)
+            if rate != args.floor_rate and ph["ack"]["p99"] > FLOOR_ACK_MS:
+                break  # the sweep found its rate
+        await asyncio.gather(*(k.say(None) for k in kids))
+        finals = await asyncio.gather(*(k.line(STALL_S) for k in kids))
+        metrics = a.metrics()
+        await a.stop()
+    finally:
+        for k in kids:
+            await k.kill()
+        with contextlib.suppress(Exception):
+            await a.stop()
+    # Exactly once: every operation a table sent applied once, nothing refused.
+    seqs = {t: n for f in finals for t, n in f["seqs"].items()}
+    _meter, last = a.journal()
+    applied = {t: metrics.get(("progressive_link_operations_total", (("outcome", "applied"), ("table", t))), 0.0)
+               for t in tables}
+    refused = sum(v for (n, lab), v in metrics.items()
+                  if n == "progressive_link_operations_total" and ("outcome", "refused") in lab)
+    if refused or any(applied[t] != seqs[t] or last.get(t, 0) != seqs[t] for t in tables if seqs[t]):
+        raise AssertionError(f"floor: not exactly once ({refused:g} refused)")
+    # From the authority's publishing of a meter value to the last table holding it, for each value of a phase.
+    got: dict[int, list] = {}
+    for f in finals:
+        for e, (count, at) in f["meters"].items():
+            g = got.setdefault(int(e), [0, 0.0])
+            g[0] += count
+            g[1] = max(g[1], at)
+    published = a.trace()["meters"]
+    for ph in phases:
+        delays, partial = [], 0
+        for entry, at in published:
+            if ph["t0"] <= at <= ph["t1"]:
+                count, last_at = got.get(entry, (0, 0.0))
+                if count == len(tables):
+                    delays.append((last_at - at) * 1e3)
+                else:
+                    partial += 1
+        delays.sort()
+        ph["meter"] = {"values": len(delays), "partial": partial, "p50": percentile(delays, 0.5),
+                       "p99": percentile(delays, 0.99), "max": delays[-1] if delays else float("nan")}
+        print(f"floor: {ph['rate']:g} ops/s: meter to every table p50 {ph['meter']['p50']:.1f} p99 "
+              f"{ph['meter']['p99']:.1f} ms over {len(delays)} values ({partial} not at every table)", flush=True)
+    return {"tables": len(tables), "children": children, "connect_s": connect_s, "phases": phases,
+            "ops_applied": int(sum(applied.values()))}
+
+
 # --- the run --------------------------------------------------------------------------------------------------
 
 
@@ -1035,7 +1357,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict:
 
     tables = table_ids(args.tables)
     lat_sets = [table_ids(m) for m in args.latency_tables]
-    users = sorted({*tables, *(t for s in lat_sets for t in s), "authority"})
+    users = sorted({*tables, *(t for s in lat_sets for t in s), *table_ids(args.floor_tables), "authority"})
     loads = LoadWatch()
     loads.start()
     # The broker takes the username as the client id (use_username_as_clientid, as shipped): the benchmark's own
@@ -1068,12 +1390,14 @@ async def run(args: argparse.Namespace, work: Path) -> dict:
                 print(f"round {r + 1}: {mode:>9} {res['rate']:,.0f} ops/s  ratio {res['rate'] / b['rate']:.2f}  "
                       f"cpu {fmt_cpu(res)}  meter messages {res['meter_messages']}  "
                       f"commit mean {res['commit_mean_ms']:.2f} ms  repeats {res['repeats']:g}  "
-                      f"trace {json.dumps(res['trace'])}  "
+                      f"trace {json.dumps(brief(res['trace']))}  "
                       f"dropped {res['dropped']}", flush=True)
         for s in lat_sets:
             res = await latency(work, broker, s, args.samples, args.rate, f"lat{len(s)}")
             out["latency"].append(res)
             print_latency(res)
+        if args.floor_tables:
+            out["floor"] = await floor(work, broker, table_ids(args.floor_tables), args)
         if args.experiment:
             nodelay(True)
             try:
@@ -1081,7 +1405,7 @@ async def run(args: argparse.Namespace, work: Path) -> dict:
                 print(f"TCP_NODELAY: baseline {b['rate']:,.0f} messages/s  cpu {fmt_cpu(b)}", flush=True)
                 res = await raw_tables(work, broker, tables, ops, args.window, "nodelay", None)
                 print(f"TCP_NODELAY: raw {res['rate']:,.0f} ops/s  ratio {res['rate'] / b['rate']:.2f}  "
-                      f"cpu {fmt_cpu(res)}  trace {json.dumps(res['trace'])}", flush=True)
+                      f"cpu {fmt_cpu(res)}  trace {json.dumps(brief(res['trace']))}", flush=True)
                 lat = []
                 for s in lat_sets:
                     lat.append(await latency(work, broker, s, args.samples, args.rate, f"nodelay{len(s)}"))
@@ -1097,10 +1421,15 @@ async def run(args: argparse.Namespace, work: Path) -> dict:
     return out
 
 
+def brief(trace: dict) -> dict:
+    """The authority's timers as printed: without the time of each meter value it published."""
+    return {k: v for k, v in trace.items() if k != "meters"}
+
+
 def print_latency(res: dict, prefix: str = "") -> None:
     print(f"{prefix}latency, {res['tables']} tables: " + "  ".join(
         f"{k} p50 {res[k]['p50']:.1f} p99 {res[k]['p99']:.1f} ms" for k in ("send", "ack", "journaled", "signs"))
-        + f"  trace {json.dumps(res['trace'])}", flush=True)
+        + f"  trace {json.dumps(brief(res['trace']))}", flush=True)
 
 
 def fmt_cpu(r: dict) -> str:
@@ -1407,6 +1736,11 @@ def main() -> None:
         nodelay(True)
     if sys.argv[1:2] == ["--child-authority"]:
         sys.exit(_child_authority(sys.argv[2], sys.argv[3], sys.argv[4:]))
+    if "--child-tables" in sys.argv:
+        logging.basicConfig(level=logging.WARNING)
+        structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
+        asyncio.run(_floor_tables(json.loads(sys.stdin.readline())))
+        return
     if "--child-subscriber" in sys.argv:
         logging.basicConfig(level=logging.WARNING)
         structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
@@ -1422,6 +1756,17 @@ def main() -> None:
     ap.add_argument("--latency-tables", default="3,20", help="tables of the latency runs, comma-separated")
     ap.add_argument("--samples", type=int, default=200, help="bookings timed in each latency run")
     ap.add_argument("--rate", type=float, default=20.0, help="bookings per second in the latency runs")
+    ap.add_argument("--floor-tables", type=int, default=1000,
+                    help="tables of the floor run, each a session of its own (0: no floor run)")
+    ap.add_argument("--floor-rate", type=float, default=100.0, help="the floor's operations per second")
+    ap.add_argument("--floor-seconds", type=float, default=60.0, help="how long the floor run lasts")
+    ap.add_argument("--sweep", default="150,200,300,400,600,800",
+                    help=f"higher rates, operations/s, tried in turn until the ack's p99 passes {FLOOR_ACK_MS:g} ms")
+    ap.add_argument("--sweep-seconds", type=float, default=20.0, help="how long each rate of the sweep lasts")
+    ap.add_argument("--hit-s", type=float, default=10.0, help="a hit locked and approved every this many seconds")
+    ap.add_argument("--children", type=int, default=os.cpu_count() or 1,
+                    help="processes of floor tables (one per CPU)")
+    ap.add_argument("--seed", type=int, default=2026)
     ap.add_argument("--quick", action="store_true", help="a smoke run: few tables, operations and samples")
     ap.add_argument("--profile-authority", help="write a cProfile of each throughput run's authority into DIR")
     ap.add_argument("--experiment", action="store_true",
@@ -1431,10 +1776,12 @@ def main() -> None:
     if args.quick:
         args.tables, args.ops, args.rounds, args.samples = 10, 40, 1, 40
         args.latency_tables = "3,5"
+        args.floor_tables, args.floor_seconds, args.sweep, args.sweep_seconds = 40, 5.0, "200", 3.0
     if args.ops % 2:
         ap.error("--ops: an even number (each round is a booking and a close)")
     args.latency_tables = [int(x) for x in str(args.latency_tables).split(",") if x]
     args.modes = [m for m in args.modes.split(",") if m]
+    args.sweep = sorted(float(x) for x in str(args.sweep).split(",") if x)
     logging.basicConfig(level=logging.WARNING)
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.WARNING))
     if args.profile_authority:
