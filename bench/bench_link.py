@@ -1053,8 +1053,7 @@ CONNECTING = 50  # connections opened at once by one child (Mosquitto listens wi
 ENTRY = __import__("re").compile(rb'"entry":(\d+)')
 
 
-def floor_schedule(tables: list[str], floor_tables: int, children: int, rate: float, seconds: float,
-                   seed: int) -> list[tuple[float, str]]:
+def floor_schedule(tables: list[str], children: int, rate: float, seconds: float, seed: int) -> list[tuple[float, str]]:
     """(offset in s, table) of the rounds this child starts in a phase: each of its tables one round a minute
     (at a phase of its own), and the rest of the floor's `rate` (two operations a round) paced over its tables in
     turn. Pure: the same arguments give the same rounds."""
@@ -1076,7 +1075,6 @@ def floor_schedule(tables: list[str], floor_tables: int, children: int, rate: fl
         while at < seconds:
             out.append((at, tables[i % len(tables)]))
             i, at = i + 1, at + 1 / extra
-    del floor_tables
     return sorted(out)
 
 
@@ -1178,7 +1176,7 @@ async def _floor_tables(doc: dict[str, Any]) -> None:
         t_start = time.monotonic()
         cpu0 = self_cpu_s()
 
-        async def play(t: str, n: int, hit: bool) -> None:
+        async def play(t: str, n: int, hit: bool, rows: list[tuple[str, float]]) -> None:
             ft = tables[t]
             rid = f"{t}-r{n}"
             book = ops.BookContributions(rid, t, tuple((s, WAGER_CENTS) for s in range(1, SEATS + 1)), AT)
@@ -1196,8 +1194,7 @@ async def _floor_tables(doc: dict[str, Any]) -> None:
             s0, s1, _ack = await ft.send(close)
             rows.append((close.kind, (s1 - s0) * 1e3))
 
-        plan = floor_schedule(names, doc["floor_tables"], doc["children"], phase["rate"], phase["seconds"],
-                              doc["seed"] + rounds)
+        plan = floor_schedule(names, doc["children"], phase["rate"], phase["seconds"], doc["seed"] + rounds)
         hit_every = phase["hit_s"] * doc["children"]  # this child's share of the floor's hits
         next_hit = hit_every * (doc["index"] + 0.5) / doc["children"]
         tasks = []
@@ -1209,7 +1206,7 @@ async def _floor_tables(doc: dict[str, Any]) -> None:
             if hit:
                 next_hit += hit_every
             rounds += 1
-            tasks.append(asyncio.create_task(play(t, rounds, hit)))
+            tasks.append(asyncio.create_task(play(t, rounds, hit, rows)))
         sent_s = time.monotonic() - t_start
         await asyncio.gather(*tasks)
         print(json.dumps({"rows": rows, "sent_s": sent_s, "seconds": time.monotonic() - t_start,
