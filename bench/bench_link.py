@@ -492,7 +492,8 @@ class Authority:
 
     async def start(self) -> None:
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child-authority", str(self.trace_path),
-               str(self.profile or ""), "--role", "link", "--config", str(self.config)]
+               str(self.profile or ""), "--role", "link", "--config", str(self.config),
+               "--socket", str(self.dir / "control.sock")]  # its own: another run's may be listening on the default
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(cmd, cwd=str(ROOT), stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT)
@@ -1313,7 +1314,7 @@ async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse
                   f"authority {us_per(cpu['authority'], len(rows)):.0f} µs/op, tables {cpu['tables'] / (t1 - t0):.2f} CPU, "
                   f"broker {cpu['broker'] / (t1 - t0):.2f} CPU, other work {cpu['others'] / (t1 - t0):.2f} CPU, "
                   f"load {cpu['load']:.1f}", flush=True)
-            if len(phases) == 1 and ph["ack"]["p99"] > FLOOR_ACK_MS:  # past it already: the sweep goes down
+            if len(phases) == 1 and args.sweep and ph["ack"]["p99"] > FLOOR_ACK_MS:  # past it: the sweep goes down
                 plan = [(rate / 2, args.sweep_seconds), (rate / 4, args.sweep_seconds)]
             elif len(phases) > 1 and (ph["ack"]["p99"] > FLOOR_ACK_MS) != (phases[0]["ack"]["p99"] > FLOOR_ACK_MS):
                 break  # the sweep found the rate
@@ -1533,7 +1534,7 @@ def render(args: argparse.Namespace, out: dict) -> str:
         "",
         goal_text(ratios, out),
         "",
-        where_text(out),
+        where_text(out) if out["baseline"] else "",
         "",
         f"Latency at a moderate load: one booking every {1 / args.rate * 1e3:.0f} ms, the tables in turn, each "
         "round's close sent once its booking is answered; TableLink tables, an authority with a fresh journal. "
@@ -1869,7 +1870,8 @@ def main() -> None:
     ap.add_argument("--floor-rate", type=float, default=100.0, help="the floor's operations per second")
     ap.add_argument("--floor-seconds", type=float, default=60.0, help="how long the floor run lasts")
     ap.add_argument("--sweep", default="150,200,300,400,600,800",
-                    help=f"higher rates, operations/s, tried in turn until the ack's p99 passes {FLOOR_ACK_MS:g} ms")
+                    help=f"higher rates, operations/s, tried in turn until the ack's p99 passes {FLOOR_ACK_MS:g} ms "
+                    "(half and a quarter of the floor's when it is past that already; empty: no sweep)")
     ap.add_argument("--sweep-seconds", type=float, default=20.0, help="how long each rate of the sweep lasts")
     ap.add_argument("--hit-s", type=float, default=10.0, help="a hit locked and approved every this many seconds")
     ap.add_argument("--children", type=int, default=os.cpu_count() or 1,
