@@ -1,6 +1,6 @@
 """Link benchmarks: the link authority's throughput against the broker's own delivery rate for the same
-messages (same run, same broker), and the latency from a table's booking to the authority's commit and to
-the new amount at every table of the link.
+messages (same run, same broker), the latency from a table's booking to the authority's commit and to
+the new amount at every table of the link, and 1,000 tables at the floor's rate.
 
     .venv/bin/python bench/bench_link.py             # print the results
     .venv/bin/python bench/bench_link.py --write     # and put them in docs/benchmarks.md ("Linked progressives")
@@ -8,7 +8,8 @@ the new amount at every table of the link.
 
 Everything goes through one real Mosquitto (tests/support/broker.py: TLS, a password per client, the shipped ACL),
 started for the run. The link authority is `progressived --role link --config FILE` in a child process,
-started afresh (a new journal) for each measurement. The simulated tables run in this process.
+started afresh (a new journal) for each measurement. The simulated tables run in this process, the floor's
+in child processes.
 
 The workload: each of N tables plays K/2 rounds, one after another; a round is two link operations, the
 booking of seven $1 wagers at lock-out (`book-contributions`) and its `close-round` at settlement: K `op`
@@ -44,6 +45,14 @@ at most W operations unanswered (W messages unacknowledged in the baseline).
        message whose journal entry is at or after the booking's): the new amount, ready for every sign.
    The figures are the link's only: the table daemon's own lock-out path (button poll, round machine) and
    the sign's bus write are measured by the table benchmark (bench/bench_table.py).
+
+4. The floor: F tables (1,000), each an MQTT session of its own kept open (TLS, its own user), in one child
+   process per CPU (`--child-tables`), each booking and closing a round a minute, a paced load on top up to the
+   floor's rate (100 operations/s), and every few seconds a hit: a lock and its payment with a supervisor's
+   approval signed as the table's pit console signs it. Timed: each operation until its answer's signature and
+   digest are verified at the table (ack), and each meter value from the authority's publishing (a timer in its
+   process) to the last of the F tables receiving it; the authority's CPU per operation; then a sweep of rates
+   for the one at which the ack's p99 passes 20 ms.
 
 CPU of each process (/proc/PID/stat) over each measurement, and timers around three steps of the
 authority's work on each operation (arrival, COMMIT, `ack` publish until its PUBACK), say where the time
@@ -1220,7 +1229,7 @@ async def _floor_tables(doc: dict[str, Any]) -> None:
         print(json.dumps({"rows": rows, "sent_s": sent_s, "seconds": time.monotonic() - t_start,
                           "cpu": self_cpu_s() - cpu0,
                           "odd": [o for ft in tables.values() for o in ft.odd][:5]}), flush=True)
-    await asyncio.sleep(1.0)  # the last meter value on its way
+    await asyncio.sleep(0.5)  # the last meter value on its way
     print(json.dumps({"meters": {str(e): v for e, v in meter_seen.items()},
                       "seqs": {t: ft.seq for t, ft in tables.items()}}), flush=True)
     for ft in tables.values():
@@ -1500,8 +1509,12 @@ def render(args: argparse.Namespace, out: dict) -> str:
         "round, are the figures to compare. One Mosquitto with the shipped configuration and ACL (TLS, a "
         "password per client), started for the run; the link authority is `progressived --role link` in a "
         "child process, with a fresh journal for each measurement (its `main()`, run with timers around three "
-        "of its steps: a message's arrival, its application, its answer); the simulated tables are in the "
-        "benchmark's process.",
+        "of its steps: a message's arrival, its application, its answer) and what a real authority requires: "
+        "its approvers' keys (`approvers_file`: a payment from the linked meter is applied only with a "
+        "supervisor's approval that verifies) and its signing key (`signing_key_file`: every answer, meter "
+        "value and heartbeat signed with Ed25519). The simulated tables of the rows below are in the "
+        "benchmark's process; the TableLink tables check every signature, the raw ones count the answers; "
+        "the floor run's tables, in processes of their own, check every answer.",
         "",
         f"Workload: {n} tables, each {k} operations ({k // 2} rounds: the booking of seven $1 wagers, "
         f"{out['payload_bytes']:.0f} bytes, and the round's close), at most {w} unanswered per table; the same "

@@ -30,7 +30,7 @@ def test_the_link_benchmark_runs_at_the_smallest_size() -> None:
 
 def test_the_floor_run_books_and_pays_hits_at_the_smallest_size() -> None:
     out = bench("--rounds", "0", "--latency-tables", "", "--floor-tables", "4", "--floor-rate", "20",
-                "--floor-seconds", "1", "--sweep", "", "--sweep-seconds", "0.5", "--hit-s", "0.5")
+                "--floor-seconds", "1", "--sweep", "", "--hit-s", "0.5", "--children", "1")
     assert out.returncode == 0, out.stderr[-3000:]  # every operation answered, verified, applied once
     assert "### 4 tables at the floor's rate" in out.stdout
     floor = re.search(r"^floor: 20 ops/s for 1 s: (\d+) operations .* (\d+) hits", out.stdout, re.M)
