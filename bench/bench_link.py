@@ -1886,7 +1886,7 @@ def main() -> None:
                     help=f"higher rates, operations/s, tried in turn until the ack's p99 passes {FLOOR_ACK_MS:g} ms "
                     "(half and a quarter of the floor's when it is past that already; empty: no sweep)")
     ap.add_argument("--sweep-seconds", type=float, default=20.0, help="how long each rate of the sweep lasts")
-    ap.add_argument("--hit-s", type=float, default=10.0, help="a hit locked and approved every this many seconds")
+    ap.add_argument("--hit-s", type=float, default=5.0, help="a hit locked and approved every this many seconds")
     ap.add_argument("--children", type=int, default=os.cpu_count() or 1,
                     help="processes of floor tables (one per CPU)")
     ap.add_argument("--seed", type=int, default=2026)
@@ -1899,7 +1899,7 @@ def main() -> None:
     if args.quick:
         args.tables, args.ops, args.rounds, args.samples = 10, 40, 1, 40
         args.latency_tables = "3,5"
-        args.floor_tables, args.floor_seconds, args.sweep, args.sweep_seconds = 40, 5.0, "200", 3.0
+        args.floor_tables, args.floor_seconds, args.sweep, args.sweep_seconds, args.hit_s = 40, 5.0, "200", 3.0, 1.0
     if args.ops % 2:
         ap.error("--ops: an even number (each round is a booking and a close)")
     args.latency_tables = [int(x) for x in str(args.latency_tables).split(",") if x]
