@@ -1095,19 +1095,21 @@ def floor_schedule(tables: list[str], children: int, rate: float, seconds: float
     return sorted(out)
 
 
-class FloorSession:
+class FloorSession(asyncio.Protocol):
     """A floor table's MQTT 5 session, TLS, kept open: the little of the protocol a table uses (CONNECT with its
-    user, SUBSCRIBE QoS 1, PUBLISH QoS 1 both ways with their PUBACKs, PINGREQ), on asyncio's own TLS. The link's
-    transport (aiomqtt over paho-mqtt) spends about 300 µs of CPU on each message it receives; 1,000 tables
-    receiving every meter value, some 18,000 messages a second, would need several CPUs for the simulation alone."""
+    user, SUBSCRIBE QoS 1, PUBLISH QoS 1 both ways with their PUBACKs, PINGREQ), parsed as the bytes arrive on
+    asyncio's own TLS. The link's transport (aiomqtt over paho-mqtt) spends about 300 µs of CPU on each message it
+    receives; 1,000 tables receiving every meter value, some 18,000 messages a second, would need several CPUs for
+    the simulation alone."""
 
     def __init__(self, settings: MqttSettings, subscriptions: tuple[str, ...], on_message) -> None:
         self.settings, self.subscriptions, self.on_message = settings, subscriptions, on_message
-        self.writer: asyncio.StreamWriter | None = None
-        self.reader: asyncio.StreamReader | None = None
+        self.transport: asyncio.Transport | None = None
+        self.buf = bytearray()
         self.next_id = 0
+        self.connacked = asyncio.Event()
         self.subscribed = asyncio.Event()
-        self.task: asyncio.Task | None = None
+        self.failed: str | None = None
 
     @staticmethod
     def _varint(n: int) -> bytes:
@@ -1123,24 +1125,13 @@ class FloorSession:
         b = s.encode() if isinstance(s, str) else s
         return len(b).to_bytes(2, "big") + b
 
-    def _packet(self, first: int, body: bytes) -> bytes:
-        return bytes((first,)) + self._varint(len(body)) + body
+    def _send(self, first: int, body: bytes) -> None:
+        assert self.transport is not None
+        self.transport.write(bytes((first,)) + self._varint(len(body)) + body)
 
     def _id(self) -> int:
         self.next_id = self.next_id % 65535 + 1
         return self.next_id
-
-    async def _read(self) -> tuple[int, bytes]:
-        assert self.reader is not None
-        first = (await self.reader.readexactly(1))[0]
-        n = shift = 0
-        while True:
-            b = (await self.reader.readexactly(1))[0]
-            n |= (b & 0x7F) << shift
-            shift += 7
-            if not b & 0x80:
-                break
-        return first, await self.reader.readexactly(n) if n else b""
 
     async def connect(self, timeout: float) -> None:
         import ssl
@@ -1148,66 +1139,92 @@ class FloorSession:
         s = self.settings
         ctx = ssl.create_default_context(cafile=str(s.ca_file))
         ctx.minimum_version = ssl.TLSVersion.TLSv1_2
-        self.reader, self.writer = await asyncio.wait_for(
-            asyncio.open_connection(s.host, s.port, ssl=ctx, server_hostname=s.host), timeout)
+        loop = asyncio.get_running_loop()
+        await asyncio.wait_for(loop.create_connection(lambda: self, s.host, s.port, ssl=ctx, server_hostname=s.host),
+                               timeout)
         props = b"\x11" + s.session_expiry.to_bytes(4, "big")  # session expiry interval
         var = self._str("MQTT") + bytes((5, 0x80 | 0x40 | 0x02)) + s.keepalive.to_bytes(2, "big") + \
             self._varint(len(props)) + props
-        self.writer.write(self._packet(0x10, var + self._str(s.client_id) + self._str(s.username or "") +
-                                       self._str(s.password or "")))
-        first, body = await asyncio.wait_for(self._read(), timeout)
-        if first >> 4 != 2 or body[1] != 0:
-            raise RuntimeError(f"{s.username}: CONNACK {body[1:2].hex()}")
+        self._send(0x10, var + self._str(s.client_id) + self._str(s.username or "") + self._str(s.password or ""))
+        await asyncio.wait_for(self.connacked.wait(), timeout)
         subs = b"".join(self._str(t) + b"\x01" for t in self.subscriptions)
-        self.writer.write(self._packet(0x82, self._id().to_bytes(2, "big") + b"\x00" + subs))
-        self.task = asyncio.create_task(self._run())
+        self._send(0x82, self._id().to_bytes(2, "big") + b"\x00" + subs)
         await asyncio.wait_for(self.subscribed.wait(), timeout)
+        if self.failed:
+            raise RuntimeError(self.failed)
 
-    async def _run(self) -> None:
-        assert self.writer is not None
-        while True:
-            first, body = await self._read()
-            kind = first >> 4
-            if kind == 3:  # PUBLISH
-                qos = (first >> 1) & 3
-                n = int.from_bytes(body[:2], "big")
-                topic = body[2:2 + n].decode()
-                i = 2 + n
-                if qos:
-                    self.writer.write(b"\x40\x02" + body[i:i + 2])  # PUBACK
-                    i += 2
-                plen = shift = 0
-                while True:  # the properties' length (none are read)
-                    b = body[i]
-                    i += 1
-                    plen |= (b & 0x7F) << shift
-                    shift += 7
-                    if not b & 0x80:
-                        break
-                self.on_message(topic, body[i + plen:])
-            elif kind == 9:  # SUBACK
-                codes = body[3 + body[2]:] if len(body) > 2 else b""
-                if any(c > 2 for c in codes):
-                    raise RuntimeError(f"{self.settings.username}: subscription refused ({codes.hex()})")
-                self.subscribed.set()
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.failed = self.failed or f"{self.settings.username}: connection lost ({exc})"
+        self.connacked.set()
+        self.subscribed.set()
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        while len(buf) >= 2:
+            n = shift = 0
+            i = 1
+            while True:
+                if i >= len(buf):
+                    return
+                b = buf[i]
+                i += 1
+                n |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            if len(buf) < i + n:
+                return
+            first, body = buf[0], bytes(buf[i:i + n])
+            del buf[:i + n]
+            self._packet(first, body)
+
+    def _packet(self, first: int, body: bytes) -> None:
+        kind = first >> 4
+        if kind == 3:  # PUBLISH
+            n = int.from_bytes(body[:2], "big")
+            topic = body[2:2 + n].decode()
+            i = 2 + n
+            if (first >> 1) & 3:
+                assert self.transport is not None
+                self.transport.write(b"\x40\x02" + body[i:i + 2])  # PUBACK
+                i += 2
+            plen = shift = 0
+            while True:  # the properties' length (none are read)
+                b = body[i]
+                i += 1
+                plen |= (b & 0x7F) << shift
+                shift += 7
+                if not b & 0x80:
+                    break
+            self.on_message(topic, body[i + plen:])
+        elif kind == 2:  # CONNACK
+            if body[1] != 0:
+                self.failed = f"{self.settings.username}: CONNACK reason {body[1]:#x}"
+            self.connacked.set()
+        elif kind == 9:  # SUBACK
+            if any(c > 2 for c in body[3 + body[2]:]):
+                self.failed = f"{self.settings.username}: a subscription refused ({body.hex()})"
+            self.subscribed.set()
 
     def publish(self, topic: str, payload: bytes) -> None:
-        """QoS 1; its PUBACK is read and let go (the answer that matters is the authority's)."""
-        assert self.writer is not None
-        self.writer.write(self._packet(0x32, self._str(topic) + self._id().to_bytes(2, "big") + b"\x00" + payload))
+        """QoS 1; its PUBACK is let go (the answer that matters is the authority's)."""
+        if self.failed:
+            raise RuntimeError(self.failed)
+        self._send(0x32, self._str(topic) + self._id().to_bytes(2, "big") + b"\x00" + payload)
 
     def ping(self) -> None:
-        if self.writer is not None:
-            self.writer.write(b"\xc0\x00")
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"\xc0\x00")
 
     async def close(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-        if self.writer is not None:
-            self.writer.write(b"\xe0\x00")  # DISCONNECT
-            self.writer.close()
-            with contextlib.suppress(Exception):
-                await self.writer.wait_closed()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(b"\xe0\x00")  # DISCONNECT
+            self.transport.close()
 
 
 class FloorTable:
@@ -1303,9 +1320,9 @@ async def _floor_tables(doc: dict[str, Any]) -> None:
             await asyncio.sleep(base.keepalive / 2)
             for ft in tables.values():
                 assert ft.mq is not None
+                if ft.mq.failed:
+                    raise RuntimeError(ft.mq.failed)  # a session lost fails the run
                 ft.mq.ping()
-                if ft.mq.task is not None and ft.mq.task.done():
-                    ft.mq.task.result()  # a session that failed fails the run
 
     pings = asyncio.create_task(ping())
     reader = asyncio.StreamReader()
