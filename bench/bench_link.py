@@ -92,6 +92,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import structlog
 
+from controller.authority.publisher import METER_INTERVAL
 from controller.link.mqtt import MqttLink, MqttSettings
 from controller.linkproto import schema
 
@@ -1217,6 +1218,9 @@ class FloorSession(asyncio.Protocol):
             raise RuntimeError(self.failed)
         self._send(0x32, self._str(topic) + self._id().to_bytes(2, "big") + b"\x00" + payload)
 
+    def unsubscribe(self, topic: str) -> None:
+        self._send(0xA2, self._id().to_bytes(2, "big") + b"\x00" + self._str(topic))
+
     def ping(self) -> None:
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(b"\xc0\x00")
@@ -1330,6 +1334,13 @@ async def _floor_tables(doc: dict[str, Any]) -> None:
     rounds = 0
     while line := (await reader.readline()).strip():
         phase = json.loads(line)
+        if phase.get("unsubscribe"):  # the experiment: no meter values to the tables from now on
+            for ft in tables.values():
+                assert ft.mq is not None
+                ft.mq.unsubscribe(f"{PREFIX}/meters/#")
+            await asyncio.sleep(1.0)  # the UNSUBACKs, and the values already on their way
+            print(json.dumps({"unsubscribed": True}), flush=True)
+            continue
         rows: list[tuple[str, float]] = []  # (kind, ms from sending to the verified answer)
         t_start = time.monotonic()
         cpu0 = self_cpu_s()
@@ -1430,9 +1441,12 @@ async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse
         await asyncio.gather(*(k.line(STALL_S * 5) for k in kids))  # every table connected, holding the meter
         connect_s = time.monotonic() - c0
         print(f"floor: {len(tables)} tables connected in {connect_s:.1f} s ({children} processes)", flush=True)
-        plan = [(args.floor_rate, args.floor_seconds)] + [(r, args.sweep_seconds) for r in args.sweep]
+        plan = [(args.floor_rate, args.floor_seconds, True)] + [(r, args.sweep_seconds, True) for r in args.sweep]
         while plan:
-            rate, seconds = plan.pop(0)
+            rate, seconds, meters = plan.pop(0)
+            if not meters:
+                await asyncio.gather(*(k.say({"unsubscribe": True}) for k in kids))
+                await asyncio.gather(*(k.line(STALL_S) for k in kids))
             cpu0 = {"authority": a.cpu(), "broker": proc_cpu_s(broker.proc.pid),
                     "tables": sum(k.cpu() for k in kids), "bench": self_cpu_s(), "machine": machine_cpu_s()}
             t0 = time.monotonic()
@@ -1453,19 +1467,26 @@ async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse
             pays = sorted(ms for k, ms in rows if k in ("lock-percent-award", "pay-locked-award"))
             sent_s = max(ln["sent_s"] for ln in lines)
             ph = {"rate": rate, "seconds": seconds, "t0": t0, "t1": t1, "ops": len(rows), "sent_s": sent_s,
+                  "meters": meters,
                   "achieved": len(rows) / (t1 - t0), "cpu": cpu, "hits": len(pays) // 2,
                   "ack": {"p50": percentile(acks, 0.5), "p99": percentile(acks, 0.99), "max": acks[-1]},
                   "hit_ack": {"p50": percentile(pays, 0.5), "p99": percentile(pays, 0.99)} if pays else None}
             phases.append(ph)
             print(f"floor: {rate:g} ops/s for {seconds:g} s: {ph['ops']} operations ({ph['achieved']:.0f}/s), "
                   f"ack p50 {ph['ack']['p50']:.1f} p99 {ph['ack']['p99']:.1f} ms, {ph['hits']} hits, "
-                  f"authority {us_per(cpu['authority'], len(rows)):.0f} µs/op, tables {cpu['tables'] / (t1 - t0):.2f} CPU, "
+                  f"authority {us_per(cpu['authority'], len(rows)):.0f} µs/op, "
+                  f"tables {cpu['tables'] / (t1 - t0):.2f} CPU, meter values to the tables {meters}, "
                   f"broker {cpu['broker'] / (t1 - t0):.2f} CPU, other work {cpu['others'] / (t1 - t0):.2f} CPU, "
                   f"load {cpu['load']:.1f}", flush=True)
+            if not meters:
+                break
             if len(phases) == 1 and args.sweep and ph["ack"]["p99"] > FLOOR_ACK_MS:  # past it: the sweep goes down
-                plan = [(rate / 2, args.sweep_seconds), (rate / 4, args.sweep_seconds)]
+                plan = [(rate / 2, args.sweep_seconds, True), (rate / 4, args.sweep_seconds, True)]
             elif len(phases) > 1 and (ph["ack"]["p99"] > FLOOR_ACK_MS) != (phases[0]["ack"]["p99"] > FLOOR_ACK_MS):
-                break  # the sweep found the rate
+                plan = []  # the sweep found the rate
+            if not plan and args.unmetered:
+                # the experiment: the floor's rate again with the tables no longer taking the meter values
+                plan = [(args.floor_rate, args.sweep_seconds, False)]
         await asyncio.gather(*(k.say(None) for k in kids))
         finals = await asyncio.gather(*(k.line(STALL_S) for k in kids))
         metrics = a.metrics()
@@ -1484,20 +1505,31 @@ async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse
                   if n == "progressive_link_operations_total" and ("outcome", "refused") in lab)
     if refused or any(applied[t] != seqs[t] or last.get(t, 0) != seqs[t] for t in tables if seqs[t]):
         raise AssertionError(f"floor: not exactly once ({refused:g} refused)")
-    # From the authority's publishing of a meter value to the last table holding it, for each value of a phase.
+    meter_delays(phases, [f["meters"] for f in finals], a.trace()["meters"], len(tables))
+    return {"tables": len(tables), "children": children, "connect_s": connect_s, "phases": phases,
+            "trace": brief(a.trace()),
+            "ops_applied": int(sum(applied.values()))}
+
+
+def meter_delays(phases: list[dict], seen: list[dict[str, list]], published: list[list], n: int) -> None:
+    """Each phase's `meter`: from the authority's publishing of a meter value (`published`: entry, when) to the
+    last of the `n` tables holding it (`seen`, of each child: entry -> tables that got it, the last arrival), for
+    each value published in the phase; None in a phase whose tables took no meter values."""
     got: dict[int, list] = {}
-    for f in finals:
-        for e, (count, at) in f["meters"].items():
+    for child in seen:
+        for e, (count, at) in child.items():
             g = got.setdefault(int(e), [0, 0.0])
             g[0] += count
             g[1] = max(g[1], at)
-    published = a.trace()["meters"]
     for ph in phases:
+        if not ph["meters"]:
+            ph["meter"] = None
+            continue
         delays, partial = [], 0
         for entry, at in published:
             if ph["t0"] <= at <= ph["t1"]:
                 count, last_at = got.get(entry, (0, 0.0))
-                if count == len(tables):
+                if count == n:
                     delays.append((last_at - at) * 1e3)
                 else:
                     partial += 1
@@ -1506,8 +1538,6 @@ async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse
                        "p99": percentile(delays, 0.99), "max": delays[-1] if delays else float("nan")}
         print(f"floor: {ph['rate']:g} ops/s: meter to every table p50 {ph['meter']['p50']:.1f} p99 "
               f"{ph['meter']['p99']:.1f} ms over {len(delays)} values ({partial} not at every table)", flush=True)
-    return {"tables": len(tables), "children": children, "connect_s": connect_s, "phases": phases,
-            "ops_applied": int(sum(applied.values()))}
 
 
 # --- the run --------------------------------------------------------------------------------------------------
@@ -1720,7 +1750,9 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
     f = out.get("floor")
     if not f:
         return []
-    n, phases = f["tables"], f["phases"]
+    n, every = f["tables"], f["phases"]
+    phases = [ph for ph in every if ph["meters"]]
+    unmetered = [ph for ph in every if not ph["meters"]]
     floor_ph = phases[0]
     cpus = os.cpu_count() or 1
 
@@ -1728,12 +1760,13 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
         return max(0.0, cpus - ph["cpu"]["others"] / (ph["t1"] - ph["t0"]))
 
     rows = []
-    for ph in phases:
+    for ph in every:
         hit = f"{ph['hit_ack']['p50']:.1f} / {ph['hit_ack']['p99']:.1f}" if ph["hit_ack"] else ""
         m = ph["meter"]
+        shown = (f"{m['p50']:.1f} / **{m['p99']:.1f}** | {m['values']:,}" if m else
+                 "none taken: the experiment below |")
         rows.append(f"| {ph['rate']:g} | {ph['ops']:,} ({ph['achieved']:.0f}/s) | {ph['hits']} | "
-                    f"{ph['ack']['p50']:.1f} / **{ph['ack']['p99']:.1f}** | {hit} | "
-                    f"{m['p50']:.1f} / **{m['p99']:.1f}** | {m['values']:,} | "
+                    f"{ph['ack']['p50']:.1f} / **{ph['ack']['p99']:.1f}** | {hit} | {shown} | "
                     f"{us_per(ph['cpu']['authority'], ph['ops']):,.0f} | {us_per(ph['cpu']['broker'], ph['ops']):,.0f} | "
                     f"{us_per(ph['cpu']['tables'], ph['ops']):,.0f} | {free(ph):.1f} | {ph['cpu']['load']:.1f} |")
     over = sorted((ph for ph in phases if ph["ack"]["p99"] > FLOOR_ACK_MS), key=lambda p: p["rate"])
@@ -1770,6 +1803,24 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
                   f"{raw_us:,.0f} µs flat out ({floor_us / raw_us:.2f}x; the floor's operations include the hits' "
                   "locks and approved payments).")
     free_floor = free(floor_ph)
+    tr = f["trace"]
+    where = ""
+    if "applied" in tr:
+        where = (f" Over the whole run the authority took {tr['queued']['mean_ms']:.1f} ms on average from an "
+                 f"operation's arrival to taking it up and {tr['applied']['mean_ms']:.1f} ms from there to its "
+                 "COMMIT: the rest of an ack's time is the broker's and the tables' processes, on the CPUs the "
+                 "other work left.")
+    if unmetered:
+        u = unmetered[0]
+        where += (f" Experiment, same run, same sessions: with the tables no longer taking the meter values "
+                  f"(unsubscribed from `P/meters/#`), the floor's {u['rate']:g} operations/s again gave ack p50 "
+                  f"{u['ack']['p50']:.1f} ms and p99 {u['ack']['p99']:.1f} ms (against {floor_ph['ack']['p50']:.1f} "
+                  f"and {floor_ph['ack']['p99']:.1f} ms), the broker {us_per(u['cpu']['broker'], u['ops']):,.0f} µs "
+                  f"and the tables {us_per(u['cpu']['tables'], u['ops']):,.0f} µs of CPU per operation (against "
+                  f"{us_per(floor_ph['cpu']['broker'], floor_ph['ops']):,.0f} and "
+                  f"{us_per(floor_ph['cpu']['tables'], floor_ph['ops']):,.0f}): every meter value goes to all "
+                  f"{n:,} tables, about {floor_ph['meter']['values'] / (floor_ph['t1'] - floor_ph['t0']):.0f} values "
+                  f"a second (at most one per {METER_INTERVAL * 1e3:.0f} ms), whatever the rate of operations.")
     return [
         f"### {n:,} tables at the floor's rate",
         "",
@@ -1805,7 +1856,7 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
         f"table's meter p99 {floor_ph['meter']['p99']:.1f} ms, the authority's CPU "
         f"{us_per(floor_ph['cpu']['authority'], floor_ph['ops']):,.0f} µs per operation "
         f"({floor_ph['cpu']['authority'] / (floor_ph['t1'] - floor_ph['t0']):.0%} of one CPU), with "
-        f"{free_floor:.1f} of the machine's {cpus} CPUs free of other work. {crossing}.{vs_raw}",
+        f"{free_floor:.1f} of the machine's {cpus} CPUs free of other work. {crossing}.{vs_raw}{where}",
         "",
     ]
 
@@ -2026,6 +2077,8 @@ def main() -> None:
                     "(half and a quarter of the floor's when it is past that already; empty: no sweep)")
     ap.add_argument("--sweep-seconds", type=float, default=20.0, help="how long each rate of the sweep lasts")
     ap.add_argument("--hit-s", type=float, default=5.0, help="a hit locked and approved every this many seconds")
+    ap.add_argument("--unmetered", action=argparse.BooleanOptionalAction, default=True,
+                    help="after the sweep, the floor's rate again with the tables not taking the meter values")
     ap.add_argument("--children", type=int, default=os.cpu_count() or 1,
                     help="processes of floor tables (one per CPU)")
     ap.add_argument("--seed", type=int, default=2026)

@@ -30,11 +30,12 @@ def test_the_link_benchmark_runs_at_the_smallest_size() -> None:
 
 def test_the_floor_run_books_and_pays_hits_at_the_smallest_size() -> None:
     out = bench("--rounds", "0", "--latency-tables", "", "--floor-tables", "4", "--floor-rate", "20",
-                "--floor-seconds", "1", "--sweep", "", "--hit-s", "0.5", "--children", "1")
+                "--floor-seconds", "1", "--sweep", "", "--sweep-seconds", "0.5", "--hit-s", "0.5", "--children", "1")
     assert out.returncode == 0, out.stderr[-3000:]  # every operation answered, verified, applied once
     assert "### 4 tables at the floor's rate" in out.stdout
     floor = re.search(r"^floor: 20 ops/s for 1 s: (\d+) operations .* (\d+) hits", out.stdout, re.M)
     assert floor is not None, out.stdout[-3000:]
     assert int(floor.group(1)) >= 10 and int(floor.group(2)) >= 1, floor.group(0)
     assert re.search(r"^floor: 20 ops/s: meter to every table p50 [\d.]+ p99 [\d.]+ ms over [1-9]", out.stdout, re.M)
+    assert re.search(r"^floor: 20 ops/s for 0.5 s: .* meter values to the tables False", out.stdout, re.M)
     assert "mqtt link down" not in out.stderr, out.stderr[-3000:]
