@@ -1803,6 +1803,8 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
                   f"{raw_us:,.0f} µs flat out ({floor_us / raw_us:.2f}x; the floor's operations include the hits' "
                   "locks and approved payments).")
     free_floor = free(floor_ph)
+    per_s = floor_ph["meter"]["values"] / (floor_ph["t1"] - floor_ph["t0"])  # meter values published a second
+    fanout = round(per_s * n, -2)
     tr = f["trace"]
     where = ""
     if "applied" in tr:
@@ -1819,8 +1821,9 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
                   f"and the tables {us_per(u['cpu']['tables'], u['ops']):,.0f} µs of CPU per operation (against "
                   f"{us_per(floor_ph['cpu']['broker'], floor_ph['ops']):,.0f} and "
                   f"{us_per(floor_ph['cpu']['tables'], floor_ph['ops']):,.0f}): every meter value goes to all "
-                  f"{n:,} tables, about {floor_ph['meter']['values'] / (floor_ph['t1'] - floor_ph['t0']):.0f} values "
-                  f"a second (at most one per {METER_INTERVAL * 1e3:.0f} ms), whatever the rate of operations.")
+                  f"{n:,} tables, about {per_s:.0f} values a second (at most one per {METER_INTERVAL * 1e3:.0f} ms) "
+                  "whatever the rate of operations, which the broker sends and each table process takes in as a "
+                  "burst of one message per table.")
     return [
         f"### {n:,} tables at the floor's rate",
         "",
@@ -1835,14 +1838,14 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
         "authority against its approvers' keys), then the round closed. A table sends one operation after "
         "another. The authority is the one of the rows above, with its approvers and its signing key, a fresh "
         f"journal; the same authority and the same sessions served the floor's {floor_ph['seconds']:g} s and then "
-        f"each rate of the sweep ({args.sweep_seconds:g} s each, from the lowest, until the ack's p99 passed "
-        f"{FLOOR_ACK_MS:g} ms). Ack: from publishing the operation to its answer verified at the table (the "
+        f"each rate of the sweep ({args.sweep_seconds:g} s each: higher rates from the lowest until the ack's p99 "
+        f"passed {FLOOR_ACK_MS:g} ms, or half and a quarter of the floor's when it was past that already). Ack: from publishing the operation to its answer verified at the table (the "
         "authority's Ed25519 signature and the digest of the operation it names), every operation; the hits' "
         "column the lock and the payment only. Every table's meter: from the authority publishing a meter value "
         "(taken by a timer in its process) to the last of the "
         f"{n:,} tables receiving it, every value published in the phase (the tables read the value's journal "
-        "entry and do not check its signature here: on this machine, checking some 18,000 meter values a second "
-        "would take more CPU than the run has). After the run: every table's operations applied once, none "
+        f"entry and do not check its signature here: on this machine, checking some {fanout:,.0f} meter values a "
+        "second would take more CPU than the run has). After the run: every table's operations applied once, none "
         "refused. CPU per operation of each process over the phase (/proc/PID/stat); free CPUs: the machine's "
         f"{cpus} less what other work used meanwhile (/proc/stat, less the run's own processes).",
         "",
