@@ -1,7 +1,7 @@
 """A real Mosquitto for tests, configured from the files shipped in config/mosquitto/.
 
 `start_broker(directory, users)` makes a CA and a server certificate for 127.0.0.1 and localhost (openssl,
-EC P-256), a password file (mosquitto_passwd) with a random password for each user, copies the shipped ACL
+EC P-256), a password file (mosquitto_passwd -U) with a random password for each user, copies the shipped ACL
 as it is, derives mosquitto.conf from the shipped one (the listener's port and the files' paths
 substituted, nothing else), starts the broker on a free port of 127.0.0.1 and returns once the port
 accepts connections. `Broker.stop`/`start` restart it on the same port with the same persistence,
@@ -156,9 +156,10 @@ class Broker:
         pki = make_pki(directory / "pki")
         self.ca_file = pki["ca"]
         self.passwd_file = directory / "passwd"
-        for i, (user, password) in enumerate(self.passwords.items()):
-            _run(self.mosquitto_passwd, *(("-c",) if i == 0 else ()), "-b", str(self.passwd_file), user, password,
-                 cwd=directory)
+        # In one go: a plain file hashed by one run of mosquitto_passwd (one run per user took 8 s for 1,000 users).
+        self.passwd_file.write_text("".join(f"{u}:{p}\n" for u, p in self.passwords.items()))
+        self.passwd_file.chmod(0o600)
+        _run(self.mosquitto_passwd, "-U", str(self.passwd_file), cwd=directory)
         self.acl_file = directory / "acl"
         # An operator: a client that may publish and read every topic of the link, as whoever runs the broker can
         # (the attacks of the broker are run through it).
