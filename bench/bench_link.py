@@ -378,9 +378,10 @@ def _child_authority(trace: str, profile: str, argv: list[str]) -> int:
 
     Inbox.on_message, OperationSequence.apply, A.LinkAuthority._reply = timed_on_message, timed_apply, timed_reply
     from controller.ledger import writer as W
+    from controller.ledger.store import SqliteStore
 
     writer = {"cpu_s": 0.0, "commits": 0, "prepare_cpu_s": 0.0, "write_cpu_s": 0.0}
-    writer_run, prepare, append_new = W.Writer._run, W.Writer._prepare, W.journal.append_new
+    writer_run, prepare, append_new = W.Writer._run, W.Writer._prepare, SqliteStore.append_new
 
     def timed_writer_run(self) -> None:  # the journal writer thread's CPU, taken as it ends
         try:
@@ -396,14 +397,14 @@ def _child_authority(trace: str, profile: str, argv: list[str]) -> int:
         finally:
             writer["prepare_cpu_s"] += time.thread_time() - c0
 
-    def timed_append_new(conn, rows):  # the INSERT and its COMMIT (SQLite, fsync), in the writer's thread
+    def timed_append_new(store, rows):  # the INSERT and its COMMIT (SQLite, fsync), in the writer's thread
         c0 = time.thread_time()
         try:
-            return append_new(conn, rows)
+            return append_new(store, rows)
         finally:
             writer["write_cpu_s"] += time.thread_time() - c0
 
-    W.Writer._run, W.Writer._prepare, W.journal.append_new = timed_writer_run, timed_prepare, timed_append_new
+    W.Writer._run, W.Writer._prepare, SqliteStore.append_new = timed_writer_run, timed_prepare, timed_append_new
     from controller.authority.publisher import Publisher
 
     published: dict[int, float] = {}  # a meter value's journal entry -> when the authority published it
