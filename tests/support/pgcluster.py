@@ -8,10 +8,11 @@ example is what is tested. Once Patroni reports a leader and a synchronous stand
 authority's role and database are made as the runbook makes them (docs/link-at-scale.md), with a passfile;
 `url` is the multi-host URL a client uses.
 
-`kill(node)` is the death of that node's box (SIGKILL of its Patroni and of every PostgreSQL process), then
-`wait_leader(other)` returns the seconds from the kill until `other` is the writable leader, `restart(node)` rejoins
-a node as the synchronous standby (Patroni rewinds it, or makes it again from the leader), `stop()` ends every
-process and removes the directory. PostgreSQL refuses to run as root: a test run as root runs Patroni (and so
+`kill(node)` is the death of that node's box (SIGKILL of its Patroni and of every PostgreSQL process), `freeze(node)`
+a hang of its Patroni alone (SIGSTOP); then `wait_leader(other)` returns the seconds from the loss until `other` is
+the writable leader, `restart(node)` rejoins a node as the synchronous standby (Patroni rewinds it, or makes it
+again from the leader), `heal()` brings both back, `stop()` ends every process, whatever the test left, and
+removes the directory. PostgreSQL refuses to run as root: a test run as root runs Patroni (and so
 PostgreSQL) as the user postgres.
 
 Skips the calling test when Patroni, etcd, PostgreSQL or psycopg is missing (Debian packages patroni,
@@ -241,14 +242,14 @@ class PgCluster:
                 shutil.chown(node.directory, "postgres", "postgres")
             self._write_config(node)
             self._start_node(node)
-        deadline = time.monotonic() + timeout
-        try:
-            _wait_for("a leader and a synchronous standby streaming", self._pair_ready,
-                      max(1.0, deadline - time.monotonic()), self.logs)
-        except (TimeoutError, RuntimeError) as e:
-            if any("already in use" in n.log() for n in self.nodes.values()):
-                raise _PortTaken from e
-            raise
+
+        def ready() -> bool:
+            # PostgreSQL's or the REST API's port taken: Patroni may retry for ever, or exit
+            if any("address already in use" in n.log().lower() for n in self.nodes.values()):
+                raise _PortTaken
+            return self._pair_ready()
+
+        _wait_for("a leader and a synchronous standby streaming", ready, timeout, self.logs)
         self._make_authority_role()
 
     def _start_etcd(self) -> None:
@@ -444,25 +445,19 @@ class PgCluster:
 
     def freeze(self, name: str) -> None:
         """`name`'s Patroni hangs (SIGSTOP) while its PostgreSQL runs on: a leader that no longer renews its key in
-        etcd but still has its sessions (a stalled process); its watchdog would reset the box (`kill`)."""
+        etcd but still has its sessions (a stalled process). Its watchdog would reset the box: `kill` it. (Let go
+        on, Patroni 3.0.2 may take the leader key back from the node promoted meanwhile, with its stale view of
+        the cluster: patroni#2689, fixed in 3.0.3.)"""
         node = self.nodes[name]
         assert node.proc is not None
         self.killed_at[name] = time.monotonic()
         node.proc.send_signal(signal.SIGSTOP)
         self.frozen.add(name)
 
-    def thaw(self, name: str) -> None:
-        """`name`'s Patroni goes on (SIGCONT). With its stale view of the cluster, Patroni 3.0.2 may take the leader
-        key back from the node promoted meanwhile (patroni#2689): the tests kill a frozen leader's box instead."""
-        node = self.nodes[name]
-        assert node.proc is not None
-        node.proc.send_signal(signal.SIGCONT)
-        self.frozen.discard(name)
-
     def heal(self, timeout: float = 60.0) -> None:
-        """Both nodes back (thawed, restarted) and streaming synchronously: where each test starts."""
+        """Both nodes back (a frozen one killed, then restarted) and streaming synchronously: where each test starts."""
         for name in sorted(self.frozen):
-            self.thaw(name)
+            self.kill(name)  # as its watchdog would
         for name, node in self.nodes.items():
             if node.proc is None:
                 self.restart(name, timeout)
@@ -515,18 +510,25 @@ class PgCluster:
         return "\n".join(f"--- {n.name} ---\n{n.log()[-3000:]}" for n in self.nodes.values())
 
     def _stop_processes(self) -> None:
-        for name in sorted(self.frozen):
-            self.thaw(name)
-        running = [n for n in self.nodes.values() if n.proc is not None]
-        for node in running:  # Patroni stops its PostgreSQL on SIGTERM (a fast shutdown)
-            with contextlib.suppress(ProcessLookupError):
-                node.proc.terminate()  # type: ignore[union-attr]
-        deadline = time.monotonic() + 20
+        # The data is thrown away: Patroni killed (its own stop takes seconds, a checkpoint and a handover), then
+        # an immediate shutdown of each PostgreSQL, which still removes its shared memory (a SIGKILL would leave
+        # the segments behind); what is left after that is killed.
+        self.frozen.clear()
         for node in self.nodes.values():
             if node.proc is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    node.proc.wait(max(0.1, deadline - time.monotonic()))
-            self._kill_box(node)  # what is left (a postmaster whose Patroni was killed too)
+                with contextlib.suppress(ProcessLookupError):
+                    node.proc.kill()
+                node.proc.wait(10)
+                node.proc = None
+        postmasters = [pid for pid in (n.postmaster_pid() for n in self.nodes.values()) if pid and _alive(pid)]
+        for pid in postmasters:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGQUIT)
+        with contextlib.suppress(TimeoutError):
+            _wait_for("PostgreSQL stopped", lambda: not any(_alive(p) for p in postmasters), 10)
+        for node in self.nodes.values():
+            self._kill_box(node)
         if self.etcd_proc is not None:
             self.etcd_proc.terminate()
             try:
