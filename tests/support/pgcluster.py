@@ -329,6 +329,16 @@ class PgCluster:
                     return dict(answer)
         raise AssertionError("no node answers /config")
 
+    def patronictl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`patronictl -c CONFIG ARGS` with the first node's configuration, as the runbook runs it on a box."""
+        config = next(iter(self.nodes.values())).config_file
+        return subprocess.run([shutil.which("patronictl") or "/usr/bin/patronictl", "-c", str(config), *args],
+                              capture_output=True, text=True, timeout=30)
+
+    @property
+    def etcd_endpoints(self) -> str:
+        return f"{HOST}:{self.etcd_ports[0]}"
+
     def roles(self) -> dict[str, tuple[str, str]]:
         """Each member's (role, state) as Patroni reports them: leader / sync_standby / replica, running / ..."""
         answer = self.cluster() or {}
