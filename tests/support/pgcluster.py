@@ -26,7 +26,9 @@ import glob
 import json
 import os
 import pwd
+import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -127,6 +129,16 @@ def derive_config(shipped: dict[str, Any], *, name: str, api_port: int, pg_port:
     # without it): off.
     config["watchdog"] = {"mode": "off"}
     return config
+
+
+def runbook_role_commands() -> list[str]:
+    """The commands of docs/link-at-scale.md that make the authority's role and database (the shell block with
+    CREATE ROLE); raises if the runbook has none."""
+    text = (ROOT / "docs" / "link-at-scale.md").read_text(encoding="utf-8")
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        if f"CREATE ROLE {AUTHORITY_USER} " in block:
+            return [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    raise AssertionError(f"docs/link-at-scale.md: no shell block that makes the role {AUTHORITY_USER}")
 
 
 def _ppids() -> dict[int, int]:
@@ -402,16 +414,22 @@ class PgCluster:
         return f"host={HOST} port={port} dbname={AUTHORITY_DB} user={AUTHORITY_USER} passfile={self.passfile}"
 
     def _make_authority_role(self) -> None:
-        """The runbook's step: the authority's role and database, made on the leader as the superuser, and the
-        passfile its clients read (libpq ignores one others may read)."""
+        """The runbook's step 4 as it is written there (its commands run on the leader as the superuser, with the
+        programs of PostgreSQL's bin directory and a random password), and the passfile its clients read (libpq
+        ignores one others may read)."""
         import psycopg
-        from psycopg import sql
 
-        with psycopg.connect(self.dsn(self.leader(), superuser=True), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                sql.Identifier(AUTHORITY_USER), sql.Literal(self.authority_password)))
-            conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
-                sql.Identifier(AUTHORITY_DB), sql.Identifier(AUTHORITY_USER)))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PGHOST": HOST,
+               "PGPORT": str(self.nodes[self.leader()].pg_port), "PGUSER": "postgres", "PGDATABASE": "postgres",
+               "PGPASSWORD": self.passwords["superuser"]}
+        for line in runbook_role_commands():
+            words = shlex.split(line.replace("the-password", self.authority_password))
+            if words[:3] == ["sudo", "-u", "postgres"]:
+                words = words[3:]
+            words[0] = os.path.join(self.bin_dir, words[0])
+            done = subprocess.run(words, env=env, capture_output=True, text=True, timeout=30)
+            if done.returncode != 0:
+                raise RuntimeError(f"the runbook's {line!r}: exit {done.returncode}: {done.stderr.strip()}")
         self.passfile.write_text(f"{HOST}:*:{AUTHORITY_DB}:{AUTHORITY_USER}:{self.authority_password}\n")
         self.passfile.chmod(0o600)
 
