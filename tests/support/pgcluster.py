@@ -154,6 +154,21 @@ def _ppids() -> dict[int, int]:
     return out
 
 
+def processes_in(directory: Path) -> list[str]:
+    """The command lines of the live processes that name `directory` (Patroni, etcd, a postmaster): none once the
+    cluster is stopped."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _alive(int(entry)):
+            try:
+                command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(directory) in command:
+                found.append(f"{entry}: {command.strip()}")
+    return found
+
+
 def _alive(pid: int) -> bool:
     """Running, neither gone nor a zombie waiting to be reaped."""
     try:

@@ -34,7 +34,7 @@ import pytest
 import yaml
 
 import soak
-from pgcluster import EXPECTED_DCS, NODES, SHIPPED, PgCluster, derive_config, running_pgcluster
+from pgcluster import EXPECTED_DCS, NODES, SHIPPED, PgCluster, derive_config, processes_in, running_pgcluster
 
 pytestmark = pytest.mark.xdist_group("pgcluster")
 
@@ -52,6 +52,8 @@ def cluster() -> Iterator[PgCluster]:
         with psycopg.connect(c.url, autocommit=True) as conn:
             conn.execute("CREATE TABLE rows (cycle int, n int, PRIMARY KEY (cycle, n))")
         yield c
+    assert not processes_in(c.directory), "processes left running after the cluster's stop"
+    assert not c.directory.exists()
 
 
 @pytest.fixture
