@@ -216,10 +216,14 @@ class Node:
             return ""
 
     def postmaster_pid(self) -> int | None:
+        """The pid of this node's running postmaster. postmaster.pid outlives a killed one, and its number may be
+        another process's by now: only a process started on this data directory is taken."""
         try:
-            return int((self.data_dir / "postmaster.pid").read_text().split()[0])
+            pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError, ValueError):
             return None
+        return pid if str(self.data_dir).encode() in command else None
 
 
 class PgCluster:
