@@ -8,10 +8,11 @@ example is what is tested. Once Patroni reports a leader and a synchronous stand
 authority's role and database are made as the runbook makes them (docs/link-at-scale.md), with a passfile;
 `url` is the multi-host URL a client uses.
 
-`kill(node)` is the death of that node's box (SIGKILL of its Patroni and of every PostgreSQL process), then
-`wait_leader(other)` returns the seconds from the kill until `other` is the writable leader, `restart(node)` rejoins
-a node as the synchronous standby (Patroni rewinds it, or makes it again from the leader), `stop()` ends every
-process and removes the directory. PostgreSQL refuses to run as root: a test run as root runs Patroni (and so
+`kill(node)` is the death of that node's box (SIGKILL of its Patroni and of every PostgreSQL process), `freeze(node)`
+a hang of its Patroni alone (SIGSTOP); then `wait_leader(other)` returns the seconds from the loss until `other` is
+the writable leader, `restart(node)` rejoins a node as the synchronous standby (Patroni rewinds it, or makes it
+again from the leader), `heal()` brings both back, `stop()` ends every process, whatever the test left, and
+removes the directory. PostgreSQL refuses to run as root: a test run as root runs Patroni (and so
 PostgreSQL) as the user postgres.
 
 Skips the calling test when Patroni, etcd, PostgreSQL or psycopg is missing (Debian packages patroni,
@@ -25,7 +26,9 @@ import glob
 import json
 import os
 import pwd
+import re
 import secrets
+import shlex
 import shutil
 import signal
 import socket
@@ -128,6 +131,16 @@ def derive_config(shipped: dict[str, Any], *, name: str, api_port: int, pg_port:
     return config
 
 
+def runbook_role_commands() -> list[str]:
+    """The commands of docs/link-at-scale.md that make the authority's role and database (the shell block with
+    CREATE ROLE); raises if the runbook has none."""
+    text = (ROOT / "docs" / "link-at-scale.md").read_text(encoding="utf-8")
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        if f"CREATE ROLE {AUTHORITY_USER} " in block:
+            return [line for line in block.splitlines() if line.strip() and not line.startswith("#")]
+    raise AssertionError(f"docs/link-at-scale.md: no shell block that makes the role {AUTHORITY_USER}")
+
+
 def _ppids() -> dict[int, int]:
     """Every process's parent, from /proc."""
     out: dict[int, int] = {}
@@ -139,6 +152,21 @@ def _ppids() -> dict[int, int]:
                 continue
             out[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
     return out
+
+
+def processes_in(directory: Path) -> list[str]:
+    """The command lines of the live processes that name `directory` (Patroni, etcd, a postmaster): none once the
+    cluster is stopped."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and _alive(int(entry)):
+            try:
+                command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            except OSError:
+                continue
+            if str(directory) in command:
+                found.append(f"{entry}: {command.strip()}")
+    return found
 
 
 def _alive(pid: int) -> bool:
@@ -188,10 +216,14 @@ class Node:
             return ""
 
     def postmaster_pid(self) -> int | None:
+        """The pid of this node's running postmaster. postmaster.pid outlives a killed one, and its number may be
+        another process's by now: only a process started on this data directory is taken."""
         try:
-            return int((self.data_dir / "postmaster.pid").read_text().split()[0])
+            pid = int((self.data_dir / "postmaster.pid").read_text().split()[0])
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
         except (OSError, IndexError, ValueError):
             return None
+        return pid if str(self.data_dir).encode() in command else None
 
 
 class PgCluster:
@@ -241,14 +273,14 @@ class PgCluster:
                 shutil.chown(node.directory, "postgres", "postgres")
             self._write_config(node)
             self._start_node(node)
-        deadline = time.monotonic() + timeout
-        try:
-            _wait_for("a leader and a synchronous standby streaming", self._pair_ready,
-                      max(1.0, deadline - time.monotonic()), self.logs)
-        except (TimeoutError, RuntimeError) as e:
-            if any("already in use" in n.log() for n in self.nodes.values()):
-                raise _PortTaken from e
-            raise
+
+        def ready() -> bool:
+            # PostgreSQL's or the REST API's port taken: Patroni may retry for ever, or exit
+            if any("address already in use" in n.log().lower() for n in self.nodes.values()):
+                raise _PortTaken
+            return self._pair_ready()
+
+        _wait_for("a leader and a synchronous standby streaming", ready, timeout, self.logs)
         self._make_authority_role()
 
     def _start_etcd(self) -> None:
@@ -328,6 +360,16 @@ class PgCluster:
                     return dict(answer)
         raise AssertionError("no node answers /config")
 
+    def patronictl(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """`patronictl -c CONFIG ARGS` with the first node's configuration, as the runbook runs it on a box."""
+        config = next(iter(self.nodes.values())).config_file
+        return subprocess.run([shutil.which("patronictl") or "/usr/bin/patronictl", "-c", str(config), *args],
+                              capture_output=True, text=True, timeout=30)
+
+    @property
+    def etcd_endpoints(self) -> str:
+        return f"{HOST}:{self.etcd_ports[0]}"
+
     def roles(self) -> dict[str, tuple[str, str]]:
         """Each member's (role, state) as Patroni reports them: leader / sync_standby / replica, running / ..."""
         answer = self.cluster() or {}
@@ -391,16 +433,22 @@ class PgCluster:
         return f"host={HOST} port={port} dbname={AUTHORITY_DB} user={AUTHORITY_USER} passfile={self.passfile}"
 
     def _make_authority_role(self) -> None:
-        """The runbook's step: the authority's role and database, made on the leader as the superuser, and the
-        passfile its clients read (libpq ignores one others may read)."""
+        """The runbook's step 4 as it is written there (its commands run on the leader as the superuser, with the
+        programs of PostgreSQL's bin directory and a random password), and the passfile its clients read (libpq
+        ignores one others may read)."""
         import psycopg
-        from psycopg import sql
 
-        with psycopg.connect(self.dsn(self.leader(), superuser=True), autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-                sql.Identifier(AUTHORITY_USER), sql.Literal(self.authority_password)))
-            conn.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(
-                sql.Identifier(AUTHORITY_DB), sql.Identifier(AUTHORITY_USER)))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PGHOST": HOST,
+               "PGPORT": str(self.nodes[self.leader()].pg_port), "PGUSER": "postgres", "PGDATABASE": "postgres",
+               "PGPASSWORD": self.passwords["superuser"]}
+        for line in runbook_role_commands():
+            words = shlex.split(line.replace("the-password", self.authority_password))
+            if words[:3] == ["sudo", "-u", "postgres"]:
+                words = words[3:]
+            words[0] = os.path.join(self.bin_dir, words[0])
+            done = subprocess.run(words, env=env, capture_output=True, text=True, timeout=30)
+            if done.returncode != 0:
+                raise RuntimeError(f"the runbook's {line!r}: exit {done.returncode}: {done.stderr.strip()}")
         self.passfile.write_text(f"{HOST}:*:{AUTHORITY_DB}:{AUTHORITY_USER}:{self.authority_password}\n")
         self.passfile.chmod(0o600)
 
@@ -444,25 +492,19 @@ class PgCluster:
 
     def freeze(self, name: str) -> None:
         """`name`'s Patroni hangs (SIGSTOP) while its PostgreSQL runs on: a leader that no longer renews its key in
-        etcd but still has its sessions (a stalled process); its watchdog would reset the box (`kill`)."""
+        etcd but still has its sessions (a stalled process). Its watchdog would reset the box: `kill` it. (Let go
+        on, Patroni 3.0.2 may take the leader key back from the node promoted meanwhile, with its stale view of
+        the cluster: patroni#2689, fixed in 3.0.3.)"""
         node = self.nodes[name]
         assert node.proc is not None
         self.killed_at[name] = time.monotonic()
         node.proc.send_signal(signal.SIGSTOP)
         self.frozen.add(name)
 
-    def thaw(self, name: str) -> None:
-        """`name`'s Patroni goes on (SIGCONT). With its stale view of the cluster, Patroni 3.0.2 may take the leader
-        key back from the node promoted meanwhile (patroni#2689): the tests kill a frozen leader's box instead."""
-        node = self.nodes[name]
-        assert node.proc is not None
-        node.proc.send_signal(signal.SIGCONT)
-        self.frozen.discard(name)
-
     def heal(self, timeout: float = 60.0) -> None:
-        """Both nodes back (thawed, restarted) and streaming synchronously: where each test starts."""
+        """Both nodes back (a frozen one killed, then restarted) and streaming synchronously: where each test starts."""
         for name in sorted(self.frozen):
-            self.thaw(name)
+            self.kill(name)  # as its watchdog would
         for name, node in self.nodes.items():
             if node.proc is None:
                 self.restart(name, timeout)
@@ -515,18 +557,25 @@ class PgCluster:
         return "\n".join(f"--- {n.name} ---\n{n.log()[-3000:]}" for n in self.nodes.values())
 
     def _stop_processes(self) -> None:
-        for name in sorted(self.frozen):
-            self.thaw(name)
-        running = [n for n in self.nodes.values() if n.proc is not None]
-        for node in running:  # Patroni stops its PostgreSQL on SIGTERM (a fast shutdown)
-            with contextlib.suppress(ProcessLookupError):
-                node.proc.terminate()  # type: ignore[union-attr]
-        deadline = time.monotonic() + 20
+        # The data is thrown away: Patroni killed (its own stop takes seconds, a checkpoint and a handover), then
+        # an immediate shutdown of each PostgreSQL, which still removes its shared memory (a SIGKILL would leave
+        # the segments behind); what is left after that is killed.
+        self.frozen.clear()
         for node in self.nodes.values():
             if node.proc is not None:
-                with contextlib.suppress(subprocess.TimeoutExpired):
-                    node.proc.wait(max(0.1, deadline - time.monotonic()))
-            self._kill_box(node)  # what is left (a postmaster whose Patroni was killed too)
+                with contextlib.suppress(ProcessLookupError):
+                    node.proc.kill()
+                node.proc.wait(10)
+                node.proc = None
+        postmasters = [pid for pid in (n.postmaster_pid() for n in self.nodes.values()) if pid and _alive(pid)]
+        for pid in postmasters:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+                os.kill(pid, signal.SIGQUIT)
+        with contextlib.suppress(TimeoutError):
+            _wait_for("PostgreSQL stopped", lambda: not any(_alive(p) for p in postmasters), 10)
+        for node in self.nodes.values():
+            self._kill_box(node)
         if self.etcd_proc is not None:
             self.etcd_proc.terminate()
             try:

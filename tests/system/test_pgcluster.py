@@ -22,6 +22,9 @@ leader until the other node accepts writes.
 
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -31,7 +34,7 @@ import pytest
 import yaml
 
 import soak
-from pgcluster import EXPECTED_DCS, NODES, SHIPPED, PgCluster, derive_config, running_pgcluster
+from pgcluster import EXPECTED_DCS, NODES, SHIPPED, PgCluster, derive_config, processes_in, running_pgcluster
 
 pytestmark = pytest.mark.xdist_group("pgcluster")
 
@@ -49,6 +52,8 @@ def cluster() -> Iterator[PgCluster]:
         with psycopg.connect(c.url, autocommit=True) as conn:
             conn.execute("CREATE TABLE rows (cycle int, n int, PRIMARY KEY (cycle, n))")
         yield c
+    assert not processes_in(c.directory), "processes left running after the cluster's stop"
+    assert not c.directory.exists()
 
 
 @pytest.fixture
@@ -162,7 +167,9 @@ def test_the_standby_takes_over_when_the_leader_is_lost(pair: PgCluster, cycle: 
         stray.join(10)
         assert not stray.is_alive()
         assert stray.outcome != "committed", "a COMMIT on the old leader was acknowledged after it lost the role"
+    started = time.monotonic()
     pair.restart(old)  # rewound: what the old leader wrote alone (its stray row) is undone, none of it acknowledged
+    print(f"cycle {cycle}: {old} rejoined as the synchronous standby {time.monotonic() - started:.1f} s after its start")
     waiting.join(30)
     assert waiting.outcome == "committed"
     # Every acknowledged row, and only those: the demoted leader's own row was rewound away.
@@ -195,13 +202,29 @@ def test_with_no_standby_a_commit_waits(pair: PgCluster) -> None:
     assert wait_rows(pair, standby, -2, [1]) == [1]
 
 
-def test_the_pair_is_the_shipped_configuration(pair: PgCluster) -> None:
-    """What Patroni runs with is the example's: synchronous, strict, pg_rewind, its timings."""
+def test_the_runbooks_checks_show_the_pair(pair: PgCluster) -> None:
+    """What docs/link-at-scale.md has the operator check: `patronictl list` shows a Leader and a Sync Standby on
+    one timeline, and Patroni runs with the example's settings (synchronous, strict, pg_rewind, its timings)."""
+    listed = pair.patronictl("list", "-f", "json")
+    assert listed.returncode == 0, listed.stderr
+    members = {m["Member"]: m for m in json.loads(listed.stdout)}
+    assert sorted(members) == sorted(NODES)
+    assert sorted(m["Role"] for m in members.values()) == ["Leader", "Sync Standby"]
+    assert {m["State"] for m in members.values()} <= {"running", "streaming"}
+    assert len({m["TL"] for m in members.values()}) == 1
     config = pair.dynamic_config()
     for key, value in EXPECTED_DCS.items():
         assert config[key] == value, key
     assert config["postgresql"]["use_pg_rewind"] is True
-    assert sorted(pair.nodes) == sorted(NODES)
+
+
+def test_the_runbooks_etcd_check(pair: PgCluster) -> None:
+    etcdctl = shutil.which("etcdctl")
+    if etcdctl is None:
+        pytest.skip("etcdctl is not installed (Debian package etcd-client)")
+    health = subprocess.run([etcdctl, f"--endpoints={pair.etcd_endpoints}", "endpoint", "health"],
+                            capture_output=True, text=True, timeout=30)
+    assert health.returncode == 0 and "is healthy" in health.stdout + health.stderr, health.stderr
 
 
 def test_the_nodes_run_the_shipped_file_with_only_addresses_and_secrets_changed(tmp_path) -> None:
