@@ -52,7 +52,7 @@ AUTHORITY_USER = "progressive"  # the authority's role and database (docs/link-a
 AUTHORITY_DB = "progressive"
 
 # The settings of the shipped patroni.yml that the tests rely on, exactly as shipped.
-EXPECTED_DCS = {"synchronous_mode": True, "synchronous_mode_strict": True, "ttl": 20, "loop_wait": 2,
+EXPECTED_DCS = {"synchronous_mode": True, "synchronous_mode_strict": False, "ttl": 20, "loop_wait": 2,
                 "retry_timeout": 5}
 
 
@@ -532,11 +532,15 @@ class PgCluster:
     def restart(self, name: str, timeout: float = 60.0) -> None:
         """Start `name`'s Patroni again (its box is back): it rejoins as the synchronous standby, rewound with
         pg_rewind (or made again from the leader), and returns once it streams synchronously."""
+        self.start_node(name)
+        self.wait_rejoined(name, timeout)
+
+    def start_node(self, name: str) -> None:
+        """Start `name`'s Patroni again (its box is back), waiting for nothing: what it becomes is Patroni's."""
         node = self.nodes[name]
         if node.proc is not None:
             raise RuntimeError(f"{name} is running")
         self._start_node(node)
-        self.wait_rejoined(name, timeout)
 
     def wait_rejoined(self, name: str, timeout: float = 60.0) -> None:
         """Wait until `name` is the synchronous standby of the leader and streams from it."""
