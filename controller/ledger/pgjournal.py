@@ -133,7 +133,7 @@ def connect_holding_lock(url: str, *, stop: threading.Event | None = None,
             conn.close()
             why = "standby: the journal is held by another authority"
         if why != told:
-            log.warning("%s (%s)", why, redact(url))
+            log.warning("standby: %s (%s)", why.removeprefix("standby: "), redact(url))
             if on_standby is not None:
                 on_standby(why)
             told = why
