@@ -281,9 +281,11 @@ async def _failover(cluster: PgCluster, boxes: dict[str, Box], tables: dict[str,
     start = {t.name: t.n for t in tables.values()}
     play = [asyncio.create_task(t.play(BEFORE_KILL + AFTER_TAKEOVER)) for t in tables.values()]
     await until(lambda: all(t.n - start[t.name] >= BEFORE_KILL for t in tables.values()), "rounds played", 60)
-    killed_at = datetime.now().astimezone()
     cluster.kill(dead.node)  # the database first: its authority cannot take the old leader's lock back
     await dead.die()  # serving, or the standby (then the serving one loses its session, exits and comes back)
+    # Every process of the box is gone now: an entry stamped later is the new primary's. (The kill itself takes a
+    # few milliseconds; one stamped just before could still be the old primary's, committed as it died.)
+    killed_at = datetime.now().astimezone()
     promoted = await asyncio.to_thread(cluster.wait_leader, other.node, 90)
     await until(lambda: active(other) is True, f"the authority of {other.node} serving", 90)
     await asyncio.gather(*play)
