@@ -111,14 +111,24 @@ LATENCY_BEFORE = {  # baud -> cycle wire ms, lock-out read every ms, rounds, (p5
     115200: {"wire_ms": 61.1, "lockout_period_ms": 63, "rounds": 40,
              "frozen": (28, 83), "booked": (34, 90), "sign": (49, 107)},
 }
-# The figures of the last run in which a booking cost two COMMITs, one a meter, each awaited before the next
-# was queued (docs/benchmarks.md of that day): baud -> lock-out read every ms, rounds, (p50, p99) ms.
-TWO_COMMITS = "2026-12-02"
+# The figures with two COMMITs a booking, one a meter, each awaited before the next was queued: this section's
+# of 2026-12-02 (load average up to 0.4), and a run of the same benchmark with that code on 2026-12-05, just before
+# the one-commit figures (load up to 5.1). Date -> baud -> lock-out read every ms, rounds, (p50, p99) ms of
+# frozen/booked/sign, the lock-out window's mean, and (when measured) the booking's own (p50, p99) ms: frozen to
+# booked.
 LATENCY_TWO_COMMITS = {
-    19200: {"lockout_period_ms": 39, "rounds": 200, "frozen": (27, 57), "booked": (32, 122), "sign": (81, 136),
-            "window_mean_ms": 61.2},
-    115200: {"lockout_period_ms": 14, "rounds": 200, "frozen": (9, 21), "booked": (13, 77), "sign": (30, 82),
-             "window_mean_ms": 22.9},
+    "2026-12-02": {
+        19200: {"lockout_period_ms": 39, "rounds": 200, "frozen": (27, 57), "booked": (32, 122), "sign": (81, 136),
+                "window_mean_ms": 61.2},
+        115200: {"lockout_period_ms": 14, "rounds": 200, "frozen": (9, 21), "booked": (13, 77), "sign": (30, 82),
+                 "window_mean_ms": 22.9},
+    },
+    "2026-12-05": {
+        19200: {"lockout_period_ms": 40, "rounds": 200, "frozen": (26, 71), "booked": (32, 76), "sign": (81, 137),
+                "window_mean_ms": 64.9, "booking": (5.5, 20.8)},
+        115200: {"lockout_period_ms": 14, "rounds": 200, "frozen": (9, 19), "booked": (13, 28), "sign": (29, 46),
+                 "window_mean_ms": 22.3, "booking": (3.2, 13.9)},
+    },
 }
 RESOURCES_BEFORE = {  # window -> seconds, CPU %, RSS mean and max MB, bus txn/s, bus busy %, CPU ms/txn, rig CPU %
     "idle": {"label": "idle (no chips)", "wall": 20, "cpu_pct": 4.6, "rss_mean": 54.5, "rss_max": 54.6,
@@ -547,11 +557,23 @@ def _reference_row(baud: int, label: str, ref: dict, wire_ms: float, window: str
             f"{ref['sign'][0] / wire_ms:.2f}x | {ref['sign'][1] / wire_ms:.2f}x | {window} |")
 
 
+def _booking_compared(r: dict) -> str:
+    """The booking's own time in this run, beside the last run with two COMMITs that measured it."""
+    now = (f"at {r['baud']:,} baud median {r['frozen_to_booked_ms']:.1f} ms and p99 "
+           f"{r['frozen_to_booked_p99_ms']:.1f} ms")
+    for day, figures in reversed(LATENCY_TWO_COMMITS.items()):
+        c = figures.get(r["baud"], {})
+        if "booking" in c:
+            return now + f" (two commits, {day}: {c['booking'][0]:.1f} and {c['booking'][1]:.1f} ms)"
+    return now
+
+
 def _reference_rows(baud: int, wire_ms: float) -> list[str]:
     rows = []
-    c = LATENCY_TWO_COMMITS.get(baud)
-    if c is not None:  # the same bus and table as now: the same cycle
-        rows.append(_reference_row(baud, f"two commits ({TWO_COMMITS})", c, wire_ms, f"{c['window_mean_ms']:.1f}"))
+    for day, figures in LATENCY_TWO_COMMITS.items():
+        c = figures.get(baud)
+        if c is not None:  # the same bus and table as now: the same cycle
+            rows.append(_reference_row(baud, f"two commits ({day})", c, wire_ms, f"{c['window_mean_ms']:.1f}"))
     b = LATENCY_BEFORE.get(baud)
     if b is not None:
         rows.append(_reference_row(baud, f"before ({BEFORE})", b, b["wire_ms"], ""))
@@ -685,8 +707,9 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
         "ms at 115,200.) The lock-out column is the measured mean time between two reads of the lock-out "
         "while betting (from the wagers' lights to the press); the last column is the mean of the daemon's "
         "own `progressive_lockout_window_seconds` (its /metrics, at the end of the baud rate's rounds). The "
-        f"rows marked two commits ({TWO_COMMITS}) are this section's figures of that day, when a booking "
-        f"was two COMMITs (below); the rows marked before ({BEFORE}) those of that day, when the bus had one "
+        "rows marked two commits are figures with a booking of two COMMITs (below): this section's of "
+        "2026-12-02, and the same benchmark run with that code on 2026-12-05, just before this run; the rows "
+        f"marked before ({BEFORE}) those of that day, when the bus had one "
         "lock taken first come first served by every poller and every write, and the lock-out was read once a "
         "cycle.",
         "",
@@ -718,7 +741,8 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
         "One commit a booking: the round's bookings on its two meters (one entry a meter, each naming both) are "
         "queued together and the journal's writer commits them in one transaction, one fsync; before, each was "
         "awaited before the next was queued: two COMMITs a round (the rows marked two commits, measured on this "
-        "machine). The sign still shows an amount only once it is durable: it is told after the COMMIT that "
+        "machine). The booking's own time, from the wagers frozen to both meters' bookings durable, "
+        + ", ".join(_booking_compared(r) for r in results) + ". The sign still shows an amount only once it is durable: it is told after the COMMIT that "
         "holds every meter's booking (docs/meters.md). A COMMIT is whole or absent after a crash: the round "
         "booked on both of the journal's meters or on neither; a start still reverses a round found booked on "
         "only some of its meters (a booking the writer took in two batches, or one on a linked meter, which is "
