@@ -113,7 +113,7 @@ LATENCY_BEFORE = {  # baud -> cycle wire ms, lock-out read every ms, rounds, (p5
 }
 # The figures with two COMMITs a booking, one a meter, each awaited before the next was queued: this section's
 # of 2026-12-02 (load average up to 0.4), and a run of the same benchmark with that code on 2026-12-05, just before
-# the one-commit figures (load up to 5.1). Date -> baud -> lock-out read every ms, rounds, (p50, p99) ms of
+# the one-commit figures (load up to 6.9). Date -> baud -> lock-out read every ms, rounds, (p50, p99) ms of
 # frozen/booked/sign, the lock-out window's mean, and (when measured) the booking's own (p50, p99) ms: frozen to
 # booked.
 LATENCY_TWO_COMMITS = {
@@ -124,10 +124,10 @@ LATENCY_TWO_COMMITS = {
                  "window_mean_ms": 22.9},
     },
     "2026-12-05": {
-        19200: {"lockout_period_ms": 40, "rounds": 200, "frozen": (26, 71), "booked": (32, 76), "sign": (81, 137),
-                "window_mean_ms": 64.9, "booking": (5.5, 20.8)},
-        115200: {"lockout_period_ms": 14, "rounds": 200, "frozen": (9, 19), "booked": (13, 28), "sign": (29, 46),
-                 "window_mean_ms": 22.3, "booking": (3.2, 13.9)},
+        19200: {"lockout_period_ms": 37, "rounds": 200, "frozen": (25, 59), "booked": (28, 73), "sign": (78, 125),
+                "window_mean_ms": 59.3, "booking": (2.7, 15.6)},
+        115200: {"lockout_period_ms": 13, "rounds": 200, "frozen": (7, 17), "booked": (10, 21), "sign": (26, 37),
+                 "window_mean_ms": 20.5, "booking": (3.0, 4.4)},
     },
 }
 RESOURCES_BEFORE = {  # window -> seconds, CPU %, RSS mean and max MB, bus txn/s, bus busy %, CPU ms/txn, rig CPU %
@@ -742,7 +742,9 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
         "queued together and the journal's writer commits them in one transaction, one fsync; before, each was "
         "awaited before the next was queued: two COMMITs a round (the rows marked two commits, measured on this "
         "machine). The booking's own time, from the wagers frozen to both meters' bookings durable, "
-        + ", ".join(_booking_compared(r) for r in results) + ". The sign still shows an amount only once it is durable: it is told after the COMMIT that "
+        + ", ".join(_booking_compared(r) for r in results) + ": with every fsync answered in a few ms the two "
+        "differ by about one commit, within what the shared machine varies from run to run; what one COMMIT "
+        "saves is the second wait on a slow fsync. The sign still shows an amount only once it is durable: it is told after the COMMIT that "
         "holds every meter's booking (docs/meters.md). A COMMIT is whole or absent after a crash: the round "
         "booked on both of the journal's meters or on neither; a start still reverses a round found booked on "
         "only some of its meters (a booking the writer took in two batches, or one on a linked meter, which is "
@@ -750,8 +752,9 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
         "holds " + ", ".join(f"{r['one_commit']} of the {r['bookings']} measured bookings at {r['baud']:,} baud"
                               for r in results)
         + " as one transaction (their entries share the batch's one time stamp). A booking now waits for one "
-        "fsync, not two, so the disk's slow ones (1-2% of them held 100-600 ms on this machine) hold it up "
-        "about half as often.",
+        "fsync, not two, so the disk's slow ones (journal writes of over 100 ms: "
+        + ", ".join(f"{r['slow_commits']} of {r['commits']} at {r['baud']:,} baud" for r in results)
+        + " in this run, 11 and 3 of 804 on 2026-12-02) hold it up about half as often.",
         "",
         "Two stalls of the booking were found by this benchmark and removed: SQLite's automatic checkpoint, which "
         "folded the WAL into the journal's file inside whichever COMMIT crossed 1,000 pages (~130 ms of one "
