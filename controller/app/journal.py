@@ -164,12 +164,18 @@ class RoundJournal:
     async def _book(self, e: rm.Book) -> None:
         now = utc_now()
         drawing = {w.meter for w in self.cfg.wagers.values() if w.wager.magic_and_lucky and w.meter}
+        writes = []
         for meter, wagers in e.wagers.items():
             draws = {"magic_card": e.magic_card, "lucky_seat": e.lucky_seat} if meter in drawing else {}
             op = meter_ops.BookContributions(e.round_id, self.cfg.table, wagers, now, **draws,
                                              on_dealer=tuple(e.on_dealer.get(meter, ())),
                                              round_meters=tuple(e.wagers) if len(e.wagers) > 1 else ())
-            result = await self._submit(op, meter, f"{e.round_id}:book:{meter}")
+            writes.append(self._submit(op, meter, f"{e.round_id}:book:{meter}"))
+        # Every meter's booking queued before any is awaited: the journal's writer commits what is queued together
+        # in one transaction, so the round is on disk after one fsync, not one a meter. Each booking names the
+        # round's meters: one found without the others at a start is reversed (undo_partial_bookings).
+        results = await asyncio.gather(*writes)
+        for meter, result in zip(e.wagers, results, strict=True):
             if "contributed" in result:  # a linked meter's is counted at its authority
                 contributed = parse_units(result["contributed"], "contributed")
                 self.metrics.contributions.labels(meter).inc(contributed // UNITS_PER_CENT)

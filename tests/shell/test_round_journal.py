@@ -87,6 +87,30 @@ async def test_a_booking_answers_booked_once_on_disk_and_a_close_ends_it(tmp_pat
             await asyncio.to_thread(j.ledger.close)
 
 
+async def test_a_booking_on_two_meters_is_one_commit(tmp_path):
+    """Both meters' bookings of a round are queued before either is awaited: the writer commits them in one
+    transaction, so the press waits for one fsync, not one a meter (docs/benchmarks.md, "Lock-out latency")."""
+    async with asyncio.TaskGroup() as tg:
+        j = _Journal(_config(tmp_path), tg)
+        try:
+            for n in (1, 2, 3):
+                rid, applied = f"CS-07-r{n}", len(j.applied)
+                before = j.ledger.transactions
+                j.journal.write(rm.Book(rid, {"main": ((3, 100), (5, 500)), "bonus": ((5, 100),)}, None, None))
+                while len(j.applied) == applied:
+                    await asyncio.sleep(0.005)
+                assert j.applied[-1] == rm.Booked(rid)
+                assert j.ledger.transactions - before == 1
+                main, bonus = (lookup(j.ledger.db_path, f"{rid}:book:{m}") for m in ("main", "bonus"))
+                assert main is not None and bonus is not None and abs(main.seq - bonus.seq) == 1
+                assert sorted(main.body["round_meters"]) == sorted(bonus.body["round_meters"]) == ["bonus", "main"]
+                assert {rid} <= set(j.ledger.state["main"].open_rounds) & set(j.ledger.state["bonus"].open_rounds)
+                j.journal.write(rm.Close(rid))
+                await j.journal.durable(rid)
+        finally:
+            await asyncio.to_thread(j.ledger.close)
+
+
 async def test_what_only_a_supervisor_lifts_is_read_again_after_a_reopen(tmp_path):
     cfg = _config(tmp_path)
     state = rm.TableState(4, phase=rm.Phase.DEALING, blocks={rm.Block.DECK: frozenset({"stub count"})},
