@@ -858,8 +858,8 @@ def render_resources(r: dict, idle_s: float, play_s: float) -> str:
         "",
         f"CPU: most of the daemon's time goes with the bus transactions. Idle, with nothing on the table, it "
         f"spends {idle['cpu_pct']:.1f}% of a core, {idle_per_txn:.2f} ms per transaction (pymodbus' client, the "
-        f"bus' timing, the drivers' decoding); in play {play['cpu_pct']:.1f}% (its rounds add log lines, two "
-        "commits, lights and sign writes and the control socket, and from each lock-out to its settlement the "
+        f"bus' timing, the drivers' decoding); in play {play['cpu_pct']:.1f}% (its rounds add log lines, the "
+        "journal's commits, lights and sign writes and the control socket, and from each lock-out to its settlement the "
         "bus is read every `health_interval`). In the realistic mix the bus is read at the betting pace for "
         f"{r['betting_s']:g} s of every {r['betting_s'] + r['dealing_s']:g}: "
         f"{mix['betting']['cpu_pct']:.1f}% of a core while betting ({mix['betting']['txn_per_s']:.0f} "
