@@ -49,6 +49,9 @@ if TYPE_CHECKING:
     from controller.config.authority import AuthorityConfig
 
 HOLD_CHECK_S = 1.0  # how often an authority proves it still holds a journal on PostgreSQL
+# How long that proof may wait behind a write: a leader that lost its standby commits alone within a few of
+# Patroni's loops (2 s each); a write waiting longer is on a server that will not acknowledge it.
+HOLD_STALL_S = 15.0
 
 
 class LinkAuthority:
@@ -259,7 +262,15 @@ class LinkAuthority:
         says anything more to the tables or to the broker, where another authority now serves."""
         while True:
             await asyncio.sleep(HOLD_CHECK_S)
-            await asyncio.wrap_future(led.check_session())  # raises when the session is gone: the task group ends
+            try:  # raises when the session is gone: the task group ends
+                await asyncio.wait_for(asyncio.wrap_future(led.check_session()), HOLD_STALL_S)
+            except TimeoutError:
+                # The check waits behind a write that its server does not acknowledge: a primary whose synchronous
+                # standby follows another one now (its Patroni hung). Its session answers, so nothing else shows it;
+                # stop, instead of telling the tables the authority is alive while it can answer nothing.
+                log.error("journal writer stuck: stopping", seconds=HOLD_STALL_S)
+                led.give_up(f"a write waited over {HOLD_STALL_S:g} s for its server's acknowledgement")
+                raise
 
     def _shut_down(self) -> None:
         """The journal closed and anchored at its final head (not in a thread: a second cancellation must not leave

@@ -245,6 +245,13 @@ class Ledger(Generic[S]):
             request.future.set_exception(e)
         return request.future
 
+    def give_up(self, why: str) -> None:
+        """The writer is stuck (a COMMIT that a server will not acknowledge: its session answers, but its
+        synchronous standby follows another primary now): stop as a failed write does, through the fatal hook
+        (the process exits), nothing waiting acknowledged. Called from another thread than the writer's."""
+        self._writer.give_up(FatalStorageError(f"the journal's writer gave up: {why}; nothing waiting was "
+                                               "acknowledged"))
+
     # --- reading ---
 
     @property

@@ -58,6 +58,9 @@ SCHEMA = (
 )
 
 
+SECRETS = ("password", "sslpassword")  # libpq's parameters that hold a secret: never in a URL, never in a log
+
+
 def redact(url: str) -> str:
     """The URL without a password (for messages and logs)."""
     parts = urlsplit(url)
@@ -65,7 +68,7 @@ def redact(url: str) -> str:
     if "@" in netloc:
         user, _, hosts = netloc.rpartition("@")
         netloc = f"{user.split(':', 1)[0]}@{hosts}"
-    query = urlencode([(k, "***" if k == "password" else v) for k, v in parse_qsl(parts.query)], safe="*,")
+    query = urlencode([(k, "***" if k in SECRETS else v) for k, v in parse_qsl(parts.query)], safe="*,")
     return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
 
 
@@ -73,9 +76,10 @@ def check_url(url: str) -> str:
     """`url` if libpq can read it and it carries no password; else ValueError saying what is wrong."""
     try:
         params = conninfo_to_dict(url)
-    except psycopg.ProgrammingError as e:
-        raise ValueError(f"is not a PostgreSQL URL libpq can read ({str(e).strip()})") from None
-    if params.get("password"):
+    except psycopg.ProgrammingError:
+        # libpq's own message quotes the part it could not read, which may be a password: not repeated
+        raise ValueError("is not a PostgreSQL URL libpq can read (postgresql://USER@HOST1,HOST2/DATABASE?...)") from None
+    if any(params.get(k) for k in SECRETS):
         raise ValueError("carries a password: keep it in libpq's passfile (~/.pgpass or PGPASSFILE), not in the "
                          "configuration")
     return url
@@ -101,6 +105,11 @@ def connect(url: str, *, read_only: bool = False) -> psycopg.Connection[Any]:
     return conn
 
 
+def in_recovery(conn: psycopg.Connection[Any]) -> bool:
+    row = conn.execute("SELECT pg_is_in_recovery()").fetchone()
+    return bool(row and row[0])
+
+
 def try_lock(conn: psycopg.Connection[Any]) -> bool:
     row = conn.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,)).fetchone()
     return bool(row and row[0])
@@ -123,15 +132,20 @@ def connect_holding_lock(url: str, *, stop: threading.Event | None = None,
             why = f"standby: the journal's server cannot be reached ({str(e).strip().splitlines()[0]})"
         else:
             try:
-                if try_lock(conn):
+                # A hot standby grants advisory locks too: a server in recovery is no journal to write on, whatever
+                # the URL asked (target_session_attrs=read-write makes libpq skip it; without it, this does).
+                if in_recovery(conn):
+                    why = "standby: the journal's server is a standby (read-only)"
+                elif try_lock(conn):
                     if told is not None:
                         log.warning("active: the journal is ours now (%s)", redact(url))
                     return conn
+                else:
+                    why = "standby: the journal is held by another authority"
             except BaseException:
                 conn.close()
                 raise
             conn.close()
-            why = "standby: the journal is held by another authority"
         if why != told:
             log.warning("standby: %s (%s)", why.removeprefix("standby: "), redact(url))
             if on_standby is not None:
@@ -187,19 +201,40 @@ def _columns(rows: list[Row]) -> tuple[list[int], list[str], list[str], list[str
     return [r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows], [r[3] for r in rows]
 
 
+class WarnedCommit(LedgerError):
+    """A write's COMMIT came back with a warning: above all PostgreSQL's "canceling wait for synchronous replication"
+    (a cancel of the session's query while its COMMIT waited for the standby), after which the transaction is
+    committed on this server alone and may be undone by a failover. Never acknowledged: the writer stops."""
+
+
 class PgStore:
-    """The journal on a PostgreSQL session (store.Store)."""
+    """The journal on a PostgreSQL session (store.Store). Any warning the server sends while a write runs stops the
+    writer (WarnedCommit): the only warning a write can get is a commit that did not wait for the synchronous
+    standby (checked on the severity, not on a message the server may translate)."""
 
     def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
         self.conn = conn
         self.url = url
         self.where = redact(url)
+        self._warnings: list[str] = []
+        conn.add_notice_handler(self._notice)
+
+    def _notice(self, diag: psycopg.errors.Diagnostic) -> None:
+        if diag.severity_nonlocalized == "WARNING":
+            self._warnings.append(f"{diag.sqlstate}: {diag.message_primary}")
+
+    def _unwarned(self) -> None:
+        """Raise if the write just made came back with a warning (see WarnedCommit)."""
+        if self._warnings:
+            warned, self._warnings = self._warnings, []
+            raise WarnedCommit(f"a write on the journal came back with a warning, not acknowledged: {'; '.join(warned)}")
 
     # --- writing ---
 
     def append(self, rows: list[Row], checkpoint: tuple[int, str, int] | None = None) -> None:
         """`rows` (and a checkpoint's snapshot, dropping those before keep_from) in one transaction, committed."""
         conn = self.conn
+        self._warnings.clear()
         with conn.transaction():
             if rows:
                 conn.execute(_INSERT, _columns(rows))
@@ -207,6 +242,7 @@ class PgStore:
                 seq, state_text, keep_from = checkpoint
                 conn.execute("INSERT INTO checkpoints(seq, state) VALUES (%s, %s)", (seq, state_text))
                 conn.execute("DELETE FROM checkpoints WHERE seq < %s", (keep_from,))
+        self._unwarned()
 
     def append_new(self, rows: list[Row]) -> bool:
         """`rows` in one statement, its own transaction committed before it returns, if none of their keys is
@@ -216,12 +252,14 @@ class PgStore:
             return True
         if self.conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             raise LedgerError("append_new called inside a transaction")
+        self._warnings.clear()
         try:
             self.conn.execute(_INSERT, _columns(rows))
         except pg_errors.UniqueViolation as e:
             if e.diag.constraint_name == "entries_key":
                 return False
             raise
+        self._unwarned()
         return True
 
     def wal_checkpoint(self) -> tuple[int, int]:
@@ -311,5 +349,5 @@ class PgStore:
         self.conn.close()
 
 
-__all__ = ["LOCK_KEY", "PgStore", "check_header", "check_url", "connect", "connect_holding_lock", "create", "exists",
+__all__ = ["LOCK_KEY", "SECRETS", "PgStore", "WarnedCommit", "in_recovery", "check_header", "check_url", "connect", "connect_holding_lock", "create", "exists",
            "redact", "server_version", "try_lock"]

@@ -254,6 +254,16 @@ class Writer(Generic[S]):
                 raise LedgerClosed("the ledger is closed")
             self._q.put(op)
 
+    def give_up(self, err: FatalStorageError) -> None:
+        """From another thread, while this writer is stuck in a write: no caller is ever told its operation succeeded
+        (the writer is marked dead first), then the fatal hook (the default exits the process)."""
+        with self._lock:
+            if self.dead is not None:
+                return
+            self.dead = err
+            self._closed = True
+        self._fatal(err)
+
     def stop(self, checkpoint: bool = False) -> None:
         with self._lock:
             if self._closed:
@@ -376,6 +386,8 @@ class Writer(Generic[S]):
             p = self._prepare(taken, t, store.find_keys(list({op.key for op in taken})))
             if p.rows:
                 store.append(p.rows)  # raises on any failure: see _run/_die
+        if self.dead is not None:  # given up while this write waited (give_up): its callers are never told
+            raise self.dead
         rows = p.rows
         if rows:
             self.transactions += 1

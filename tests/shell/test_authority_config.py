@@ -483,6 +483,9 @@ def test_the_journal_is_in_sqlite_unless_a_postgresql_url_is_given(tmp_path):
     ("postgresql://progressive:secret@db1/progressive", "carries a password: keep it in libpq's passfile"),
     ("postgresql://progressive@db1/progressive?password=secret", "carries a password"),
     ("postgresql://progressive@db1/progressive?target_sessions_attrs=read-write", "libpq can read"),
+    ("postgresql://progressive@db1/progressive?sslpassword=secret", "carries a password"),
+    # libpq's own message would quote the part it could not read: here, a password
+    ("postgresql://progressive:secret%ZZ@db1/progressive", "libpq can read"),
 ])
 def test_a_wrong_journal_is_one_line_naming_the_field(tmp_path, value, says):
     p = one(problems(tmp_path, {**base(), "journal": value}), "journal")

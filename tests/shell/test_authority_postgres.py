@@ -15,6 +15,7 @@ import pytest
 from prometheus_client import CollectorRegistry
 from test_authority_run import Answers, nobody_listening
 
+from controller.authority import authority as authority_module
 from controller.authority.authority import LinkAuthority
 from controller.cli import daemon
 from controller.linkproto import schema
@@ -168,6 +169,35 @@ async def test_an_authority_that_lost_its_session_while_idle_stops_within_second
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(task, WAIT)  # and its run ended
         assert task.done()
+    finally:
+        task.cancel()
+        with contextlib.suppress(BaseException):
+            await task
+
+
+async def test_an_authority_whose_write_its_server_never_acknowledges_stops(tmp_path, postgres, monkeypatch):  # noqa: F811
+    """A primary whose synchronous standby follows another one now (its Patroni hung): the authority's COMMIT
+    waits, its session still answers, and its heartbeat would tell the tables it is alive. Its check of the journal,
+    queued behind that write, does not come back within HOLD_STALL_S: it gives up (the fatal hook; the process
+    exits), and the operation is never answered."""
+    from test_ledger_postgres import Fatal, NoStandby
+
+    monkeypatch.setattr(authority_module, "HOLD_STALL_S", 1.0)
+    url = postgres.new_database()
+    fatal = Fatal()
+    a = LinkAuthority(replace(authority_config(tmp_path / "one", TABLES), journal=url), settings=nobody_listening(),
+                      registry=CollectorRegistry(), ledger_options={"fatal": fatal})
+    answers = Answers(a)
+    task = asyncio.create_task(a.run())
+    try:
+        await asyncio.wait_for(a.ready.wait(), WAIT)
+        with NoStandby(postgres):
+            a.inbox.on_message(a.topics.up("cs-01"), schema.encode(op("cs-01", 1, booking("cs-01", 1))))
+            assert await asyncio.to_thread(fatal.called.wait, WAIT), "the stuck writer was not given up"
+            assert "waited over 1 s" in str(fatal.errors[0])
+            done, _ = await asyncio.wait([task], timeout=WAIT)  # its task group ends too
+            assert done
+        assert not [m for m in answers.sent if isinstance(m, schema.Ack)]
     finally:
         task.cancel()
         with contextlib.suppress(BaseException):

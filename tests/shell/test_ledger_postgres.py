@@ -365,3 +365,96 @@ def test_a_multi_host_url_finds_the_server_that_takes_writes(tmp_path, url):
     with open_ledger(tmp_path, multi) as led:
         assert deposit(led, "d1").result(WAIT).seq == 3
         assert led.url == multi and f",{host_port}/" in led._store.where
+
+
+class NoStandby:
+    """The server told to wait, at each COMMIT, for a synchronous standby that never comes: as a primary whose
+    standby follows another primary now. Undone at the end (the module's other tests share the server)."""
+
+    def __init__(self, postgres: Postgres) -> None:  # noqa: F811
+        self.postgres = postgres
+
+    def __enter__(self) -> NoStandby:
+        self.postgres.sql("CREATE TABLE IF NOT EXISTS probe (n int)")
+        try:
+            self._set("ALTER SYSTEM SET synchronous_standby_names = 'nobody'", waits=True)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._set("ALTER SYSTEM RESET synchronous_standby_names", waits=False)
+
+    def _set(self, statement: str, *, waits: bool) -> None:
+        """`statement`, the configuration reloaded, and a probe's COMMIT until it `waits` for the standby or not:
+        the server takes the setting a moment after the reload (its checkpointer marks standbys as wanted or not)."""
+        self.postgres.sql(statement)
+        self.postgres.sql("SELECT pg_reload_conf()")
+        for _ in range(WAIT * 10):
+            probe = psycopg.connect(self.postgres.url(), autocommit=True)
+            pid = probe.info.backend_pid
+            # a COMMIT that wrote WAL: only such a one waits for a standby
+            commit = threading.Thread(target=lambda probe=probe: probe.execute("INSERT INTO probe VALUES (1)"),
+                                      daemon=True)
+            commit.start()
+            commit.join(0.1)
+            waited = commit.is_alive()
+            if waited:  # let go (committed here alone, as the test's own COMMIT will be)
+                wait_for(lambda pid=pid: self.waiting(pid), "the probe's COMMIT to wait for the standby")
+                self.postgres.sql("SELECT pg_cancel_backend(%s)", (pid,))
+                commit.join(WAIT)
+            probe.close()
+            if waited == waits:
+                return
+        raise AssertionError(f"the server did not take {statement!r}")
+
+    def waiting(self, pid: int) -> bool:
+        row = self.postgres.sql("SELECT wait_event FROM pg_stat_activity WHERE pid = %s", (pid,))
+        return row == [("SyncRep",)]
+
+
+def test_a_commit_let_go_of_its_standby_wait_is_not_acknowledged(tmp_path, postgres, url):  # noqa: F811
+    """A cancel while a COMMIT waits for the synchronous standby leaves the transaction committed on this server
+    alone, with only a WARNING: a failover may undo it. The writer takes the warning as a failed write: its caller
+    is never told the operation succeeded, and the writer stops (fatal)."""
+    fatal = Fatal()
+    led = open_ledger(tmp_path, url, fatal=fatal)
+    try:
+        deposit(led, "before").result(WAIT)
+        with NoStandby(postgres) as no_standby:
+            waits = deposit(led, "waits", 5)
+            pid = writer_pid(led)
+            wait_for(lambda: no_standby.waiting(pid), "the writer's COMMIT to wait for the standby")
+            assert not waits.done()
+            assert postgres.sql("SELECT pg_cancel_backend(%s)", (pid,)) == [(True,)]
+            with pytest.raises(FatalStorageError, match="warning"):
+                waits.result(WAIT)
+        assert fatal.called.wait(WAIT) and isinstance(fatal.errors[0], FatalStorageError)
+        with pytest.raises(FatalStorageError):
+            deposit(led, "after").result(WAIT)
+    finally:
+        led.close()
+    # committed on this server all the same (the case a failover undoes): a retry finds it, as of any unanswered
+    # operation of a writer that died
+    with open_ledger(tmp_path, url) as again, JournalReader(url) as r:
+        assert r.lookup("waits") is not None and again.state[0] == {"a": 6}
+
+
+def test_a_writer_given_up_while_its_commit_waits_tells_no_caller(tmp_path, postgres, url):  # noqa: F811
+    """give_up from another thread while the writer's COMMIT waits for a standby: the fatal hook runs at once, and
+    when the COMMIT returns after all (the standby wait ended), its caller is still not told it succeeded."""
+    fatal = Fatal()
+    led = open_ledger(tmp_path, url, fatal=fatal)
+    try:
+        with NoStandby(postgres) as no_standby:
+            waits = deposit(led, "waits")
+            wait_for(lambda: no_standby.waiting(writer_pid(led)), "the writer's COMMIT to wait for the standby")
+            led.give_up("a test")
+            assert fatal.called.is_set() and "a test" in str(fatal.errors[0])
+        # the standby wait ends (the setting reset): the COMMIT returns, and its caller gets the failure
+        with pytest.raises(FatalStorageError):
+            waits.result(WAIT)
+        assert led.state[0] == {}  # nor does the state the authority publishes move
+    finally:
+        led.close()

@@ -217,6 +217,23 @@ def test_with_no_standby_the_leader_goes_on_alone_and_no_stale_node_is_promoted(
     assert wait_rows(pair, standby, -2, [1]) == [1]
 
 
+def test_an_authority_takes_no_journal_on_the_standby(pair: PgCluster) -> None:
+    """A hot standby grants advisory locks too: an authority whose URL leads it to the standby (no
+    target_session_attrs=read-write) waits there as a standby, and says why, instead of serving a read-only copy."""
+    from controller.ledger import LedgerClosed, pgjournal
+
+    told: list[str] = []
+    stop = threading.Event()
+
+    def on_standby(why: str) -> None:
+        told.append(why)
+        stop.set()
+
+    with pytest.raises(LedgerClosed):
+        pgjournal.connect_holding_lock(pair.dsn(pair.replica()), stop=stop, on_standby=on_standby)
+    assert told == ["standby: the journal's server is a standby (read-only)"]
+
+
 def test_the_runbooks_checks_show_the_pair(pair: PgCluster) -> None:
     """What docs/link-at-scale.md has the operator check: `patronictl list` shows a Leader and a Sync Standby on
     one timeline, and Patroni runs with the example's settings (synchronous, strict, pg_rewind, its timings)."""
