@@ -52,7 +52,9 @@ at most W operations unanswered (W messages unacknowledged in the baseline).
    approval signed as the table's pit console signs it. Timed: each operation until its answer's signature and
    digest are verified at the table (ack), and each meter value from the authority's publishing (a timer in its
    process) to the last of the F tables receiving it; the authority's CPU per operation; then a sweep of rates
-   for the one at which the ack's p99 passes 20 ms.
+   for the one at which the ack's p99 passes 20 ms. Then the same again with a fresh authority that publishes each
+   meter value at most every `--floor-meter-interval` seconds (its `meter_interval`, 0.25 s) and fresh sessions:
+   the floor's rate and the sweep, for what the pace of the meter values costs the acks.
 
 CPU of each process (/proc/PID/stat) over each measurement, and timers around three steps of the
 authority's work on each operation (arrival, COMMIT, `ack` publish until its PUBACK), say where the time
@@ -116,6 +118,9 @@ BROKER_QUEUE = 1000
 
 
 _nodelay = {"on": False, "installed": False}
+# The authority's `meter_interval` (--meter-interval) for every authority the benchmark starts but the floor's
+# second one; None: not in its file (the default, METER_INTERVAL).
+_authority: dict[str, float | None] = {"meter_interval": None}
 
 
 def nodelay(on: bool) -> None:
@@ -449,11 +454,14 @@ class Authority:
     """`progressived --role link` in a child process, with a journal of its own (a fresh one)."""
 
     def __init__(self, work: Path, broker: Any, tables: tuple[str, ...], name: str, *, heartbeat: float = 1.0,
-                 profile: Path | None = None, protocol: str | None = None) -> None:
+                 profile: Path | None = None, protocol: str | None = None, meter_interval: float | None = None) -> None:
         from broker import free_port
         from linkrig import approvers_file, signing_key_file
 
         self.broker, self.tables, self.name = broker, tables, name
+        if meter_interval is None:
+            meter_interval = _authority["meter_interval"]
+        self.meter_interval = METER_INTERVAL if meter_interval is None else meter_interval
         self.dir = work / f"authority-{name}"
         self.dir.mkdir(parents=True)
         self.state_dir = self.dir / "state"
@@ -468,6 +476,7 @@ class Authority:
             f"state_dir = {json.dumps(str(self.state_dir))}",
             f"tables = {json.dumps(list(tables))}",
             f"heartbeat = {heartbeat}",
+            *([f"meter_interval = {meter_interval}"] if meter_interval is not None else []),
             # the approvals and signature a real authority requires (docs/security.md)
             f"approvers_file = {json.dumps(str(approvers_file(self.dir)))}",
             f"signing_key_file = {json.dumps(str(signing_key_file(self.dir)))}",
@@ -1427,11 +1436,14 @@ class FloorChild:
             await self.proc.wait()
 
 
-async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse.Namespace) -> dict:
+async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse.Namespace, *, name: str = "floor",
+                meter_interval: float | None = None, unmetered: bool = True) -> dict:
     """The floor run: the tables in `args.children` child processes, the authority's answers and meter values
-    timed at its rate (`args.floor_rate`), then a sweep of higher rates until the ack's p99 passes FLOOR_ACK_MS."""
+    timed at its rate (`args.floor_rate`), then a sweep of higher rates until the ack's p99 passes FLOOR_ACK_MS
+    (and, with `unmetered`, the floor's rate again with the tables not taking the meter values). The authority
+    publishes the meter values at most every `meter_interval` seconds (None: --meter-interval's or its default)."""
     children = max(1, min(args.children, len(tables)))
-    a = Authority(work, broker, tables, "floor")
+    a = Authority(work, broker, tables, name, meter_interval=meter_interval)
     kids = [FloorChild(i, children, broker, list(tables[i::children]), len(tables), args.seed)
             for i in range(children)]
     phases: list[dict[str, Any]] = []
@@ -1441,7 +1453,8 @@ async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse
         await asyncio.gather(*(k.start() for k in kids))
         await asyncio.gather(*(k.line(STALL_S * 5) for k in kids))  # every table connected, holding the meter
         connect_s = time.monotonic() - c0
-        print(f"floor: {len(tables)} tables connected in {connect_s:.1f} s ({children} processes)", flush=True)
+        print(f"floor: {len(tables)} tables connected in {connect_s:.1f} s ({children} processes), meter values at "
+              f"most every {a.meter_interval * 1e3:g} ms", flush=True)
         plan = [(args.floor_rate, args.floor_seconds, True)] + [(r, args.sweep_seconds, True) for r in args.sweep]
         while plan:
             rate, seconds, meters = plan.pop(0)
@@ -1485,7 +1498,7 @@ async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse
                 plan = [(rate / 2, args.sweep_seconds, True), (rate / 4, args.sweep_seconds, True)]
             elif len(phases) > 1 and (ph["ack"]["p99"] > FLOOR_ACK_MS) != (phases[0]["ack"]["p99"] > FLOOR_ACK_MS):
                 plan = []  # the sweep found the rate
-            if not plan and args.unmetered:
+            if not plan and unmetered and args.unmetered:
                 # the experiment: the floor's rate again with the tables no longer taking the meter values
                 plan = [(args.floor_rate, args.sweep_seconds, False)]
         await asyncio.gather(*(k.say(None) for k in kids))
@@ -1508,6 +1521,7 @@ async def floor(work: Path, broker: Any, tables: tuple[str, ...], args: argparse
         raise AssertionError(f"floor: not exactly once ({refused:g} refused)")
     meter_delays(phases, [f["meters"] for f in finals], a.trace()["meters"], len(tables))
     return {"tables": len(tables), "children": children, "connect_s": connect_s, "phases": phases,
+            "meter_interval": a.meter_interval,
             "trace": brief(a.trace()),
             "ops_applied": int(sum(applied.values()))}
 
@@ -1590,6 +1604,9 @@ async def run(args: argparse.Namespace, work: Path) -> dict:
             print_latency(res)
         if args.floor_tables:
             out["floor"] = await floor(work, broker, table_ids(args.floor_tables), args)
+            if args.floor_meter_interval:
+                out["floor_paced"] = await floor(work, broker, table_ids(args.floor_tables), args, name="floor-paced",
+                                                 meter_interval=args.floor_meter_interval, unmetered=False)
         if args.experiment:
             nodelay(True)
             try:
@@ -1760,38 +1777,21 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
     def free(ph: dict) -> float:
         return max(0.0, cpus - ph["cpu"]["others"] / (ph["t1"] - ph["t0"]))
 
+    paced = out.get("floor_paced")
     rows = []
-    for ph in every:
-        hit = f"{ph['hit_ack']['p50']:.1f} / {ph['hit_ack']['p99']:.1f}" if ph["hit_ack"] else ""
-        m = ph["meter"]
-        shown = (f"{m['p50']:.1f} / **{m['p99']:.1f}** | {m['values']:,}" if m else
-                 "none taken: the experiment below |")
-        rows.append(f"| {ph['rate']:g} | {ph['ops']:,} ({ph['achieved']:.0f}/s) | {ph['hits']} | "
-                    f"{ph['ack']['p50']:.1f} / **{ph['ack']['p99']:.1f}** | {hit} | {shown} | "
-                    f"{us_per(ph['cpu']['authority'], ph['ops']):,.0f} | {us_per(ph['cpu']['broker'], ph['ops']):,.0f} | "
-                    f"{us_per(ph['cpu']['tables'], ph['ops']):,.0f} | {free(ph):.1f} | {ph['cpu']['load']:.1f} |")
-    over = sorted((ph for ph in phases if ph["ack"]["p99"] > FLOOR_ACK_MS), key=lambda p: p["rate"])
-    under = sorted((ph for ph in phases if ph["ack"]["p99"] <= FLOOR_ACK_MS), key=lambda p: p["rate"])
-    if over and under:
-        lower = [p for p in under if p["rate"] < over[0]["rate"]]
-        below = lower[-1] if lower else None
-        crossing = (f"The ack's p99 passed {FLOOR_ACK_MS:g} ms between {below['rate']:g} and {over[0]['rate']:g} "
-                    f"operations/s ({below['ack']['p99']:.1f} ms at {below['rate']:g}/s, {over[0]['ack']['p99']:.1f} "
-                    f"ms at {over[0]['rate']:g}/s)" if below is not None else
-                    f"The ack's p99 was past {FLOOR_ACK_MS:g} ms at {over[0]['rate']:g} operations/s and within it "
-                    "at a higher rate: noise of the machine's other work, no clear rate")
-    elif over:
-        crossing = (f"The ack's p99 was past {FLOOR_ACK_MS:g} ms at every rate tried, down to {over[0]['rate']:g} "
-                    f"operations/s ({over[0]['ack']['p99']:.1f} ms)")
-    else:
-        crossing = (f"The ack's p99 stayed within {FLOOR_ACK_MS:g} ms up to {phases[-1]['rate']:g} operations/s, "
-                    "the sweep's highest rate")
-    achieved_short = [ph for ph in phases if ph["achieved"] < ph["rate"] * 0.9]
-    if achieved_short:
-        short = ", ".join(f"{p['rate']:g}" for p in achieved_short)
-        crossing += (f"; at {short} operations/s the tables did not "
-                     "reach the rate asked (each table sends one operation after another, and the answers came "
-                     "slower)")
+    for run in (f, paced) if paced else (f,):
+        interval = f"{run['meter_interval'] * 1e3:g}"
+        for ph in run["phases"]:
+            hit = f"{ph['hit_ack']['p50']:.1f} / {ph['hit_ack']['p99']:.1f}" if ph["hit_ack"] else ""
+            m = ph["meter"]
+            shown = (f"{m['p50']:.1f} / **{m['p99']:.1f}** | {m['values']:,}" if m else
+                     "none taken: the experiment below |")
+            rows.append(f"| {interval} | {ph['rate']:g} | {ph['ops']:,} ({ph['achieved']:.0f}/s) | {ph['hits']} | "
+                        f"{ph['ack']['p50']:.1f} / **{ph['ack']['p99']:.1f}** | {hit} | {shown} | "
+                        f"{us_per(ph['cpu']['authority'], ph['ops']):,.0f} | "
+                        f"{us_per(ph['cpu']['broker'], ph['ops']):,.0f} | "
+                        f"{us_per(ph['cpu']['tables'], ph['ops']):,.0f} | {free(ph):.1f} | {ph['cpu']['load']:.1f} |")
+    crossing = crossing_text(phases)
     raw = out["raw"]
     vs_raw = ""
     if raw:
@@ -1804,7 +1804,7 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
                   f"{raw_us:,.0f} µs flat out ({floor_us / raw_us:.2f}x; the floor's operations include the hits' "
                   "locks and approved payments).")
     free_floor = free(floor_ph)
-    per_s = floor_ph["meter"]["values"] / (floor_ph["t1"] - floor_ph["t0"])  # meter values published a second
+    per_s = values_per_s(floor_ph)
     fanout = round(per_s * n, -2)
     tr = f["trace"]
     where = ""
@@ -1822,9 +1822,32 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
                   f"and the tables {us_per(u['cpu']['tables'], u['ops']):,.0f} µs of CPU per operation (against "
                   f"{us_per(floor_ph['cpu']['broker'], floor_ph['ops']):,.0f} and "
                   f"{us_per(floor_ph['cpu']['tables'], floor_ph['ops']):,.0f}): every meter value goes to all "
-                  f"{n:,} tables, about {per_s:.0f} values a second (at most one per {METER_INTERVAL * 1e3:.0f} ms) "
+                  f"{n:,} tables, about {per_s:.0f} values a second (at most one per {f['meter_interval'] * 1e3:g} ms) "
                   "whatever the rate of operations, which the broker sends and each table process takes in as a "
                   "burst of one message per table.")
+    paced_text = ""
+    if paced:
+        pp = paced["phases"][0]
+        pi = paced["meter_interval"]
+        paced_text = (
+            f"\n\nThe meter values' pace, same run: then a fresh authority publishing each meter value at most every "
+            f"{pi * 1e3:g} ms (`meter_interval = {pi:g}` in its file, docs/link-at-scale.md) and {paced['tables']:,} "
+            f"fresh sessions (connected in {paced['connect_s']:.0f} s), the floor's {pp['seconds']:g} s and the "
+            f"same sweep, the rows marked {pi * 1e3:g} above. At {pp['rate']:g} operations/s: about "
+            f"{values_per_s(pp):.0f} values a second (against {per_s:.0f}), {values_per_s(pp) * n:,.0f} deliveries "
+            f"a second through the broker (against {per_s * n:,.0f}); ack p50 {pp['ack']['p50']:.1f} ms and p99 "
+            f"{pp['ack']['p99']:.1f} ms (against {floor_ph['ack']['p50']:.1f} and {floor_ph['ack']['p99']:.1f}), "
+            f"every table's meter p99 {pp['meter']['p99']:.1f} ms (against {floor_ph['meter']['p99']:.1f}: a value "
+            f"waits for its pass up to {pi * 1e3:g} ms more, which the p99 from publishing does not count), the "
+            f"broker {us_per(pp['cpu']['broker'], pp['ops']):,.0f} µs and the tables "
+            f"{us_per(pp['cpu']['tables'], pp['ops']):,.0f} µs of CPU per operation (against "
+            f"{us_per(floor_ph['cpu']['broker'], floor_ph['ops']):,.0f} and "
+            f"{us_per(floor_ph['cpu']['tables'], floor_ph['ops']):,.0f}), {free(pp):.1f} of the {cpus} CPUs free of "
+            f"other work (against {free_floor:.1f}). {crossing_text(paced['phases'])}. One value took "
+            f"{pp['meter']['p50']:.1f} ms at the median to reach all {n:,} tables, the {paced['children']} processes of "
+            f"simulated tables taking in one message per table each (a real table, on its own box, takes in one): "
+            f"an ack that comes during such a burst waits behind it, so fewer values make fewer acks wait but not a "
+            f"shorter wait (the ack's p99 {pp['ack']['p99']:.1f} ms, against {pp['ack']['p50']:.1f} at the median).")
     return [
         f"### {n:,} tables at the floor's rate",
         "",
@@ -1850,19 +1873,52 @@ def floor_text(args: argparse.Namespace, out: dict) -> list[str]:
         "refused. CPU per operation of each process over the phase (/proc/PID/stat); free CPUs: the machine's "
         f"{cpus} less what other work used meanwhile (/proc/stat, less the run's own processes).",
         "",
-        "| operations/s asked | operations (achieved) | hits | ack p50 / p99 ms | hits' ack p50 / p99 ms | every "
-        "table's meter p50 / p99 ms | meter values | authority CPU µs/op | broker µs/op | tables µs/op | "
-        "free CPUs | load |",
-        "|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|",
+        "| meter values at most every ms | operations/s asked | operations (achieved) | hits | ack p50 / p99 ms | "
+        "hits' ack p50 / p99 ms | every table's meter p50 / p99 ms | meter values | authority CPU µs/op | "
+        "broker µs/op | tables µs/op | free CPUs | load |",
+        "|---:|---:|---:|---:|---|---|---|---:|---:|---:|---:|---:|---:|",
         *rows,
         "",
         f"At the floor's {floor_ph['rate']:g} operations/s: ack p99 {floor_ph['ack']['p99']:.1f} ms, every "
         f"table's meter p99 {floor_ph['meter']['p99']:.1f} ms, the authority's CPU "
         f"{us_per(floor_ph['cpu']['authority'], floor_ph['ops']):,.0f} µs per operation "
         f"({floor_ph['cpu']['authority'] / (floor_ph['t1'] - floor_ph['t0']):.0%} of one CPU), with "
-        f"{free_floor:.1f} of the machine's {cpus} CPUs free of other work. {crossing}.{vs_raw}{where}",
+        f"{free_floor:.1f} of the machine's {cpus} CPUs free of other work. {crossing}.{vs_raw}{where}{paced_text}",
         "",
     ]
+
+
+def values_per_s(ph: dict) -> float:
+    """Meter values published a second in a phase."""
+    return ph["meter"]["values"] / (ph["t1"] - ph["t0"])
+
+
+def crossing_text(phases: list[dict]) -> str:
+    """Where the ack's p99 passed FLOOR_ACK_MS over the `phases` of one floor run (those with the meter values)."""
+    phases = [ph for ph in phases if ph["meters"]]
+    over = sorted((ph for ph in phases if ph["ack"]["p99"] > FLOOR_ACK_MS), key=lambda p: p["rate"])
+    under = sorted((ph for ph in phases if ph["ack"]["p99"] <= FLOOR_ACK_MS), key=lambda p: p["rate"])
+    if over and under:
+        lower = [p for p in under if p["rate"] < over[0]["rate"]]
+        below = lower[-1] if lower else None
+        crossing = (f"The ack's p99 passed {FLOOR_ACK_MS:g} ms between {below['rate']:g} and {over[0]['rate']:g} "
+                    f"operations/s ({below['ack']['p99']:.1f} ms at {below['rate']:g}/s, {over[0]['ack']['p99']:.1f} "
+                    f"ms at {over[0]['rate']:g}/s)" if below is not None else
+                    f"The ack's p99 was past {FLOOR_ACK_MS:g} ms at {over[0]['rate']:g} operations/s and within it "
+                    "at a higher rate: noise of the machine's other work, no clear rate")
+    elif over:
+        crossing = (f"The ack's p99 was past {FLOOR_ACK_MS:g} ms at every rate tried, down to {over[0]['rate']:g} "
+                    f"operations/s ({over[0]['ack']['p99']:.1f} ms)")
+    else:
+        crossing = (f"The ack's p99 stayed within {FLOOR_ACK_MS:g} ms up to {phases[-1]['rate']:g} operations/s, "
+                    "the sweep's highest rate")
+    achieved_short = [ph for ph in phases if ph["achieved"] < ph["rate"] * 0.9]
+    if achieved_short:
+        short = ", ".join(f"{p['rate']:g}" for p in achieved_short)
+        crossing += (f"; at {short} operations/s the tables did not "
+                     "reach the rate asked (each table sends one operation after another, and the answers came "
+                     "slower)")
+    return crossing
 
 
 def experiment_text(out: dict) -> list[str]:
@@ -2083,6 +2139,12 @@ def main() -> None:
     ap.add_argument("--hit-s", type=float, default=5.0, help="a hit locked and approved every this many seconds")
     ap.add_argument("--unmetered", action=argparse.BooleanOptionalAction, default=True,
                     help="after the sweep, the floor's rate again with the tables not taking the meter values")
+    ap.add_argument("--meter-interval", type=float,
+                    help="the authority's meter_interval (seconds between two values of a meter) for every "
+                    f"authority started but the floor's second one (default: the authority's, {METER_INTERVAL:g})")
+    ap.add_argument("--floor-meter-interval", type=float, default=0.25,
+                    help="after the floor run, the floor's rate and the sweep again with a fresh authority that "
+                    "publishes the meter values at most this often, in seconds (0: not run)")
     ap.add_argument("--children", type=int, default=os.cpu_count() or 1,
                     help="processes of floor tables (one per CPU)")
     ap.add_argument("--seed", type=int, default=2026)
@@ -2092,6 +2154,11 @@ def main() -> None:
                     help="also measure with TCP_NODELAY forced on every client socket")
     ap.add_argument("--write", action="store_true", help="write the section into docs/benchmarks.md")
     args = ap.parse_args()
+    if args.meter_interval is not None and not 0 < args.meter_interval <= 1.0:
+        ap.error("--meter-interval: more than 0 and at most the authority's heartbeat, 1 s")
+    if not 0 <= args.floor_meter_interval <= 1.0:
+        ap.error("--floor-meter-interval: at most the authority's heartbeat, 1 s (0: not run)")
+    _authority["meter_interval"] = args.meter_interval
     if args.quick:
         args.tables, args.ops, args.rounds, args.samples = 10, 40, 1, 40
         args.latency_tables = "3,5"

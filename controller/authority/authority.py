@@ -228,7 +228,8 @@ class LinkAuthority:
         assert self.ledger is not None and self.keys is not None and self.keeper is not None
         assert self.anchoring is not None and self.mqtt is not None
         self.publisher = publisher = Publisher(self.cfg.authority, self.ledger, self.signer, self.topics,
-                                               self.metrics, tg, heartbeat=self.cfg.heartbeat)
+                                               self.metrics, tg, heartbeat=self.cfg.heartbeat,
+                                               meter_interval=self.cfg.meter_interval)
         publisher.mqtt = self.mqtt  # every meter's value published at each connection
         anchoring = self.anchoring
 

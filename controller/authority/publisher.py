@@ -13,18 +13,20 @@ from controller.link.mqtt import PUBLISH_TIMEOUT, LinkDown, MqttLink
 from controller.linkproto import schema, signing
 from controller.meter.journal import Meters
 
-METER_INTERVAL = 0.05  # seconds between two passes of meter values: a sign needs no more, every table gets each
+METER_INTERVAL = 0.05  # seconds between two passes of meter values, by default (the authority's `meter_interval`)
 
 
 class Publisher:
     """The authority's signed messages, published while connected and never queued here: a table resends what it
     has not heard about, and a meter's next value replaces the last. Meter values and wins are coalesced: under load
-    one retained message per meter per METER_INTERVAL."""
+    one retained message per meter per `meter_interval` (every table gets each one: on hundreds of tables a longer
+    interval spares the broker and the tables, docs/link-at-scale.md)."""
 
     def __init__(self, authority: str, ledger: Ledger[Meters], signer: signing.Signer, topics: schema.Topics,
-                 metrics: AuthorityMetrics, tasks: asyncio.TaskGroup, *, heartbeat: float) -> None:
+                 metrics: AuthorityMetrics, tasks: asyncio.TaskGroup, *, heartbeat: float,
+                 meter_interval: float = METER_INTERVAL) -> None:
         self.authority, self.ledger, self.signer, self.topics = authority, ledger, signer, topics
-        self.metrics, self.tasks, self.heartbeat = metrics, tasks, heartbeat
+        self.metrics, self.tasks, self.heartbeat, self.meter_interval = metrics, tasks, heartbeat, meter_interval
         self.mqtt: MqttLink | None = None
         self._dirty: set[str] = set()
         self._dirty_event = asyncio.Event()
@@ -75,12 +77,12 @@ class Publisher:
                 await self.publish(self.topics.meter(mid), self.meter_value(mid), retain=True)
 
     async def run_meters(self) -> None:
-        """The passes, at most one per METER_INTERVAL (a rate limit: what changes meanwhile goes in the next)."""
+        """The passes, at most one per `meter_interval` (a rate limit: what changes meanwhile goes in the next)."""
         while True:
             await self._dirty_event.wait()
             self._dirty_event.clear()
             await self.publish_changes()
-            await asyncio.sleep(METER_INTERVAL)
+            await asyncio.sleep(self.meter_interval)
 
     def meter_value(self, mid: str) -> schema.MeterValue:
         """A meter's value as published, its gauge set."""

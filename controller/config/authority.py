@@ -44,7 +44,7 @@ from controller.tomlfile.problems import ConfigError, Problem, join
 from controller.tomlfile.toml import read_toml
 
 AUTHORITY_TOP_KEYS = (
-    "authority", "description", "state_dir", "journal", "tables", "heartbeat", "approvers_file", "signing_key_file", "meters",
+    "authority", "description", "state_dir", "journal", "tables", "heartbeat", "meter_interval", "approvers_file", "signing_key_file", "meters",
     "metrics",
     "logging", "mqtt", "anchor", "report", "supervisors", "supervisors_file",
 )
@@ -66,6 +66,8 @@ MAX_APPROVERS = 1_000
 MAX_KEY_FILE = 4096  # bytes: a PEM Ed25519 key is 119
 DEFAULT_HEARTBEAT = 1.0  # seconds
 HEARTBEAT_MIN, HEARTBEAT_MAX = Decimal("0.1"), Decimal(60)
+# Seconds between two values of one linked meter at most: each value goes to every table (docs/link-at-scale.md).
+DEFAULT_METER_INTERVAL = 0.05
 MAX_TABLES = 10_000  # tables allowed to use one link (docs/link-at-scale.md: thousands at most)
 JOURNAL_HINT = ('journal = "postgresql://progressive@db1,db2/progressive?target_session_attrs=read-write" (the '
                 "password in libpq's passfile), or leave it out for the journal in a file under state_dir")
@@ -92,6 +94,7 @@ class AuthorityConfig:
     meters: dict[str, StandaloneMeter]
     mqtt: MqttConfig
     heartbeat: float = DEFAULT_HEARTBEAT  # seconds between heartbeats
+    meter_interval: float = DEFAULT_METER_INTERVAL  # seconds between two published values of a meter, at least
     table_timeout: float | None = None  # reserved: not read from the file yet
     metrics: MetricsConfig = field(default_factory=MetricsConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
@@ -130,6 +133,7 @@ class AuthorityConfig:
             "tables": list(self.tables),
             "meters": meters,
             "heartbeat": self.heartbeat,
+            "meter_interval": self.meter_interval,
             "supervisors": len(self.supervisors),
             "mqtt": {"host": q.host, "port": q.port, "tls": q.tls, "client_id": q.client_id,
                      "username": q.username, "topic_prefix": q.topic_prefix, "protocol": q.protocol},
@@ -186,6 +190,7 @@ class _AuthorityChecker(_Checker):
         journal = self._journal(doc.get("journal"))
         tables = self._tables(doc.get("tables"), authority)
         heartbeat = self._heartbeat(doc.get("heartbeat"))
+        meter_interval = self._meter_interval(doc.get("meter_interval"), heartbeat)
 
         if "meters" in doc and (meters := self.table(doc["meters"], "meters", "[meters.main]")) is not None:
             if not meters:
@@ -217,6 +222,7 @@ class _AuthorityChecker(_Checker):
             meters={k: v for k, v in self.meters.items() if isinstance(v, StandaloneMeter)},
             mqtt=self.mqtt,
             heartbeat=heartbeat,
+            meter_interval=meter_interval,
             metrics=self.metrics,
             logging=self.logging,
             description=description,
@@ -305,6 +311,24 @@ class _AuthorityChecker(_Checker):
         if not HEARTBEAT_MIN <= value <= HEARTBEAT_MAX:
             self.add("heartbeat", f"must be from {HEARTBEAT_MIN} to {HEARTBEAT_MAX} seconds, not {value}", hint)
             return DEFAULT_HEARTBEAT
+        return float(value)
+
+    def _meter_interval(self, value: object, heartbeat: float) -> float:
+        """meter_interval: at most one value of each linked meter per this many seconds; the heartbeat carries every
+        meter's amount anyway, so a longer one would only hold the signs back."""
+        if value is None:
+            return DEFAULT_METER_INTERVAL
+        hint = (f"meter_interval = {DEFAULT_METER_INTERVAL} (the default), or 0.25 on hundreds of tables: seconds "
+                "between two values of a linked meter")
+        if isinstance(value, bool) or not isinstance(value, (int, Decimal)) or (
+                isinstance(value, Decimal) and not value.is_finite()):
+            self.add("meter_interval", f"must be a number of seconds, not {show(value)}",
+                     "write it without quotes" if isinstance(value, str) else hint)
+            return DEFAULT_METER_INTERVAL
+        if not value > 0 or float(value) > heartbeat:
+            self.add("meter_interval", f"must be more than 0 and at most the heartbeat ({heartbeat:g} s), not {value}",
+                     hint)
+            return DEFAULT_METER_INTERVAL
         return float(value)
 
     def _signing_key(self, ref: object) -> Ed25519PrivateKey | None:
@@ -427,6 +451,7 @@ class _AuthorityChecker(_Checker):
             self.mqtt = None
 
 
-__all__ = ["APPROVERS", "AUTHORITY_REQUIRED_HINTS", "AUTHORITY_TOP_KEYS", "DEFAULT_HEARTBEAT", "HEARTBEAT_MAX",
+__all__ = ["APPROVERS", "AUTHORITY_REQUIRED_HINTS", "AUTHORITY_TOP_KEYS", "DEFAULT_HEARTBEAT",
+           "DEFAULT_METER_INTERVAL", "HEARTBEAT_MAX",
            "HEARTBEAT_MIN", "JOURNAL_HINT", "MAX_APPROVERS", "MAX_KEY_FILE", "MAX_TABLES", "AuthorityConfig", "check_authority_config",
            "is_authority_config", "load_authority_config"]

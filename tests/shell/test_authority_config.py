@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from test_config import CREDENTIAL, TABLES, dumps
 
+from controller.authority.publisher import METER_INTERVAL
 from controller.cli import ctl
 from controller.config import ConfigError, Problem, StandaloneMeter
 from controller.config.authority import (
@@ -141,6 +142,7 @@ def test_a_minimal_file_takes_the_defaults(tmp_path):
     cfg = load_authority_config(write(tmp_path, base()))
     assert cfg.state_dir == tmp_path / "state"  # relative to the file
     assert cfg.heartbeat == 1.0 and cfg.description == ""
+    assert cfg.meter_interval == METER_INTERVAL == 0.05  # the publisher's own pace: a small link sees no change
     assert cfg.mqtt.client_id == "link-1" and cfg.mqtt.port == 8883 and cfg.mqtt.tls
 
 
@@ -330,6 +332,32 @@ def test_heartbeat_in_range(tmp_path, value):
 def test_heartbeat_not_a_number(tmp_path):
     assert "write it without quotes" in one(problems(tmp_path, broken(heartbeat="1")), "heartbeat").hint
     assert "must be a number" in one(problems(tmp_path, broken(heartbeat=True)), "heartbeat").message
+
+
+@pytest.mark.parametrize(("value", "heartbeat"), [(Decimal("0.25"), None), (1, None), (Decimal("0.001"), None),
+                                                 (Decimal("2.5"), Decimal("2.5"))])
+def test_meter_interval_up_to_the_heartbeat(tmp_path, value, heartbeat):
+    doc = broken(meter_interval=value) if heartbeat is None else broken(meter_interval=value, heartbeat=heartbeat)
+    cfg = load_authority_config(write(tmp_path, doc))
+    assert cfg.meter_interval == float(value)
+    assert cfg.summary()["meter_interval"] == float(value)
+
+
+@pytest.mark.parametrize(("value", "heartbeat", "why"), [
+    (0, None, "not 0"), (Decimal("-0.25"), None, "not -0.25"), (Decimal("1.5"), None, "the heartbeat (1 s), not 1.5"),
+    (Decimal("0.5"), Decimal("0.25"), "the heartbeat (0.25 s), not 0.5")])
+def test_meter_interval_out_of_range(tmp_path, value, heartbeat, why):
+    doc = broken(meter_interval=value) if heartbeat is None else broken(meter_interval=value, heartbeat=heartbeat)
+    p = one(problems(tmp_path, doc), "meter_interval")
+    assert p.message.startswith("must be more than 0 and at most the heartbeat") and p.message.endswith(why)
+    assert "0.25 on hundreds of tables" in p.hint
+
+
+def test_meter_interval_not_a_number(tmp_path):
+    assert "write it without quotes" in one(problems(tmp_path, broken(meter_interval="0.25")), "meter_interval").hint
+    assert "must be a number" in one(problems(tmp_path, broken(meter_interval=False)), "meter_interval").message
+    nan = "meter_interval = nan\n" + dumps(base())
+    assert "must be a number" in one(problems(tmp_path, nan), "meter_interval").message
 
 
 def test_state_dir(tmp_path):

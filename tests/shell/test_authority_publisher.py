@@ -1,11 +1,12 @@
 """What the authority says on the link (controller/authority/publisher.py), on a real journal of the authority's and
 a broker session that records what it is given: every message sealed for its topic (a table's verifier takes it),
 the answers to a table on its own topic, the meters' values coalesced to one a meter a pass with the wins before
-them, nothing queued while the broker is gone."""
+them and at most one a meter an interval under a burst, nothing queued while the broker is gone."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 from controller.authority.publisher import Publisher
 from controller.link.mqtt import LinkDown
@@ -33,9 +34,9 @@ class Session:
         self.sent.append((topic, schema.decode(topic, payload), qos, retain))
 
 
-def publisher(led, tg: asyncio.TaskGroup) -> tuple[Publisher, Session, object]:
+def publisher(led, tg: asyncio.TaskGroup, **kwargs: float) -> tuple[Publisher, Session, object]:
     metrics, _ = parts()
-    p = Publisher("link-1", led, signing.Signer(SIGNING_KEY), TOPICS, metrics, tg, heartbeat=0.01)
+    p = Publisher("link-1", led, signing.Signer(SIGNING_KEY), TOPICS, metrics, tg, heartbeat=0.01, **kwargs)
     p.mqtt = session = Session()
     return p, session, metrics
 
@@ -66,6 +67,47 @@ async def test_a_pass_publishes_the_wins_then_each_changed_meter_once(tmp_path):
         session.sent.clear()
         await p.publish_changes()
         assert session.sent == []  # nothing changed since
+
+
+async def test_under_a_burst_a_meter_s_values_are_one_an_interval_at_most_the_last_one_sent(tmp_path):
+    interval = 0.1  # twice the default: the default's pace would fail the spacing below
+    with journal(tmp_path) as led:
+        async with asyncio.TaskGroup() as tg:
+            p, session, _ = publisher(led, tg, meter_interval=interval)
+            values: list[tuple[float, schema.MeterValue]] = []
+            done, caught_up = asyncio.Event(), asyncio.Event()
+            publish = session.publish
+
+            async def timed(topic: str, payload: bytes, **kwargs) -> None:
+                await publish(topic, payload, **kwargs)
+                value = session.sent[-1][1]
+                assert isinstance(value, schema.MeterValue)
+                values.append((time.monotonic(), value))
+                if done.is_set() and value.entry == led.head.seq:
+                    caught_up.set()
+
+            session.publish = timed
+
+            async def book() -> None:  # a booking every 10 ms or so, each one a change of the meter
+                for n in range(1, 31):
+                    await apply(led, op("cs-01", n, booking("cs-01", n)))
+                    p.changed((METER,))
+                    await asyncio.sleep(0.01)
+
+            meters = tg.create_task(p.run_meters())
+            t0 = time.monotonic()
+            await book()
+            span = time.monotonic() - t0
+            done.set()
+            if values and values[-1][1].entry == led.head.seq:
+                caught_up.set()
+            async with asyncio.timeout(5):
+                await caught_up.wait()  # the last change goes out, in the next pass
+            meters.cancel()
+        times = [at for at, _v in values]
+        assert 3 <= len(values) <= span / interval + 2, (len(values), span)
+        assert min(b - a for a, b in zip(times, times[1:], strict=False)) >= interval * 0.95
+        assert values[-1][1].cents == led.state[METER].current_cents
 
 
 async def test_nothing_is_queued_while_the_broker_is_gone(tmp_path):
