@@ -240,8 +240,10 @@ async def test_forged_answers_strand_no_shared_award_and_no_meter_under_its_rese
         await answered(daemon)
         got = await daemon.call("claim", {"seat": "dealer", "cards": STRAIGHT_FLUSH})
         assert got["status"] == "pending", got
-        shown = daemon.link.values[METER]
         await link.stop_authority()
+        # the authority's last value taken (it publishes at most every meter_interval), its goodbye after it
+        await until(lambda: not daemon.link.alive, "the authority gone")
+        shown = daemon.link.values[METER]
         done = await daemon.call("approve", {"claim_id": got["claim_id"], **FLOOR})
         assert done["status"] == "paying", done
         first = next(s for s in daemon.link.outbox.pending.values() if s.kind == "pay-locked-award")
