@@ -226,19 +226,17 @@ class Ledger(Generic[S]):
         the COMMIT that SQLite's automatic checkpoint (at 1,000 pages of WAL) would pick: a caller asks when
         no write is waiting on the time, the table after a round's booking. The future gets (frames in the WAL,
         frames copied, seconds), or the error that stopped the writer (LedgerClosed on a closed ledger)."""
-        request = WalCheckpoint()
-        try:
-            self._writer.enqueue(request)
-        except LedgerError as e:
-            request.future.set_exception(e)
-        return request.future
+        return self._between_batches(WalCheckpoint())
 
     def check_session(self) -> Future[tuple[int, int, float]]:
         """Prove, in the writer's thread between two batches, that its session still holds the journal: on PostgreSQL
         a writer that lost its session (and the journal's lock with it) while idle learns it now, not at its next
         operation, and stops (the fatal hook: the process exits). On SQLite it proves nothing and costs nothing.
         The future gets (0, 0, seconds), or the error that stopped the writer."""
-        request = SessionCheck()
+        return self._between_batches(SessionCheck())
+
+    def _between_batches(self, request: WalCheckpoint | SessionCheck) -> Future[tuple[int, int, float]]:
+        """`request` done by the writer between two batches; its future gets the error that stopped the writer."""
         try:
             self._writer.enqueue(request)
         except LedgerError as e:

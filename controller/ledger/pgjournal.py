@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import psycopg
@@ -27,6 +27,7 @@ from psycopg.conninfo import conninfo_to_dict
 
 from controller.ledger.errors import LedgerClosed, LedgerDamaged, LedgerError
 from controller.ledger.journal import APPLICATION_ID, FORMAT, SCHEMA_VERSION
+from controller.ledger.reads import Row, SqlReads
 
 log = logging.getLogger("controller.ledger")
 
@@ -37,8 +38,6 @@ CONNECT_TIMEOUT = 5  # seconds for each attempt to connect (libpq's connect_time
 KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 5, "keepalives_count": 3,
               "tcp_user_timeout": 30_000}
 ROWS_CHUNK = 2000
-KEY_END = "\U0010ffff"  # as store.KEY_END (store.py loads this module: it does not import store)
-Row = tuple[int, str, str, str]  # (seq, key, entry, hash), as store.Row
 
 SCHEMA = (
     "CREATE TABLE meta (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -207,10 +206,14 @@ class WarnedCommit(LedgerError):
     committed on this server alone and may be undone by a failover. Never acknowledged: the writer stops."""
 
 
-class PgStore:
+class PgStore(SqlReads):
     """The journal on a PostgreSQL session (store.Store). Any warning the server sends while a write runs stops the
     writer (WarnedCommit): the only warning a write can get is a commit that did not wait for the synchronous
     standby (checked on the severity, not on a message the server may translate)."""
+
+    MARK: ClassVar[str] = "%s"
+    FIELD: ClassVar[str] = '((entry::json)->>{}) COLLATE "C"'
+    conn: psycopg.Connection[Any]
 
     def __init__(self, conn: psycopg.Connection[Any], url: str) -> None:
         self.conn = conn
@@ -295,10 +298,6 @@ class PgStore:
                 return
             after = chunk[-1][0]
 
-    def rows_after(self, after: int, limit: int) -> list[Row]:
-        return self.conn.execute("SELECT seq, key, entry, hash FROM entries WHERE seq > %s ORDER BY seq LIMIT %s",
-                                 (after, limit)).fetchall()
-
     def entry_at(self, seq: int) -> Row | None:
         return self.conn.execute("SELECT seq, key, entry, hash FROM entries WHERE seq = %s", (seq,)).fetchone()
 
@@ -317,33 +316,6 @@ class PgStore:
     def snapshot_at(self, seq: int) -> str | None:
         row = self.conn.execute("SELECT state FROM checkpoints WHERE seq = %s", (seq,)).fetchone()
         return row[0] if row else None
-
-    def entry_of(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT entry FROM entries WHERE key = %s", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def keys(self, prefix: str) -> list[str]:
-        return [k for (k,) in self.conn.execute(
-            "SELECT key FROM entries WHERE key >= %s AND key < %s ORDER BY key", (prefix, prefix + KEY_END))]
-
-    def key_entries(self, prefix: str) -> list[tuple[str, str]]:
-        return self.conn.execute("SELECT key, entry FROM entries WHERE key >= %s AND key < %s ORDER BY seq",
-                                 (prefix, prefix + KEY_END)).fetchall()
-
-    def has_kind(self, kind: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM entries WHERE (entry::json)->>4 = %s LIMIT 1",
-                                 (kind,)).fetchone() is not None
-
-    def end_entries(self) -> tuple[str, str] | None:
-        rows = [self.conn.execute(f"SELECT entry FROM entries ORDER BY seq {order} LIMIT 1").fetchone()
-                for order in ("ASC", "DESC")]
-        if rows[0] is None or rows[1] is None:
-            return None
-        return rows[0][0], rows[1][0]
-
-    def first_seq_since(self, time: str) -> int | None:
-        row = self.conn.execute("SELECT min(seq) FROM entries WHERE ((entry::json)->>3) COLLATE \"C\" >= %s", (time,)).fetchone()
-        return None if row is None or row[0] is None else int(row[0])
 
     def close(self) -> None:
         self.conn.close()

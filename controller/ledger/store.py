@@ -8,11 +8,10 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from controller.ledger import journal
-
-Row = tuple[int, str, str, str]  # (seq, key, entry, hash)
+from controller.ledger.reads import KEY_END, Row, SqlReads
 
 
 def is_url(where: object) -> bool:
@@ -53,11 +52,14 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
-KEY_END = "\U0010ffff"  # after every key that starts with a prefix: prefix <= key < prefix + KEY_END
 
 
-class SqliteStore:
+class SqliteStore(SqlReads):
     """The journal in a SQLite file (journal.py's statements)."""
+
+    MARK: ClassVar[str] = "?"
+    FIELD: ClassVar[str] = "json_extract(entry, '$[{}]')"
+    conn: sqlite3.Connection
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn = conn
@@ -85,10 +87,6 @@ class SqliteStore:
     def rows(self, first: int, last: int | None = None) -> Iterator[Row]:
         return journal.rows(self.conn, first, last)
 
-    def rows_after(self, after: int, limit: int) -> list[Row]:
-        return self.conn.execute("SELECT seq, key, entry, hash FROM entries WHERE seq > ? ORDER BY seq LIMIT ?",
-                                 (after, limit)).fetchall()
-
     def entry_at(self, seq: int) -> Row | None:
         return journal.entry_at(self.conn, seq)
 
@@ -100,35 +98,6 @@ class SqliteStore:
 
     def snapshot_at(self, seq: int) -> str | None:
         return journal.snapshot_at(self.conn, seq)
-
-    def entry_of(self, key: str) -> str | None:
-        row = self.conn.execute("SELECT entry FROM entries WHERE key = ?", (key,)).fetchone()
-        return None if row is None else str(row[0])
-
-    def keys(self, prefix: str) -> list[str]:
-        rows = self.conn.execute("SELECT key FROM entries WHERE key >= ? AND key < ? ORDER BY key",
-                                 (prefix, prefix + KEY_END)).fetchall()
-        return [k for (k,) in rows]
-
-    def key_entries(self, prefix: str) -> list[tuple[str, str]]:
-        return self.conn.execute("SELECT key, entry FROM entries WHERE key >= ? AND key < ? ORDER BY seq",
-                                 (prefix, prefix + KEY_END)).fetchall()
-
-    def has_kind(self, kind: str) -> bool:
-        return self.conn.execute("SELECT 1 FROM entries WHERE json_extract(entry, '$[4]') = ? LIMIT 1",
-                                 (kind,)).fetchone() is not None
-
-    def end_entries(self) -> tuple[str, str] | None:
-        rows = [self.conn.execute(f"SELECT entry FROM entries ORDER BY seq {order} LIMIT 1").fetchone()
-                for order in ("ASC", "DESC")]
-        if rows[0] is None or rows[1] is None:
-            return None
-        return rows[0][0], rows[1][0]
-
-    def first_seq_since(self, time: str) -> int | None:
-        row = self.conn.execute("SELECT min(seq) FROM entries WHERE json_extract(entry, '$[3]') >= ?",
-                                (time,)).fetchone()
-        return None if row is None or row[0] is None else int(row[0])
 
     def close(self) -> None:
         self.conn.close()

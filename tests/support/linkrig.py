@@ -28,7 +28,7 @@ from controller.config.model import MqttConfig, StandaloneMeter
 from controller.link.client import TableLink
 from controller.linkproto import approval, signing
 from controller.meter.params import MeterParams
-from controller.money import parse_cents
+from controller.money import UNITS_PER_CENT, parse_cents
 
 from broker import Broker
 from rigtable import until
@@ -49,6 +49,18 @@ SIGNING_KEY = Ed25519PrivateKey.from_private_bytes(hashlib.sha256(b"the tests' l
 SIGNING_PEM = SIGNING_KEY.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                         serialization.NoEncryption())
 AUTHORITY_KEY = signing.format_public(SIGNING_KEY.public_key())
+
+
+def units(cents: int) -> int:
+    """Meter units of `cents`."""
+    return cents * UNITS_PER_CENT
+
+
+def contribution(wager_cents: int, wagers: int) -> int:
+    """Meter units that `wagers` wagers of `wager_cents` add to METER at RATE, exactly."""
+    c = Fraction(units(wager_cents)) * RATE * wagers
+    assert c.denominator == 1
+    return int(c)
 
 
 def signing_key_file(directory: Path) -> Path:

@@ -47,7 +47,6 @@ import urllib.request
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -66,7 +65,15 @@ from hil.rig import Rig
 
 import soak
 from broker import Broker, require_mosquitto
-from linkrig import AUTHORITY_KEY, AuthorityProcess, approvers_file, password_file, signing_key_file
+from linkrig import (
+    AUTHORITY_KEY,
+    AuthorityProcess,
+    approvers_file,
+    contribution,
+    password_file,
+    signing_key_file,
+    units,
+)
 from rigtable import lit, message, until
 from tableproc import BIN, RIG, Tables
 
@@ -79,7 +86,6 @@ LOCAL = "bonus"  # each table's name for it
 SPOT = "five-card-hand-bonus"  # the Five Card Hand Bonus Wager on the player's hand: the same id in all three games
 PAYTABLE = "five-card-hand-bonus"
 RESET = 1_000_000  # cents
-RATE = Fraction(15, 100)
 WAGER = 100  # cents: the meter's one wager size
 LINK_TIMEOUT = Decimal("1.5")  # seconds, each table's
 HEARTBEAT = Decimal("0.2")  # seconds, the authority's
@@ -93,17 +99,6 @@ ROYAL = ["AS", "KS", "QS", "JS", "TS"]
 DEADLINE = 20.0  # any one thing awaited
 RUN_DEADLINE = 300.0  # the whole test (a default run takes 30 to 50 s)
 TOPICS = schema.Topics()
-
-
-def units(cents: int) -> int:
-    return cents * UNITS_PER_CENT
-
-
-def contribution(wagers: int) -> int:
-    """Meter units that `wagers` wagers of WAGER add to the meter, exactly."""
-    c = Fraction(units(WAGER)) * RATE * wagers
-    assert c.denominator == 1
-    return int(c)
 
 
 def run(coro, deadline: float) -> None:
@@ -635,7 +630,7 @@ async def _scenario(tmp: Path, made: Tables) -> None:
         await lir.press()
         await until(lambda: lir.rid in booked_in(lir) and not pending_in(lir.link_dir), "lir-03's booking answered")
         c4 = await claim(cs, 7)
-        pairs.append((c3["claim_id"], c4["claim_id"], contribution(len(lir.rounds[lir.rid]))))
+        pairs.append((c3["claim_id"], c4["claim_id"], contribution(WAGER, len(lir.rounds[lir.rid]))))
         await lir.dealing()
         await approve_and_settle(c3, c4)
         await asyncio.gather(cs.play([4]), fcp.play([5, 6]), lir.play([2]))  # the reset meter grows again
@@ -776,7 +771,7 @@ async def _reconcile(authority: AuthorityProcess, ts: dict[str, Table], claims: 
     locks: list[tuple[Entry, int]] = []  # (the lock, the award it must take)
     for e in aj:
         if e.kind == "book-contributions":
-            contributed += contribution(len(rounds[e.body["round_id"]]))
+            contributed += contribution(WAGER, len(rounds[e.body["round_id"]]))
         elif e.kind == "lock-percent-award":
             locks.append((e, units(RESET) + contributed))
             contributed = 0
@@ -806,7 +801,7 @@ async def _reconcile(authority: AuthorityProcess, ts: dict[str, Table], claims: 
     meters = await _ctl_json("meters", authority.state_dir)
     (m,) = meters
     wagers = sum(len(seats) for seats in rounds.values())
-    c_total = contribution(wagers)
+    c_total = contribution(WAGER, wagers)
     seed = units(RESET) * (1 + len(locks))  # the first reset amount, and the reset after each hit
     assert parse_units(m["contributions"], "contributions") == c_total, (m, wagers)
     assert m["qualifying_wagers"] == {"count": wagers, "amount": format_cents(wagers * WAGER)}, m

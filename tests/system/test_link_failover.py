@@ -46,7 +46,7 @@ from controller.money import UNITS_PER_CENT, format_units, parse_units
 
 import soak
 from broker import Broker, running_broker
-from linkrig import AT, METER, RATE, RESET, AuthorityProcess, authority_doc, mqtt_config, signed
+from linkrig import AT, METER, RESET, AuthorityProcess, authority_doc, contribution, mqtt_config, signed, units
 from pgcluster import NODES, PgCluster, running_pgcluster
 from rigtable import until
 from tableproc import BIN
@@ -68,16 +68,6 @@ LINK_TIMEOUT = 2.0
 ANSWER_S = 120.0  # an answer waits through a failover (about ttl, 20 s) and the takeover
 BEFORE_KILL = 6  # rounds each table plays before the kill
 AFTER_TAKEOVER = 4  # rounds each table plays once ONLINE again
-
-
-def units(cents: int) -> int:
-    return cents * UNITS_PER_CENT
-
-
-def contribution(wagers: int) -> int:
-    c = Fraction(units(WAGER)) * RATE * wagers
-    assert c.denominator == 1
-    return int(c)
 
 
 def scrape(url: str) -> str:
@@ -359,7 +349,7 @@ def _meter_from_rounds(url: str, tables: dict[str, Table]) -> int:
     contributed, awards, locks = 0, 0, 0
     for rec in records:
         if rec.kind == "book-contributions":
-            contributed += contribution(rounds[rec.body["round_id"]])
+            contributed += contribution(WAGER, rounds[rec.body["round_id"]])
         elif rec.kind == "lock-percent-award":
             award = units(RESET) + contributed
             assert parse_units(rec.result["meter_before"], "meter_before") == award, (rec.body, rec.result, award)
@@ -367,5 +357,5 @@ def _meter_from_rounds(url: str, tables: dict[str, Table]) -> int:
             contributed, locks = 0, locks + 1
     assert locks == len(pays) > 0
     wagers = sum(rounds.values())
-    current = units(RESET) + contribution(wagers) - awards + units(RESET) * locks
+    current = units(RESET) + contribution(WAGER, wagers) - awards + units(RESET) * locks
     return current
