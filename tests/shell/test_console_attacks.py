@@ -97,6 +97,7 @@ async def test_what_a_supervisor_typed_into_a_rounds_void_form_stays_with_that_r
     """The page keeps what was typed across its live updates, form by form. A void (or settle) form typed for round
     N must not come back filled in as round N+1's when N settles and N+1 is dealt meanwhile: one Enter would then
     void N+1, which the daemon cannot tell from a void meant for it."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
 
     async with console_on_rig(tmp_path) as (daemon, rig, console):
@@ -106,9 +107,15 @@ async def test_what_a_supervisor_typed_into_a_rounds_void_form_stays_with_that_r
             await asyncio.to_thread(driver.get, console.url)
 
             def form(action: str) -> dict[str, str]:
-                found = driver.find_element(By.CSS_SELECTOR, f'form[action="/{action}"]')
-                return {i.get_attribute("name"): i.get_property("value")
-                        for i in found.find_elements(By.CSS_SELECTOR, "input")}
+                """The form's fields as shown, read again when a live update replaced the form meanwhile."""
+                for _ in range(50):
+                    try:
+                        found = driver.find_element(By.CSS_SELECTOR, f'form[action="/{action}"]')
+                        return {i.get_attribute("name"): i.get_property("value")
+                                for i in found.find_elements(By.CSS_SELECTOR, "input")}
+                    except StaleElementReferenceException:
+                        continue
+                raise AssertionError(f"the {action} form was replaced 50 times while read")
 
             await asyncio.to_thread(_wait, driver, lambda d: form("void").get("round_id") == first, "round N's form")
             for action, typed in (("settle", {"supervisor": SUPERVISOR, "secret": SECRET}),

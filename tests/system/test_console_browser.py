@@ -60,9 +60,12 @@ def browser(profile: Path):
 
 
 def _wait(driver, condition, what: str):
+    """Wait for `condition`; one that read an element a live update replaced meanwhile is asked again."""
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    return WebDriverWait(driver, WAIT_S, poll_frequency=0.05).until(condition, what)
+    return WebDriverWait(driver, WAIT_S, poll_frequency=0.05,
+                         ignored_exceptions=(StaleElementReferenceException,)).until(condition, what)
 
 
 def _text(driver, css: str) -> str:
