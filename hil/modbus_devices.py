@@ -67,6 +67,7 @@ class SimDevice:
         for p in register_map.inputs:
             for i in range(p.width):
                 self._inputs[p.table][p.address + i] = (p, i)
+        self.model = register_map.model  # what the identity block says (a test sets another to play a wrong model)
 
     # --- the physical world -----------------------------------------------------------------------
 
@@ -228,6 +229,9 @@ class SimDevice:
 
     def value(self, table: Table, address: int) -> int:
         """A coil/input (0 or 1) or register as a Modbus read would see it."""
+        ident = self.map.identity
+        if ident is not None and table is ident.table and ident.address <= address < ident.end:
+            return int(ident.encode(self.model[:2 * ident.width])[address - ident.address])
         if address in self._inputs[table]:
             return self._input_value(table, address)
         return int(self._outputs.get(table, {}).get(address, 0))
@@ -266,7 +270,13 @@ class SimDevice:
             if table.is_bits:
                 blocks.append([SimData(lo, count=hi - lo, values=False, datatype=SimDataType.BITS)])
             else:
-                blocks.append([SimData(lo, count=hi - lo, values=0, datatype=SimDataType.REGISTERS)])
+                block = [SimData(lo, count=hi - lo, values=0, datatype=SimDataType.REGISTERS)]
+                ident = self.map.identity
+                if ident is not None and ident.table is table:  # a block of its own, far from the points
+                    block.append(SimData(ident.address, count=ident.width, values=0,
+                                         datatype=SimDataType.REGISTERS))
+                    block.sort(key=lambda d: d.address)
+                blocks.append(block)
         return PymodbusSimDevice(id=self.unit, simdata=tuple(blocks), action=self._action)  # type: ignore[arg-type]
 
 

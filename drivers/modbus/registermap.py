@@ -87,6 +87,7 @@ UNSIGNED_TYPES = {DataType.UINT16, DataType.UINT32}
 DEFAULT_MESSAGE_CODES = {SignMessage.WIN: 1, SignMessage.PENDING: 2, SignMessage.OFFLINE: 3,
                          SignMessage.CLOSED: 4}
 _SPOT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,31}$")
+_MODEL = re.compile(r"^[!-~](?:[ -~]{0,62}[!-~])?$")  # printable ASCII, what a device can say in registers
 
 
 class RegisterMapError(InputError):
@@ -126,11 +127,21 @@ class _PointModel(BaseModel):
     description: StrictStr | None = None
 
 
+class _IdentityModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    table: Table
+    address: StrictInt
+    length: StrictInt
+
+
 class _MapModel(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     kind: Kind
+    model: StrictStr | None = None
     description: StrictStr = ""
+    identity: _IdentityModel | None = None
     inputs: list[_PointModel] = Field([], max_length=MAX_POINTS)
     outputs: list[_PointModel] = Field([], max_length=MAX_POINTS)
     message_codes: dict[str, StrictInt] | None = None
@@ -207,12 +218,18 @@ class Point:
 
 @dataclass(frozen=True)
 class RegisterMap:
+    """A checked map. ``model`` names the device model it describes (the map's ``model``, or its file's name);
+    ``identity``, when the map has one, is the block of registers where the device reports that name in ASCII,
+    read at start and on every reconnect."""
+
     kind: Kind
     source: str
     description: str
     inputs: tuple[Point, ...]
     outputs: tuple[Point, ...]
     message_codes: dict[SignMessage, int] = field(default_factory=dict)
+    model: str = ""
+    identity: Point | None = None
 
     def points(self, role: str) -> list[Point]:
         return [p for p in (*self.inputs, *self.outputs) if p.role == role]
@@ -286,10 +303,51 @@ class _Checker:
             self._overlaps(inputs + outputs)
             {Kind.SEAT: self._seat, Kind.LOCKOUT: self._lockout, Kind.SIGN: self._sign}[kind](inputs, outputs)
         codes = self._message_codes(kind)
+        model = self._model()
+        identity = self._identity(model, inputs + outputs)
         if self.errors:
             raise RegisterMapError(self.source, self.errors)
         return RegisterMap(kind=kind, source=self.source, description=self.m.description,
-                           inputs=tuple(inputs), outputs=tuple(outputs), message_codes=codes)
+                           inputs=tuple(inputs), outputs=tuple(outputs), message_codes=codes, model=model,
+                           identity=identity)
+
+    # --- the model and where the device says it ---
+
+    def _model(self) -> str:
+        if self.m.model is None:  # a map without a model name is named by its file
+            return Path(self.source).stem if self.source != "<register map>" else ""
+        model = self.m.model
+        if not _MODEL.match(model):
+            self.err("model", f"{model!r}: 1-{2 * MAX_ASCII_REGISTERS} printable ASCII characters, no leading or "
+                     "trailing space")
+        return model
+
+    def _identity(self, model: str, points: list[Point]) -> Point | None:
+        im = self.m.identity
+        if im is None:
+            return None
+        if self.m.model is None:
+            self.err("model", "required with [identity]: the model name the device reports there")
+        if im.table.is_bits:
+            self.err("identity.table", f"{im.table.value} holds bits: the model name is text in an input_register "
+                     "or holding_register block")
+            return None
+        if not 1 <= im.length <= MAX_ASCII_REGISTERS:
+            self.err("identity.length", f"must be 1..{MAX_ASCII_REGISTERS} registers")
+            return None
+        if not 0 <= im.address <= MAX_ADDRESS - im.length + 1:
+            self.err("identity.address", f"{im.length} registers from {im.address} run past {MAX_ADDRESS}")
+            return None
+        if len(model) > 2 * im.length:
+            self.err("identity.length", f"{im.length} registers hold {2 * im.length} characters; the model "
+                     f"{model!r} has {len(model)}")
+        point = Point(path="identity", role="identity", table=im.table, address=im.address, dtype=DataType.ASCII,
+                      length=im.length)
+        for q in points:
+            if q.table is point.table and point.address < q.end and q.address < point.end:
+                self.err("identity.address", f"overlaps {q.path} ({q.describe()})")
+                break
+        return point
 
     # --- one point ---
 
