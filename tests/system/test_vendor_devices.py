@@ -1,0 +1,269 @@
+"""Devices a vendor built from docs/register-maps.md and the shipped maps alone (tests/support/vendor/: C on
+libmodbus, its authors never read the drivers), against an independent master (Debian's mbpoll), the
+conformance kit and a real table daemon.
+
+The devices run in one process on one Modbus TCP port, like a gateway, one unit id each; the test places and
+lifts chips and presses the button on the process's standard input, and reads what the outputs show from its
+`dump` line (the lights, the lamp, the sign's slots and message)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tableproc import TableProcess, credential_for
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE = ROOT / "tests" / "support" / "vendor" / "pjdev.c"
+MBPOLL = shutil.which("mbpoll")
+CC = shutil.which("cc")
+PKG_CONFIG = shutil.which("pkg-config")
+
+SEAT, SINGLE_SEAT, LOCKOUT, SIGN = 1, 2, 20, 30
+
+
+def _libmodbus_flags() -> list[str] | None:
+    if PKG_CONFIG is None:
+        return None
+    r = subprocess.run([PKG_CONFIG, "--cflags", "--libs", "libmodbus"], capture_output=True, text=True, check=False)
+    return r.stdout.split() if r.returncode == 0 else None
+
+
+FLAGS = _libmodbus_flags()
+pytestmark = pytest.mark.skipif((CC is None or FLAGS is None or MBPOLL is None) and not os.environ.get("CI"),
+                                reason="a C compiler, Debian's libmodbus-dev and mbpoll are needed (CI installs them)")
+
+
+@pytest.fixture(scope="module")
+def pjdev(tmp_path_factory) -> Path:
+    """The vendor's device program, compiled from its source."""
+    exe = tmp_path_factory.mktemp("vendor") / "pjdev"
+    r = subprocess.run([CC or "cc", "-std=c11", "-D_DEFAULT_SOURCE", "-Wall", "-Wextra", "-Werror", "-O2",
+                        "-o", str(exe), str(SOURCE), *(FLAGS or [])], capture_output=True, text=True, check=False)
+    assert r.returncode == 0, r.stderr
+    return exe
+
+
+class Devices:
+    """The vendor's devices in a child process: `command` one line of its standard input, `dump` what the
+    outputs show, `wait` on that with a deadline."""
+
+    def __init__(self, exe: Path, *specs: str) -> None:
+        self.proc = subprocess.Popen([str(exe), *specs], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, bufsize=1)
+        assert self.proc.stdout is not None
+        first = self.proc.stdout.readline()
+        assert first.startswith("listening "), first + (self.proc.stderr.read() if self.proc.stderr else "")
+        self.port = int(first.split()[1])
+
+    def command(self, line: str) -> str:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        return self.proc.stdout.readline().strip()
+
+    def act(self, line: str) -> None:
+        reply = self.command(line)
+        assert reply == "ok", f"{line}: {reply}"
+
+    def dump(self) -> dict[str, Any]:
+        return json.loads(self.command("dump"))
+
+    def unit(self, unit: int) -> dict[str, Any]:
+        return self.dump()[str(unit)]
+
+    async def wait(self, pred: Callable[[dict[str, Any]], bool], what: str, timeout: float = 10.0) -> dict[str, Any]:
+        """Poll the dump until `pred` holds (the devices raise no event a test could wait on)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            state = self.dump()
+            if pred(state):
+                return state
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what}: the devices show {state}")
+            await asyncio.sleep(0.02)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(timeout=10)
+        for f in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
+            if f is not None:
+                f.close()
+
+
+@pytest.fixture
+def devices(pjdev) -> Iterator[Callable[..., Devices]]:
+    made: list[Devices] = []
+
+    def start(*specs: str) -> Devices:
+        d = Devices(pjdev, *specs)
+        made.append(d)
+        return d
+
+    yield start
+    for d in made:
+        d.close()
+
+
+# --- an independent master: mbpoll ----------------------------------------------------------------------------
+
+
+def mbpoll(port: int, unit: int, kind: str, address: int, *values: int, count: int = 1) -> subprocess.CompletedProcess:
+    """mbpoll once against a unit, addresses from 0 (PDU addressing); with values it writes them."""
+    args = [MBPOLL or "mbpoll", "-m", "tcp", "-p", str(port), "-a", str(unit), "-t", kind, "-r", str(address),
+            "-0", "-1", "-o", "2"]
+    if not values:
+        args += ["-c", str(count)]
+    return subprocess.run([*args, "127.0.0.1", *map(str, values)], capture_output=True, text=True, timeout=20,
+                          check=False)
+
+
+def read(port: int, unit: int, kind: str, address: int, count: int = 1) -> list[int]:
+    """What mbpoll reads, by address ("[4096]: 0x504A" lines)."""
+    r = mbpoll(port, unit, kind, address, count=count)
+    assert r.returncode == 0, r.stdout + r.stderr
+    values = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("[") and "]:" in line:
+            addr, value = line.split("]:", 1)
+            values[int(addr[1:])] = int(value.split()[0], 0)
+    return [values[a] for a in range(address, address + count)]
+
+
+def refused(port: int, unit: int, kind: str, address: int, *values: int, count: int = 1) -> str:
+    """The exception mbpoll was answered with."""
+    r = mbpoll(port, unit, kind, address, *values, count=count)
+    assert r.returncode != 0, r.stdout
+    return r.stdout + r.stderr
+
+
+def text(registers: list[int]) -> str:
+    """An identity block: two characters a register, the first in the high byte, padded with zeros."""
+    return b"".join(r.to_bytes(2, "big") for r in registers).rstrip(b"\0").decode("ascii")
+
+
+def test_mbpoll_reads_and_writes_each_device_as_the_maps_say(devices):
+    d = devices(f"seat:{SEAT}", f"lockout:{LOCKOUT}", f"sign:{SIGN}")
+    p = d.port
+    # the seat: no chip, then a chip of $1,234.56 (32-bit cents, high word first)
+    assert read(p, SEAT, "3", 0, 3) == [0, 0, 0]
+    d.act(f"place {SEAT} 123456")
+    assert read(p, SEAT, "3", 0, 3) == [1, 123456 >> 16, 123456 & 0xFFFF]
+    r = subprocess.run([MBPOLL or "mbpoll", "-m", "tcp", "-p", str(p), "-a", str(SEAT), "-t", "3:int", "-B", "-r", "1",
+                        "-0", "-1", "127.0.0.1"], capture_output=True, text=True, timeout=20, check=False)
+    assert "[1]: \t123456" in r.stdout, r.stdout
+    d.act(f"lift {SEAT}")
+    assert read(p, SEAT, "3", 0, 3) == [0, 0, 0]
+    assert text(read(p, SEAT, "3:hex", 4096, 8)) == "PJ-SEAT-1"
+    # its lights: one coil (function 5), both (function 15), read back (function 1)
+    assert mbpoll(p, SEAT, "0", 0, 1).returncode == 0
+    assert d.unit(SEAT)["accepted"] is True and d.unit(SEAT)["win"] is False
+    assert mbpoll(p, SEAT, "0", 0, 0, 1).returncode == 0
+    assert read(p, SEAT, "0", 0, 2) == [0, 1]
+    assert (d.unit(SEAT)["accepted"], d.unit(SEAT)["win"]) == (False, True)
+    # the lock-out: a press counter and a lamp
+    assert read(p, LOCKOUT, "3", 0) == [0]
+    d.act(f"press {LOCKOUT}")
+    d.act(f"press {LOCKOUT}")
+    assert read(p, LOCKOUT, "3", 0) == [2]
+    assert mbpoll(p, LOCKOUT, "0", 0, 1).returncode == 0
+    assert read(p, LOCKOUT, "0", 0) == [1] and d.unit(LOCKOUT)["lamp"] is True
+    assert text(read(p, LOCKOUT, "3:hex", 4096, 8)) == "PJ-LOCKOUT-1"
+    # the sign: slot 2 = $10,000.15, then a message in one request (code, seat, amount, table)
+    assert mbpoll(p, SIGN, "4", 2, 1_000_015 >> 16, 1_000_015 & 0xFFFF).returncode == 0
+    table = [int.from_bytes(b"VD-01\0\0\0"[i:i + 2], "big") for i in range(0, 8, 2)]
+    assert mbpoll(p, SIGN, "4", 16, 1, 3, 0, 50_000, *table).returncode == 0
+    sign = d.unit(SIGN)
+    assert sign["slots"] == [0, 1_000_015, 0]
+    assert sign["message"] == {"code": 1, "seat": 3, "amount": 50_000, "table": "VD-01"}
+    assert read(p, SIGN, "4", 0, 6) == [0, 0, 1_000_015 >> 16, 1_000_015 & 0xFFFF, 0, 0]
+    assert text(read(p, SIGN, "3:hex", 4096, 8)) == "PJ-SIGN-3"
+
+
+def test_mbpoll_is_refused_outside_each_map_and_for_what_a_variant_lacks(devices):
+    d = devices(f"seat:{SEAT}", f"seat:{SINGLE_SEAT},single-writes", f"lockout:{LOCKOUT}", f"sign:{SIGN},write-only")
+    p = d.port
+    address, function = "Illegal data address", "Illegal function"
+    assert address in refused(p, SEAT, "3", 3)              # past the amount
+    assert address in refused(p, SEAT, "3", 0, count=4)     # a range running past it
+    assert address in refused(p, SEAT, "0", 2)              # a coil the map does not have
+    assert address in refused(p, SEAT, "3", 4104)           # past the identity block
+    assert function in refused(p, SEAT, "4", 0)             # no holding registers at all
+    assert function in refused(p, SEAT, "1", 0)             # no discrete inputs
+    assert address in refused(p, SIGN, "4", 6, 1)           # the gap between the slots and the message area
+    assert address in refused(p, SIGN, "4", 4, 1, 2, 3)     # a write running into it
+    assert function in refused(p, SIGN, "4", 0)             # write-only: holding registers are not read back
+    assert mbpoll(p, SIGN, "4", 0, 0, 5).returncode == 0    # ...but written
+    assert d.unit(SIGN)["slots"] == [5, 0, 0]
+    assert function in refused(p, SINGLE_SEAT, "0", 0, 1, 1)  # no function 15...
+    assert mbpoll(p, SINGLE_SEAT, "0", 1, 1).returncode == 0  # ...but 5
+    assert d.unit(SINGLE_SEAT)["win"] is True
+    assert address in refused(p, LOCKOUT, "0", 1, 1)
+    assert d.dump()[str(SINGLE_SEAT)]["exceptions"] == {"15": 1}
+    # no answer at all from a unit id nobody serves (a bus, or a gateway, with nothing there)
+    assert mbpoll(p, 99, "3", 0).returncode != 0
+
+
+# --- a table daemon with the vendor's devices ----------------------------------------------------------------
+
+
+def table_doc(tmp_path: Path, port: int) -> dict[str, Any]:
+    """A two-seat Caribbean Stud table cabled to the vendor's gateway as docs/configuration.md says: seat 2's
+    device has no multiple writes (detected), the sign is write-only (read_back = false)."""
+    def modbus(kind: str, unit: int, register_map: str, **more: Any) -> dict[str, Any]:
+        return {"kind": kind, "transport": "tcp", "bus": "gateway", "unit": unit, "register_map": register_map, **more}
+
+    return {
+        "table": "VD-01", "game": "caribbean-stud", "seats": 2, "state_dir": str(tmp_path / "state"),
+        "wagers": {"progressive": {"paytable": "caribbean-stud-progressive-d", "meter": "main"}},
+        "meters": {"main": {"reset": "10000.00", "rate": "0.15", "wager_sizes": ["1.00", "5.00"]}},
+        "cards": {"source": "dealer", "shuffler": "none"},
+        "buses": {"gateway": {"transport": "tcp", "host": "127.0.0.1", "port": port}},
+        "devices": {
+            "seat-1": modbus("seat", SEAT, "seat-single", seats=[1]),
+            "seat-2": modbus("seat", SINGLE_SEAT, "seat-single", seats=[2]),
+            "lockout": modbus("lockout", LOCKOUT, "lockout"),
+            "sign": modbus("sign", SIGN, "sign", read_back=False),
+        },
+        "supervisors": [{"name": "floor-1", "credential": credential_for("s3cret-floor")}],
+    }
+
+
+async def test_a_round_books_against_the_vendors_devices(devices, tmp_path):
+    d = devices(f"seat:{SEAT}", f"seat:{SINGLE_SEAT},single-writes", f"lockout:{LOCKOUT}", f"sign:{SIGN},write-only")
+    t = TableProcess(tmp_path / "table", table_doc(tmp_path, d.port))
+    try:
+        await t.start()
+        # no counting shuffler: the stub is counted before the first round (docs/rounds.md)
+        await t.control("stub_count", stub=52, dealt=0)
+        await d.wait(lambda s: s[str(SIGN)]["slots"] == [1_000_000, 0, 0], "the sign shows the meter")
+        d.act(f"place {SEAT} 500")
+        d.act(f"place {SINGLE_SEAT} 100")
+        await d.wait(lambda s: s[str(SEAT)]["accepted"] and s[str(SINGLE_SEAT)]["accepted"], "both wagers accepted")
+        d.act(f"press {LOCKOUT}")
+        await t.wait_round(lambda r: r["phase"] == "dealing", "booked and dealing")
+        # 15% of $6.00 on the meter, at the sign (slot 1: the table's only meter); the lamp on
+        state = await d.wait(lambda s: s[str(SIGN)]["slots"] == [1_000_090, 0, 0] and s[str(LOCKOUT)]["lamp"],
+                             "the sign shows the booked meter")
+        assert state[str(SIGN)]["message"]["code"] == 0
+        r = await t.control("round")
+        assert sorted((w["seat"], w["amount"]) for w in r["wagers"]) == [(1, "5.00"), (2, "1.00")]
+        status = await t.control("status")
+        assert status["blocks"] == [] and status["seats_disabled"] == [], status
+        assert all(dev["up"] for dev in status["devices"]), status["devices"]
+        # the seat without function 15 was answered exception 1 and then written coil by coil
+        single = d.unit(SINGLE_SEAT)
+        assert single["requests"].get("5", 0) >= 1, single
+        await t.stop()
+    finally:
+        t.close()
