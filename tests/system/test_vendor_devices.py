@@ -187,6 +187,12 @@ def test_mbpoll_reads_and_writes_each_device_as_the_maps_say(devices):
     assert sign["slots"] == [0, 1_000_015, 0]
     assert sign["message"] == {"code": 1, "seat": 3, "amount": 50_000, "table": "VD-01"}
     assert read(p, SIGN, "4", 0, 6) == [0, 0, 1_000_015 >> 16, 1_000_015 & 0xFFFF, 0, 0]
+    # written one register a request, a message shows once its code is written (the code last)
+    assert mbpoll(p, SIGN, "4", 17, 5).returncode == 0
+    assert d.unit(SIGN)["message"]["seat"] == 3
+    assert mbpoll(p, SIGN, "4", 16, 2).returncode == 0
+    assert d.unit(SIGN)["message"] == {"code": 2, "seat": 5, "amount": 50_000, "table": "VD-01"}
+    assert read(p, SIGN, "4", 16, 2) == [2, 5]
     assert text(read(p, SIGN, "3:hex", 4096, 8)) == "PJ-SIGN-3"
 
 

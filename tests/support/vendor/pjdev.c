@@ -54,6 +54,7 @@ struct unit {
     int present;
     uint32_t amount; /* cents */
     uint16_t presses;
+    uint16_t shown[8]; /* the sign's message as displayed: registers 16-23 when the code was last written */
     modbus_mapping_t *mb;
     long requests[128];
     long exceptions[128];
@@ -220,13 +221,22 @@ static void serve(modbus_t *ctx, const uint8_t *req, int len)
         return;
     }
     refresh_inputs(u);
-    modbus_reply(ctx, req, len, u->mb);
+    if (modbus_reply(ctx, req, len, u->mb) < 0)
+        return;
+    int addr = req[hl + 1] << 8 | req[hl + 2], count = fc == 16 ? (req[hl + 3] << 8 | req[hl + 4]) : 1;
+    if (u->kind == SIGN && (fc == 6 || fc == 16) && addr <= 16 && 16 < addr + count) {
+        /* a message is shown when its code is written, with the fields written before it (or with it) */
+        memcpy(u->shown, u->mb->tab_registers + 16, sizeof u->shown);
+        if (u->shown[0] > 4)
+            u->shown[0] = 0; /* a code this sign does not know: no message */
+    }
 }
 
 static void power_on(struct unit *u)
 {
     memset(u->mb->tab_bits, 0, SPACE);
     memset(u->mb->tab_registers, 0, SPACE * sizeof(uint16_t));
+    memset(u->shown, 0, sizeof u->shown);
     u->presses = 0;
 }
 
@@ -246,10 +256,11 @@ static void dump(void)
         } else if (u->kind == LOCKOUT) {
             printf("\"kind\": \"lockout\", \"presses\": %u, \"lamp\": %s", u->presses, co[0] ? "true" : "false");
         } else {
+            const uint16_t *m = u->shown;
             char table[9];
             for (int k = 0; k < 4; k++) {
-                table[2 * k] = (char)(hr[20 + k] >> 8);
-                table[2 * k + 1] = (char)(hr[20 + k] & 0xff);
+                table[2 * k] = (char)(m[4 + k] >> 8);
+                table[2 * k + 1] = (char)(m[4 + k] & 0xff);
             }
             table[8] = 0;
             for (int k = 0; k < 8; k++) /* printable ASCII only in the JSON line */
@@ -257,7 +268,7 @@ static void dump(void)
                     table[k] = '?';
             printf("\"kind\": \"sign\", \"slots\": [%u, %u, %u], \"message\": {\"code\": %u, \"seat\": %u, "
                    "\"amount\": %u, \"table\": \"%s\"}",
-                   u32(hr + 0), u32(hr + 2), u32(hr + 4), hr[16], hr[17], u32(hr + 18), table);
+                   u32(hr + 0), u32(hr + 2), u32(hr + 4), m[0], m[1], u32(m + 2), table);
         }
         printf(", \"requests\": {");
         int first = 1;
