@@ -160,7 +160,7 @@ def test_the_timing_the_document_gives_is_the_drivers_defaults():
             f"{_seconds(tcp.timeout)} on TCP") in timing
     assert f"tried again twice (`retries` {serial.retries}); after three failed attempts" in timing
     assert serial.retries == tcp.retries == 2
-    assert f"at most `lockout_every - 1` ({serial.lockout_every - 1}) other reads" in timing
+    assert f"at most `lockout_every - 1` ({serial.lockout_every - 1}) other devices' reads" in timing
     assert tcp.lockout_every == serial.lockout_every
     assert f"every `health_interval` ({_seconds(serial.health_interval)})" in timing
     seat, lockout, sign = _driver("seat-single"), _driver("lockout"), _driver("sign")
@@ -176,4 +176,4 @@ def test_the_timing_the_document_gives_is_the_drivers_defaults():
     assert f"after `reconnect_after` ({tcp.reconnect_after}) failed transactions" in _flat(
         _section("### Transport and unit ids"))
     if "max_rate" in TcpSettings.model_fields:  # the cap of a TCP bus
-        assert f"at most `max_rate` transactions a second ({tcp.max_rate} by default)" in timing
+        assert f"at most `max_rate` transactions a second ({tcp.max_rate:g} by default)" in timing
