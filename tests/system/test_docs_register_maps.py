@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from drivers.modbus import ModbusBus, SerialBusSettings, TcpSettings, make_device
 from drivers.modbus.core.codec import ascii_to_registers
-from drivers.modbus.devices import plan_blocks
+from drivers.modbus.devices import ModbusDevice, plan_blocks
 from drivers.modbus.frames import READ_FC, write_fc
 from drivers.modbus.registermap import Point, RegisterMap, Table, load_register_map
 
@@ -140,3 +141,39 @@ def test_the_unit_ids_the_document_gives_are_those_shipped():
     assert "unit 30 on every shipped table and rig that has a sign (`minimal.toml` has none)" in shipped
     transport = _flat(_section("### Transport and unit ids"))
     assert "20 for the lock-out button and 30 for the sign (10 for the lock-out in `minimal.toml`)" in transport
+
+
+def _driver(map_name: str, settings: SerialBusSettings | TcpSettings | None = None) -> ModbusDevice:
+    """A driver as the daemon makes it (no options beyond the map), on a bus that is never opened."""
+    bus = ModbusBus(settings or SerialBusSettings(port="unused"))
+    return make_device(map_name, bus, 1, _map(ROOT / "config" / "devices" / f"{map_name}.toml"))
+
+
+def _seconds(x: float) -> str:
+    return f"{x:g} s"
+
+
+def test_the_timing_the_document_gives_is_the_drivers_defaults():
+    serial, tcp = SerialBusSettings(port="unused"), TcpSettings(host="unused")
+    timing = _flat(_section("### Timing"))
+    assert (f"**Answer within the bus's `timeout`**: {_seconds(serial.timeout)} on a serial line, "
+            f"{_seconds(tcp.timeout)} on TCP") in timing
+    assert f"tried again twice (`retries` {serial.retries}); after three failed attempts" in timing
+    assert serial.retries == tcp.retries == 2
+    assert f"at most `lockout_every - 1` ({serial.lockout_every - 1}) other devices' reads" in timing
+    assert tcp.lockout_every == serial.lockout_every
+    assert f"every `health_interval` ({_seconds(serial.health_interval)})" in timing
+    seat, lockout, sign = _driver("seat-single"), _driver("lockout"), _driver("sign")
+    assert seat.poll_interval == lockout.poll_interval
+    assert f"(its `poll_interval`, {_seconds(seat.poll_interval)} by default" in timing
+    assert sign.poll_interval == 1.0 and "the sign every second (its read-back), whatever the phase" in timing
+    assert seat.verify_every == lockout.verify_every
+    assert f"read back every {seat.verify_every}th poll (`verify_every`)" in timing
+    assert (f"a backoff from {_seconds(seat.backoff.initial)} doubling to {_seconds(seat.backoff.cap)}"
+            in timing and seat.backoff.factor == 2)
+    assert f"until {seat.busy_down_after} polls in a row are answered so" in _flat(
+        _section("### Addresses and exceptions"))
+    assert f"after `reconnect_after` ({tcp.reconnect_after}) failed transactions" in _flat(
+        _section("### Transport and unit ids"))
+    if "max_rate" in TcpSettings.model_fields:  # the cap of a TCP bus
+        assert f"at most `max_rate` transactions a second ({tcp.max_rate:g} by default)" in timing
