@@ -155,7 +155,7 @@ class DeviceChecks(Checker):
             ok = self._matches_model(at, common.model, rmap, fields.register_map) and ok
         else:
             ok = False  # the map's problems are reported once, at the first device that names it
-        if not ok or map_path is None:
+        if not ok or map_path is None or rmap is None:
             return None
         return DeviceConfig(name, kind, transport, seats, roles, common.reads_cards, common.description,
                             bus=fields.bus, unit=unit, register_map_path=map_path.resolve(), register_map=rmap,
