@@ -92,8 +92,8 @@ def test_the_console_shows_each_device_s_model_and_a_wrong_one_at_a_tap():
                {"id": "shoe", "kind": "card-counter", "model": "line-protocol-1",
                 "identity": "not checked: the line protocol reports no model", "up": True, "errors": 0}]
     parts = page.sections({"status": {**STATUS, "devices": devices}, "round": ROUND, "history": []}, None, "t")
-    cells = dict(re.findall(r'data-device="([^"]+)"><td>[^<]*</td><td class="model">(.*?)</td>', parts["devices"]))
-    assert cells["seat-3"] == SEAT_MODEL and cells["shoe"] == "line-protocol-1"
+    cells = dict(re.findall(r'data-device="([^"]+)"><td>[^<]*<div class="model">(.*?)</div></td>', parts["devices"]))
+    assert cells["seat-3"] == f"<small>{SEAT_MODEL}</small>" and cells["shoe"] == "<small>line-protocol-1</small>"
     assert '<details data-key="id-seat-4">' in cells["seat-4"]
     assert " ".join(_text(cells["seat-4"]).split()) == f"{SEAT_MODEL} ✖ identity failed {wrong}"
-    assert "<th>Model</th>" in parts["devices"]
+    assert "<th>Device <small>(model)</small></th>" in parts["devices"]
