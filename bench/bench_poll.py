@@ -150,6 +150,7 @@ async def _measure(port: str, baud: int, cycles: int, warmup: int) -> dict:
         pollers = [*seats, lockout]
         for d in (*pollers, sign):
             d.attach(events.append)
+            await d.poll_once()  # first contact: the model is checked before anything is written to the device
         silence = frame_silence(baud, CHAR_BITS)
         char = CHAR_BITS / baud
         wall: list[float] = []

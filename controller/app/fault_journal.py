@@ -42,9 +42,9 @@ class FaultJournal:
         ((kind, body),) = self.watch.start(self._clock())
         self._ledger.submit(kind, body, f"{FAULT_WATCH}:{self._epoch}:0")
 
-    def device(self, name: str, up: bool, *, kind: str, seats: Iterable[int], reason: str) -> None:
+    def device(self, name: str, up: bool, *, kind: str, seats: Iterable[int], reason: str, model: str = "") -> None:
         due = self.watch.next_due()
-        self._write(self.watch.device(name, up, self._clock(), kind=kind, seats=seats, reason=reason))
+        self._write(self.watch.device(name, up, self._clock(), kind=kind, seats=seats, reason=reason, model=model))
         self._poke(due)
 
     def blocks(self, blocks: Mapping[str, Iterable[str]]) -> None:

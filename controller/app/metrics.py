@@ -83,6 +83,8 @@ class Metrics:
         # one pulled cable is one alert (a bus down) and the devices and seats it takes with it are inhibited.
         self.device_bus = Gauge("progressive_device_bus_info", "1 for each device and the bus (wire) it is on",
                                 ["device", "bus"], registry=r)
+        self.device_info = Gauge("progressive_device_info", "1 for each device and its model", ["device", "model"],
+                                 registry=r)
         self.seat_device = Gauge("progressive_seat_device_info", "1 for each seat and the wagering device serving it",
                                  ["seat", "device"], registry=r)
         self.bus_up = Gauge("progressive_bus_up", "1 while at least one device on the bus answers",

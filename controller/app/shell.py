@@ -60,9 +60,15 @@ class ControlService(Protocol):
 ControlFactory = Callable[[ControlHandler], ControlService]  # given the daemon, which answers the socket's requests
 
 
+# What status says of a device whose model nothing checks (a Modbus device's driver says its own).
+LINE_IDENTITY = "not checked: the line protocol reports no model"
+UNKNOWN_IDENTITY = "not checked"
+
+
 @dataclass
 class DeviceInfo:
     kind: str
+    model: str = ""
     up: bool | None = None
     errors: int = 0  # outages since start
     last_error: str | None = None
@@ -84,8 +90,10 @@ class TableShell:
         self._control_factory = control
         self._events: asyncio.Queue[ev.Event] = asyncio.Queue(EVENT_QUEUE)
         self._outputs = {name: DeviceOutputs(d) for name, d in devices.items()}
-        self._info = {name: DeviceInfo(cfg.devices[name].kind) if name in cfg.devices else DeviceInfo("?")
-                      for name in devices}
+        self._info = {name: DeviceInfo(cfg.devices[name].kind, cfg.devices[name].model) if name in cfg.devices
+                      else DeviceInfo("?") for name in devices}
+        for name, info in self._info.items():
+            self.metrics.device_info.labels(name, info.model).set(1)
         self._seat_device: dict[int, str] = {}
         for d in cfg.devices.values():
             if d.kind == "seat":
@@ -321,8 +329,17 @@ class TableShell:
         return await self.supervisors.check(args.get("supervisor"), args.get("secret"), PEER.get().get("peer_uid"))
 
     def devices_json(self) -> list[dict[str, Any]]:
-        return [{"id": n, "kind": i.kind, "up": i.up, "errors": i.errors, "last_error": i.last_error,
-                 "since": i.since, **self._cabled(n)} for n, i in sorted(self._info.items())]
+        return [{"id": n, "kind": i.kind, "model": i.model, "identity": self._identity(n), "up": i.up,
+                 "errors": i.errors, "last_error": i.last_error, "since": i.since, **self._cabled(n)}
+                for n, i in sorted(self._info.items())]
+
+    def _identity(self, name: str) -> str:
+        """Whether the device's model was checked: "checked", why not, or what the device said instead."""
+        said = getattr(self.devices.get(name), "identity_status", None)
+        if isinstance(said, str):
+            return said
+        d = self.cfg.devices.get(name)
+        return LINE_IDENTITY if d is not None and d.transport == "line" else UNKNOWN_IDENTITY
 
     def _cabled(self, name: str) -> dict[str, Any]:
         """Where a device hangs (its bus and port): one unplugged cable takes down every device on it."""

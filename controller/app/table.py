@@ -264,7 +264,7 @@ class TableDaemon(TableShell):
         seats = self.seats_of(name)
         if self.faults is not None:
             info = self._info[name]
-            self.faults.device(name, up, kind=info.kind, seats=seats, reason=info.last_error or "")
+            self.faults.device(name, up, kind=info.kind, seats=seats, reason=info.last_error or "", model=info.model)
         if seats:  # a seat's wagering device: its seats only; the rest of the table wagers on
             self.apply(rm.SeatsUp(name) if up else rm.SeatsDown(name, seats))
         else:

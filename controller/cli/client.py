@@ -260,6 +260,15 @@ def _duration(seconds: Any) -> str:
     return (f"{days}d " if days else "") + f"{hours:02d}:{minutes:02d}:{s:02d}"
 
 
+def _identity_word(identity: Any) -> str:
+    """A device's identity check in a word: checked, not checked, or FAILED (its reason on a line of its own)."""
+    if not isinstance(identity, str):
+        return "?"
+    if identity == "checked" or identity.startswith("not checked"):
+        return identity.partition(":")[0]
+    return "FAILED"
+
+
 def _text(value: Any) -> str:
     return "?" if value is None else str(value)
 
@@ -298,9 +307,12 @@ def _status_lines(st: dict[str, Any]) -> list[str]:
     down = sum(1 for d in devices if not d.get("up"))
     out.append(f"devices: {len(devices) - down} up, {down} down")
     if devices:
-        out += _table([["device", "kind", "state", "errors", "last error"]] + [
-            [_text(d.get("id")), _text(d.get("kind")), "up" if d.get("up") else "DOWN", _text(d.get("errors")),
-             _text(d.get("last_error")) if d.get("last_error") else ""] for d in devices], right=frozenset({3}))
+        out += _table([["device", "kind", "model", "identity", "state", "errors", "last error"]] + [
+            [_text(d.get("id")), _text(d.get("kind")), _text(d.get("model")), _identity_word(d.get("identity")),
+             "up" if d.get("up") else "DOWN", _text(d.get("errors")),
+             _text(d.get("last_error")) if d.get("last_error") else ""] for d in devices], right=frozenset({5}))
+        out += [f"  {_text(d.get('id'))}: {d['identity']}" for d in devices
+                if _identity_word(d.get("identity")) == "FAILED"]
     meters = [m for m in st.get("meters") or [] if isinstance(m, dict)]
     out.append("meters:" if meters else "meters: none")
     if meters:

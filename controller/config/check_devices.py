@@ -24,6 +24,16 @@ SHIPPED_MAPS: Path = importlib.import_module("progressive_examples").path("devic
 # The example paytable files the examples name the same way ([wagers.ID] paytable = "NAME").
 SHIPPED_PAYTABLES: Path = importlib.import_module("progressive_examples").path("paytables")
 
+# The model of a line-protocol device when its entry names none: the protocol's name (the device reports none).
+LINE_MODEL = "line-protocol-1"
+
+
+def _model_problem(model: str) -> str | None:
+    if not all(" " <= c <= "~" for c in model) or model != model.strip():
+        return f"{model!r} is not a model name: printable ASCII, no leading or trailing space"
+    return None
+
+
 class DeviceChecks(Checker):
     """Each bus and each device alone: `buses`, `devices` and `device_common` by name (what they say together:
     controller.config.check_wiring)."""
@@ -118,10 +128,15 @@ class DeviceChecks(Checker):
         ok = self._seats_and_roles(at, common, seats, roles)
         if transport == "line":
             line = self._line_settings(at, fields)
+            model = LINE_MODEL if common.model is None else common.model
+            why = _model_problem(model)
+            if why is not None:
+                ok = False
+                self.add(join(at, "model"), why, f'model = "SHOE-2000"; without it the model is "{LINE_MODEL}"')
             if line is None or not ok:
                 return None
             return DeviceConfig(name, kind, transport, seats, roles, common.reads_cards, common.description,
-                                line=line)
+                                line=line, model=model)
         # Modbus
         if kind in ("card-counter", "dice-entry"):
             self.add(join(at, "transport"), f"a {kind} speaks the line protocol; Modbus register maps describe "
@@ -137,13 +152,14 @@ class DeviceChecks(Checker):
         rmap = None if map_path is None else self._register_map(map_path, fields.register_map, join(at, "register_map"))
         if rmap is not None:
             ok = self._matches_register_map(at, kind, seats, rmap, fields.register_map) and ok
+            ok = self._matches_model(at, common.model, rmap, fields.register_map) and ok
         else:
             ok = False  # the map's problems are reported once, at the first device that names it
-        if not ok or map_path is None:
+        if not ok or map_path is None or rmap is None:
             return None
         return DeviceConfig(name, kind, transport, seats, roles, common.reads_cards, common.description,
                             bus=fields.bus, unit=unit, register_map_path=map_path.resolve(), register_map=rmap,
-                            poll_interval=fields.poll_interval)
+                            poll_interval=fields.poll_interval, model=rmap.model)
 
     def _seats_and_roles(self, at: str, common: Any, seats: tuple[int, ...], roles: tuple[str, ...]) -> bool:
         """Seats only on a seat device, roles and reads_cards only on a card counter."""
@@ -202,6 +218,14 @@ class DeviceChecks(Checker):
                 return False
         return True
 
+    def _matches_model(self, at: str, model: str | None, rmap: Any, ref: str) -> bool:
+        """A model the entry names is its register map's: the map is what the device is checked against."""
+        if model is None or model == rmap.model:
+            return True
+        self.add(join(at, "model"), f"{model!r}, but the register map {ref} describes the model {rmap.model!r}",
+                 "use the register map of this device's model, or correct the model")
+        return False
+
     def _line_settings(self, at: str, fields: BaseModel) -> Any:
         from drivers.line import LineSettings
 
@@ -254,4 +278,4 @@ class DeviceChecks(Checker):
         return rmap
 
 
-__all__ = ["SHIPPED_MAPS", "SHIPPED_PAYTABLES", "DeviceChecks"]
+__all__ = ["LINE_MODEL", "SHIPPED_MAPS", "SHIPPED_PAYTABLES", "DeviceChecks"]

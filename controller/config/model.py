@@ -110,6 +110,8 @@ class DeviceConfig:
     poll_interval: float | None = None
     # line protocol
     line: LineSettings | None = None
+    model: str = ""  # the device's model: its register map's, or (line protocol) as configured
+
 
     @property
     def first_seat(self) -> int:

@@ -115,6 +115,7 @@ class DeviceCommon(Section):
     roles: list[Literal["shuffler", "shoe"]] = []
     reads_cards: bool = False
     description: str = ""
+    model: str | None = Field(None, min_length=1, max_length=64)
 
 
 class ModbusFields(Section):

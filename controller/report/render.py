@@ -480,7 +480,8 @@ figure{margin:.4em 0}figure svg{display:block;width:100%;height:auto}figcaption{
 .note{font-size:9pt;color:#333}
 table.sign td{height:2.6em}table.sign th{width:8em}
 table.readings td.n,table.readings th.n{width:27%;white-space:normal}table.payouts{font-size:9pt}
-table.payouts td:first-child{min-width:6.5em}table.glance td.n{white-space:normal}
+table.payouts td:first-child{min-width:6.5em}table.payouts td,table.payouts th{padding:.15em .3em}
+table.glance{font-size:9pt}table.glance td.n{white-space:normal}
 @page{margin:14mm}
 @page{@bottom-right{content:"Page " counter(page) " of " counter(pages);font-size:8pt}}
 @media print{body{margin:0;max-width:none;padding:0;font-size:9.5pt}
@@ -521,9 +522,9 @@ def _hour_ticks(g: GamingDay, every: int = 3) -> list[datetime]:
     return ticks
 
 
-def plot_caption(d: MeterDay, g: GamingDay) -> str:
+def plot_caption(d: MeterDay, g: GamingDay, name: str = "") -> str:
     """What the plot shows, in the same figures as the report's text: the opening (or when the meter was defined and
-    with what), the close, the high and the low, the jackpots."""
+    with what), the close, the high and the low, the jackpots. `name`: the meter as people know it (Source's)."""
     values = [v for _, _, v in d.series]
     if d.defined:
         t0, _, v0 = d.series[0]
@@ -533,11 +534,11 @@ def plot_caption(d: MeterDay, g: GamingDay) -> str:
     jackpots = d.jackpots
     falls = f"; {len(jackpots)} jackpot{'s' if len(jackpots) != 1 else ''} paid (each a fall, marked)" if jackpots \
         else "; no jackpot paid"
-    return (f"Meter {d.meter_id}, visible amount over the gaming day: {start}; {_usd(d.closing.current)} at the close, "
-            f"{_when(g, g.end)}; high {_usd(max(values))}, low {_usd(min(values))}{falls}.")
+    return (f"{_cap(name or f'meter {d.meter_id}')}, visible amount over the gaming day: {start}; "
+            f"{_usd(d.closing.current)} at the close, {_when(g, g.end)}; high {_usd(max(values))}, low {_usd(min(values))}{falls}.")
 
 
-def day_plot_svg(d: MeterDay, g: GamingDay) -> str:
+def day_plot_svg(d: MeterDay, g: GamingDay, name: str = "") -> str:
     """The visible meter over the day as an inline SVG step line with axes: amounts on whole steps, the day's hours
     on the casino's clock every 3 hours; each jackpot marked at its amount before the payout. Integer pixels computed
     from the exact amounts and times: no float near the money."""
@@ -557,7 +558,7 @@ def day_plot_svg(d: MeterDay, g: GamingDay) -> str:
         return PT + h - h * (v - bottom) // (top - bottom)
 
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 {PW} {PH}" width="{PW}" height="{PH}" role="img" '
-           f'aria-label="{escape(plot_caption(d, g))}" font-family="DejaVu Sans, sans-serif" font-size="11">',
+           f'aria-label="{escape(plot_caption(d, g, name))}" font-family="DejaVu Sans, sans-serif" font-size="11">',
            f'<rect x="{PL}" y="{PT}" width="{w}" height="{h}" fill="#fff" stroke="#888"/>']
     for v in range(bottom, top + 1, step):
         out.append(f'<line x1="{PL - 4}" y1="{y(v)}" x2="{PL + w}" y2="{y(v)}" stroke="#ddd"/>'
@@ -620,7 +621,8 @@ def _summary_html(r: DayReport) -> str:
     rows = []
     for d in r.meters.values():
         j = d.jackpots
-        rows.append([d.meter_id, "not yet defined" if d.defined else _usd(d.opening.current), _usd(d.contributions),
+        rows.append([r.source.meter_name(d.meter_id), "not yet defined" if d.defined else _usd(d.opening.current),
+                     _usd(d.contributions),
                      f"{len(j)} for {_cents(sum(a.cents for a in j))}", str(len(d.resets)), _usd(d.closing.current),
                      str(len(d.awards)), str(len(d.voids)),
                      ", ".join(approver(who) for who in d.by_approver() if who) or "none"])
@@ -630,13 +632,13 @@ def _summary_html(r: DayReport) -> str:
 
 
 def _meter_html(r: DayReport, d: MeterDay) -> str:
-    g = r.day
+    g, name = r.day, r.source.meter_name(d.meter_id)
     parts = [f'<section class="meter" data-meter="{escape(d.meter_id)}">'
-             f"<h2>{escape(r.source.title)}, {escape(r.source.meter_name(d.meter_id))}"
+             f"<h2>{escape(r.source.title)}, {escape(name)}"
              + (" (defined this day)" if d.defined else "") + "</h2>",
              f"<p>Reset amount {escape(_usd(d.reset_units))}; rate of progression {escape(d.rate or '?')} "
              f"(at the close).</p>",
-             f'<figure>{day_plot_svg(d, g)}<figcaption>{escape(plot_caption(d, g))}</figcaption></figure>',
+             f'<figure>{day_plot_svg(d, g, name)}<figcaption>{escape(plot_caption(d, g, name))}</figcaption></figure>',
              "<h3>Meter readings (58 Pa. Code § 605a.7(a))</h3>",
              _table(["Reading", f"At the opening, {_when(g, g.start)}", f"At the close, {_when(g, g.end)}"],
                     readings_rows(d), numeric=(1, 2), cls="readings"),

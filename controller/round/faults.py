@@ -3,8 +3,8 @@ the form of their entries, and the outages a reader rebuilds from them (`FaultBo
 
 Three kinds of entry (docs/meters.md, "The meters in the journal"), none of which moves a meter:
 
-- ``device-fault``: a device stopped answering (``down``) or answers again (``up``): the device, its kind, the
-  seats whose wagering it disables (none: the whole table), the reason, the flaps folded in, and `at`, the moment;
+- ``device-fault``: a device stopped answering (``down``) or answers again (``up``): the device, its kind, its
+  model (entries written before models were recorded have none), the seats whose wagering it disables (none: the whole table), the reason, the flaps folded in, and `at`, the moment;
 - ``wagering-block``: progressive wagering at the table disabled (``blocked``) or enabled again (``unblocked``) for
   one cause (deck, stub, device, link, closed), with who raised it (`sources`), the flaps folded in, and `at`;
 - ``fault-watch``: the table's watch of its devices and blocks starts (at every start) or stops (a clean stop):
@@ -36,18 +36,21 @@ _EVENTS = {DEVICE_FAULT: ("down", "up"), WAGERING_BLOCK: ("blocked", "unblocked"
 _FIELDS = {DEVICE_FAULT: {"event", "device", "device_kind", "seats", "reason", "flaps", "at"},
            WAGERING_BLOCK: {"event", "block", "sources", "flaps", "at"},
            FAULT_WATCH: {"event", "at"}}
+# Fields an entry may have: a device's model (journals written before it was recorded have none).
+_OPTIONAL = {DEVICE_FAULT: {"model"}, WAGERING_BLOCK: set(), FAULT_WATCH: set()}
 
 Entry = tuple[str, dict[str, Any]]  # (kind, body) to journal
 
 
 def check_body(kind: str, body: Mapping[str, Any]) -> dict[str, Any]:
     """The reducer's check of a fault entry's form (InputError naming the field); its result is {}."""
-    if set(body) != _FIELDS[kind]:
-        raise InputError("body", f"a {kind} entry has {', '.join(sorted(_FIELDS[kind]))}")
+    if not _FIELDS[kind] <= set(body) <= _FIELDS[kind] | _OPTIONAL[kind]:
+        optional = f" and may have {', '.join(sorted(_OPTIONAL[kind]))}" if _OPTIONAL[kind] else ""
+        raise InputError("body", f"a {kind} entry has {', '.join(sorted(_FIELDS[kind]))}{optional}")
     if body["event"] not in _EVENTS[kind]:
         raise InputError("event", f"{body['event']!r} is not one of {', '.join(_EVENTS[kind])}")
     parse_moment(body["at"], "at")
-    for name in ("device", "device_kind", "reason", "block"):
+    for name in ("device", "device_kind", "model", "reason", "block"):
         if name in body and not isinstance(body[name], str):
             raise InputError(name, "must be text")
     if "flaps" in body and not (type(body["flaps"]) is int and body["flaps"] >= 0):
@@ -82,8 +85,10 @@ class FaultWatch:
         return [(FAULT_WATCH, {"event": "start", "at": _at(at)})]
 
     def device(self, name: str, up: bool, at: datetime, *, kind: str, seats: Iterable[int] = (),
-               reason: str = "") -> list[Entry]:
-        detail = {"device": name, "device_kind": kind, "seats": sorted(seats), "reason": reason}
+               reason: str = "", model: str = "") -> list[Entry]:
+        detail: dict[str, Any] = {"device": name, "device_kind": kind, "seats": sorted(seats), "reason": reason}
+        if model:
+            detail["model"] = model
         return self._change((DEVICE_FAULT, name), not up, at, detail)
 
     def blocks(self, blocks: Mapping[str, Iterable[str]], at: datetime) -> list[Entry]:

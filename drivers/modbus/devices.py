@@ -14,7 +14,10 @@ events; ``send`` turns commands into writes. Faults, per the policy in docs/regi
 - a failed poll changes no state, so no fault becomes a phantom wager;
 - the outputs last commanded (and acknowledged) are written again when the device comes back, and, while it
   is up, read back every ``verify_every`` polls (every poll for the sign) and written again if they differ:
-  a device that rebooted between two polls comes back with its power-on outputs.
+  a device that rebooted between two polls comes back with its power-on outputs;
+- a device whose map has an identity block is asked its model (one read) at first contact and on every
+  reconnect attempt, before anything is written to it or polled: another model, or an exception, keeps it
+  down with the reason (``identity_status``) and nothing is written to it until the right model answers.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, ClassVar
 
 import structlog
@@ -53,6 +57,11 @@ log = structlog.get_logger("drivers.modbus")
 
 # The values of a point as read or written: a table of bits reads bools, of registers ints.
 Raw = list[int] | list[bool]
+
+
+CHECKED = "checked"
+NO_IDENTITY = "not checked: the map has no identity block"
+NOT_YET_CHECKED = "not checked yet: the device has not answered"
 
 
 class EmitError(RuntimeError):
@@ -141,6 +150,8 @@ class ModbusDevice:
         self.polls = 0
         self.failed_polls = 0
         self.last_poll_s: float | None = None
+        self.identity_status = NO_IDENTITY if register_map.identity is None else NOT_YET_CHECKED
+        self._identity_fault: str | None = None  # the last wrong answer, logged loudly once until it changes
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name} unit {self.unit} on {self.bus.name}>"
@@ -167,6 +178,7 @@ class ModbusDevice:
         writes = self._plan(command)  # UnsupportedCommand / InputError before anything else
         if self.health.up is False:
             raise DeviceUnavailable(f"{self.name} is down")
+        self._refuse_unidentified()
         self._writing.update(writes)
         try:
             await self._write(writes)
@@ -192,6 +204,9 @@ class ModbusDevice:
         t0 = time.monotonic()
         probe = self.health.up is False
         try:
+            if not await self._identify(0 if probe else None):
+                self.failed_polls += 1
+                return False
             await self._poll(0 if probe else None)
         except BusError as exc:
             self.failed_polls += 1
@@ -219,6 +234,47 @@ class ModbusDevice:
     @property
     def commanded(self) -> dict[Point, Raw]:
         return dict(self._commanded)
+
+    # --- identity: the model at the unit, checked before anything else ----------------------------
+
+    async def _identify(self, retries: int | None) -> bool:
+        """Whether the device may be polled and written: up already (checked since the last contact was lost),
+        or its map has no identity block, or it reports its map's model now. A bus fault raises BusError (a
+        device that does not answer is down as from a poll); a wrong answer keeps it down."""
+        ident = self.map.identity
+        if ident is None or self.health.up is True:
+            return True
+        expected = f"expected model {self.map.model!r} (map {Path(self.map.source).name})"
+        where = f"{ident.table.value} {ident.address}-{ident.end - 1}"
+        try:
+            raw = await self.bus.read(self.unit, ident.table, ident.address, ident.width, on_fault=self._fault,
+                                      retries=retries)
+        except DeviceException as exc:
+            self.health.errors[exc.kind] += 1
+            said = f"answered its identity block ({where}) with exception {exc.code} ({exc.name})"
+        else:
+            model = ident.decode(raw)
+            if model == self.map.model:
+                self._identity_fault = None
+                self.identity_status = CHECKED
+                return True
+            said = f"reports model {model!r} at {where}"
+        self._wrong_identity(f"{self.name} (bus {self.bus.name}, unit {self.unit}) {said}; {expected}")
+        return False
+
+    def _wrong_identity(self, reason: str) -> None:
+        """Down with this reason; logged loudly the first time and whenever the answer changes."""
+        self.identity_status = reason
+        self.health.errors["identity"] += 1
+        if self.health.up is False and reason != self._identity_fault:  # already down: health would log it quietly
+            log.error("device down", device=self.name, kind="identity", detail=reason)
+        self._identity_fault = reason
+        self.health.down(reason)
+
+    def _refuse_unidentified(self) -> None:
+        """Nothing is written to a device whose model has not been checked since its last contact."""
+        if self.map.identity is not None and self.health.up is not True:
+            raise DeviceUnavailable(f"{self.name}: model not checked yet ({self.identity_status})")
 
     # --- shared machinery -------------------------------------------------------------------------
 

@@ -38,6 +38,8 @@ AT = datetime(2026, 11, 29, 20, 0, tzinfo=UTC)
 WAIT_S = 10.0
 SECRET = "c0rrect-h0rse-battery"
 
+WRONG_MODEL = ("seat-3 (bus table-bus, unit 3) reports model 'PJ-LOCKOUT-1' at input_register 4096-4103; "
+               "expected model 'PJ-SEAT-1' (map seat-single.toml)")
 STATUS = {
     "table": "CS-07",
     "game": "caribbean-stud",
@@ -46,9 +48,12 @@ STATUS = {
     "blocks": [{"block": "stub", "sources": ["start-up"]}],
     "seats_disabled": [{"seat": 3, "device": "seat-3", "reason": "no answer within 0.5 s"}],
     "devices": [
-        {"id": "seat-1", "kind": "seat", "up": True, "errors": 0, "last_error": None},
-        {"id": "seat-3", "kind": "seat", "up": False, "errors": 4, "last_error": "no answer within 0.5 s"},
-        {"id": "sign", "kind": "sign", "up": True, "errors": 1, "last_error": None},
+        {"id": "seat-1", "kind": "seat", "model": "PJ-SEAT-1", "identity": "checked", "up": True, "errors": 0,
+         "last_error": None},
+        {"id": "seat-3", "kind": "seat", "model": "PJ-SEAT-1", "identity": WRONG_MODEL, "up": False, "errors": 4,
+         "last_error": "no answer within 0.5 s"},
+        {"id": "sign", "kind": "sign", "model": "sign-led", "identity": "not checked: the map has no identity block",
+         "up": True, "errors": 1, "last_error": None},
     ],
     "meters": [{"meter": "main", "amount": "10234.56"}, {"meter": "bonus", "amount": "10000.00"}],
     "ledger_head_seq": 1234,
@@ -231,10 +236,11 @@ def test_status_for_people(live):
         "wagering: DISABLED: stub (start-up)\n"
         "seats disabled: 3 (seat-3 down: no answer within 0.5 s)\n"
         "devices: 2 up, 1 down\n"
-        "  device  kind  state  errors  last error\n"
-        "  seat-1  seat  up          0\n"
-        "  seat-3  seat  DOWN        4  no answer within 0.5 s\n"
-        "  sign    sign  up          1\n"
+        "  device  kind  model      identity     state  errors  last error\n"
+        "  seat-1  seat  PJ-SEAT-1  checked      up          0\n"
+        "  seat-3  seat  PJ-SEAT-1  FAILED       DOWN        4  no answer within 0.5 s\n"
+        "  sign    sign  sign-led   not checked  up          1\n"
+        f"  seat-3: {WRONG_MODEL}\n"
         "meters:\n"
         "  main   $10234.56\n"
         "  bonus  $10000.00\n"

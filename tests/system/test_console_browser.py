@@ -152,7 +152,8 @@ async def _offline(daemon) -> str:
     """The page of the table's own recorded answers with its Progressive Payout Wager's meter linked and the link
     OFFLINE, as a linked table's status says it (`link.up` false, the linked meter's amount unknown, the link
     block), without the script (so that the live stream does not draw the table's real state over it)."""
-    status, rnd, history = [await daemon.call(op, {}) for op in ("status", "round", "history")]
+    status, rnd = [await daemon.call(op, {}) for op in ("status", "round")]
+    history = await daemon.call("history", {"kinds": True})  # as the console asks it: what each payout is
     status = {**status, "meters": [{**m, "linked": "pa-progressive", "amount": None} if m["meter"] == "main" else m
                                    for m in status["meters"]],
               "blocks": [*status["blocks"], {"block": "link", "sources": ["pa-progressive"]}],
@@ -236,6 +237,7 @@ async def test_the_console_in_every_state_reads_at_a_glance_at_desktop_and_table
             driver.execute_script("document.open(); document.write(arguments[0]); document.close();", html)
             offline = await asyncio.to_thread(_wait, driver, lambda d: _text(d, ".link-offline"), "the link OFFLINE")
             assert "Link to the authority OFFLINE" in offline and _meter(driver) == "✖ OFFLINE"
+            assert _text(driver, "#history").count("Envy Bonus") == 2, _text(driver, "#history")
             await asyncio.to_thread(look, "link-offline")
             # the layout check sees what it is for: a cell holding a line wider than its card
             driver.execute_script("document.querySelector('#history td').insertAdjacentHTML('beforeend', "

@@ -20,8 +20,10 @@ from test_report_rig import FLOOR, FOUR_ACES, claimed, table
 
 from controller.ledger.chain import utc_now
 from controller.report import gaming_day
+from controller.report.build import TABLE, Source
 from controller.report.render import render
 from controller.service.report_files import read_report
+from controller.service.views import meter_titles
 
 from rigtable import lock_round
 
@@ -54,6 +56,9 @@ for (const svg of document.querySelectorAll('svg')) {
       out.push('plot label: ' + t.textContent);
   }
 }
+for (const t of document.querySelectorAll('table'))  // a table past its column: its own width is 100%
+  if (t.getBoundingClientRect().right > t.parentElement.getBoundingClientRect().right + 1)
+    out.push('table past its column: ' + t.textContent.slice(0, 60));
 if (document.documentElement.scrollWidth > window.innerWidth) out.push('the page is wider than the window');
 return out;
 """
@@ -93,7 +98,8 @@ async def test_a_day_with_a_royal_flush_and_its_envy_bonuses_prints_as_accountin
         await daemon.call("settle", {"round_id": "CS-07-r2"})
         await lock_round(daemon, rig, [(1, "progressive")])
         await daemon.call("void", {"reason": "misdeal", **FLOOR})
-    report = read_report(tmp_path / "state", day)
+        source = Source(TABLE, daemon.cfg.table, meter_titles(daemon.cfg))  # as `report --config` reads it
+    report = read_report(tmp_path / "state", day, source)
     assert report.entries and report.source.title == "Table CS-07"
     page = tmp_path / "report.html"
     page.write_text(render(report, "html"), encoding="utf-8")
@@ -119,12 +125,17 @@ async def test_a_day_with_a_royal_flush_and_its_envy_bonuses_prints_as_accountin
         assert re.fullmatch(r"\$10,000\.\d\d", payouts[royal])
         assert all(re.fullmatch(r"\d{4}-\d\d-\d\d\s\d\d:\d\d:\d\d\sE[SD]T", r[0]) for r in rows), rows
         assert "Reconciliation: the meter's visible amount balances: yes" in body
+        main = driver.find_element(By.CSS_SELECTOR, 'section[data-meter="main"] h2').text
+        assert "Table CS-07, Progressive Payout Wager (meter main)" in main, main  # the wager's name, as people know it
         assert "Prepared by" in body and "Reviewed by" in body and "Signature" in body
         assert "Claim CS-07-r1-c1: approved by floor-1" in body
         raw = RAW.search(body)
         assert raw is None, body[max(raw.start() - 80, 0):raw.end() + 40]
         caption = driver.find_element(By.CSS_SELECTOR, 'section[data-meter="main"] figcaption').text
         assert "defined at" in caption and "with $10,000.00" in caption  # as the readings say: no opening
+        assert caption.startswith("Progressive Payout Wager (meter main), visible amount"), caption
+        glance = driver.find_element(By.CSS_SELECTOR, "table.glance").text
+        assert "Five Card Hand Bonus Wager (meter bonus)" in glance, glance
         assert "not yet defined" in body
         labels = [t.text for t in driver.find_elements(By.CSS_SELECTOR, 'section[data-meter="main"] svg text')]
         hour = f"{now.hour:02d}:00"

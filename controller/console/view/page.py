@@ -486,6 +486,17 @@ def _problems(devices: list[Mapping[str, Any]], zone: tzinfo) -> list[str]:
     return lines
 
 
+def _model(d: Mapping[str, Any]) -> str:
+    """A device's model; when the device answered as another model (or refused to say), a ✖ and, on a tap, what it
+    said."""
+    model = f'<small>{_e(d.get("model") or "—")}</small>'
+    identity = d.get("identity")
+    if not isinstance(identity, str) or identity == "checked" or identity.startswith("not checked"):
+        return model
+    return (f'<details data-key="id-{_e(d.get("id"))}"><summary>{model} <span class="icon" aria-hidden="true">✖'
+            f'</span> <b>identity failed</b></summary><small>{_e(identity)}</small></details>')
+
+
 def _devices(status: Mapping[str, Any]) -> str:
     zone = zone_of(status)
     devices = [d for d in status.get("devices") or [] if isinstance(d, Mapping)]
@@ -504,10 +515,10 @@ def _devices(status: Mapping[str, Any]) -> str:
                        '</details>')
         since = local_time(d.get("since"), zone, date=False).rpartition(" ")[0] or "—"
         rows.append(f'<tr class="{"up" if up else "down"}" data-device="{_e(d.get("id"))}"><td>{_e(d.get("id"))}'
-                    f'</td><td class="state">{state}</td><td class="time">{since}</td>'
-                    f'<td class="num">{outages}</td></tr>')
+                    f'<div class="model">{_model(d)}</div></td><td class="state">{state}</td>'
+                    f'<td class="time">{since}</td><td class="num">{outages}</td></tr>')
     abbreviation = datetime.now(UTC).astimezone(zone).strftime("%Z")
-    table = ('<table class="devices"><thead><tr><th>Device</th><th>State</th>'
+    table = ('<table class="devices"><thead><tr><th>Device <small>(model)</small></th><th>State</th>'
              f'<th>Since ({_e(abbreviation)})</th><th class="num">Outages</th></tr></thead>'
              f'<tbody>{"".join(rows)}</tbody></table>')
     if problems or any(d.get("errors") for d in devices) or not devices:
