@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -20,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from tableproc import TableProcess, credential_for
+from tableproc import BIN, TableProcess, credential_for
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE = ROOT / "tests" / "support" / "vendor" / "pjdev.c"
@@ -220,6 +221,116 @@ def test_mbpoll_is_refused_outside_each_map_and_for_what_a_variant_lacks(devices
     assert mbpoll(p, 99, "3", 0).returncode != 0
 
 
+# --- the conformance kit ---------------------------------------------------------------------------------------
+
+KIT = BIN / "progressive-hil"
+
+
+async def conform(d: Devices, kind: str, unit: int, *options: str,
+                  operator: Callable[[str], None] | None = None) -> tuple[int, dict[str, Any]]:
+    """`progressive-hil conform --json` against one of the vendor's devices: the exit status and the report. With
+    `operator`, the kit's instructions (on its standard error) are handed to it one line at a time, as a person at
+    the bench would read them."""
+    proc = await asyncio.create_subprocess_exec(
+        str(KIT), "conform", "--kind", kind, f"127.0.0.1:{d.port}", "--unit", str(unit), "--json", *options,
+        stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    said: list[str] = []
+
+    async def instructions() -> None:
+        assert proc.stderr is not None
+        async for raw in proc.stderr:
+            line = raw.decode(errors="replace").rstrip()
+            said.append(line)
+            if operator is not None:
+                operator(line)
+
+    async with asyncio.timeout(60):
+        out, _ = await asyncio.gather(proc.stdout.read(), instructions())
+        rc = await proc.wait()
+    assert out.strip(), f"no report (exit {rc}): " + "\n".join(said)
+    return rc, json.loads(out)
+
+
+def outcomes(report: dict[str, Any]) -> dict[str, str]:
+    """Each check's outcome by name (PASS, FAIL, SKIP)."""
+    return {c["name"]: str(c["outcome"]).upper() for c in report["checks"]}
+
+
+def failed(report: dict[str, Any]) -> list[str]:
+    return [name for name, outcome in outcomes(report).items() if outcome == "FAIL"]
+
+
+@pytest.mark.parametrize(("spec", "kind", "unit", "options"), [
+    (f"seat:{SEAT}", "seat", SEAT, ()),
+    (f"seat:{SINGLE_SEAT},single-writes", "seat", SINGLE_SEAT, ("--writes", "single")),
+    (f"seat:{SINGLE_SEAT},single-writes", "seat", SINGLE_SEAT, ()),        # auto: 15 answered exception 1
+    (f"lockout:{LOCKOUT}", "lockout", LOCKOUT, ()),
+    (f"sign:{SIGN}", "sign", SIGN, ()),
+    (f"sign:{SIGN},write-only", "sign", SIGN, ("--read-back", "no")),
+], ids=["seat", "seat-single-writes", "seat-single-writes-detected", "lockout", "sign", "sign-write-only"])
+async def test_the_kit_passes_each_device_built_to_the_contract(devices, spec, kind, unit, options):
+    d = devices(spec)
+    rc, report = await conform(d, kind, unit, *options)
+    assert (rc, failed(report)) == (0, []), report
+    checks = outcomes(report)
+    assert checks["identity"] == "PASS", checks
+    if "single-writes" in spec:  # reported, not failed: the installer configures writes = "single"
+        assert any("not supported" in json.dumps(c) or c["outcome"].upper() == "SKIP"
+                   for c in report["checks"] if c["name"].startswith("function 15")), report["checks"]
+
+
+async def test_the_kit_passes_a_seat_and_a_lockout_with_a_person_at_the_bench(devices):
+    d = devices(f"seat:{SEAT}", f"lockout:{LOCKOUT}")
+
+    def bench(line: str) -> None:  # what the kit asks for ("press the lock-out button 3 times"), done on the device
+        said = line.lower()
+        if "place" in said:
+            d.act(f"place {SEAT} 123456")
+        elif "lift" in said:
+            d.act(f"lift {SEAT}")
+        elif "press" in said:
+            times = re.search(r"(\d+) times", said)
+            for _ in range(int(times.group(1)) if times else 1):
+                d.act(f"press {LOCKOUT}")
+
+    rc, report = await conform(d, "seat", SEAT, "--operator", "--amount", "1234.56", "--operator-timeout", "10",
+                               operator=bench)
+    assert (rc, failed(report)) == (0, []), report
+    assert any(c["name"].startswith("operator") and c["outcome"].upper() == "PASS" for c in report["checks"])
+    rc, report = await conform(d, "lockout", LOCKOUT, "--operator", "--operator-timeout", "10", operator=bench)
+    assert (rc, failed(report)) == (0, []), report
+    assert d.unit(LOCKOUT)["presses"] == 3
+
+
+@pytest.mark.parametrize(("spec", "check"), [
+    (f"seat:{SEAT},any-address", "exception 2"),       # answers outside its map
+    (f"seat:{SEAT},model=PJ-SEAT-2", "identity"),      # says another model
+], ids=["any-address", "wrong-model"])
+async def test_the_kit_fails_a_wrong_device_naming_the_check(devices, spec, check):
+    d = devices(spec)
+    rc, report = await conform(d, "seat", SEAT)
+    assert rc == 1, report
+    assert report["verdict"] == "FAIL"
+    assert failed(report) and all(name.startswith(check) for name in failed(report)), failed(report)
+
+
+async def test_the_kit_with_a_person_finds_a_seat_that_puts_the_low_word_first(devices):
+    d = devices(f"seat:{SEAT},low-word-first")
+
+    def bench(line: str) -> None:
+        said = line.lower()
+        if "place" in said:
+            d.act(f"place {SEAT} 123456")
+        elif "lift" in said:
+            d.act(f"lift {SEAT}")
+
+    rc, report = await conform(d, "seat", SEAT, "--operator", "--amount", "1234.56", "--operator-timeout", "10",
+                               operator=bench)
+    assert (rc, report["verdict"]) == (1, "FAIL"), report
+    assert failed(report) and all(name.startswith("operator") for name in failed(report)), failed(report)
+
+
 # --- a table daemon with the vendor's devices ----------------------------------------------------------------
 
 
@@ -266,7 +377,9 @@ async def test_a_round_books_against_the_vendors_devices(devices, tmp_path):
         assert sorted((w["seat"], w["amount"]) for w in r["wagers"]) == [(1, "5.00"), (2, "1.00")]
         status = await t.control("status")
         assert status["blocks"] == [] and status["seats_disabled"] == [], status
-        assert all(dev["up"] for dev in status["devices"]), status["devices"]
+        assert {dev["id"]: (dev["up"], dev["model"], dev["identity"]) for dev in status["devices"]} == {
+            "seat-1": (True, "PJ-SEAT-1", "checked"), "seat-2": (True, "PJ-SEAT-1", "checked"),
+            "lockout": (True, "PJ-LOCKOUT-1", "checked"), "sign": (True, "PJ-SIGN-3", "checked")}
         # the seat without function 15 was answered exception 1 and then written coil by coil
         single = d.unit(SINGLE_SEAT)
         assert single["requests"].get("5", 0) >= 1, single
