@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import time
+import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -331,6 +332,26 @@ async def test_the_kit_with_a_person_finds_a_seat_that_puts_the_low_word_first(d
     assert failed(report) and all(name.startswith("operator") for name in failed(report)), failed(report)
 
 
+def scrape(url: str) -> list[tuple[str, dict[str, str], float]]:
+    """The daemon's metrics: (name, labels, value) of each sample."""
+    with urllib.request.urlopen(url, timeout=10) as r:
+        text = r.read().decode()
+    out = []
+    for line in text.splitlines():
+        m = re.fullmatch(r"(\w+)(?:\{(.*)\})? (\S+)", line)
+        if m and not line.startswith("#"):
+            out.append((m.group(1), dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group(2) or "")),
+                        float(m.group(3))))
+    return out
+
+
+def sample(samples: list[tuple[str, dict[str, str], float]], name: str, **labels: str) -> float:
+    """The one sample of `name` with these labels (among others it may have)."""
+    (value,) = [v for n, ls, v in samples if n == name and labels.items() <= ls.items()] or [None]
+    assert value is not None, f"no {name}{labels}: {[x for x in samples if x[0] == name]}"
+    return value
+
+
 # --- a table daemon with the vendor's devices ----------------------------------------------------------------
 
 
@@ -380,9 +401,18 @@ async def test_a_round_books_against_the_vendors_devices(devices, tmp_path):
         assert {dev["id"]: (dev["up"], dev["model"], dev["identity"]) for dev in status["devices"]} == {
             "seat-1": (True, "PJ-SEAT-1", "checked"), "seat-2": (True, "PJ-SEAT-1", "checked"),
             "lockout": (True, "PJ-LOCKOUT-1", "checked"), "sign": (True, "PJ-SIGN-3", "checked")}
-        # the seat without function 15 was answered exception 1 and then written coil by coil
+        # what the table cannot verify, and how it learnt to write to seat 2, in status and the metrics
+        assert {dev["id"]: dev.get("read_back") for dev in status["devices"]}["sign"] is False, status["devices"]
+        metrics = await asyncio.to_thread(scrape, t.metrics_url)
+        assert sample(metrics, "progressive_device_read_back", device="sign") == 0
+        assert sample(metrics, "progressive_device_read_back", device="seat-2") == 1
+        assert sample(metrics, "progressive_device_writes_info", device="seat-2", mode="single (detected)") == 1
+        assert sample(metrics, "progressive_device_writes_info", device="seat-1", mode="multiple") == 1
+        # seat 2 answered function 15 with exception 1 and was written coil by coil from then on; the sign
+        # was never read back
         single = d.unit(SINGLE_SEAT)
-        assert single["requests"].get("5", 0) >= 1, single
+        assert single["exceptions"].get("15", 0) >= 1 and single["requests"].get("5", 0) >= 2, single
+        assert "3" not in d.unit(SIGN)["requests"], d.unit(SIGN)
         await t.stop()
     finally:
         t.close()
