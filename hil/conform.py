@@ -558,11 +558,18 @@ class _Run:
                 self.add(Check(f"operator: no chip at {where}", Outcome.FAIL, sent,
                                f"read {before}, expected presence off and amount 0"))
                 continue
+
+            def read(p: Point = present, a: Point | None = amount) -> Awaitable[tuple[bool, int] | None]:
+                return self._inputs_now(p, a)
+
             for action, placed in (("place", True), ("lift", False)):
                 verb = "place a chip on" if placed else "lift the chip from"
                 await self._ask(Instruction(action, f"{verb} {where}", present.seat, present.spot))
-                samples = await self._watch(lambda p=present, a=amount: self._inputs_now(p, a),
-                                            lambda s, placed=placed: s[0] == placed)
+
+                def done(s: tuple[bool, int], placed: bool = placed) -> bool:
+                    return s[0] == placed
+
+                samples = await self._watch(read, done)
                 ok, seen = chip_order(samples, placed, amount is not None)
                 self.add(Check(f"operator: chip {'placed' if placed else 'lifted'} at {where}",
                                Outcome.PASS if ok else Outcome.FAIL, sent, seen))

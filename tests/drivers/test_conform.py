@@ -8,10 +8,13 @@ import asyncio
 import json
 
 import pytest
+from pymodbus.client import AsyncModbusTcpClient
 
 from drivers.modbus.registermap import Kind, Table
 from hil import cli, conform
 from hil.modbus_devices import ModbusBusSim, SimDevice
+from hil.rig import Rig
+from hil.rig_config import parse_rig_config
 from hil.wire import SerialWire
 
 from test_modbus_sim import MAPS, run_async
@@ -208,3 +211,35 @@ async def test_the_cli_exits_0_on_a_pass_1_on_a_failure_2_on_bad_input(capsys):
         assert await _cli("conform", "--kind", "seat", "127.0.0.1:notaport", "--unit", "1") == 2
     assert await _cli("conform", "--kind", "seat", where, "--unit", "1") == 1  # nothing listens any more
     assert "cannot connect" in capsys.readouterr().err
+
+
+RIG = """
+table = "CONFORM-1"
+seats = 2
+
+[[tcp]]
+name = "gateway"
+devices = [
+  { unit = 1, name = "seat-1", kind = "seat", map = "seat-single", seats = [1] },
+  { unit = 2, name = "seat-2", kind = "seat", map = "seat-single", seats = [2], lenient = true },
+]
+"""
+
+
+@run_async
+async def test_the_rig_file_keeps_a_lenient_device_where_a_test_asks(tmp_path):
+    cfg = parse_rig_config(RIG, "rig.toml", base=tmp_path)
+    async with Rig(cfg, source="rig.toml") as rig:
+        strict, lenient = rig.simulator("seat-1"), rig.simulator("seat-2")
+        assert (strict.lenient, lenient.lenient) == (False, True)
+        # what the rig's own client sees: exception 2 past the map, exception 1 for a function not supported
+        conn = rig.connections()["seat-1"].as_dict()
+        client = AsyncModbusTcpClient(conn["host"], port=conn["tcp_port"], timeout=1, retries=0)
+        await client.connect()
+        try:
+            assert (await client.read_coils(0, count=3, device_id=1)).exception_code == 2
+            assert (await client.read_coils(0, count=2, device_id=1)).bits[:2] == [False, False]
+            assert (await client.read_holding_registers(0, count=1, device_id=1)).exception_code == 1
+            assert not (await client.read_coils(0, count=3, device_id=2)).isError()  # lenient
+        finally:
+            client.close()
