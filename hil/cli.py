@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
 
     k = cmd("conform", "check a real Modbus device against the device contract and print a report")
     k.add_argument("target", help="HOST:PORT (Modbus TCP) or a serial port path (Modbus RTU)")
-    k.add_argument("--kind", required=True, choices=["seat", "lockout", "sign"])
+    k.add_argument("--kind", required=True, choices=["seat", "lockout", "sign"], help="what the device is")
     k.add_argument("--unit", required=True, type=int, help="the device's unit id")
     k.add_argument("--map", help="a shipped register map's name or a map file (default: the kind's shipped "
                                  "map: seat-single, lockout, sign)")
