@@ -382,6 +382,8 @@ def _conform(args: argparse.Namespace) -> int:
         report = asyncio.run(conform.conform(opts, rmap, baud=args.baud, parity=args.parity,
                                              stopbits=args.stopbits, operator=ask if args.operator else None))
     except (ConnectionError, OSError) as e:
+        if getattr(args, "json", False):
+            print(json.dumps({"ok": False, "error": str(e), "verdict": "FAIL"}))
         print(f"progressive-hil: conform: {e}", file=sys.stderr)
         return EXIT_REFUSED
     if getattr(args, "json", False):

@@ -208,7 +208,8 @@ def check_multiple(name: str, sent: str, answer: Answer, writes: str) -> Check:
         return Check(name, Outcome.PASS, sent, answer.show(), required=False)
     if answer.exception == 1 and writes != "multiple":
         return Check(name, Outcome.SKIP, sent, f"{answer.show()}: {NOT_SUPPORTED_15_16}", required=False)
-    return Check(name, Outcome.FAIL, sent, answer.show(), required=writes == "multiple")
+    # any other answer (or exception 1 from a device declaring multiple writes) takes the device down
+    return Check(name, Outcome.FAIL, sent, answer.show())
 
 
 def percentile(samples: Sequence[float], q: float) -> float:

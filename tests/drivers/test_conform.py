@@ -188,6 +188,13 @@ def test_percentiles_and_chip_order_are_pure():
     assert conform.chip_order([(True, 500), (False, 0)], False, True)[0]
     assert not conform.chip_order([(True, 500), (True, 0), (False, 0)], False, True)[0]  # amount first
     assert conform.blocks([0, 1, 2, 4, 16, 17]) == [(0, 3), (4, 5), (16, 18)]
+    # 15/16 are optional only as exception 1, the answer the controller falls back to single writes on
+    not_supported = conform.check_multiple("f15", "...", conform.Answer(exception=1), "auto")
+    assert (not_supported.outcome, not_supported.required) == (conform.Outcome.SKIP, False)
+    busy = conform.check_multiple("f15", "...", conform.Answer(exception=6), "auto")
+    assert (busy.outcome, busy.required) == (conform.Outcome.FAIL, True)
+    declared = conform.check_multiple("f15", "...", conform.Answer(exception=1), "multiple")
+    assert (declared.outcome, declared.required) == (conform.Outcome.FAIL, True)
 
 
 async def _cli(*argv: str) -> int:
