@@ -113,6 +113,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="whether the device's outputs read back (no: a write-only device)")
     k.add_argument("--operator", action="store_true",
                    help="ask a person to place and lift a chip, or press the button")
+    k.add_argument("--amount", metavar="DOLLARS",
+                   help="with --operator at a seat: the chip's value, checked against what the device reads")
     k.add_argument("--operator-timeout", type=float, default=60.0, metavar="SECONDS",
                    help="how long to wait for each thing the operator is asked to do (default 60)")
     k.add_argument("--baud", type=int, default=19200, help="serial: baud rate (default 19200)")
@@ -365,6 +367,9 @@ def _conform(args: argparse.Namespace) -> int:
         raise InputError("--baud", f"{args.baud}: must be positive")
     if not 0 < args.operator_timeout <= 3600:
         raise InputError("--operator-timeout", f"{args.operator_timeout}: 0 to 3600 seconds")
+    chip = None if args.amount is None else parse_cents(args.amount, "--amount")
+    if chip is not None and chip <= 0:
+        raise InputError("--amount", f"{args.amount}: a chip's value is more than 0")
     kind = Kind(args.kind)
     logging.getLogger("pymodbus").setLevel(logging.CRITICAL)  # the report says what went wrong, once
     try:
@@ -372,7 +377,7 @@ def _conform(args: argparse.Namespace) -> int:
     except (RegisterMapError, ValueError) as e:
         raise InputError("--map", str(e).splitlines()[0]) from None
     opts = conform.Options(kind, args.target, args.unit, name, transport, args.writes, args.read_back == "yes",
-                           args.operator_timeout)
+                           args.operator_timeout, chip)
 
     def ask(instruction: conform.Instruction) -> None:
         print(f"operator: {instruction.text} (waiting up to {args.operator_timeout:g} s)", file=sys.stderr,

@@ -26,6 +26,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from controller.money import format_cents
 from drivers.modbus.registermap import ButtonMode, Kind, Point, RegisterMap, Table, load_register_map
 
 KIT_VERSION = "1.0"
@@ -90,6 +91,7 @@ class Options:
     writes: str = "auto"  # auto | multiple | single, as the device declares
     read_back: bool = True
     operator_timeout_s: float = 60.0
+    chip_cents: int | None = None  # the chip the operator places: its amount is checked (word order, scale)
 
 
 @dataclass
@@ -123,6 +125,7 @@ class Instruction:
     seat: int | None = None
     spot: str | None = None
     times: int = 0
+    amount_cents: int | None = None
 
 
 Operator = Callable[[Instruction], Awaitable[None] | None]
@@ -268,10 +271,12 @@ def pattern(p: Point) -> list[int]:
     return [int(v) for v in p.encode(0x100 + p.address % 0x100)]
 
 
-def chip_order(samples: Sequence[tuple[bool, int]], placed: bool, has_amount: bool) -> tuple[bool, str]:
+def chip_order(samples: Sequence[tuple[bool, int]], placed: bool, has_amount: bool,
+               expected: int | None = None) -> tuple[bool, str]:
     """Presence and amount over one placing (or lifting): the amount is right whenever presence reads on
     (placing: the amount first, then presence; lifting: presence off first, then the amount), and with no
-    chip the amount reads 0. ``samples`` are (present, amount) in the order read."""
+    chip the amount reads 0. ``samples`` are (present, amount in cents) in the order read; ``expected``, the
+    chip's amount when the operator was told it."""
     if not samples:
         return False, "no reading"
     seen = " -> ".join(f"{'on' if p else 'off'}/{a}" for p, a in _changes(samples))
@@ -283,6 +288,8 @@ def chip_order(samples: Sequence[tuple[bool, int]], placed: bool, has_amount: bo
     wager = final_amount if placed else next((a for p, a in samples if p), None)
     if placed and final_amount <= 0:
         return False, f"a chip with amount {final_amount}: {seen}"
+    if placed and expected is not None and final_amount != expected:
+        return False, f"amount {final_amount} cents, expected {expected} (word order? scale?): {seen}"
     if not placed and final_amount != 0:
         return False, f"amount {final_amount} with no chip: {seen}"
     if any(p and a != wager for p, a in samples):
@@ -564,14 +571,17 @@ class _Run:
                 return self._inputs_now(p, a)
 
             for action, placed in (("place", True), ("lift", False)):
-                verb = "place a chip on" if placed else "lift the chip from"
-                await self._ask(Instruction(action, f"{verb} {where}", present.seat, present.spot))
+                chip = self.opts.chip_cents
+                verb = ("place a chip" + (f" of ${format_cents(chip)}" if chip is not None else "") + " on" if placed
+                        else "lift the chip from")
+                await self._ask(Instruction(action, f"{verb} {where}", present.seat, present.spot,
+                                            amount_cents=chip if placed else None))
 
                 def done(s: tuple[bool, int], placed: bool = placed) -> bool:
                     return s[0] == placed
 
                 samples = await self._watch(read, done)
-                ok, seen = chip_order(samples, placed, amount is not None)
+                ok, seen = chip_order(samples, placed, amount is not None, self.opts.chip_cents)
                 self.add(Check(f"operator: chip {'placed' if placed else 'lifted'} at {where}",
                                Outcome.PASS if ok else Outcome.FAIL, sent, seen))
                 if not ok:

@@ -44,12 +44,13 @@ def operator_for(dev: SimDevice, *, presence_first: bool = False):
 
     async def act(ins: conform.Instruction) -> None:
         assert ins.seat is not None or ins.action == "press"
+        cents = 500 if ins.amount_cents is None else ins.amount_cents
         if ins.action == "place" and presence_first:
             assert ins.spot is not None
             dev.place_chip(ins.seat, ins.spot, None)  # present, amount 0 while the kit reads it 3 times
             later.append(asyncio.create_task(amount_after_reads(ins.seat, ins.spot)))
         elif ins.action == "place":
-            dev.place_chip(ins.seat, ins.spot, 500)
+            dev.place_chip(ins.seat, ins.spot, cents)
         elif ins.action == "lift":
             dev.remove_chip(ins.seat, ins.spot)
         else:
@@ -167,6 +168,23 @@ async def test_a_seat_reporting_presence_before_its_amount_fails_the_order():
 
 
 @run_async
+async def test_a_seat_with_the_other_word_order_fails_the_operators_chip(tmp_path):
+    little = tmp_path / "seat-little.toml"
+    little.write_text((MAPS / "seat-single.toml").read_text().replace('word_order = "big"', 'word_order = "little"'))
+    bus = ModbusBusSim(host="127.0.0.1")
+    bus.add_device(SEAT, little, name="seat")
+    async with bus:
+        wrong = await kit(bus, SEAT, chip_cents=500)
+        right_map = ModbusBusSim(host="127.0.0.1")
+        right_map.add_device(SEAT, MAPS / "seat-single.toml", name="seat")
+        async with right_map:
+            right = await kit(right_map, SEAT, chip_cents=500)
+    assert [c.name for c in wrong.failed] == ["operator: chip placed at seat 1, spot progressive"]
+    assert "amount 32768000 cents, expected 500 (word order? scale?)" in conform.render_text(wrong)
+    assert right.passed, conform.render_text(right)
+
+
+@run_async
 async def test_a_device_without_multiple_writes_is_told_to_configure_single_writes():
     async with tcp_bus() as bus:
         seat = bus.devices[SEAT]
@@ -216,6 +234,8 @@ async def test_the_cli_exits_0_on_a_pass_1_on_a_failure_2_on_bad_input(capsys):
         assert await _cli("conform", "--kind", "seat", where, "--unit", "1", "--map", "sign") == 2
         assert "--map" in capsys.readouterr().err
         assert await _cli("conform", "--kind", "seat", "127.0.0.1:notaport", "--unit", "1") == 2
+        assert await _cli("conform", "--kind", "seat", where, "--unit", "1", "--operator", "--amount", "0") == 2
+        assert "--amount" in capsys.readouterr().err
     assert await _cli("conform", "--kind", "seat", where, "--unit", "1") == 1  # nothing listens any more
     assert "cannot connect" in capsys.readouterr().err
 
