@@ -37,6 +37,8 @@ UNSUPPORTED_FC = 24  # read FIFO queue: the contract never uses it, a table devi
 READ_FC = {Table.COIL: 1, Table.DISCRETE_INPUT: 2, Table.HOLDING_REGISTER: 3, Table.INPUT_REGISTER: 4}
 SINGLE_FC = {Table.COIL: 5, Table.HOLDING_REGISTER: 6}
 MULTIPLE_FC = {Table.COIL: 15, Table.HOLDING_REGISTER: 16}
+MAX_READ = {True: 2000, False: 125}  # the most coils / registers one read may ask for (Modbus application protocol)
+MAX_WRITE = {True: 1968, False: 123}  # ... and one write of 15 / 16 may carry
 EXCEPTIONS = {1: "illegal function", 2: "illegal data address", 3: "illegal data value", 4: "device failure",
               5: "acknowledge", 6: "device busy", 10: "gateway path unavailable", 11: "gateway target failed"}
 NOT_SUPPORTED_15_16 = 'not supported: configure writes = "single"'
@@ -381,7 +383,8 @@ class _Run:
     async def multiple(self) -> None:
         outs = mapped(self.map, outputs_only=True)
         for table, fc in MULTIPLE_FC.items():
-            runs = blocks(outs[table])
+            most = MAX_WRITE[table.is_bits]
+            runs = [(a, min(b, a + most)) for start, b in blocks(outs[table]) for a in range(start, b, most)]
             if not runs:
                 continue
             name = f"function {fc} (write multiple {'coils' if table.is_bits else 'registers'})"
@@ -399,7 +402,8 @@ class _Run:
                     break
                 if self.opts.read_back:
                     rfc = READ_FC[table]
-                    self.add(check_read_back(f"read back {start}-{end - 1} (function {rfc})",
+                    self.add(check_read_back(f"read back {_span(table, start, end)} after function {fc} "
+                                             f"(function {rfc})",
                                              request(rfc, start, end - start),
                                              await self.link.read(rfc, start, end - start), values))
                 await self.link.write(fc, start, [0] * (end - start))
@@ -412,9 +416,10 @@ class _Run:
             for start, end in blocks(addrs):
                 if end > 0xFFFF:
                     continue
-                sent = request(fc, start, end - start + 1)
-                self.add(check_exception(f"exception 2 one past {_span(table, start, end)} (function {fc})",
-                                         sent, await self.link.read(fc, start, end - start + 1), 2))
+                if end - start + 1 <= MAX_READ[table.is_bits]:  # longer: exception 3, whatever the map
+                    sent = request(fc, start, end - start + 1)
+                    self.add(check_exception(f"exception 2 one past {_span(table, start, end)} (function {fc})",
+                                             sent, await self.link.read(fc, start, end - start + 1), 2))
                 sent = request(fc, end, 1)
                 self.add(check_exception(f"exception 2 at unmapped {table.value} {end} (function {fc})",
                                          sent, await self.link.read(fc, end, 1), 2))
