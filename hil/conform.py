@@ -312,9 +312,34 @@ def _changes(samples: Sequence[tuple[bool, int]]) -> list[tuple[bool, int]]:
 # --- the run (I/O) --------------------------------------------------------------------------------------
 
 
+class _Counted:
+    """A link that counts the requests answered (values or an exception) and the ones not answered."""
+
+    def __init__(self, link: Link) -> None:
+        self.inner = link
+        self.answered = 0
+        self.silent = 0
+
+    def _count(self, answer: Answer) -> Answer:
+        if answer.error is None:
+            self.answered += 1
+        else:
+            self.silent += 1
+        return answer
+
+    async def read(self, fc: int, address: int, count: int) -> Answer:
+        return self._count(await self.inner.read(fc, address, count))
+
+    async def write(self, fc: int, address: int, values: Sequence[int]) -> Answer:
+        return self._count(await self.inner.write(fc, address, values))
+
+    async def unsupported(self) -> Answer:
+        return self._count(await self.inner.unsupported())
+
+
 class _Run:
     def __init__(self, link: Link, rmap: RegisterMap, opts: Options, operator: Operator | None) -> None:
-        self.link = link
+        self.link = _Counted(link)
         self.map = rmap
         self.opts = opts
         self.operator = operator
@@ -328,6 +353,10 @@ class _Run:
     async def run(self) -> None:
         await self.identity()
         await self.inputs()
+        if self.link.silent and not self.link.answered:
+            self.add(Check("the device answers", Outcome.FAIL, f"{self.link.silent} requests to unit {self.opts.unit}",
+                           "no answer to any: check the unit id, the address or port and the serial settings"))
+            return
         await self.outputs()
         await self.multiple()
         await self.addresses()
@@ -447,7 +476,11 @@ class _Run:
             self.add(Check("timing", Outcome.SKIP, "nothing", "nothing to read on this device"))
             return
         fc, address, count = target
-        answers = [await self.link.read(fc, address, count) for _ in range(TIMING_READS)]
+        answers: list[Answer] = []
+        for _ in range(TIMING_READS):
+            answers.append(await self.link.read(fc, address, count))
+            if len(answers) >= 3 and all(a.error is not None for a in answers[-3:]):
+                break  # three in a row not answered: the device is gone, waiting for 97 more tells nothing
         check, self.timing = check_timing(request(fc, address, count), answers, BUDGET_S[self.opts.transport])
         self.add(check)
 

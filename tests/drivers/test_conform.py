@@ -137,6 +137,16 @@ async def test_a_wrong_model_fails_identity():
 
 
 @run_async
+async def test_a_unit_that_does_not_answer_fails_at_once():
+    async with tcp_bus() as bus:
+        bus.devices[SEAT].mute(True)
+        report = await kit(bus, SEAT)
+    assert [c.name for c in report.failed] == ["identity", "read inputs[0] wager_present (function 4)",
+                                               "read inputs[1] wager_amount (function 4)", "the device answers"]
+    assert "no answer to any" in conform.render_text(report)
+
+
+@run_async
 async def test_a_lenient_device_fails_the_address_checks():
     async with tcp_bus(lenient=True) as bus:
         reports = {unit: await kit(bus, unit, operator=False) for unit, _ in DEVICES}
