@@ -371,7 +371,6 @@ def _conform(args: argparse.Namespace) -> int:
     if chip is not None and chip <= 0:
         raise InputError("--amount", f"{args.amount}: a chip's value is more than 0")
     kind = Kind(args.kind)
-    logging.getLogger("pymodbus").setLevel(logging.CRITICAL)  # the report says what went wrong, once
     try:
         rmap, name = conform.load_map(kind, args.map)
     except (RegisterMapError, ValueError) as e:
@@ -383,6 +382,9 @@ def _conform(args: argparse.Namespace) -> int:
         print(f"operator: {instruction.text} (waiting up to {args.operator_timeout:g} s)", file=sys.stderr,
               flush=True)
 
+    pymodbus_log = logging.getLogger("pymodbus")
+    level = pymodbus_log.level
+    pymodbus_log.setLevel(logging.CRITICAL)  # the report says what went wrong, once
     try:
         report = asyncio.run(conform.conform(opts, rmap, baud=args.baud, parity=args.parity,
                                              stopbits=args.stopbits, operator=ask if args.operator else None))
@@ -391,6 +393,8 @@ def _conform(args: argparse.Namespace) -> int:
             print(json.dumps({"ok": False, "error": str(e), "verdict": "FAIL"}))
         print(f"progressive-hil: conform: {e}", file=sys.stderr)
         return EXIT_REFUSED
+    finally:
+        pymodbus_log.setLevel(level)
     if getattr(args, "json", False):
         print(json.dumps(conform.report_json(report)))
     else:

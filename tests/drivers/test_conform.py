@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 
 import pytest
 from pymodbus.client import AsyncModbusTcpClient
@@ -234,6 +235,7 @@ async def _cli(*argv: str) -> int:
 
 @run_async
 async def test_the_cli_exits_0_on_a_pass_1_on_a_failure_2_on_bad_input(capsys):
+    level = logging.getLogger("pymodbus").level
     async with tcp_bus() as bus:
         where = f"127.0.0.1:{bus.tcp_port}"
         assert await _cli("conform", "--kind", "lockout", where, "--unit", str(LOCKOUT)) == 0
@@ -251,6 +253,7 @@ async def test_the_cli_exits_0_on_a_pass_1_on_a_failure_2_on_bad_input(capsys):
         assert "--amount" in capsys.readouterr().err
     assert await _cli("conform", "--kind", "seat", where, "--unit", "1") == 1  # nothing listens any more
     assert "cannot connect" in capsys.readouterr().err
+    assert logging.getLogger("pymodbus").level == level  # quiet only while the kit runs
 
 
 RIG = """
