@@ -3,9 +3,11 @@
     progressive-hil run config/hil/caribbean-stud-7.toml --control /tmp/hil.sock --connections drivers.toml
     progressive-hil --control /tmp/hil.sock place 3 progressive --amount 5.00
     progressive-hil --control /tmp/hil.sock fault seat-3 corrupt 2
+    progressive-hil conform --kind seat 192.0.2.10:502 --unit 1
 
 Exit status: 0 done, 1 the rig refused (the reason on stderr), 2 bad input, 69 no rig on the socket,
-70 internal error. ``--json`` prints the rig's reply as one JSON object for scripts.
+70 internal error. ``--json`` prints the rig's reply as one JSON object for scripts. ``conform`` (the
+conformance kit, hil/conform.py) exits 0 when every required check passes and 1 otherwise.
 """
 
 from __future__ import annotations
@@ -98,6 +100,26 @@ def _parser() -> argparse.ArgumentParser:
                        ("replug", "put the cable back"), ("reboot", "restart the device")):
         x = cmd(name, help)
         x.add_argument("name", help="device or bus name")
+
+    k = cmd("conform", "check a real Modbus device against the device contract and print a report")
+    k.add_argument("target", help="HOST:PORT (Modbus TCP) or a serial port path (Modbus RTU)")
+    k.add_argument("--kind", required=True, choices=["seat", "lockout", "sign"], help="what the device is")
+    k.add_argument("--unit", required=True, type=int, help="the device's unit id")
+    k.add_argument("--map", help="a shipped register map's name or a map file (default: the kind's shipped "
+                                 "map: seat-single, lockout, sign)")
+    k.add_argument("--writes", choices=["auto", "multiple", "single"], default="auto",
+                   help="what the device declares: multiple writes (15, 16), single only, or auto (default)")
+    k.add_argument("--read-back", choices=["yes", "no"], default="yes",
+                   help="whether the device's outputs read back (no: a write-only device)")
+    k.add_argument("--operator", action="store_true",
+                   help="ask a person to place and lift a chip, or press the button")
+    k.add_argument("--amount", metavar="DOLLARS",
+                   help="with --operator at a seat: the chip's value, checked against what the device reads")
+    k.add_argument("--operator-timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="how long to wait for each thing the operator is asked to do (default 60)")
+    k.add_argument("--baud", type=int, default=19200, help="serial: baud rate (default 19200)")
+    k.add_argument("--parity", choices=["N", "E", "O"], default="E", help="serial: parity (default E)")
+    k.add_argument("--stopbits", type=int, choices=[1, 2], default=1, help="serial: stop bits (default 1)")
 
     f = cmd("fault", "inject a fault: corrupt, drop, delay, garbage, exception, mute")
     f.add_argument("name", help="device or bus name")
@@ -327,6 +349,59 @@ def _client(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- conform ------------------------------------------------------------------------------------------
+
+
+def _conform(args: argparse.Namespace) -> int:
+    from drivers.modbus.registermap import Kind, RegisterMapError
+    from hil import conform
+
+    try:
+        transport, _, _ = conform.parse_target(args.target)
+    except ValueError as e:
+        raise InputError("target", str(e)) from None
+    units = "1-247 or 255" if transport == "tcp" else "1-247"
+    if not (1 <= args.unit <= 247 or (transport == "tcp" and args.unit == 255)):
+        raise InputError("--unit", f"{args.unit}: a unit id is {units} on {transport}")
+    if args.baud <= 0:
+        raise InputError("--baud", f"{args.baud}: must be positive")
+    if not 0 < args.operator_timeout <= 3600:
+        raise InputError("--operator-timeout", f"{args.operator_timeout}: 0 to 3600 seconds")
+    chip = None if args.amount is None else parse_cents(args.amount, "--amount")
+    if chip is not None and chip <= 0:
+        raise InputError("--amount", f"{args.amount}: a chip's value is more than 0")
+    kind = Kind(args.kind)
+    try:
+        rmap, name = conform.load_map(kind, args.map)
+    except (RegisterMapError, ValueError) as e:
+        raise InputError("--map", str(e).splitlines()[0]) from None
+    opts = conform.Options(kind, args.target, args.unit, name, transport, args.writes, args.read_back == "yes",
+                           args.operator_timeout, chip)
+
+    def ask(instruction: conform.Instruction) -> None:
+        print(f"operator: {instruction.text} (waiting up to {args.operator_timeout:g} s)", file=sys.stderr,
+              flush=True)
+
+    pymodbus_log = logging.getLogger("pymodbus")
+    level = pymodbus_log.level
+    pymodbus_log.setLevel(logging.CRITICAL)  # the report says what went wrong, once
+    try:
+        report = asyncio.run(conform.conform(opts, rmap, baud=args.baud, parity=args.parity,
+                                             stopbits=args.stopbits, operator=ask if args.operator else None))
+    except (ConnectionError, OSError) as e:
+        if getattr(args, "json", False):
+            print(json.dumps({"ok": False, "error": str(e), "verdict": "FAIL"}))
+        print(f"progressive-hil: conform: {e}", file=sys.stderr)
+        return EXIT_REFUSED
+    finally:
+        pymodbus_log.setLevel(level)
+    if getattr(args, "json", False):
+        print(json.dumps(conform.report_json(report)))
+    else:
+        print(conform.render_text(report), end="")
+    return 0 if report.passed else EXIT_REFUSED
+
+
 # --- run ----------------------------------------------------------------------------------------------
 
 
@@ -394,6 +469,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "run":
             _configure_logging(args.log_level)
             return asyncio.run(_run(args))
+        if args.command == "conform":
+            return _conform(args)
         if args.command == "check":
             from hil.rig_config import load_rig_config
 

@@ -8,6 +8,12 @@ refuses parity settings, and two stop bits keep the 11-bit character of the spec
 ``ModbusBusSim(host="127.0.0.1")`` is a Modbus TCP server on a free port. Each ``SimDevice`` is one unit:
 chips on its spots, presses of its button, what the driver last wrote to its lights and sign.
 
+A device is strict, as the device contract asks of a real one: only its map's addresses exist (its points
+and its identity block). A request whose range touches any other address, a gap inside the map included,
+answers exception 2 (illegal data address); a function the device does not support answers exception 1.
+``lenient=True`` (per bus, or per device in ``add_device``) answers every address within the span of a
+table's points, as the rig did before, for a test that needs a forgiving device.
+
 How faults are made, with pymodbus 3.16's own hooks (no fork): every register access goes through the
 ``action`` of a ``pymodbus.simulator.SimDevice``, which fills the registers from this module's model and
 can answer with a Modbus exception code; the server's ``trace_packet`` hook drops the reply of a muted
@@ -23,11 +29,13 @@ import contextlib
 import time
 from collections.abc import Callable
 from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 from pymodbus.constants import ExcCodes
 from pymodbus.framer import FramerType
+from pymodbus.pdu import ExceptionResponse, ModbusPDU
 from pymodbus.server import ModbusSerialServer, ModbusTcpServer
 from pymodbus.simulator import DataType as SimDataType
 from pymodbus.simulator import SimData
@@ -38,12 +46,16 @@ from drivers.modbus.registermap import ButtonMode, Kind, Point, RegisterMap, Tab
 _FC_TABLE = {1: Table.COIL, 5: Table.COIL, 15: Table.COIL, 2: Table.DISCRETE_INPUT,
              3: Table.HOLDING_REGISTER, 6: Table.HOLDING_REGISTER, 16: Table.HOLDING_REGISTER,
              23: Table.HOLDING_REGISTER, 4: Table.INPUT_REGISTER}
+_READ_FC = {Table.COIL: 1, Table.DISCRETE_INPUT: 2, Table.HOLDING_REGISTER: 3, Table.INPUT_REGISTER: 4}
+_WRITE_FC = {Table.COIL: (5, 15), Table.HOLDING_REGISTER: (6, 16)}
 _TUPLE_ORDER = (Table.COIL, Table.DISCRETE_INPUT, Table.HOLDING_REGISTER, Table.INPUT_REGISTER)
 DEFAULT_PRESS_HOLD_S = 0.25
 
 
 class SimDevice:
     """One simulated device (one unit id). Seats are table seats: the device's seat 1 is ``first_seat``."""
+
+    lenient = False  # answer unmapped addresses within a table's span (ModbusBusSim.add_device sets it)
 
     def __init__(self, unit: int, register_map: RegisterMap, *, name: str, first_seat: int = 1) -> None:
         self.name = name
@@ -208,6 +220,48 @@ class SimDevice:
             if not fut.done():
                 fut.set_result(None)
 
+    # --- the addresses that exist (strict) -----------------------------------------------------------
+
+    @cached_property
+    def _mapped(self) -> dict[Table, frozenset[int]]:
+        """The addresses each table has: the map's points and its identity block."""
+        found: dict[Table, set[int]] = {t: set() for t in Table}
+        points = [*self.map.inputs, *self.map.outputs]
+        if self.map.identity is not None:
+            points.append(self.map.identity)
+        for p in points:
+            found[p.table].update(range(p.address, p.end))
+        return {t: frozenset(a) for t, a in found.items()}
+
+    @cached_property
+    def _writable(self) -> dict[Table, frozenset[int]]:
+        found: dict[Table, set[int]] = {t: set() for t in Table}
+        for p in self.map.outputs:
+            found[p.table].update(range(p.address, p.end))
+        return {t: frozenset(a) for t, a in found.items()}
+
+    @cached_property
+    def functions(self) -> frozenset[int]:
+        """The function codes the device supports: the reads of the tables its map uses, and the single and
+        multiple writes of the tables it has outputs in."""
+        codes = {_READ_FC[t] for t, a in self._mapped.items() if a}
+        for t, a in self._writable.items():
+            if a:
+                codes.update(_WRITE_FC[t])
+        return frozenset(codes)
+
+    def refusal(self, fc: int, address: int, count: int) -> ExcCodes | None:
+        """The exception a strict device answers to this request, or None when it serves it."""
+        if self.lenient:
+            return None
+        if fc not in self.functions:
+            return ExcCodes.ILLEGAL_FUNCTION
+        table = _FC_TABLE[fc]
+        exists = self._mapped[table] if fc == _READ_FC[table] else self._writable[table]
+        if count < 1 or any(a not in exists for a in range(address, address + count)):
+            return ExcCodes.ILLEGAL_ADDRESS
+        return None
+
     # --- registers --------------------------------------------------------------------------------
 
     def _input_value(self, table: Table, address: int) -> int:
@@ -309,9 +363,10 @@ class ModbusBusSim:
     """A bus of simulated devices behind one pymodbus server: RTU on a serial port, or Modbus TCP."""
 
     def __init__(self, *, port: str | None = None, host: str | None = None, tcp_port: int = 0,
-                 baudrate: int = 19200) -> None:
+                 baudrate: int = 19200, lenient: bool = False) -> None:
         if (port is None) == (host is None):
             raise ValueError("give a serial port or a TCP host, not both")
+        self.lenient = lenient  # the default of add_device: see the module's doc
         self.port = port
         self.host = host
         self.tcp_port = tcp_port
@@ -322,7 +377,7 @@ class ModbusBusSim:
         self.dropped_replies = 0
 
     def add_device(self, unit: int, register_map: RegisterMap | str | Path, *, name: str,
-                   first_seat: int = 1) -> SimDevice:
+                   first_seat: int = 1, lenient: bool | None = None) -> SimDevice:
         if self._server is not None:
             raise RuntimeError("add devices before start()")
         if not 1 <= unit <= 247:
@@ -332,6 +387,7 @@ class ModbusBusSim:
         if not isinstance(register_map, RegisterMap):
             register_map = load_register_map(register_map)
         dev = SimDevice(unit, register_map, name=name, first_seat=first_seat)
+        dev.lenient = self.lenient if lenient is None else lenient
         self.devices[unit] = dev
         return dev
 
@@ -345,10 +401,11 @@ class ModbusBusSim:
         server: ModbusSerialServer | ModbusTcpServer
         if self._rtu:
             server = ModbusSerialServer(sims, framer=FramerType.RTU, port=self.port or "", baudrate=self.baudrate,
-                                        parity="N", stopbits=2, trace_packet=self._trace)
+                                        parity="N", stopbits=2, trace_packet=self._trace,
+                                        trace_pdu=self._strict)
         else:
             server = ModbusTcpServer(sims, framer=FramerType.SOCKET, address=(self.host or "127.0.0.1", self.tcp_port),
-                                     trace_packet=self._trace)
+                                     trace_packet=self._trace, trace_pdu=self._strict)
         await server.serve_forever(background=True)
         self._server = server
         if not self._rtu:
@@ -376,6 +433,22 @@ class ModbusBusSim:
             return frame[0] if frame else None
         return frame[6] if len(frame) > 6 else None
 
+    def _strict(self, sending: bool, pdu: ModbusPDU) -> ModbusPDU:
+        """A request the device refuses (see SimDevice.refusal) is answered with its exception, before any
+        datastore sees it: every function code passes here, those pymodbus would answer itself included."""
+        dev = self.devices.get(pdu.dev_id)
+        if sending or dev is None or dev._muted or dev._exception is not None:
+            return pdu
+        fc = pdu.function_code
+        if fc in (5, 6):
+            count = 1
+        elif fc in (15, 16):
+            count = len(pdu.bits) if fc == 15 else len(pdu.registers)
+        else:
+            count = pdu.count
+        code = dev.refusal(fc, pdu.address, count)
+        return pdu if code is None else _Refused(pdu, code)
+
     def _trace(self, sending: bool, data: bytes) -> bytes:
         unit = self._unit_of(data)
         dev = self.devices.get(unit) if unit is not None else None
@@ -388,6 +461,18 @@ class ModbusBusSim:
             dev.request_times.append(time.monotonic())
             dev._notify()
         return data
+
+
+class _Refused(ModbusPDU):
+    """A request that the server answers with an exception, whatever its function."""
+
+    def __init__(self, request: ModbusPDU, code: ExcCodes) -> None:
+        super().__init__(dev_id=request.dev_id, transaction_id=request.transaction_id)
+        self.function_code = request.function_code
+        self.code = code
+
+    async def datastore_update(self, context: Any, device_id: int) -> ModbusPDU:
+        return ExceptionResponse(self.function_code, self.code)
 
 
 class TcpFaultProxy:

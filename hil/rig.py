@@ -400,7 +400,9 @@ class Rig:
     def _add_modbus(self, bus: _Bus, devices: list[ModbusDeviceConfig], maps: dict[Path, Any]) -> None:
         self._buses[bus.name] = bus
         for dev in devices:
-            first = {"first_seat": dev.seats[0]} if dev.seats else {}
+            first: dict[str, Any] = {"first_seat": dev.seats[0]} if dev.seats else {}
+            if dev.lenient:
+                first["lenient"] = True
             sim = bus.sim.add_device(dev.unit, maps[dev.map], name=dev.name, **first)
             node = _Node(dev.name, dev.kind, bus.transport, tuple(dev.seats), sim, wire=bus.wire, bus=bus,
                          unit=dev.unit, register_map=dev.map, baud=bus.baud)

@@ -53,6 +53,7 @@ class ModbusDeviceConfig(_Model):
     kind: Kind
     map: Path  # resolved by _resolve_map; TOML gives a name or a path relative to the rig file
     seats: list[Annotated[int, Field(ge=1, le=MAX_SEATS)]] = []
+    lenient: bool = False  # answer unmapped addresses (a real device answers exception 2): only for a test
 
     @field_validator("map", mode="before")
     @classmethod
