@@ -268,7 +268,9 @@ def failed(report: dict[str, Any]) -> list[str]:
     (f"seat:{SINGLE_SEAT},single-writes", "seat", SINGLE_SEAT, ()),        # auto: 15 answered exception 1
     (f"lockout:{LOCKOUT}", "lockout", LOCKOUT, ()),
     (f"sign:{SIGN}", "sign", SIGN, ()),
-    (f"sign:{SIGN},write-only", "sign", SIGN, ("--read-back", "no")),
+    pytest.param(f"sign:{SIGN},write-only", "sign", SIGN, ("--read-back", "no"), marks=pytest.mark.xfail(
+        strict=True, reason="the kit checks exception 2 on holding registers with function 3 even with --read-back "
+        "no; a write-only sign answers 3 with exception 1, first in docs/register-maps.md's order (1, 3, 2)")),
 ], ids=["seat", "seat-single-writes", "seat-single-writes-detected", "lockout", "sign", "sign-write-only"])
 async def test_the_kit_passes_each_device_built_to_the_contract(devices, spec, kind, unit, options):
     d = devices(spec)
