@@ -404,7 +404,9 @@ async def test_a_round_books_against_the_vendors_devices(devices, tmp_path):
             "seat-1": (True, "PJ-SEAT-1", "checked"), "seat-2": (True, "PJ-SEAT-1", "checked"),
             "lockout": (True, "PJ-LOCKOUT-1", "checked"), "sign": (True, "PJ-SIGN-3", "checked")}
         # what the table cannot verify, and how it learnt to write to seat 2, in status and the metrics
-        assert {dev["id"]: dev.get("read_back") for dev in status["devices"]}["sign"] is False, status["devices"]
+        assert {dev["id"]: (dev["writes"], dev["read_back"]) for dev in status["devices"]} == {
+            "seat-1": ("multiple", True), "seat-2": ("single (detected)", True),
+            "lockout": ("multiple", True), "sign": ("multiple", False)}, status["devices"]
         metrics = await asyncio.to_thread(scrape, t.metrics_url)
         assert sample(metrics, "progressive_device_read_back", device="sign") == 0
         assert sample(metrics, "progressive_device_read_back", device="seat-2") == 1
