@@ -420,3 +420,41 @@ async def test_a_round_books_against_the_vendors_devices(devices, tmp_path):
         await t.stop()
     finally:
         t.close()
+
+
+async def test_a_device_that_says_another_model_stays_down_with_nothing_written_until_the_right_one_is_in(
+        devices, tmp_path):
+    d = devices(f"seat:{SEAT}", f"seat:{SINGLE_SEAT},model=PJ-SEAT-2", f"lockout:{LOCKOUT}", f"sign:{SIGN}")
+    doc = table_doc(tmp_path, d.port)
+    del doc["devices"]["sign"]["read_back"]  # a sign that reads back: the default
+    t = TableProcess(tmp_path / "table", doc)
+    try:
+        await t.start(devices_up=False)
+        await t.control("stub_count", stub=52, dealt=0)
+        expected = (f"seat-2 (bus gateway, unit {SINGLE_SEAT}) reports model 'PJ-SEAT-2' at input_register 4096-4103; "
+                    "expected model 'PJ-SEAT-1' (map seat-single.toml)")
+        status = await until_status(t, lambda s: s["seats_disabled"], "seat 2 disabled")
+        assert status["seats_disabled"] == [{"seat": 2, "device": "seat-2", "reason": expected}], status
+        assert status["blocks"] == [], status  # the rest of the table wagers on
+        assert d.unit(SINGLE_SEAT)["requests"].keys() == {"4"}  # only its identity read: nothing written
+        d.act(f"swap {SINGLE_SEAT} PJ-SEAT-1")
+        await until_status(t, lambda s: not s["seats_disabled"] and all(x["up"] for x in s["devices"]),
+                           "the right device up")
+        d.act(f"place {SINGLE_SEAT} 100")
+        await d.wait(lambda s: s[str(SINGLE_SEAT)]["accepted"], "its wager accepted")
+        await t.stop()
+    finally:
+        t.close()
+
+
+async def until_status(t: TableProcess, pred: Callable[[dict[str, Any]], bool], what: str,
+                       timeout: float = 15.0) -> dict[str, Any]:
+    """Ask the daemon for its status until `pred` holds (it raises no event a test could wait on)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        status = await t.control("status")
+        if pred(status):
+            return status
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{what}: {status}")
+        await asyncio.sleep(0.05)

@@ -17,6 +17,7 @@
  *   lift UNIT          the chip taken off                             -> ok
  *   press UNIT         the lock-out button pressed once               -> ok
  *   reboot UNIT        a power cycle: outputs and press counter to 0  -> ok
+ *   swap UNIT MODEL    another device, saying MODEL, put at the unit   -> ok
  *   dump               what every device shows, one JSON line
  *   quit               exit
  * An unknown or malformed command answers "error: ..." and changes nothing.
@@ -322,6 +323,15 @@ static int command(char *line)
     } else if (strcmp(verb, "press") == 0 && u->kind == LOCKOUT) {
         u->presses++; /* wraps at 65536 */
         printf("ok\n");
+    } else if (strcmp(verb, "swap") == 0) {
+        char model[64];
+        if (sscanf(line, "%*s %*d %63s", model) != 1) {
+            printf("error: swap UNIT MODEL\n");
+        } else {
+            u->model = strdup(model); /* another device at the unit id, from power-on */
+            power_on(u);
+            printf("ok\n");
+        }
     } else if (strcmp(verb, "reboot") == 0) {
         power_on(u);
         printf("ok\n");
