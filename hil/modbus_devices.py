@@ -45,8 +45,13 @@ DEFAULT_PRESS_HOLD_S = 0.25
 class SimDevice:
     """One simulated device (one unit id). Seats are table seats: the device's seat 1 is ``first_seat``."""
 
-    def __init__(self, unit: int, register_map: RegisterMap, *, name: str, first_seat: int = 1) -> None:
+    def __init__(self, unit: int, register_map: RegisterMap, *, name: str, first_seat: int = 1,
+                 writes_single: bool = False, read_back: bool = True) -> None:
         self.name = name
+        # What a device may lack (docs/configuration.md, writes and read_back): functions 15 and 16
+        # (answered with exception 1), and reading its outputs back (1 and 3: exception 1).
+        self.writes_single = writes_single
+        self.read_back = read_back
         self.unit = unit
         self.map = register_map
         self.kind = register_map.kind.value
@@ -242,6 +247,8 @@ class SimDevice:
             return ExcCodes.DEVICE_BUSY  # not applied; the reply is dropped by the server's trace hook
         if self._exception is not None:
             return ExcCodes(self._exception)
+        if (self.writes_single and fc in (15, 16)) or (not self.read_back and fc in (1, 3)):
+            return ExcCodes.ILLEGAL_FUNCTION
         table = _FC_TABLE.get(fc)
         if table is None:
             return ExcCodes.ILLEGAL_FUNCTION
@@ -322,7 +329,7 @@ class ModbusBusSim:
         self.dropped_replies = 0
 
     def add_device(self, unit: int, register_map: RegisterMap | str | Path, *, name: str,
-                   first_seat: int = 1) -> SimDevice:
+                   first_seat: int = 1, writes_single: bool = False, read_back: bool = True) -> SimDevice:
         if self._server is not None:
             raise RuntimeError("add devices before start()")
         if not 1 <= unit <= 247:
@@ -331,7 +338,8 @@ class ModbusBusSim:
             raise ValueError(f"unit {unit} is already {self.devices[unit].name}")
         if not isinstance(register_map, RegisterMap):
             register_map = load_register_map(register_map)
-        dev = SimDevice(unit, register_map, name=name, first_seat=first_seat)
+        dev = SimDevice(unit, register_map, name=name, first_seat=first_seat, writes_single=writes_single,
+                        read_back=read_back)
         self.devices[unit] = dev
         return dev
 

@@ -53,6 +53,8 @@ class ModbusDeviceConfig(_Model):
     kind: Kind
     map: Path  # resolved by _resolve_map; TOML gives a name or a path relative to the rig file
     seats: list[Annotated[int, Field(ge=1, le=MAX_SEATS)]] = []
+    writes_single: bool = False  # functions 15 and 16 answered with exception 1
+    read_back: bool = True  # false: reads of coils and holding registers answered with exception 1
 
     @field_validator("map", mode="before")
     @classmethod

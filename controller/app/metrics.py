@@ -83,6 +83,12 @@ class Metrics:
         # one pulled cable is one alert (a bus down) and the devices and seats it takes with it are inhibited.
         self.device_bus = Gauge("progressive_device_bus_info", "1 for each device and the bus (wire) it is on",
                                 ["device", "bus"], registry=r)
+        # What a device with read_back = false shows cannot be proved (docs/configuration.md): 0 for it.
+        self.device_read_back = Gauge("progressive_device_read_back",
+                                      "1 while the device's outputs are read back and verified, 0 if never",
+                                      ["device"], registry=r)
+        self.device_writes = Gauge("progressive_device_writes_info", "1 for how the device's outputs are written: "
+                                   "multiple, single, or single (detected)", ["device", "mode"], registry=r)
         self.seat_device = Gauge("progressive_seat_device_info", "1 for each seat and the wagering device serving it",
                                  ["seat", "device"], registry=r)
         self.bus_up = Gauge("progressive_bus_up", "1 while at least one device on the bus answers",
