@@ -98,9 +98,9 @@ class TableShell:
             self.metrics.device_bus.labels(name, bus).set(1)
         self._writes: dict[str, str] = {}  # the writes mode each Modbus device's metric says
         for name in devices:
-            d = cfg.devices.get(name)
-            if d is not None and d.transport != "line":
-                self.metrics.device_read_back.labels(name).set(1 if d.read_back else 0)
+            dc = cfg.devices.get(name)
+            if dc is not None and dc.transport != "line":
+                self.metrics.device_read_back.labels(name).set(1 if dc.read_back else 0)
                 self._writes_metric(name)
         self.sign = Sign(cfg.table, [self._outputs[d.name] for d in cfg.devices_of("sign") if d.name in self._outputs])
         self.supervisors = SupervisorCheck(cfg.supervisors, self.metrics.auth)
