@@ -332,8 +332,8 @@ class ModbusBusSim:
                    first_seat: int = 1, writes_single: bool = False, read_back: bool = True) -> SimDevice:
         if self._server is not None:
             raise RuntimeError("add devices before start()")
-        if not 1 <= unit <= 247:
-            raise ValueError(f"unit {unit}: 1..247")
+        if not (1 <= unit <= 247 or (unit == 255 and not self._rtu)):  # TCP: 255, a device reached directly
+            raise ValueError(f"unit {unit}: 1..247" + ("" if self._rtu else " or 255"))
         if unit in self.devices:
             raise ValueError(f"unit {unit} is already {self.devices[unit].name}")
         if not isinstance(register_map, RegisterMap):

@@ -47,7 +47,8 @@ log = structlog.get_logger("drivers.modbus")
 
 class _StrayReplyFilter(logging.Filter):
     """pymodbus warns of a reply with no request waiting in words of its own; the bus reports the same bytes as
-    `late` or `garbage`, naming the bus and the frame (`_stray`). One line, not two. pymodbus says its last line
+    `late` or `garbage`, naming the bus and the frame (`_stray`), and a TCP reply from another unit id as
+    `wrong_unit`, naming both (`_failure`). One line, not two. pymodbus says its last line
     again as "Repeating....": dropped too when that line was one of these."""
 
     def __init__(self) -> None:
@@ -56,7 +57,7 @@ class _StrayReplyFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
-        if "without a corresponding request" in text:
+        if "without a corresponding request" in text or text.startswith("ERROR: request ask for id="):
             self._dropped_last = True
             return False
         if text == "Repeating....":
@@ -132,6 +133,7 @@ class _Attempt:
     frame: bytes = b""
     bad_crc: bool = False
     lost: bool = False  # the connection went away under it
+    wrong_unit: int | None = None  # TCP: the unit id of a reply from another unit (pymodbus drops it)
     timeout: asyncio.Timeout | None = None
 
 
@@ -380,6 +382,11 @@ class ModbusBus:
             return _AttemptFailed("not_connected", f"unit {att.unit}: connection lost")
         if not att.buffers:
             return _AttemptFailed("timeout", f"unit {att.unit}: no reply ({detail})")
+        if att.wrong_unit is not None:
+            self._warn("wrong_unit", "reply from another unit id dropped", asked=att.unit, answered=att.wrong_unit,
+                       fc=att.fc)
+            return _AttemptFailed("wrong_unit", f"unit {att.unit}: the reply came from unit {att.wrong_unit}; "
+                                                "dropped")
         kind = ("crc" if att.bad_crc or (self.serial and frames.classify_failed_rx(
             att.buffers, att.unit, att.fc, att.expect_len) == "crc") else "garbage")
         return _AttemptFailed(kind, f"unit {att.unit}: {len(att.buffers[-1])} bytes, no valid reply "
@@ -449,6 +456,11 @@ class ModbusBus:
         att.last_rx = now
         if len(att.buffers) < MAX_RX_BUFFERS:
             att.buffers.append(bytes(data))
+        if (not self.serial and att.wrong_unit is None and att.timeout is not None and len(data) > 6
+                and data[6] != att.unit):
+            # Modbus TCP: one reply a request; one from another unit id is dropped, and no other will come
+            att.wrong_unit = data[6]
+            att.timeout.reschedule(asyncio.get_running_loop().time())
         if (self.serial and not att.bad_crc and att.timeout is not None
                 and frames.bad_crc_reply(data, att.unit, att.fc, att.expect_len)):
             # a complete reply with a wrong CRC: pymodbus will drop it silently; give up now, not at timeout

@@ -4,7 +4,7 @@ button and the meter sign. Each implements drivers.device.Device.
 A driver polls its device every ``poll_interval`` through the shared bus and turns what it reads into
 events; ``send`` turns commands into writes. Faults, per the policy in docs/register-maps.md:
 
-- every failed attempt is counted by kind in ``health.errors`` (``timeout``, ``crc``, ``garbage``,
+- every failed attempt is counted by kind in ``health.errors`` (``timeout``, ``crc``, ``garbage``, ``wrong_unit``,
   ``exception_<name>``) and logged loudly once per outage;
 - a poll that gets no usable reply (after the bus' retries), or an exception reply other than busy, marks
   the device down (DeviceDown once); while down it is probed with a single attempt after a capped
