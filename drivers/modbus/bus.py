@@ -213,7 +213,9 @@ class ModbusBus:
         self.silence = settings.silence if isinstance(settings, SerialBusSettings) else 0.0
         self._precise = settings.precise_timing if isinstance(settings, SerialBusSettings) else False
         self._lock = BusLock()
-        self.scheduler = BusScheduler(Policy(settings.lockout_every, settings.health_interval))
+        max_rate = None if isinstance(settings, SerialBusSettings) else settings.max_rate  # serial: its baud rate
+        self.scheduler = BusScheduler(Policy(settings.lockout_every, settings.health_interval, max_rate),
+                                      transactions=lambda: self.transactions)
         self._client: AsyncModbusSerialClient | AsyncModbusTcpClient | None = None
         self._backoff = Backoff(settings.backoff_initial, settings.backoff_cap)
         self._next_connect_at = 0.0

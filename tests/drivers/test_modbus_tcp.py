@@ -203,3 +203,24 @@ async def test_a_reply_from_another_unit_id_is_dropped_and_both_are_named():
     (line,) = [e for e in logs if e.get("kind") == "wrong_unit" and e["log_level"] == "warning"]
     assert (line["asked"], line["answered"]) == (5, 6)
     assert not [e for e in logs if "garbage" in str(e.get("kind"))]
+
+
+@run_async
+async def test_a_tcp_bus_is_capped_at_max_rate_with_the_lock_out_read_first():
+    """100 transactions a second by default: the lock-out read every other one (every 20 ms), the seats sharing the
+    rest (uncapped, the same bus ran at about 300 a second, the lock-out read every 7 ms)."""
+    specs = [Spec(u, "seat-single.toml", f"seat-{u}", first_seat=u) for u in range(1, 8)]
+    async with tcp_rig(*specs, LOCKOUT) as rig:
+        assert rig.bus.settings.max_rate == 100
+        devices = [rig.device(s.name) for s in specs] + [rig.device("lockout")]
+        rig.start(*devices)
+        await rig.expect_up(*(d.name for d in devices))
+        lock = rig.sims["lockout"]
+        n = lock.requests
+        await lock.wait_until(lambda: lock.requests >= n + 40)
+        t = [x for x in rig.bus.log if x.started >= lock.request_times[-40]]
+        span = t[-1].started - t[0].started
+        assert (len(t) - 1) / span <= 100 * 1.05, (len(t), span)
+        reads = list(lock.request_times)[-40:]
+        period = (reads[-1] - reads[0]) / 39
+        assert 0.019 <= period <= 0.030, period
