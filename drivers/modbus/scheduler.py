@@ -91,7 +91,11 @@ class BusScheduler:
             return
         read, fut = self._waiting.pop(choice.device)
         self._busy = True
-        self._granted = (now, self._transactions())
+        # counted from the slot the cap gave, not from a timer's late wake-up (the loop's timers wake on whole
+        # milliseconds: ~10% of a slot at 100 a second); from now after an idle spell, so no burst follows
+        rate = self.policy.max_rate
+        slot = self._state.free_at
+        self._granted = (slot if rate is not None and 0 <= now - slot < 1 / rate else now, self._transactions())
         self._last[read.device] = now
         self._state = after(self._state, read.role)
         self.reads[read.role.value] += 1
