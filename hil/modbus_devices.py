@@ -52,6 +52,7 @@ class SimDevice:
         # (answered with exception 1), and reading its outputs back (1 and 3: exception 1).
         self.writes_single = writes_single
         self.read_back = read_back
+        self.functions: collections.Counter[int] = collections.Counter()  # requests that reached it, by function
         self.unit = unit
         self.map = register_map
         self.kind = register_map.kind.value
@@ -393,6 +394,9 @@ class ModbusBusSim:
                 return b""
         elif dev is not None:
             dev.requests += 1
+            at = 1 if self._rtu else 7  # the function code: after the unit id (RTU) or the MBAP header (TCP)
+            if len(data) > at:
+                dev.functions[data[at]] += 1
             dev.request_times.append(time.monotonic())
             dev._notify()
         return data

@@ -83,7 +83,9 @@ class TableShell:
         self.notifier = notifier or Notifier()
         self._control_factory = control
         self._events: asyncio.Queue[ev.Event] = asyncio.Queue(EVENT_QUEUE)
-        self._outputs = {name: DeviceOutputs(d) for name, d in devices.items()}
+        # a Modbus device read back: its outputs wait for its first answer, then go in as few requests as it takes
+        self._outputs = {name: DeviceOutputs(d, hold_until_up=name in cfg.devices and cfg.devices[name].transport != "line"
+                                             and cfg.devices[name].read_back) for name, d in devices.items()}
         self._info = {name: DeviceInfo(cfg.devices[name].kind) if name in cfg.devices else DeviceInfo("?")
                       for name in devices}
         self._seat_device: dict[int, str] = {}
@@ -226,6 +228,8 @@ class TableShell:
         bus = self._bus_of.setdefault(name, name)
         self.metrics.bus_up.labels(bus).set(
             1 if any(self._info[d].up for d, b in self._bus_of.items() if b == bus and d in self._info) else 0)
+        if name in self._outputs:
+            self._outputs[name].up = up
         if up:
             if name in self._outputs:
                 self._outputs[name].resend_all()

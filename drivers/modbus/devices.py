@@ -184,7 +184,24 @@ class ModbusDevice:
                 not_before = 0.0
 
     async def send(self, command: Command) -> None:
-        writes = self._plan(command)  # UnsupportedCommand / InputError before anything else
+        await self._send(self._plan(command))  # UnsupportedCommand / InputError before anything else
+
+    async def send_many(self, commands: Sequence[Command]) -> None:
+        """Several commands in as few requests as the map allows (a seat's lights at start-up: one); those the
+        device cannot take are refused together once the others are written."""
+        writes: dict[Point, Raw] = {}
+        refused: list[str] = []
+        for command in commands:
+            try:
+                writes.update(self._plan(command))
+            except UnsupportedCommand as exc:
+                refused.append(str(exc))
+        if writes:
+            await self._send(writes)
+        if refused:
+            raise UnsupportedCommand("; ".join(refused))
+
+    async def _send(self, writes: dict[Point, Raw]) -> None:
         if self.health.up is False:
             raise DeviceUnavailable(f"{self.name} is down")
         self._writing.update(writes)
