@@ -625,5 +625,5 @@ def make_device(name: str, bus: ModbusBus, unit: int, register_map: RegisterMap,
     return DRIVERS[register_map.kind](name, bus, unit, register_map, **options)
 
 
-__all__ = ["DRIVERS", "RESEND_S", "WRITES", "Block", "DeviceMetrics", "EmitError", "ModbusDevice", "ModbusLockoutButton", "ModbusMeterSign",
-           "ModbusSeatDevice", "Raw", "make_device", "plan_blocks"]
+__all__ = ["DRIVERS", "RESEND_S", "WRITES", "Block", "DeviceMetrics", "EmitError", "ModbusDevice",
+           "ModbusLockoutButton", "ModbusMeterSign", "ModbusSeatDevice", "Raw", "make_device", "plan_blocks"]
