@@ -321,7 +321,7 @@ def run_tcp(seconds: float, warmup: float) -> list[dict]:
 
 def render_tcp(results: list[dict], seconds: float) -> str:
     today = datetime.date.today().isoformat()
-    base = results[0]
+    base, capped = results[0], results[-1]
     rows = []
     for r in results:
         name = "uncapped (before)" if r["max_rate"] is None else f"max_rate = {r['max_rate']:g} (the default)"
@@ -348,10 +348,10 @@ def render_tcp(results: list[dict], seconds: float) -> str:
         *rows,
         "",
         "The cap spreads the reads and keeps the lock-out's turn: every other transaction is still the lock-out's, "
-        "so at 100 transactions a second it is read every 20 ms and each of the seven seats every 160 ms or so "
-        "(the sign's read-back taking its share once a second). A press then waits up to two transactions' "
-        "time, 20 ms, before it is read: raise `max_rate` for a gateway that keeps up, or lower `lockout_every` "
-        "is not possible below 2.",
+        f"so capped it is read every {capped['lockout_ms']:.1f} ms (2 / max_rate: 20 ms) and each of the seven "
+        f"seats every {capped['seat_ms']:.0f} ms (the sign's read-back taking its share once a second). A press "
+        "waits up to two transactions' time before it is read (20 ms at 100 a second, against "
+        f"{base['lockout_ms']:.1f} ms uncapped); a gateway that keeps up can be given a higher `max_rate`.",
         "",
         f"Reproduce: `{COMMAND}`.",
     ]
