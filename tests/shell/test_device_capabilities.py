@@ -104,3 +104,32 @@ async def test_a_write_only_sign_that_acknowledges_does_not_block_the_table(tmp_
         # and one that stops acknowledging is down, as any sign
         rig.mute("sign", True)
         await until(lambda: daemon.state.blocked, "the table blocked by its sign", 5.0)
+
+
+def _seat_without_15_rig(tmp_path) -> Path:
+    text, n = re.subn(r'(name = "seat-2", kind = "seat", map = "seat-single-bonus", seats = \[2\])',
+                      r"\1, writes_single = true", RIG.read_text())
+    assert n == 1
+    path = tmp_path / "seat-without-15.toml"
+    path.write_text(text)
+    return path
+
+
+async def test_a_seat_device_without_15_is_detected_once_and_never_goes_down(tmp_path):
+    import structlog
+
+    with structlog.testing.capture_logs() as logs:
+        async with daemon_on_rig(TableDaemon, TABLE, _seat_without_15_rig(tmp_path), tmp_path / "state") as (
+                daemon, rig):
+            await rig.place_chip(2, "progressive", 100)
+            await until(lambda: "progressive" in lit(rig, 2), "seat 2 acknowledged")
+            status = {d["id"]: d for d in (await daemon.call("status", {}))["devices"]}
+            assert (status["seat-2"]["writes"], status["seat-3"]["writes"]) == ("single (detected)", "multiple")
+            assert status["seat-2"]["up"] and status["seat-2"]["errors"] == 0
+            assert rig.node("seat-2").sim.functions[15] == 1  # the start-up's lights: refused once, then coil by coil
+            await until(lambda: 'progressive_device_writes_info{device="seat-2",mode="single (detected)"} 1.0'
+                        in daemon.metrics.exposition().decode(), "the metric says so", 7.0)
+            assert 'device="seat-2",mode="multiple"' not in daemon.metrics.exposition().decode()
+    warned = [e for e in logs if e["log_level"] == "warning" and "multiple writes" in e["event"]]
+    assert [e["device"] for e in warned] == ["seat-2"]
+    assert not [e for e in logs if e["event"] == "device down"]
