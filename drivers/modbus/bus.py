@@ -47,8 +47,7 @@ log = structlog.get_logger("drivers.modbus")
 
 class _StrayReplyFilter(logging.Filter):
     """pymodbus warns of a reply with no request waiting in words of its own; the bus reports the same bytes as
-    `late` or `garbage`, naming the bus and the frame (`_stray`), and a TCP reply from another unit id as
-    `wrong_unit`, naming both (`_failure`). One line, not two. pymodbus says its last line
+    `late` or `garbage`, naming the bus and the frame (`_stray`). One line, not two. pymodbus says its last line
     again as "Repeating....": dropped too when that line was one of these."""
 
     def __init__(self) -> None:
@@ -57,7 +56,7 @@ class _StrayReplyFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         text = record.getMessage()
-        if "without a corresponding request" in text or text.startswith("ERROR: request ask for id="):
+        if "without a corresponding request" in text:
             self._dropped_last = True
             return False
         if text == "Repeating....":
