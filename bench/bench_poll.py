@@ -2,7 +2,9 @@
 Modbus serial spec allows.
 
     .venv/bin/python bench/bench_poll.py            # print the results
-    .venv/bin/python bench/bench_poll.py --write    # and put them in docs/benchmarks.md ("Poll cycle")
+    .venv/bin/python bench/bench_poll.py --write    # and put them in docs/benchmarks.md ("Poll cycle", "Rate cap
+                                                    # on TCP")
+    .venv/bin/python bench/bench_poll.py --quick    # a smoke run: a few cycles, a short TCP run, nothing written
 
 One poll cycle: seven seat devices (units 1-7, config/devices/seat-single.toml: one read of three input
 registers each), the lock-out button (unit 8, lockout.toml: one read of its press counter) and one sign
@@ -15,6 +17,12 @@ device sees it) run in a child process, so the driver process has nothing but th
 time is computed in the same run from the frames actually sent: for each transaction, (request bytes +
 reply bytes) x 11 bits / baud + 2 x t3.5 (3.5 characters, 1.75 ms above 19200 baud; Modbus over Serial
 Line v1.02 §2.5.1.1).
+
+The rate cap on TCP: the same table (seven seats, the lock-out, the sign) behind one Modbus TCP server (a
+pymodbus TCP server in a child process, on loopback), each driver's `run` polling as the daemon's do, the bus's
+scheduler choosing; run uncapped (the baseline, measured in the same run) and at `TcpSettings.max_rate`'s default.
+Measured from the bus's own transaction log: transactions a second, the time between two reads of the lock-out
+and between two reads of each seat.
 """
 
 from __future__ import annotations
@@ -40,11 +48,13 @@ import pymodbus
 from pymodbus.framer.rtu import FramerRTU
 
 from drivers.events import ShowAmounts
-from drivers.modbus import ModbusBus, SerialBusSettings, load_register_map, make_device
+from drivers.modbus import ModbusBus, SerialBusSettings, TcpSettings, load_register_map, make_device
 from drivers.modbus import frames as mb_frames
+from drivers.modbus.core.schedule import Policy
 from hil.wire import frame_silence
 
 SECTION = "## Poll cycle"
+TCP_SECTION = "## Rate cap on TCP"
 COMMAND = ".venv/bin/python bench/bench_poll.py --write"
 DEVICES = ROOT / "config" / "devices"
 SEATS = 7
@@ -62,18 +72,33 @@ def percentile(values: list[float], q: float) -> float:
 # --- the child: cable and devices -----------------------------------------------------------------
 
 
+def _devices(sim) -> None:
+    seat_map = load_register_map(DEVICES / "seat-single.toml")
+    seats = [sim.add_device(u, seat_map, name=f"seat-{u}", first_seat=u) for u in range(1, SEATS + 1)]
+    sim.add_device(LOCKOUT_UNIT, DEVICES / "lockout.toml", name="lockout")
+    sim.add_device(SIGN_UNIT, DEVICES / "sign.toml", name="sign")
+    for s in seats[::2]:
+        s.place_chip(s.first_seat, "progressive", 500)
+
+
+async def _child_tcp() -> None:
+    from hil.modbus_devices import ModbusBusSim
+
+    sim = ModbusBusSim(host="127.0.0.1")
+    _devices(sim)
+    await sim.start()
+    print(f"READY {sim.tcp_port}", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)  # until the parent closes our stdin
+    await sim.stop()
+
+
 async def _child(baud: int) -> None:
     from hil.modbus_devices import ModbusBusSim
     from hil.wire import SerialWire
 
     with SerialWire(baud, name="bench") as wire:
         sim = ModbusBusSim(port=wire.device_port, baudrate=baud)
-        seat_map = load_register_map(DEVICES / "seat-single.toml")
-        seats = [sim.add_device(u, seat_map, name=f"seat-{u}", first_seat=u) for u in range(1, SEATS + 1)]
-        sim.add_device(LOCKOUT_UNIT, DEVICES / "lockout.toml", name="lockout")
-        sim.add_device(SIGN_UNIT, DEVICES / "sign.toml", name="sign")
-        for s in seats[::2]:
-            s.place_chip(s.first_seat, "progressive", 500)
+        _devices(sim)
         await sim.start()
         print(f"READY {wire.driver_port}", flush=True)
         loop = asyncio.get_running_loop()
@@ -89,7 +114,8 @@ def _rtu(payload: bytes) -> bytes:
 
 
 def _cycle_frames(i: int) -> list[tuple[bytes, int]]:
-    """The cycle's nine requests, byte for byte as the driver sends them, with their reply lengths."""
+    """The cycle's requests, byte for byte as the driver sends them, with their reply lengths: the sign's amounts, then
+    its message code cleared in a request of its own (the code always last)."""
     out = []
     for unit in range(1, SEATS + 1):
         out.append((_rtu(bytes([unit, 4, 0, 0, 0, 3])), mb_frames.response_len(mb_frames.Framing.RTU, 4, 3)))
@@ -97,6 +123,7 @@ def _cycle_frames(i: int) -> list[tuple[bytes, int]]:
     values = b"".join(v.to_bytes(4, "big") for v in (10_000_000 + i, 250_000 + i, 10_000 + i))
     out.append((_rtu(bytes([SIGN_UNIT, 16, 0, 0, 0, 6, 12]) + values),
                 mb_frames.response_len(mb_frames.Framing.RTU, 16, 6)))
+    out.append((_rtu(bytes([SIGN_UNIT, 6, 0, 16, 0, 0])), mb_frames.response_len(mb_frames.Framing.RTU, 6, 1)))
     return out
 
 
@@ -170,7 +197,7 @@ async def _measure(port: str, baud: int, cycles: int, warmup: int) -> dict:
             txs = list(bus.log)[-(bus.transactions - n_before):]
             if i < warmup:
                 continue
-            if len(txs) != SEATS + 2 or any(t.outcome != "ok" for t in txs):
+            if len(txs) != len(_cycle_frames(0)) or any(t.outcome != "ok" for t in txs):
                 bad += 1
                 continue
             wall.append(t1 - t0)
@@ -231,6 +258,107 @@ def run_baud(baud: int, cycles: int, warmup: int) -> dict:
             child.wait()
 
 
+# --- the rate cap on TCP ----------------------------------------------------------------------------
+
+
+async def _measure_tcp(port: int, max_rate: float | None, seconds: float, warmup: float) -> dict:
+    """The table's drivers running as the daemon runs them for `seconds` (after `warmup`), on a bus capped at
+    `max_rate` (None: uncapped)."""
+    settings = TcpSettings(host="127.0.0.1", port=port, **({} if max_rate is None else {"max_rate": max_rate}))
+    async with ModbusBus(settings, log_size=1 << 17) as bus:
+        if max_rate is None:
+            bus.scheduler.policy = Policy(settings.lockout_every, settings.health_interval, None)
+        seat_map = load_register_map(DEVICES / "seat-single.toml")
+        devices = [make_device(f"seat-{u}", bus, u, seat_map, first_seat=u) for u in range(1, SEATS + 1)]
+        devices.append(make_device("lockout", bus, LOCKOUT_UNIT, load_register_map(DEVICES / "lockout.toml")))
+        devices.append(make_device("sign", bus, SIGN_UNIT, load_register_map(DEVICES / "sign.toml")))
+        tasks = [asyncio.create_task(d.run(lambda _e: None)) for d in devices]
+        try:
+            await asyncio.sleep(warmup)
+            t0 = time.monotonic()
+            await asyncio.sleep(seconds)
+            t1 = time.monotonic()
+        finally:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        txs = [t for t in bus.log if t0 <= t.started < t1]
+        down = [d.name for d in devices if d.health.errors.get("down")]
+
+    def gaps(unit: int) -> list[float]:
+        return [b - a for a, b in pairwise([t.started for t in txs if t.unit == unit])]
+
+    lock = gaps(LOCKOUT_UNIT)
+    seat = [g for u in range(1, SEATS + 1) for g in gaps(u)]
+    return {"max_rate": max_rate, "rate": len(txs) / (t1 - t0), "faults": sum(t.outcome != "ok" for t in txs),
+            "lockout_ms": statistics.mean(lock) * 1e3, "lockout_max_ms": max(lock) * 1e3,
+            "seat_ms": statistics.mean(seat) * 1e3, "down": down}
+
+
+def run_tcp(seconds: float, warmup: float) -> list[dict]:
+    child = subprocess.Popen([sys.executable, __file__, "--child-tcp"], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        line = child.stdout.readline().split()
+        if not line or line[0] != "READY":
+            raise RuntimeError(f"simulator did not start: {line}")
+        port = int(line[1])
+        load = os.getloadavg()[0]
+        default = TcpSettings.model_fields["max_rate"].default
+        out = [asyncio.run(_measure_tcp(port, rate, seconds, warmup)) for rate in (None, default)]
+        for r in out:
+            r["load"] = max(load, os.getloadavg()[0])
+        return out
+    finally:
+        if child.stdin:
+            child.stdin.close()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+def render_tcp(results: list[dict], seconds: float) -> str:
+    today = datetime.date.today().isoformat()
+    base, capped = results[0], results[-1]
+    rows = []
+    for r in results:
+        name = "uncapped (before)" if r["max_rate"] is None else f"max_rate = {r['max_rate']:g} (the default)"
+        rows.append(f"| {name} | {r['rate']:.0f} | **{r['rate'] / base['rate']:.2f}x** | {r['lockout_ms']:.1f} | "
+                    f"{r['lockout_ms'] / base['lockout_ms']:.2f}x | {r['lockout_max_ms']:.1f} | {r['seat_ms']:.1f} | "
+                    f"{r['seat_ms'] / base['seat_ms']:.2f}x | {r['faults']} |")
+    load = max(r["load"] for r in results)
+    lines = [
+        TCP_SECTION,
+        "",
+        f"Measured {today} with Python {platform.python_version()}, pymodbus {pymodbus.__version__}, "
+        f"{platform.machine()}, {os.cpu_count()} CPUs (load average up to {load:.1f} during the run). The same "
+        "seven-seat table as the poll cycle (seven seat devices, units 1-7; the lock-out, unit 8; the sign, unit 9, "
+        "read back every second) behind one Modbus TCP server (pymodbus, in a child process, on loopback), while "
+        "betting: each driver's `run` as in the daemon, the bus's scheduler choosing the next read "
+        f"(`lockout_every` 2, the default), {seconds:g} s measured after a warm-up, first uncapped (the baseline: "
+        "the bus before `max_rate`), then at `TcpSettings.max_rate`'s default. From the bus's transaction log: "
+        "transactions a second, the mean and longest time between two reads of the lock-out, the mean time "
+        "between two reads of a seat; ratios to the uncapped run of the same benchmark run.",
+        "",
+        "| bus | transactions/s | ratio | lock-out read every ms | ratio | longest ms | seat read every ms | ratio | "
+        "faults |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        "The cap spreads the reads and keeps the lock-out's turn: every other transaction is still the lock-out's, "
+        f"so capped it is read every {capped['lockout_ms']:.1f} ms (2 / max_rate: 20 ms) and each of the seven "
+        f"seats every {capped['seat_ms']:.0f} ms (the sign's read-back taking its share once a second). A press "
+        "waits up to two transactions' time before it is read (20 ms at 100 a second, against "
+        f"{base['lockout_ms']:.1f} ms uncapped); a gateway that keeps up can be given a higher `max_rate`.",
+        "",
+        f"Reproduce: `{COMMAND}`.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def render(results: list[dict], cycles_arg: str) -> str:
     today = datetime.date.today().isoformat()
     rows = []
@@ -274,7 +402,8 @@ def render(results: list[dict], cycles_arg: str) -> str:
         "work shared the machine, so p99 in particular is noisy). One cycle of a 7-seat table on one RS-485 "
         "bus: seven seat devices (units 1-7, one read of 3 input registers each), the lock-out button (unit 8, "
         "one read of its press counter) and one sign update (unit 9, three 32-bit amounts in one write of 6 "
-        f"holding registers): {len(frames)} transactions, {tx} request and {rx} reply bytes. The nine requests "
+        "holding registers, then its message code cleared in a write of one): "
+        f"{len(frames)} transactions, {tx} request and {rx} reply bytes. The requests "
         "are issued together, as the daemon's device tasks would, and queue on the bus lock. The driver "
         "(drivers.modbus over pymodbus' AsyncModbusSerialClient) runs alone in its process; the simulated "
         "devices (a pymodbus RTU server) and the serial cable (hil.wire.SerialWire: every byte paced at the "
@@ -307,35 +436,57 @@ def main() -> None:
     ap.add_argument("--bauds", default="9600,19200,115200")
     ap.add_argument("--cycles", default="60,120,300", help="measured cycles per baud rate (one or one per baud)")
     ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--write", action="store_true", help="write the section into docs/benchmarks.md")
+    ap.add_argument("--tcp-seconds", type=float, default=20.0, help="seconds measured per TCP run")
+    ap.add_argument("--only", choices=("poll", "tcp"), help="one section: the poll cycle (serial) or the TCP cap")
+    ap.add_argument("--quick", action="store_true", help="a smoke run: a few cycles, a short TCP run, nothing written")
+    ap.add_argument("--write", action="store_true", help="write the sections into docs/benchmarks.md")
     ap.add_argument("--child", type=int, help=argparse.SUPPRESS)
+    ap.add_argument("--child-tcp", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         asyncio.run(_child(args.child))
         return
+    if args.child_tcp:
+        asyncio.run(_child_tcp())
+        return
+    if args.quick and args.write:
+        ap.error("--quick is a smoke run: its numbers are not written")
+    if args.quick:
+        args.bauds, args.cycles, args.warmup, args.tcp_seconds = "115200", "6", 1, 1.0
     bauds = [int(b) for b in args.bauds.split(",")]
     cycles = [int(c) for c in args.cycles.split(",")]
     if len(cycles) == 1:
         cycles *= len(bauds)
     if len(cycles) != len(bauds):
         ap.error(f"--cycles: one count, or one per baud rate ({len(bauds)}), not {len(cycles)}")
-    results = []
-    for baud, n in zip(bauds, cycles, strict=True):
-        r = run_baud(baud, n, args.warmup)
-        results.append(r)
-        print(f"{baud:>6} baud: wire {r['theory_ms']:.2f} ms  bare p50 {r['floor_p50_ms']:.2f}  "
-              f"p50 {r['p50_ms']:.2f}  p99 {r['p99_ms']:.2f}  "
-              f"ratio {r['p50_ms'] / r['theory_ms']:.3f}  cpu {r['cpu_ms']:.2f} ms/cycle  "
-              f"device +{r['device_excess_ms']:.3f} ms/txn  driver +{r['driver_excess_ms']:.3f} ms/txn  "
-              f"({r['cycles']} cycles, {r['bad']} with faults {r['errors'] or ''})", flush=True)
-    text = render(results, args.cycles)
-    print()
-    print(text)
+    sections: list[tuple[str, str]] = []
+    if args.only != "tcp":
+        results = []
+        for baud, n in zip(bauds, cycles, strict=True):
+            r = run_baud(baud, n, args.warmup)
+            results.append(r)
+            print(f"{baud:>6} baud: wire {r['theory_ms']:.2f} ms  bare p50 {r['floor_p50_ms']:.2f}  "
+                  f"p50 {r['p50_ms']:.2f}  p99 {r['p99_ms']:.2f}  "
+                  f"ratio {r['p50_ms'] / r['theory_ms']:.3f}  cpu {r['cpu_ms']:.2f} ms/cycle  "
+                  f"device +{r['device_excess_ms']:.3f} ms/txn  driver +{r['driver_excess_ms']:.3f} ms/txn  "
+                  f"({r['cycles']} cycles, {r['bad']} with faults {r['errors'] or ''})", flush=True)
+        sections.append((SECTION, render(results, args.cycles)))
+    if args.only != "poll":
+        tcp = run_tcp(args.tcp_seconds, 0.5 if args.quick else 2.0)
+        for r in tcp:
+            print(f"tcp max_rate {r['max_rate']}: {r['rate']:.1f} transactions/s  lock-out every "
+                  f"{r['lockout_ms']:.2f} ms (longest {r['lockout_max_ms']:.2f})  seat every {r['seat_ms']:.1f} ms  "
+                  f"faults {r['faults']}  down {r['down']}", flush=True)
+        sections.append((TCP_SECTION, render_tcp(tcp, args.tcp_seconds)))
+    for _, text in sections:
+        print()
+        print(text)
     if args.write:
         sys.path.insert(0, str(ROOT / "bench"))
         from benchdoc import write_section
 
-        write_section(ROOT / "docs" / "benchmarks.md", SECTION, text)
+        for heading, text in sections:
+            write_section(ROOT / "docs" / "benchmarks.md", heading, text)
 
 
 if __name__ == "__main__":

@@ -57,8 +57,14 @@ class SimDevice:
 
     lenient = False  # answer unmapped addresses within a table's span (ModbusBusSim.add_device sets it)
 
-    def __init__(self, unit: int, register_map: RegisterMap, *, name: str, first_seat: int = 1) -> None:
+    def __init__(self, unit: int, register_map: RegisterMap, *, name: str, first_seat: int = 1,
+                 writes_single: bool = False, read_back: bool = True) -> None:
         self.name = name
+        # What a device may lack (docs/configuration.md, writes and read_back): functions 15 and 16
+        # (answered with exception 1), and reading its outputs back (1 and 3: exception 1).
+        self.writes_single = writes_single
+        self.read_back = read_back
+        self.requests_by_function: collections.Counter[int] = collections.Counter()  # what reached it, by function
         self.unit = unit
         self.map = register_map
         self.kind = register_map.kind.value
@@ -296,6 +302,8 @@ class SimDevice:
             return ExcCodes.DEVICE_BUSY  # not applied; the reply is dropped by the server's trace hook
         if self._exception is not None:
             return ExcCodes(self._exception)
+        if (self.writes_single and fc in (15, 16)) or (not self.read_back and fc in (1, 3)):
+            return ExcCodes.ILLEGAL_FUNCTION
         table = _FC_TABLE.get(fc)
         if table is None:
             return ExcCodes.ILLEGAL_FUNCTION
@@ -377,16 +385,18 @@ class ModbusBusSim:
         self.dropped_replies = 0
 
     def add_device(self, unit: int, register_map: RegisterMap | str | Path, *, name: str,
-                   first_seat: int = 1, lenient: bool | None = None) -> SimDevice:
+                   first_seat: int = 1, lenient: bool | None = None, writes_single: bool = False,
+                   read_back: bool = True) -> SimDevice:
         if self._server is not None:
             raise RuntimeError("add devices before start()")
-        if not 1 <= unit <= 247:
-            raise ValueError(f"unit {unit}: 1..247")
+        if not (1 <= unit <= 247 or (unit == 255 and not self._rtu)):  # TCP: 255, a device reached directly
+            raise ValueError(f"unit {unit}: 1..247" + ("" if self._rtu else " or 255"))
         if unit in self.devices:
             raise ValueError(f"unit {unit} is already {self.devices[unit].name}")
         if not isinstance(register_map, RegisterMap):
             register_map = load_register_map(register_map)
-        dev = SimDevice(unit, register_map, name=name, first_seat=first_seat)
+        dev = SimDevice(unit, register_map, name=name, first_seat=first_seat, writes_single=writes_single,
+                        read_back=read_back)
         dev.lenient = self.lenient if lenient is None else lenient
         self.devices[unit] = dev
         return dev
@@ -458,6 +468,9 @@ class ModbusBusSim:
                 return b""
         elif dev is not None:
             dev.requests += 1
+            at = 1 if self._rtu else 7  # the function code: after the unit id (RTU) or the MBAP header (TCP)
+            if len(data) > at:
+                dev.requests_by_function[data[at]] += 1
             dev.request_times.append(time.monotonic())
             dev._notify()
         return data

@@ -403,7 +403,9 @@ class Rig:
             first: dict[str, Any] = {"first_seat": dev.seats[0]} if dev.seats else {}
             if dev.lenient:
                 first["lenient"] = True
-            sim = bus.sim.add_device(dev.unit, maps[dev.map], name=dev.name, **first)
+            lacks = {k: v for k, v in (("writes_single", dev.writes_single), ("read_back", dev.read_back))
+                     if v != ModbusDeviceConfig.model_fields[k].default}  # what the device lacks, if anything
+            sim = bus.sim.add_device(dev.unit, maps[dev.map], name=dev.name, **first, **lacks)
             node = _Node(dev.name, dev.kind, bus.transport, tuple(dev.seats), sim, wire=bus.wire, bus=bus,
                          unit=dev.unit, register_map=dev.map, baud=bus.baud)
             bus.nodes.append(node)

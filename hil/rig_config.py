@@ -48,12 +48,15 @@ class _Model(BaseModel):
 
 
 class ModbusDeviceConfig(_Model):
-    unit: int = Field(ge=1, le=247)  # Modbus over serial line §2.2: 1-247 are unit addresses
+    # Modbus over serial line §2.2: 1-247 are unit addresses; on TCP also 255, a device reached directly
+    unit: int = Field(ge=1, le=255)
     name: Name
     kind: Kind
     map: Path  # resolved by _resolve_map; TOML gives a name or a path relative to the rig file
     seats: list[Annotated[int, Field(ge=1, le=MAX_SEATS)]] = []
     lenient: bool = False  # answer unmapped addresses (a real device answers exception 2): only for a test
+    writes_single: bool = False  # functions 15 and 16 answered with exception 1
+    read_back: bool = True  # false: reads of coils and holding registers answered with exception 1
 
     @field_validator("map", mode="before")
     @classmethod
@@ -253,12 +256,15 @@ def _cross_check(cfg: RigConfig) -> Iterator[tuple[str, str]]:
 
 
 def _units_on_buses(cfg: RigConfig) -> Iterator[tuple[str, str]]:
-    """A unit id once on a bus."""
+    """A unit id of its bus's transport, once on the bus."""
     by_kind: tuple[tuple[str, Sequence[RtuBusConfig | TcpBusConfig]], ...] = (("rtu", cfg.rtu), ("tcp", cfg.tcp))
     for kind, buses in by_kind:
         for b, bus in enumerate(buses):
             units: dict[int, str] = {}
             for d, dev in enumerate(bus.devices):
+                if not (dev.unit <= 247 or (kind == "tcp" and dev.unit == 255)):
+                    yield (f"{kind}[{b}].devices[{d}].unit", f"unit {dev.unit} is not a Modbus {kind.upper()} unit id "
+                           + ("(1-247)" if kind == "rtu" else "(1-247, or 255 for a device reached directly)"))
                 if dev.unit in units:
                     yield (f"{kind}[{b}].devices[{d}].unit",
                            f"unit {dev.unit} is already used on bus {bus.name!r} by {units[dev.unit]!r}")

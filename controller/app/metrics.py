@@ -85,6 +85,12 @@ class Metrics:
                                 ["device", "bus"], registry=r)
         self.device_info = Gauge("progressive_device_info", "1 for each device and its model", ["device", "model"],
                                  registry=r)
+        # What a device with read_back = false shows cannot be proved (docs/configuration.md): 0 for it.
+        self.device_read_back = Gauge("progressive_device_read_back",
+                                      "1 while the device's outputs are read back and verified, 0 if never",
+                                      ["device"], registry=r)
+        self.device_writes = Gauge("progressive_device_writes_info", "1 for how the device's outputs are written: "
+                                   "multiple, single, or single (detected)", ["device", "mode"], registry=r)
         self.seat_device = Gauge("progressive_seat_device_info", "1 for each seat and the wagering device serving it",
                                  ["seat", "device"], registry=r)
         self.bus_up = Gauge("progressive_bus_up", "1 while at least one device on the bus answers",

@@ -23,8 +23,12 @@ SEND_TIMEOUT_S = 5.0
 
 
 class DeviceOutputs:
-    def __init__(self, device: Device) -> None:
+    """`hold_until_up`: send nothing until the device has answered (the shell sets `up`), then everything at once: a
+    device read back comes up without a write, and a write before that is written again at its DeviceUp anyway."""
+
+    def __init__(self, device: Device, *, hold_until_up: bool = False) -> None:
         self.device = device
+        self.hold_until_up = hold_until_up
         self._desired: dict[Hashable, Command] = {}
         self._dirty: list[Hashable] = []
         self._wake = asyncio.Event()
@@ -52,6 +56,11 @@ class DeviceOutputs:
         while True:
             await self._wake.wait()
             self._wake.clear()
+            if self.hold_until_up and not self.up:
+                continue
+            while len(self._dirty) > 1 and callable(getattr(self.device, "send_many", None)):
+                if not await self._send_many():
+                    break
             while self._dirty:
                 key = self._dirty[0]
                 command = self._desired[key]
@@ -66,6 +75,24 @@ class DeviceOutputs:
                     break
                 if self._dirty and self._dirty[0] == key and self._desired[key] == command:
                     self._dirty.pop(0)
+
+
+    async def _send_many(self) -> bool:
+        """Every output due in one call (a Modbus device writes consecutive outputs in one request). False: the
+        device is down."""
+        due = [(key, self._desired[key]) for key in self._dirty]
+        try:
+            async with asyncio.timeout(SEND_TIMEOUT_S):
+                await self.device.send_many([command for _, command in due])  # type: ignore[attr-defined]
+        except UnsupportedCommand as e:
+            log.error("device cannot do this", device=self.device.name, command=str(e))
+        except (DeviceUnavailable, TimeoutError) as e:
+            log.debug("commands not delivered", device=self.device.name, commands=len(due), error=str(e))
+            return False
+        for key, command in due:  # what changed meanwhile stays due
+            if self._desired[key] == command and key in self._dirty:
+                self._dirty.remove(key)
+        return True
 
 
 __all__ = ["SEND_TIMEOUT_S", "DeviceOutputs"]

@@ -89,7 +89,9 @@ class TableShell:
         self.notifier = notifier or Notifier()
         self._control_factory = control
         self._events: asyncio.Queue[ev.Event] = asyncio.Queue(EVENT_QUEUE)
-        self._outputs = {name: DeviceOutputs(d) for name, d in devices.items()}
+        # a Modbus device read back: its outputs wait for its first answer, then go in as few requests as it takes
+        self._outputs = {name: DeviceOutputs(d, hold_until_up=name in cfg.devices and cfg.devices[name].transport != "line"
+                                             and cfg.devices[name].read_back) for name, d in devices.items()}
         self._info = {name: DeviceInfo(cfg.devices[name].kind, cfg.devices[name].model) if name in cfg.devices
                       else DeviceInfo("?") for name in devices}
         for name, info in self._info.items():
@@ -104,6 +106,12 @@ class TableShell:
         self._bus_of = {name: (cfg.devices[name].bus or name) if name in cfg.devices else name for name in devices}
         for name, bus in self._bus_of.items():
             self.metrics.device_bus.labels(name, bus).set(1)
+        self._writes: dict[str, str] = {}  # the writes mode each Modbus device's metric says
+        for name in devices:
+            dc = cfg.devices.get(name)
+            if dc is not None and dc.transport != "line":
+                self.metrics.device_read_back.labels(name).set(1 if dc.read_back else 0)
+                self._writes_metric(name)
         self.sign = Sign(cfg.table, [self._outputs[d.name] for d in cfg.devices_of("sign") if d.name in self._outputs])
         self.supervisors = SupervisorCheck(cfg.supervisors, self.metrics.auth)
         self._tasks: asyncio.TaskGroup | None = None
@@ -228,6 +236,8 @@ class TableShell:
         bus = self._bus_of.setdefault(name, name)
         self.metrics.bus_up.labels(bus).set(
             1 if any(self._info[d].up for d, b in self._bus_of.items() if b == bus and d in self._info) else 0)
+        if name in self._outputs:
+            self._outputs[name].up = up
         if up:
             if name in self._outputs:
                 self._outputs[name].resend_all()
@@ -242,12 +252,24 @@ class TableShell:
                 self.notifier.watchdog()
             await asyncio.sleep(interval)
 
+    def _writes_metric(self, name: str) -> None:
+        """`progressive_device_writes_info`: one mode a device, the driver's now (auto turns to single (detected))."""
+        mode = getattr(self.devices.get(name), "writes_mode", None)
+        if not isinstance(mode, str) or self._writes.get(name) == mode:
+            return
+        if name in self._writes:
+            self.metrics.device_writes.remove(name, self._writes[name])
+        self._writes[name] = mode
+        self.metrics.device_writes.labels(name, mode).set(1)
+
     async def _device_metrics(self) -> None:
         """Copy each driver's own counters into the metrics (Prometheus counters only go up: add the
         difference since the last look)."""
         seen: dict[tuple[str, str], int] = {}
         while True:
             for name, dev in self.devices.items():
+                if name in self._writes:
+                    self._writes_metric(name)
                 health = getattr(dev, "health", None)
                 errors = dict(getattr(health, "errors", None) or {})
                 get = getattr(dev, "metrics", None)
@@ -330,8 +352,8 @@ class TableShell:
 
     def devices_json(self) -> list[dict[str, Any]]:
         return [{"id": n, "kind": i.kind, "model": i.model, "identity": self._identity(n), "up": i.up,
-                 "errors": i.errors, "last_error": i.last_error, "since": i.since, **self._cabled(n)}
-                for n, i in sorted(self._info.items())]
+                 "errors": i.errors, "last_error": i.last_error, "since": i.since, **self._cabled(n),
+                 **self._capabilities(n)} for n, i in sorted(self._info.items())]
 
     def _identity(self, name: str) -> str:
         """Whether the device's model was checked: "checked", why not, or what the device said instead."""
@@ -340,6 +362,15 @@ class TableShell:
             return said
         d = self.cfg.devices.get(name)
         return LINE_IDENTITY if d is not None and d.transport == "line" else UNKNOWN_IDENTITY
+
+    def _capabilities(self, name: str) -> dict[str, Any]:
+        """A Modbus device's writes ("multiple", "single", "single (detected)") and whether its outputs are read
+        back: with `read_back` false, what it shows is not verified (None for a line device)."""
+        d = self.cfg.devices.get(name)
+        if d is None or d.transport == "line":
+            return {"writes": None, "read_back": None}
+        mode = getattr(self.devices.get(name), "writes_mode", None)
+        return {"writes": mode if isinstance(mode, str) else d.writes, "read_back": d.read_back}
 
     def _cabled(self, name: str) -> dict[str, Any]:
         """Where a device hangs (its bus and port): one unplugged cable takes down every device on it."""

@@ -143,10 +143,10 @@ class DeviceChecks(Checker):
                      "seats, lock-outs and signs", 'transport = "line", with port = "/dev/ttyUSB1"')
             return None
         unit = fields.unit
-        lo, hi = (1, 247) if transport == "rtu" else (0, 255)
-        if not lo <= unit <= hi:
+        if not (1 <= unit <= 247 or (transport == "tcp" and unit == 255)):
             ok = False
-            self.add(join(at, "unit"), f"{unit} is not a Modbus {transport.upper()} unit id ({lo}-{hi})",
+            ids = "1-247" if transport == "rtu" else "1-247, or 255 for a device reached directly"
+            self.add(join(at, "unit"), f"{unit} is not a Modbus {transport.upper()} unit id ({ids})",
                      "the unit id set on the device (its Modbus address)")
         map_path = self._register_map_path(fields.register_map, join(at, "register_map"))
         rmap = None if map_path is None else self._register_map(map_path, fields.register_map, join(at, "register_map"))
@@ -159,7 +159,8 @@ class DeviceChecks(Checker):
             return None
         return DeviceConfig(name, kind, transport, seats, roles, common.reads_cards, common.description,
                             bus=fields.bus, unit=unit, register_map_path=map_path.resolve(), register_map=rmap,
-                            poll_interval=fields.poll_interval, model=rmap.model)
+                            poll_interval=fields.poll_interval, model=rmap.model, writes=fields.writes,
+                            read_back=fields.read_back)
 
     def _seats_and_roles(self, at: str, common: Any, seats: tuple[int, ...], roles: tuple[str, ...]) -> bool:
         """Seats only on a seat device, roles and reads_cards only on a card counter."""

@@ -30,9 +30,11 @@ class ModbusDeviceSpec:
     register_map: RegisterMap
     first_seat: int = 1
     poll_interval: float | None = None
+    writes: str = "auto"
+    read_back: bool = True
 
     def options(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"first_seat": self.first_seat}
+        out: dict[str, Any] = {"first_seat": self.first_seat, "writes": self.writes, "read_back": self.read_back}
         if self.poll_interval is not None:
             out["poll_interval"] = self.poll_interval
         return out
@@ -70,6 +72,7 @@ def driver_settings(cfg: TableConfig) -> DriverSettings:
             modbus.append(ModbusDeviceSpec(
                 d.name, d.kind, d.bus, d.unit, d.register_map,
                 first_seat=d.first_seat if d.kind == "seat" else 1, poll_interval=d.poll_interval,
+                writes=d.writes, read_back=d.read_back,
             ))
     return DriverSettings(buses, tuple(modbus), tuple(line))
 

@@ -108,6 +108,8 @@ class DeviceConfig:
     register_map_path: Path | None = None
     register_map: RegisterMap | None = None
     poll_interval: float | None = None
+    writes: str = "auto"  # "auto", "multiple" or "single" (drivers/modbus/devices.py)
+    read_back: bool = True
     # line protocol
     line: LineSettings | None = None
     model: str = ""  # the device's model: its register map's, or (line protocol) as configured

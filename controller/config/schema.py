@@ -123,6 +123,8 @@ class ModbusFields(Section):
     unit: int
     register_map: str = Field(min_length=1)
     poll_interval: Seconds | None = Field(None, ge=0, le=3600)
+    writes: Literal["auto", "multiple", "single"] = "auto"  # functions 15/16, or 5/6 one output a request
+    read_back: bool = True  # false: outputs never read back (1, 3), written again every second
 
 
 @cache

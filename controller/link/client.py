@@ -250,6 +250,11 @@ class TableLink:
     async def _on_connect(self) -> None:
         await self._publish(self.terms.hello(self.outbox.next_seq))
 
+    async def _hello_later(self, wait: float) -> None:
+        await asyncio.sleep(wait)
+        self.terms.deferred_hello_due()
+        await self._on_connect()
+
     # --- receiving -----------------------------------------------------------------------------------
 
     def _on_message(self, topic: str, payload: bytes) -> None:
@@ -266,6 +271,8 @@ class TableLink:
                 # its `expect` says what it takes now (a status played back again and again: one).
                 if self._tg is not None and self.terms.hello_due():
                     self._spawn(self._on_connect(), "link-hello")
+                elif self._tg is not None and (wait := self.terms.defer_hello()) is not None:
+                    self._spawn(self._hello_later(wait), "link-hello")
             case schema.Status():
                 pass
             case schema.MeterValue() if parts == ("meters", msg.meter):

@@ -31,6 +31,7 @@ class AuthorityTerms:
         self.approvers: frozenset[str] | None = None
         self._nonces: deque[str] = deque(maxlen=HELLO_NONCES)  # this connection's hellos, newest last
         self._hello_at = -HELLO_EVERY_S  # when the last hello at the authority's `online` status was said
+        self._deferred = False  # a hello owed to an `online` status heard too soon after the last
 
     def accepts(self, kind: str) -> bool:
         """Whether the authority, as last heard, takes operations or messages of `kind`."""
@@ -50,6 +51,20 @@ class AuthorityTerms:
             return False
         self._hello_at = now
         return True
+
+    def defer_hello(self) -> float | None:
+        """At an `online` status when no hello is due (the authority restarted within HELLO_EVERY_S of the last):
+        the seconds until one is, for the one hello owed however many statuses come meanwhile (None: one is owed
+        already). Without it, a restart that quick left the table with the terms of the authority before it."""
+        if self._deferred:
+            return None
+        self._deferred = True
+        return max(0.0, self._hello_at + HELLO_EVERY_S - self.clock())
+
+    def deferred_hello_due(self) -> None:
+        """The owed hello is said now."""
+        self._deferred = False
+        self._hello_at = self.clock()
 
     def answers_hello(self, expect: schema.Expect) -> bool:
         """Whether `expect` answers a recent hello of this table; rejected as played back when not."""

@@ -132,6 +132,7 @@ class _Attempt:
     frame: bytes = b""
     bad_crc: bool = False
     lost: bool = False  # the connection went away under it
+    wrong_unit: int | None = None  # TCP: the unit id of a reply from another unit (pymodbus drops it)
     timeout: asyncio.Timeout | None = None
 
 
@@ -211,7 +212,9 @@ class ModbusBus:
         self.silence = settings.silence if isinstance(settings, SerialBusSettings) else 0.0
         self._precise = settings.precise_timing if isinstance(settings, SerialBusSettings) else False
         self._lock = BusLock()
-        self.scheduler = BusScheduler(Policy(settings.lockout_every, settings.health_interval))
+        max_rate = None if isinstance(settings, SerialBusSettings) else settings.max_rate  # serial: its baud rate
+        self.scheduler = BusScheduler(Policy(settings.lockout_every, settings.health_interval, max_rate),
+                                      transactions=lambda: self.transactions)
         self._client: AsyncModbusSerialClient | AsyncModbusTcpClient | None = None
         self._backoff = Backoff(settings.backoff_initial, settings.backoff_cap)
         self._next_connect_at = 0.0
@@ -380,6 +383,11 @@ class ModbusBus:
             return _AttemptFailed("not_connected", f"unit {att.unit}: connection lost")
         if not att.buffers:
             return _AttemptFailed("timeout", f"unit {att.unit}: no reply ({detail})")
+        if att.wrong_unit is not None:
+            self._warn("wrong_unit", "reply from another unit id dropped", asked=att.unit, answered=att.wrong_unit,
+                       fc=att.fc)
+            return _AttemptFailed("wrong_unit", f"unit {att.unit}: the reply came from unit {att.wrong_unit}; "
+                                                "dropped")
         kind = ("crc" if att.bad_crc or (self.serial and frames.classify_failed_rx(
             att.buffers, att.unit, att.fc, att.expect_len) == "crc") else "garbage")
         return _AttemptFailed(kind, f"unit {att.unit}: {len(att.buffers[-1])} bytes, no valid reply "
@@ -449,6 +457,11 @@ class ModbusBus:
         att.last_rx = now
         if len(att.buffers) < MAX_RX_BUFFERS:
             att.buffers.append(bytes(data))
+        if (not self.serial and att.wrong_unit is None and att.timeout is not None and len(data) > 6
+                and data[6] != att.unit):
+            # Modbus TCP: one reply a request; one from another unit id is dropped, and no other will come
+            att.wrong_unit = data[6]
+            att.timeout.reschedule(asyncio.get_running_loop().time())
         if (self.serial and not att.bad_crc and att.timeout is not None
                 and frames.bad_crc_reply(data, att.unit, att.fc, att.expect_len)):
             # a complete reply with a wrong CRC: pymodbus will drop it silently; give up now, not at timeout

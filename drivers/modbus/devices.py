@@ -4,7 +4,7 @@ button and the meter sign. Each implements drivers.device.Device.
 A driver polls its device every ``poll_interval`` through the shared bus and turns what it reads into
 events; ``send`` turns commands into writes. Faults, per the policy in docs/register-maps.md:
 
-- every failed attempt is counted by kind in ``health.errors`` (``timeout``, ``crc``, ``garbage``,
+- every failed attempt is counted by kind in ``health.errors`` (``timeout``, ``crc``, ``garbage``, ``wrong_unit``,
   ``exception_<name>``) and logged loudly once per outage;
 - a poll that gets no usable reply (after the bus' retries), or an exception reply other than busy, marks
   the device down (DeviceDown once); while down it is probed with a single attempt after a capped
@@ -18,6 +18,16 @@ events; ``send`` turns commands into writes. Faults, per the policy in docs/regi
 - a device whose map has an identity block is asked its model (one read) at first contact and on every
   reconnect attempt, before anything is written to it or polled: another model, or an exception, keeps it
   down with the reason (``identity_status``) and nothing is written to it until the right model answers.
+
+What a device can do (docs/configuration.md, the devices' ``writes`` and ``read_back``):
+
+- ``writes="auto"`` writes consecutive outputs in one request (15, 16) until the device answers one with
+  exception 1 (illegal function): then, for the rest of the run, one output a request (5, 6), logged once;
+  ``"multiple"`` never falls back, ``"single"`` never tries. Register by register, a sign's message code
+  still goes last.
+- ``read_back=False``: the outputs are never read (1, 3): what the device shows cannot be proved. They are
+  written again every ``RESEND_S`` instead, so that a device that restarted shows them again, and the device is
+  up while it acknowledges its writes (a sign with nothing else to read has no other poll).
 """
 
 from __future__ import annotations
@@ -54,6 +64,9 @@ from drivers.modbus.core.schedule import Read, Role
 from drivers.modbus.registermap import ButtonMode, Kind, Point, RegisterMap, Table
 
 log = structlog.get_logger("drivers.modbus")
+
+WRITES = ("auto", "multiple", "single")
+RESEND_S = 1.0  # a device without read-back: its outputs written again this often
 
 # The values of a point as read or written: a table of bits reads bools, of registers ints.
 Raw = list[int] | list[bool]
@@ -122,14 +135,16 @@ class ModbusDevice:
 
     def __init__(self, name: str, bus: ModbusBus, unit: int, register_map: RegisterMap, *,
                  first_seat: int = 1, poll_interval: float | None = None, backoff: Backoff | None = None,
-                 verify_every: int = 20, busy_down_after: int = 5) -> None:
+                 verify_every: int = 20, busy_down_after: int = 5, writes: str = "auto",
+                 read_back: bool = True) -> None:
         if register_map.kind is not self.kind:
             raise ValueError(f"{register_map.source} describes a {register_map.kind.value}, not a {self.kind.value}")
-        lo = 1 if bus.serial else 0
-        if not lo <= unit <= (247 if bus.serial else 255):
+        if not (1 <= unit <= 247 or (unit == 255 and not bus.serial)):  # 255: a TCP device reached directly
             raise ValueError(f"unit {unit} is not a valid {'RTU' if bus.serial else 'TCP'} unit id")
         if first_seat < 1:
             raise ValueError("first_seat must be at least 1")
+        if writes not in WRITES:
+            raise ValueError(f"writes must be one of {', '.join(WRITES)}, not {writes!r}")
         self.name = name
         self.bus = bus
         self.unit = unit
@@ -141,6 +156,11 @@ class ModbusDevice:
         self.backoff = backoff or Backoff(initial=0.1, cap=5.0)
         self.verify_every = verify_every
         self.busy_down_after = max(1, busy_down_after)
+        self.writes = writes
+        self.read_back = read_back
+        self.single_detected = False  # auto: the device refused a multiple write (exception 1)
+        self._resent_at = 0.0
+        self._acked: dict[Point, Raw] = {}  # every output's last acknowledged value (a write-only sign's probe)
         self._emit: Callable[[Event], None] = _discard
         self.health = DeviceHealth(name, self._forward)
         self._commanded: dict[Point, Raw] = {}
@@ -175,7 +195,24 @@ class ModbusDevice:
                 not_before = 0.0
 
     async def send(self, command: Command) -> None:
-        writes = self._plan(command)  # UnsupportedCommand / InputError before anything else
+        await self._send(self._plan(command))  # UnsupportedCommand / InputError before anything else
+
+    async def send_many(self, commands: Sequence[Command]) -> None:
+        """Several commands in as few requests as the map allows (a seat's lights at start-up: one); those the
+        device cannot take are refused together once the others are written."""
+        writes: dict[Point, Raw] = {}
+        refused: list[str] = []
+        for command in commands:
+            try:
+                writes.update(self._plan(command))
+            except UnsupportedCommand as exc:
+                refused.append(str(exc))
+        if writes:
+            await self._send(writes)
+        if refused:
+            raise UnsupportedCommand("; ".join(refused))
+
+    async def _send(self, writes: dict[Point, Raw]) -> None:
         if self.health.up is False:
             raise DeviceUnavailable(f"{self.name} is down")
         self._refuse_unidentified()
@@ -192,6 +229,9 @@ class ModbusDevice:
             for p in writes:
                 self._writing.pop(p, None)
         self._commanded.update(writes)
+        self._acked.update(writes)
+        if not self.read_back:
+            self._contact()  # acknowledged: the one sign of life a device without read-back gives
 
     # --- polling ----------------------------------------------------------------------------------
 
@@ -226,6 +266,13 @@ class ModbusDevice:
 
     async def _poll(self, retries: int | None) -> None:
         raise NotImplementedError
+
+    @property
+    def writes_mode(self) -> str:
+        """How outputs are written now: "multiple", "single", or "single (detected)" (auto, after exception 1)."""
+        if self.writes == "single":
+            return "single"
+        return "single (detected)" if self.single_detected else "multiple"
 
     def metrics(self) -> DeviceMetrics:
         return DeviceMetrics(self.name, self.kind.value, self.bus.name, self.unit, self.health.up,
@@ -317,7 +364,7 @@ class ModbusDevice:
                 raw[p] = block.slice(values, p)
         return raw
 
-    async def _write(self, writes: dict[Point, Raw]) -> None:
+    async def _write(self, writes: dict[Point, Raw], retries: int | None = None) -> None:
         blocks = plan_blocks(writes, write=True)
         # Where a write takes several requests, the one with a message code goes last, so a sign never
         # shows a new message over old details.
@@ -326,7 +373,32 @@ class ModbusDevice:
             values: list[int] = []  # one table's: all bools or all ints
             for p in block.points:
                 values.extend(writes[p])
-            await self.bus.write(self.unit, block.table, block.address, values, on_fault=self._fault)
+            if len(values) == 1 or self.writes_mode == "multiple":
+                try:
+                    await self.bus.write(self.unit, block.table, block.address, values, on_fault=self._fault,
+                                         retries=retries)
+                    continue
+                except DeviceException as exc:
+                    if exc.code != 1 or len(values) == 1 or self.writes != "auto":
+                        raise
+                    self.single_detected = True
+                    log.warning("device refuses multiple writes (exception 1): writing one output a request "
+                                "from now on", device=self.name, bus=self.bus.name, unit=self.unit, detail=str(exc))
+            await self._write_singly(block, values, retries)
+
+    async def _write_singly(self, block: Block, values: list[int], retries: int | None) -> None:
+        # register by register (coil by coil); a message code is its block's first register: last here
+        order = sorted(range(len(values)), key=lambda i: any(
+            p.role == "message_code" and p.address == block.address + i for p in block.points))
+        for i in order:
+            await self.bus.write(self.unit, block.table, block.address + i, values[i:i + 1], on_fault=self._fault,
+                                 retries=retries)
+
+    async def _resend(self, retries: int | None) -> None:
+        """A device without read-back: every output commanded written again (RESEND_S)."""
+        self._resent_at = time.monotonic()
+        if self._commanded:
+            await self._write(dict(self._commanded), retries)
 
     async def _reassert(self) -> None:
         if not self._commanded:
@@ -337,7 +409,7 @@ class ModbusDevice:
     async def _verify(self) -> None:
         """Read back what was commanded; write again whatever differs."""
         commanded = dict(self._commanded)
-        if not commanded:
+        if not commanded or not self.read_back:
             return
         raw = await self._read(plan_blocks(commanded), None)
         await self._restore(raw, commanded)
@@ -354,7 +426,12 @@ class ModbusDevice:
     async def _after_contact(self, recovered: bool) -> None:
         if recovered:
             self._since_verify = 0
+            self._resent_at = time.monotonic()
             await self._reassert()
+            return
+        if not self.read_back:
+            if time.monotonic() - self._resent_at >= RESEND_S:
+                await self._resend(None)
             return
         self._since_verify += 1
         if self.verify_every and self._since_verify >= self.verify_every:
@@ -521,6 +598,17 @@ class ModbusMeterSign(ModbusDevice):
         self._readback = plan_blocks(m.outputs)
 
     async def _poll(self, retries: int | None) -> None:
+        if not self.read_back:
+            # nothing to read: the writes are the poll, up once one is acknowledged; while down, what it last
+            # acknowledged is the probe (what was refused since waits for the sender's resend at DeviceUp)
+            probe = dict(self._commanded or self._acked)
+            if probe:
+                self._resent_at = time.monotonic()
+                await self._write(probe, retries)
+                self._contact()
+            elif self.health.up is not True and self.map.identity is not None:
+                self._contact()  # its identity block just answered (poll_once): up, and the first writes may go
+            return
         blocks = self._readback if self.health.up is True else self._readback[:1]
         raw = await self._read(blocks, retries)
         recovered = self._contact()
@@ -595,5 +683,5 @@ def make_device(name: str, bus: ModbusBus, unit: int, register_map: RegisterMap,
     return DRIVERS[register_map.kind](name, bus, unit, register_map, **options)
 
 
-__all__ = ["DRIVERS", "Block", "DeviceMetrics", "EmitError", "ModbusDevice", "ModbusLockoutButton", "ModbusMeterSign",
-           "ModbusSeatDevice", "Raw", "make_device", "plan_blocks"]
+__all__ = ["DRIVERS", "RESEND_S", "WRITES", "Block", "DeviceMetrics", "EmitError", "ModbusDevice",
+           "ModbusLockoutButton", "ModbusMeterSign", "ModbusSeatDevice", "Raw", "make_device", "plan_blocks"]

@@ -4,7 +4,8 @@
         await device.poll_once()
 
 A device's `run` asks for its turn, polls, and asks again; the scheduler hands the turn to the read `choose`
-picks whenever the line is free of reads, and wakes itself when the next read falls due. Writes do not ask:
+picks whenever the line is free of reads, and wakes itself when the next read falls due (or, on a bus with a
+rate cap, when the transactions since the last read have had their time). Writes do not ask:
 they wait for the bus lock only and go before any read (bus.BusLock), between two reads.
 """
 
@@ -17,13 +18,16 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 
-from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose
+from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose, free_at
 
 
 class BusScheduler:
-    def __init__(self, policy: Policy | None = None, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, policy: Policy | None = None, *, clock: Callable[[], float] = time.monotonic,
+                 transactions: Callable[[], int] = lambda: 0) -> None:
         self.policy = policy or Policy()
         self._clock = clock
+        self._transactions = transactions  # the bus's count, for the rate cap (Policy.max_rate)
+        self._granted: tuple[float, int] | None = None  # when a read was last given the line, and the count then
         self._state = State()
         self._waiting: dict[str, tuple[Read, asyncio.Future[None]]] = {}  # in the order they asked
         self._last: dict[str, float] = {}
@@ -75,6 +79,10 @@ class BusScheduler:
         if self._busy or not self._waiting:
             return
         now = self._clock()
+        if self._granted is not None and self.policy.max_rate is not None:
+            at, count = self._granted
+            self._state = dataclasses.replace(self._state,
+                                              free_at=free_at(self.policy, at, self._transactions() - count))
         reads = [dataclasses.replace(r, last=self._last.get(r.device)) for r, _ in self._waiting.values()]
         choice = choose(self.policy, self._state, reads, now)
         if choice.device is None:
@@ -83,6 +91,11 @@ class BusScheduler:
             return
         read, fut = self._waiting.pop(choice.device)
         self._busy = True
+        # counted from the slot the cap gave, not from a timer's late wake-up (the loop's timers wake on whole
+        # milliseconds: ~10% of a slot at 100 a second); from now after an idle spell, so no burst follows
+        rate = self.policy.max_rate
+        slot = self._state.free_at
+        self._granted = (slot if rate is not None and 0 <= now - slot < 1 / rate else now, self._transactions())
         self._last[read.device] = now
         self._state = after(self._state, read.role)
         self.reads[read.role.value] += 1

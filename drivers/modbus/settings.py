@@ -83,6 +83,12 @@ class TcpSettings(_Common):
     port: int = Field(502, ge=1, le=65535)
     timeout: float = Field(0.5, gt=0, le=10)
     reconnect_after: int = Field(3, ge=1, le=1000)
+    # 100: a serial-to-TCP gateway or a small PLC keeps up; uncapped, the rig's seven-seat table ran at about 300
+    # (docs/benchmarks.md, "Rate cap on TCP").
+    max_rate: float = Field(
+        100, gt=0, le=10_000,
+        description="transactions a second at most on this connection (reads, writes and retries); the "
+                    "scheduler keeps the lock-out's cadence first and spreads the other reads")
 
     def describe(self) -> str:
         return f"{self.host}:{self.port}"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose
+from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose, free_at
 from drivers.modbus.scheduler import BusScheduler
 
 
@@ -31,6 +31,8 @@ def simulate(policy: Policy, reads: list[Read], phase: Phase, txn_s: list[float]
     state, now, last, out, i = State(phase=phase), 0.0, {}, [], 0
     down = down or {}
     while now < seconds:
+        if out:  # the rate cap, if any: one transaction a read here
+            state = State(state.since_lockout, state.phase, free_at(policy, out[-1][0], 1))
         waiting = [Read(r.device, r.role, r.interval, last.get(r.device), down.get(r.device, 0.0)) for r in reads]
         c = choose(policy, state, waiting, now)
         if c.device is None:
@@ -99,7 +101,30 @@ def test_nothing_due_says_how_long_to_wait_and_nobody_waiting_says_nothing():
     assert choose(Policy(), State(), [], 0.0).wait is None
 
 
-@pytest.mark.parametrize("bad", [dict(lockout_every=1), dict(health_interval=0.0), dict(health_interval=61.0)])
+@settings(max_examples=100, deadline=None)
+@given(n=st.integers(1, 16), every=st.integers(2, 6), rate=st.floats(20.0, 400.0), txn_s=txns)
+def test_a_rate_cap_spreads_the_reads_and_keeps_the_lock_out_first(n, every, rate, txn_s):
+    policy = Policy(lockout_every=every, max_rate=rate)
+    out = simulate(policy, [*seats(n, interval=0.0), LOCKOUT, SIGN], Phase.BETTING, txn_s, seconds=3.0)
+    times = [t for t, _ in out]
+    assert all(b - a >= 1 / rate - 1e-9 for a, b in itertools.pairwise(times))  # never faster than the cap
+    assert len(out) <= 3.0 * rate + 1
+    names = [d for _, d in out]
+    gaps = [len(list(g)) for k, g in itertools.groupby(names, key=lambda d: d == "lockout") if not k]
+    assert max(gaps, default=0) <= every - 1
+
+
+def test_the_rate_cap_counts_every_transaction_since_the_last_read():
+    policy = Policy(max_rate=100.0)
+    assert free_at(policy, 10.0, 0) == free_at(policy, 10.0, 1) == pytest.approx(10.01)
+    assert free_at(policy, 10.0, 3) == pytest.approx(10.03)  # a read, its retry and a write between
+    assert free_at(Policy(), 10.0, 3) == 0.0 and free_at(policy, None, 3) == 0.0
+    c = choose(policy, State(free_at=10.03), [LOCKOUT], 10.0)
+    assert c.device is None and c.wait == pytest.approx(0.03)
+
+
+@pytest.mark.parametrize("bad", [dict(lockout_every=1), dict(health_interval=0.0), dict(health_interval=61.0),
+                                 dict(max_rate=0.0), dict(max_rate=10_001.0)])
 def test_a_policy_out_of_range_is_refused(bad):
     with pytest.raises(ValueError):
         Policy(**bad)

@@ -159,7 +159,13 @@ BAD = [
     (("name = \"shoe\"", "name = \"shoe\"\nbaud = 19200\nparity = \"E\""), "line[0].parity", "unknown key"),
     (("name = \"shoe\"", "name = \"seat-1\""), "line[0].name", "name 'seat-1' is already used at rtu[0].devices[0].name"),
     (("name = \"net\"", "name = \"net\"\nhost = \"0.0.0.0\""), "tcp[0].host", "is not a loopback address"),
-    (("unit = 9,", "unit = 248,"), "rtu[0].devices[2].unit", "less than or equal to 247"),
+    (("unit = 9,", "unit = 248,"), "rtu[0].devices[2].unit", "unit 248 is not a Modbus RTU unit id (1-247)"),
+    (("unit = 9,", "unit = 255,"), "rtu[0].devices[2].unit", "unit 255 is not a Modbus RTU unit id (1-247)"),
+    (("unit = 1, name = \"sign\"", "unit = 250, name = \"sign\""), "tcp[0].devices[0].unit",
+     "unit 250 is not a Modbus TCP unit id (1-247, or 255 for a device reached directly)"),
+    (("unit = 9,", "unit = 256,"), "rtu[0].devices[2].unit", "less than or equal to 255"),
+    (("map = \"maps/sign.toml\" }]", "map = \"maps/sign.toml\", read_back = \"no\" }]"),
+     "tcp[0].devices[0].read_back", "valid boolean"),
     (("kind = \"lockout\", map = \"maps/lockout.toml\"", "kind = \"lockout\", map = \"maps/lockout.toml\", seats = [3]"),
      "rtu[0].devices[2].seats", "only seat devices cover seats"),
     # checked against the register maps
@@ -186,6 +192,16 @@ def test_bad_configurations_name_file_and_path(write, change, where, problem) ->
         load_rig_config(p)
     assert e.value.field == f"{p}: {where}"
     assert problem in e.value.problem
+
+
+def test_a_tcp_device_reached_directly_and_what_a_device_lacks(write) -> None:
+    p = write(GOOD.replace('unit = 1, name = "sign", kind = "sign", map = "maps/sign.toml"',
+                           'unit = 255, name = "sign", kind = "sign", map = "maps/sign.toml", read_back = false, '
+                           'writes_single = true', 1))
+    sign = load_rig_config(p).tcp[0].devices[0]
+    assert (sign.unit, sign.read_back, sign.writes_single) == (255, False, True)
+    seat = load_rig_config(p).rtu[0].devices[0]
+    assert (seat.read_back, seat.writes_single) == (True, False)
 
 
 def test_no_devices_refused(write) -> None:

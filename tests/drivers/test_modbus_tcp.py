@@ -4,6 +4,7 @@ network's faults: every event and command, a device that stops answering, a cut 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 import pytest
 
@@ -143,3 +144,83 @@ async def test_no_server_at_all():
             while not await dev.poll_once():
                 pass  # each failed poll is a real connection attempt or a refusal of the bus
         assert kinds(rig.drain()) == ["DeviceUp"]
+
+
+@run_async
+async def test_a_device_reached_directly_answers_unit_255():
+    async with tcp_rig(Spec(255, "sign.toml", "sign")) as rig:
+        sign = rig.device("sign")
+        rig.start(sign)
+        await rig.expect_up("sign")
+        await sign.send(ShowAmounts((("grand", 4_200),)))
+        assert rig.sims["sign"].sign()["amounts"][0] == (1, 4_200)
+    with pytest.raises(ValueError, match="unit 0 is not a valid TCP unit id"):
+        rig.device("sign").__class__("x", rig.bus, 0, rig.device("sign").map)
+    with pytest.raises(ValueError, match="unit 248"):
+        rig.device("sign").__class__("x", rig.bus, 248, rig.device("sign").map)
+
+
+@run_async
+async def test_a_reply_from_another_unit_id_is_dropped_and_both_are_named():
+    """A gateway that answers for the wrong unit: its reply is not the device's answer (pymodbus drops it); the bus
+    fails the attempt at once, of its own kind, and logs both unit ids once."""
+    import struct
+
+    import structlog
+
+    from drivers.modbus import ModbusBus, NoResponse, Table, TcpSettings
+
+    handlers = []
+
+    async def wrong_unit(reader, writer):
+        handlers.append(asyncio.current_task())
+        with contextlib.suppress(asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
+            while True:
+                tid, _, length, unit = struct.unpack(">HHHB", await reader.readexactly(7))
+                await reader.readexactly(length - 1)
+                reply = bytes([4, 2, 0, 7])  # one input register: 7
+                writer.write(struct.pack(">HHHB", tid, 0, len(reply) + 1, unit + 1) + reply)
+        writer.close()
+
+    server = await asyncio.start_server(wrong_unit, "127.0.0.1", 0)
+    faults = []
+    try:
+        bus = ModbusBus(TcpSettings(host="127.0.0.1", port=server.sockets[0].getsockname()[1], timeout=2.0, retries=1))
+        with structlog.testing.capture_logs() as logs:
+            loop = asyncio.get_running_loop()
+            t0 = loop.time()
+            with pytest.raises(NoResponse) as exc:
+                await bus.read(5, Table.INPUT_REGISTER, 0, 1, on_fault=lambda kind, detail: faults.append(kind))
+            assert loop.time() - t0 < 1.0  # not the 2 s timeout of each attempt
+        await bus.close()
+    finally:
+        server.close()
+        for h in handlers:
+            h.cancel()
+        await asyncio.gather(*handlers, return_exceptions=True)
+        await server.wait_closed()
+    assert exc.value.kinds == ["wrong_unit", "wrong_unit"] and faults == ["wrong_unit", "wrong_unit"]
+    (line,) = [e for e in logs if e.get("kind") == "wrong_unit" and e["log_level"] == "warning"]
+    assert (line["asked"], line["answered"]) == (5, 6)
+    assert not [e for e in logs if "garbage" in str(e.get("kind"))]
+
+
+@run_async
+async def test_a_tcp_bus_is_capped_at_max_rate_with_the_lock_out_read_first():
+    """100 transactions a second by default: the lock-out read every other one (every 20 ms), the seats sharing the
+    rest (uncapped, the same bus ran at about 300 a second, the lock-out read every 7 ms)."""
+    specs = [Spec(u, "seat-single.toml", f"seat-{u}", first_seat=u) for u in range(1, 8)]
+    async with tcp_rig(*specs, LOCKOUT) as rig:
+        assert rig.bus.settings.max_rate == 100
+        devices = [rig.device(s.name) for s in specs] + [rig.device("lockout")]
+        rig.start(*devices)
+        await rig.expect_up(*(d.name for d in devices))
+        lock = rig.sims["lockout"]
+        n = lock.requests
+        await lock.wait_until(lambda: lock.requests >= n + 40)
+        t = [x for x in rig.bus.log if x.started >= lock.request_times[-40]]
+        span = t[-1].started - t[0].started
+        assert (len(t) - 1) / span <= 100 * 1.05, (len(t), span)
+        reads = list(lock.request_times)[-40:]
+        period = (reads[-1] - reads[0]) / 39
+        assert 0.019 <= period <= 0.030, period

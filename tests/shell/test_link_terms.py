@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from controller.link.rejections import Rejections
 from controller.link.terms import HELLO_EVERY_S, HELLO_NONCES, AuthorityTerms
 from controller.linkproto import schema
@@ -47,3 +49,19 @@ def test_hellos_at_the_authoritys_online_status_at_most_every_second():
     assert not t.hello_due()
     ticks[0] += 0.01
     assert t.hello_due()
+
+
+def test_an_online_status_too_soon_after_a_hello_owes_one_hello_when_it_is_due():
+    """An authority that restarts within a second of the last hello: its new terms are asked for once the second is
+    up (before, never: the table kept the approvers of the authority before it), one hello however many statuses."""
+    ticks = [100.0]
+    t = terms(ticks)
+    assert t.hello_due()
+    ticks[0] += 0.3
+    assert not t.hello_due()
+    assert t.defer_hello() == pytest.approx(HELLO_EVERY_S - 0.3)
+    assert t.defer_hello() is None  # played back again meanwhile: still the one
+    ticks[0] += 0.7
+    t.deferred_hello_due()
+    assert not t.hello_due()  # the owed hello counts as the last
+    assert t.defer_hello() == pytest.approx(HELLO_EVERY_S)

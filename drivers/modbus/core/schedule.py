@@ -14,6 +14,11 @@ waiting read (bus.BusLock), between two reads. Reads go in this order:
    when no wager can be recognized anyway, read only to see the device is alive and to keep its state.
    The sign keeps its own interval (it reads back what it shows).
 3. A device that is down is read (probed) no sooner than its backoff allows (`not_before`).
+
+On a bus with a `max_rate` (a Modbus TCP gateway: transactions a second), no read goes before the transactions
+since the last one was given the line (its own, retries, the writes between) have had their share of time at
+that rate (`free_at`): the reads are spread, and the lock-out still comes first when its turn is due, so it is
+read every `lockout_every / max_rate` seconds while betting and the seats share the rest.
 """
 
 from __future__ import annotations
@@ -40,8 +45,11 @@ class Phase(StrEnum):
 class Policy:
     lockout_every: int = 2  # while betting, the lock-out read at least every this many transactions
     health_interval: float = 2.0  # seconds between reads that no phase needs fast
+    max_rate: float | None = None  # transactions a second at most (a TCP bus); None: as fast as the line goes
 
     def __post_init__(self) -> None:
+        if self.max_rate is not None and not 0 < self.max_rate <= 10_000:
+            raise ValueError("max_rate must be more than 0 and at most 10000 transactions a second")
         if not 2 <= self.lockout_every <= 100:  # 1 would read the lock-out and nothing else
             raise ValueError("lockout_every must be 2..100 transactions")
         if not 0.0 < self.health_interval <= 60.0:
@@ -63,6 +71,7 @@ class Read:
 class State:
     since_lockout: int = 0  # reads since the lock-out was last read
     phase: Phase = Phase.BETTING
+    free_at: float = 0.0  # the rate cap: no read before this (the clock's seconds)
 
 
 @dataclass(frozen=True)
@@ -91,6 +100,8 @@ def choose(policy: Policy, state: State, reads: Sequence[Read], now: float) -> C
     in the order they asked: each device in turn)."""
     if not reads:
         return Choice(None)
+    if now < state.free_at:
+        return Choice(None, state.free_at - now)
     if state.phase is Phase.BETTING and state.since_lockout >= policy.lockout_every - 1:
         for r in reads:
             if r.role is Role.LOCKOUT and r.not_before <= now:
@@ -104,7 +115,15 @@ def choose(policy: Policy, state: State, reads: Sequence[Read], now: float) -> C
 
 def after(state: State, role: Role) -> State:
     """The state once a read of `role` was given the line."""
-    return State(0 if role is Role.LOCKOUT else state.since_lockout + 1, state.phase)
+    return State(0 if role is Role.LOCKOUT else state.since_lockout + 1, state.phase, state.free_at)
 
 
-__all__ = ["Choice", "Phase", "Policy", "Read", "Role", "State", "after", "choose", "due_at", "interval"]
+def free_at(policy: Policy, granted_at: float | None, transactions: int) -> float:
+    """When the next read may go under the rate cap: `transactions` (at least the read's own) since a read was
+    last given the line at `granted_at`, each taking 1 / max_rate seconds."""
+    if policy.max_rate is None or granted_at is None:
+        return 0.0
+    return granted_at + max(1, transactions) / policy.max_rate
+
+
+__all__ = ["Choice", "Phase", "Policy", "Read", "Role", "State", "after", "choose", "due_at", "free_at", "interval"]
