@@ -421,6 +421,26 @@ async def test_a_round_books_against_the_vendors_devices(devices, tmp_path):
         t.close()
 
 
+async def test_a_write_only_sign_unplugged_blocks_the_table_and_shows_the_meters_again_once_back(devices, tmp_path):
+    d = devices(f"seat:{SEAT}", f"seat:{SINGLE_SEAT},single-writes", f"lockout:{LOCKOUT}", f"sign:{SIGN},write-only")
+    t = TableProcess(tmp_path / "table", table_doc(tmp_path, d.port))
+    try:
+        await t.start()
+        await t.control("stub_count", stub=52, dealt=0)
+        await d.wait(lambda s: s[str(SIGN)]["slots"] == [1_000_000, 0, 0], "the sign shows the meter")
+        d.act(f"unplug {SIGN}")
+        await until_status(t, lambda s: any(b["block"] == "device" for b in s["blocks"]), "the table blocked")
+        d.act(f"plug {SIGN}")  # from power-on: slots 0 until the table writes them again
+        await until_status(t, lambda s: s["blocks"] == [] and all(x["up"] for x in s["devices"]),
+                           "the sign back, the table open")
+        state = await d.wait(lambda s: s[str(SIGN)]["slots"] == [1_000_000, 0, 0], "the sign shows the meter again")
+        assert state[str(SIGN)]["message"]["code"] == 0
+        assert "3" not in state[str(SIGN)]["requests"], state[str(SIGN)]  # never read back, even while down
+        await t.stop()
+    finally:
+        t.close()
+
+
 @pytest.mark.xfail(strict=True, reason="progressive_device_writes_info keeps mode 'multiple' for a seat whose "
                    "status says 'single (detected)' (docs/operations.md, docs/register-maps.md: 'single (detected)')")
 async def test_the_metrics_say_a_seat_without_multiple_writes_was_detected(devices, tmp_path):

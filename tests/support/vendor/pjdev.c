@@ -18,6 +18,8 @@
  *   press UNIT         the lock-out button pressed once               -> ok
  *   reboot UNIT        a power cycle: outputs and press counter to 0  -> ok
  *   swap UNIT MODEL    another device, saying MODEL, put at the unit   -> ok
+ *   unplug UNIT        no answer at all from the unit                  -> ok
+ *   plug UNIT          back, from power-on                             -> ok
  *   dump               what every device shows, one JSON line
  *   quit               exit
  * An unknown or malformed command answers "error: ..." and changes nothing.
@@ -51,6 +53,7 @@ struct unit {
     enum kind kind;
     const char *model;
     int single_writes, write_only, any_address, low_word_first;
+    int muted; /* unplugged: no answer at all */
     /* inputs the device senses */
     int present;
     uint32_t amount; /* cents */
@@ -211,8 +214,8 @@ static void serve(modbus_t *ctx, const uint8_t *req, int len)
     if (len <= hl)
         return;
     struct unit *u = find_unit(req[hl - 1]);
-    if (u == NULL)
-        return; /* no such device behind this gateway: no answer, as on a bus */
+    if (u == NULL || u->muted)
+        return; /* no such device behind this gateway (or unplugged): no answer, as on a bus */
     int fc = req[hl];
     u->requests[fc & 127]++;
     int ex = check_request(u, req + hl, len - hl); /* TCP: no checksum after the PDU */
@@ -332,6 +335,13 @@ static int command(char *line)
             power_on(u);
             printf("ok\n");
         }
+    } else if (strcmp(verb, "unplug") == 0) {
+        u->muted = 1;
+        printf("ok\n");
+    } else if (strcmp(verb, "plug") == 0) {
+        u->muted = 0; /* back from power-on */
+        power_on(u);
+        printf("ok\n");
     } else if (strcmp(verb, "reboot") == 0) {
         power_on(u);
         printf("ok\n");
