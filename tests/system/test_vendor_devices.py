@@ -120,10 +120,11 @@ def devices(pjdev) -> Iterator[Callable[..., Devices]]:
 # --- an independent master: mbpoll ----------------------------------------------------------------------------
 
 
-def mbpoll(port: int, unit: int, kind: str, address: int, *values: int, count: int = 1) -> subprocess.CompletedProcess:
+def mbpoll(port: int, unit: int, kind: str, address: int, *values: int, count: int = 1,
+           timeout: float = 2.0) -> subprocess.CompletedProcess:
     """mbpoll once against a unit, addresses from 0 (PDU addressing); with values it writes them."""
     args = [MBPOLL or "mbpoll", "-m", "tcp", "-p", str(port), "-a", str(unit), "-t", kind, "-r", str(address),
-            "-0", "-1", "-o", "2"]
+            "-0", "-1", "-o", str(timeout)]
     if not values:
         args += ["-c", str(count)]
     return subprocess.run([*args, "127.0.0.1", *map(str, values)], capture_output=True, text=True, timeout=20,
@@ -219,7 +220,8 @@ def test_mbpoll_is_refused_outside_each_map_and_for_what_a_variant_lacks(devices
     assert address in refused(p, LOCKOUT, "0", 1, 1)
     assert d.dump()[str(SINGLE_SEAT)]["exceptions"] == {"15": 1}
     # no answer at all from a unit id nobody serves (a bus, or a gateway, with nothing there)
-    assert mbpoll(p, 99, "3", 0).returncode != 0
+    r = mbpoll(p, 99, "3", 0, timeout=0.3)
+    assert r.returncode != 0 and "timed out" in (r.stdout + r.stderr).lower(), r.stdout + r.stderr
 
 
 # --- the conformance kit ---------------------------------------------------------------------------------------
