@@ -248,9 +248,14 @@ async def conform(d: Devices, kind: str, unit: int, *options: str,
             if operator is not None:
                 operator(line)
 
-    async with asyncio.timeout(60):
-        out, _ = await asyncio.gather(proc.stdout.read(), instructions())
-        rc = await proc.wait()
+    try:
+        async with asyncio.timeout(60):
+            out, _ = await asyncio.gather(proc.stdout.read(), instructions())
+            rc = await proc.wait()
+    finally:
+        if proc.returncode is None:  # the kit hung: leave nothing behind
+            proc.kill()
+            await proc.wait()
     assert out.strip(), f"no report (exit {rc}): " + "\n".join(said)
     return rc, json.loads(out)
 
