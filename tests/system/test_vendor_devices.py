@@ -391,9 +391,18 @@ async def test_a_round_books_against_the_vendors_devices(devices, tmp_path):
     t = TableProcess(tmp_path / "table", table_doc(tmp_path, d.port))
     try:
         await t.start()
+        # start-up (docs/register-maps.md, "Timing"): each seat's lights in one request (seat 2: function 15
+        # refused, then one 5 a light), the lamp off, and the sign OFFLINE while the table is blocked (the stub
+        # count due at start-up)
+        state = await d.wait(lambda s: s[str(SIGN)]["message"]["code"] == 3 and s[str(SINGLE_SEAT)]["requests"].get(
+            "5") == 2 and s[str(SEAT)]["requests"].get("15") == 1 and s[str(LOCKOUT)]["requests"].get("5") == 1,
+            "start-up's writes")
+        assert state[str(SIGN)]["message"] == {"code": 3, "seat": 0, "amount": 0, "table": "VD-01"}
+        assert "5" not in state[str(SEAT)]["requests"] and state[str(SINGLE_SEAT)]["requests"]["15"] == 1, state
         # no counting shuffler: the stub is counted before the first round (docs/rounds.md)
         await t.control("stub_count", stub=52, dealt=0)
-        await d.wait(lambda s: s[str(SIGN)]["slots"] == [1_000_000, 0, 0], "the sign shows the meter")
+        await d.wait(lambda s: s[str(SIGN)]["slots"] == [1_000_000, 0, 0] and s[str(SIGN)]["message"]["code"] == 0,
+                     "the sign shows the meter")
         d.act(f"place {SEAT} 500")
         d.act(f"place {SINGLE_SEAT} 100")
         await d.wait(lambda s: s[str(SEAT)]["accepted"] and s[str(SINGLE_SEAT)]["accepted"], "both wagers accepted")
