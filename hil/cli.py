@@ -425,6 +425,7 @@ async def _read_line(timeout_s: float) -> str | None:
             line: str | None = sys.stdin.readline() or None
         except (OSError, ValueError):  # no stdin to read
             line = None
+
         def deliver() -> None:
             if not got.done():
                 got.set_result(line)

@@ -1,6 +1,8 @@
 """The conformance kit (hil/conform.py, ``progressive-hil conform``) against the rig's devices, over Modbus TCP
 and over RTU on a PTY pair: the rig's seat, lock-out and sign pass; deliberately wrong devices fail, each with
-the check that catches it named."""
+the check that catches it named; a run without the operator's checks is INCOMPLETE, never PASS. The operator
+here is the rig itself: it places chips, presses the button, and answers what the sign shows from the sign's
+decoded registers."""
 
 from __future__ import annotations
 
