@@ -7,7 +7,8 @@
 
 Exit status: 0 done, 1 the rig refused (the reason on stderr), 2 bad input, 69 no rig on the socket,
 70 internal error. ``--json`` prints the rig's reply as one JSON object for scripts. ``conform`` (the
-conformance kit, hil/conform.py) exits 0 when every required check passes and 1 otherwise.
+conformance kit, hil/conform.py) exits 0 when every required check passes, 1 when one fails, 3 when none
+failed but some could not run without ``--operator``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import json
 import logging
 import signal
 import sys
+import threading
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, NoReturn
@@ -32,6 +34,7 @@ from hil import control
 
 EXIT_REFUSED = 1
 EXIT_UNAVAILABLE = 69  # EX_UNAVAILABLE
+EXIT_INCOMPLETE = 3  # conform: nothing failed, but checks that need an operator did not run
 
 
 class _Parser(argparse.ArgumentParser):
@@ -114,7 +117,8 @@ def _parser() -> argparse.ArgumentParser:
     k.add_argument("--operator", action="store_true",
                    help="ask a person to place and lift a chip, or press the button")
     k.add_argument("--amount", metavar="DOLLARS",
-                   help="with --operator at a seat: the chip's value, checked against what the device reads")
+                   help="with --operator at a seat (required there): the chip's value, checked against what "
+                        "the device reads")
     k.add_argument("--operator-timeout", type=float, default=60.0, metavar="SECONDS",
                    help="how long to wait for each thing the operator is asked to do (default 60)")
     k.add_argument("--baud", type=int, default=19200, help="serial: baud rate (default 19200)")
@@ -370,6 +374,9 @@ def _conform(args: argparse.Namespace) -> int:
     chip = None if args.amount is None else parse_cents(args.amount, "--amount")
     if chip is not None and chip <= 0:
         raise InputError("--amount", f"{args.amount}: a chip's value is more than 0")
+    if chip is None and args.operator and args.kind == "seat":
+        # without it a seat reading the wager's words the other way round would pass
+        raise InputError("--amount", "required with --operator at a seat: the value of the chip to place")
     kind = Kind(args.kind)
     try:
         rmap, name = conform.load_map(kind, args.map)
@@ -378,9 +385,14 @@ def _conform(args: argparse.Namespace) -> int:
     opts = conform.Options(kind, args.target, args.unit, name, transport, args.writes, args.read_back == "yes",
                            args.operator_timeout, chip)
 
-    def ask(instruction: conform.Instruction) -> None:
-        print(f"operator: {instruction.text} (waiting up to {args.operator_timeout:g} s)", file=sys.stderr,
-              flush=True)
+    async def ask(instruction: conform.Instruction) -> bool | None:
+        if instruction.action != "confirm":
+            print(f"operator: {instruction.text} (waiting up to {args.operator_timeout:g} s)", file=sys.stderr,
+                  flush=True)
+            return None
+        print(f"operator: {instruction.text} [y/n] ", end="", file=sys.stderr, flush=True)
+        line = await _read_line(args.operator_timeout)
+        return None if line is None else line.strip().lower() in ("y", "yes")
 
     pymodbus_log = logging.getLogger("pymodbus")
     level = pymodbus_log.level
@@ -399,7 +411,33 @@ def _conform(args: argparse.Namespace) -> int:
         print(json.dumps(conform.report_json(report)))
     else:
         print(conform.render_text(report), end="")
-    return 0 if report.passed else EXIT_REFUSED
+    return {"PASS": 0, "INCOMPLETE": EXIT_INCOMPLETE}.get(report.verdict, EXIT_REFUSED)
+
+
+async def _read_line(timeout_s: float) -> str | None:
+    """A line from stdin, or None at its end or after ``timeout_s``. Read in a daemon thread: a person who
+    never answers must not keep the program from exiting."""
+    loop = asyncio.get_running_loop()
+    got: asyncio.Future[str | None] = loop.create_future()
+
+    def read() -> None:
+        try:
+            line: str | None = sys.stdin.readline() or None
+        except (OSError, ValueError):  # no stdin to read
+            line = None
+
+        def deliver() -> None:
+            if not got.done():
+                got.set_result(line)
+
+        with contextlib.suppress(RuntimeError):  # the kit ended meanwhile: its loop is closed
+            loop.call_soon_threadsafe(deliver)
+
+    threading.Thread(target=read, name="operator-answer", daemon=True).start()
+    try:
+        return await asyncio.wait_for(got, timeout_s)
+    except TimeoutError:
+        return None
 
 
 # --- run ----------------------------------------------------------------------------------------------

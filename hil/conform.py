@@ -10,7 +10,9 @@ function 5 or 6 and read back with 1 or 3 (unless the device is declared write-o
 (optional: a device answering exception 1 is reported "not supported", not failed); exception 2 one past
 every block of addresses and inside every gap; exception 1 for a function the contract never uses; the
 time to answer (p99 of 100 reads under the controller's timeout); a sign's protocol (amounts, then a
-message, then code 0); and, with an operator, a chip placed and lifted or presses counted.
+message, then code 0); and, with an operator, a chip placed and lifted, presses counted, or what a sign's
+display shows after each step of its protocol. Without an operator those checks are SKIP and the verdict is
+INCOMPLETE, never PASS: registers that read back right do not prove what a sensor senses or a display shows.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
-from controller.money import format_cents
+from controller.money import format_cents, format_dollars_human
 from drivers.modbus.registermap import ButtonMode, Kind, Point, RegisterMap, Table, load_register_map
 
 KIT_VERSION = "1.0"
@@ -78,6 +80,7 @@ class Check:
     sent: str
     got: str
     required: bool = True
+    needs: str | None = None  # the option that would run a check skipped for want of it (--operator, --amount)
 
     def line(self) -> str:
         return f"{self.outcome.value:4}  {self.name}: sent {self.sent}; got {self.got}"
@@ -109,12 +112,43 @@ class Report:
     timing: dict[str, float] = field(default_factory=dict)
 
     @property
+    def verdict(self) -> str:
+        """FAIL when a required check failed; else INCOMPLETE when a check could not run without an operator
+        (or the chip's value); else PASS."""
+        if self.failed:
+            return "FAIL"
+        return "INCOMPLETE" if self.incomplete else "PASS"
+
+    @property
     def passed(self) -> bool:
-        return all(c.outcome is not Outcome.FAIL for c in self.checks if c.required)
+        return self.verdict == "PASS"
 
     @property
     def failed(self) -> list[Check]:
         return [c for c in self.checks if c.required and c.outcome is Outcome.FAIL]
+
+    @property
+    def incomplete(self) -> list[Check]:
+        return [c for c in self.checks if c.outcome is Outcome.SKIP and c.needs is not None]
+
+
+@dataclass(frozen=True)
+class Display:
+    """What a sign should show: each slot's amount (slot, cents) and the message, if any (its code's name,
+    seat, amount in cents, table)."""
+
+    amounts: tuple[tuple[int, int], ...]
+    message: str | None = None
+    seat: int | None = None
+    amount_cents: int | None = None
+    table: str | None = None
+
+    def describe(self) -> str:
+        shown = ", ".join(f"slot {slot} {format_dollars_human(cents)}" for slot, cents in self.amounts)
+        if self.message is None:
+            return f"{shown}; no message"
+        return (f"{shown}; the message {self.message}: seat {self.seat}, "
+                f"{format_dollars_human(self.amount_cents or 0)}, table {self.table}")
 
 
 @dataclass(frozen=True)
@@ -128,9 +162,12 @@ class Instruction:
     spot: str | None = None
     times: int = 0
     amount_cents: int | None = None
+    display: Display | None = None  # ``confirm``: what the sign should show; the operator answers yes or no
 
 
-Operator = Callable[[Instruction], Awaitable[None] | None]
+# The operator's answer: True (yes) or False (no) to ``confirm``; None to the rest (None to ``confirm`` is no
+# answer, a failure).
+Operator = Callable[[Instruction], Awaitable[bool | None] | bool | None]
 
 
 class Link(Protocol):
@@ -151,17 +188,29 @@ def render_text(report: Report) -> str:
     counts = {o: sum(1 for c in report.checks if c.outcome is o) for o in Outcome}
     lines.append("")
     summary = f"{counts[Outcome.PASS]} passed, {counts[Outcome.FAIL]} failed, {counts[Outcome.SKIP]} skipped"
-    if report.passed:
-        lines.append(f"VERDICT: PASS ({summary})")
-    else:
+    if report.verdict == "FAIL":
         lines.append(f"VERDICT: FAIL ({summary}; failed: {', '.join(c.name for c in report.failed)})")
+    elif report.verdict == "INCOMPLETE":
+        lines.append(f"VERDICT: INCOMPLETE: {_wanting(report.incomplete)} ({summary})")
+    else:
+        lines.append(f"VERDICT: PASS ({summary})")
     return "\n".join(lines) + "\n"
+
+
+def _wanting(checks: Sequence[Check]) -> str:
+    """ "3 checks need an operator (--operator), 1 check needs --amount" """
+    parts = []
+    for option in dict.fromkeys(c.needs for c in checks):
+        n = sum(1 for c in checks if c.needs == option)
+        what = "an operator (--operator)" if option == "--operator" else option
+        parts.append(f"{n} check{'s' if n > 1 else ''} need{'' if n > 1 else 's'} {what}")
+    return ", ".join(parts)
 
 
 def report_json(report: Report) -> dict[str, Any]:
     out = asdict(report)
     out["checks"] = [{**asdict(c), "outcome": c.outcome.value} for c in report.checks]
-    out["verdict"] = "PASS" if report.passed else "FAIL"
+    out["verdict"] = report.verdict
     return out
 
 
@@ -278,7 +327,8 @@ def chip_order(samples: Sequence[tuple[bool, int]], placed: bool, has_amount: bo
     """Presence and amount over one placing (or lifting): the amount is right whenever presence reads on
     (placing: the amount first, then presence; lifting: presence off first, then the amount), and with no
     chip the amount reads 0. ``samples`` are (present, amount in cents) in the order read; ``expected``, the
-    chip's amount when the operator was told it."""
+    chip's amount: placing, the value the operator was told; lifting, the wager the placing ended with, which
+    must read until presence goes off (a seat clearing the amount first reads as a new wager of 0)."""
     if not samples:
         return False, "no reading"
     seen = " -> ".join(f"{'on' if p else 'off'}/{a}" for p, a in _changes(samples))
@@ -287,7 +337,7 @@ def chip_order(samples: Sequence[tuple[bool, int]], placed: bool, has_amount: bo
         return False, f"presence never went {'on' if placed else 'off'}: {seen}"
     if not has_amount:
         return True, seen
-    wager = final_amount if placed else next((a for p, a in samples if p), None)
+    wager = final_amount if placed else expected if expected is not None else next((a for p, a in samples if p), 0)
     if placed and final_amount <= 0:
         return False, f"a chip with amount {final_amount}: {seen}"
     if placed and expected is not None and final_amount != expected:
@@ -295,7 +345,8 @@ def chip_order(samples: Sequence[tuple[bool, int]], placed: bool, has_amount: bo
     if not placed and final_amount != 0:
         return False, f"amount {final_amount} with no chip: {seen}"
     if any(p and a != wager for p, a in samples):
-        return False, f"presence on with an amount other than the wager's: {seen}"
+        return False, (f"presence on with an amount other than the wager (expected {wager} while presence is on): "
+                       f"{seen}")
     if placed and any(not p and a != 0 for p, a in samples):
         return False, f"an amount with no chip before presence: {seen}"
     return True, seen
@@ -364,8 +415,14 @@ class _Run:
         await self.timing_check()
         if self.map.kind is Kind.SIGN:
             await self.sign()
-        if self.operator is not None:
-            await (self.seat_operator() if self.map.kind is Kind.SEAT else self.press_operator())
+        elif self.map.kind is Kind.SEAT:
+            await self.seat_operator()
+        else:
+            await self.press_operator()
+
+    def skip_for_operator(self, name: str, sent: str, what: str) -> None:
+        self.add(Check(name, Outcome.SKIP, sent, f"not checked: needs a person to {what} (--operator)",
+                       needs="--operator"))
 
     async def identity(self) -> None:
         ident = self.map.identity
@@ -546,11 +603,33 @@ class _Run:
         if self.multiple_ok:
             message.sort(key=lambda pv: pv[0].address)
         zero = [(code, [0] * code.width)]
+        # what a person should read: each slot's amount, the message (seat 3, $2,500.00, table BJ-01)
+        shown = tuple((p.slot or 0, p.to_cents(p.from_cents(1_000_000 + 1111 * (p.slot or 0)))) for p in slots)
+        name = {v: k.value for k, v in self.map.message_codes.items()}.get(win, str(win))
+        with_message = Display(shown, name, 3, amount.to_cents(amount.from_cents(250_000)), "BJ-01")
         if not await self._sign_step("sign protocol: amounts", amounts, amounts):
             return
+        await self._confirm("operator: sign shows the amounts", Display(shown))
         if not await self._sign_step("sign protocol: a message", message, [*message, *amounts]):
             return
-        await self._sign_step("sign protocol: code 0 (amounts shown again)", zero, [*zero, *amounts])
+        await self._confirm("operator: sign shows the message", with_message)
+        if not await self._sign_step("sign protocol: code 0 (amounts shown again)", zero, [*zero, *amounts]):
+            return
+        await self._confirm("operator: sign shows code 0 (message cleared)", Display(shown))
+
+    async def _confirm(self, name: str, display: Display) -> None:
+        """Ask the operator whether the display shows ``display``: registers that read back right do not prove
+        the words are in the right order on the display, nor that code 0 clears the message."""
+        sent = display.describe()
+        if self.operator is None:
+            self.skip_for_operator(name, sent, "look at the display")
+            return
+        answer = await self._ask(Instruction("confirm", f"does the sign show {sent}?", display=display))
+        if answer is None:
+            self.add(Check(name, Outcome.FAIL, sent, "no answer from the operator"))
+        else:
+            self.add(Check(name, Outcome.PASS if answer else Outcome.FAIL, sent,
+                           f"the operator answered {'yes' if answer else 'no'}"))
 
     async def _inputs_now(self, present: Point, amount: Point | None) -> tuple[bool, int] | None:
         if amount is not None and amount.table is present.table and not present.table.is_bits:
@@ -571,11 +650,12 @@ class _Run:
         a = await self.link.read(READ_FC[amount.table], amount.address, amount.width)
         return (on, amount.to_cents(int(amount.decode(list(a.values or ()))))) if a.ok else None
 
-    async def _ask(self, instruction: Instruction) -> None:
+    async def _ask(self, instruction: Instruction) -> bool | None:
         assert self.operator is not None
         result = self.operator(instruction)
         if inspect.isawaitable(result):
-            await result
+            result = await result
+        return None if result is None else bool(result)
 
     async def _watch(self, read: Callable[[], Awaitable[Any]], until: Callable[[Any], bool],
                      settle_s: float = 0.3) -> list[Any]:
@@ -599,6 +679,10 @@ class _Run:
             amount = amounts.get((present.seat, present.spot))
             where = f"seat {present.seat}, spot {present.spot}"
             sent = f"{where}: presence {present.describe()}" + (f", amount {amount.describe()}" if amount else "")
+            if self.operator is None:
+                for verb, what in (("placed", "place a chip"), ("lifted", "lift a chip")):
+                    self.skip_for_operator(f"operator: chip {verb} at {where}", sent, what)
+                continue
             before = await self._inputs_now(present, amount)
             if before is None or before[0] or before[1] != 0:
                 self.add(Check(f"operator: no chip at {where}", Outcome.FAIL, sent,
@@ -608,22 +692,25 @@ class _Run:
             def read(p: Point = present, a: Point | None = amount) -> Awaitable[tuple[bool, int] | None]:
                 return self._inputs_now(p, a)
 
-            for action, placed in (("place", True), ("lift", False)):
-                chip = self.opts.chip_cents
-                verb = ("place a chip" + (f" of ${format_cents(chip)}" if chip is not None else "") + " on" if placed
-                        else "lift the chip from")
-                await self._ask(Instruction(action, f"{verb} {where}", present.seat, present.spot,
-                                            amount_cents=chip if placed else None))
-
-                def done(s: tuple[bool, int], placed: bool = placed) -> bool:
-                    return s[0] == placed
-
-                samples = await self._watch(read, done)
-                ok, seen = chip_order(samples, placed, amount is not None, self.opts.chip_cents)
-                self.add(Check(f"operator: chip {'placed' if placed else 'lifted'} at {where}",
-                               Outcome.PASS if ok else Outcome.FAIL, sent, seen))
-                if not ok:
-                    break
+            chip = self.opts.chip_cents
+            of = f" of ${format_cents(chip)}" if chip is not None else ""
+            await self._ask(Instruction("place", f"place a chip{of} on {where}", present.seat, present.spot,
+                                        amount_cents=chip))
+            samples = await self._watch(read, lambda s: bool(s[0]))
+            ok, seen = chip_order(samples, True, amount is not None, chip)
+            self.add(Check(f"operator: chip placed at {where}", Outcome.PASS if ok else Outcome.FAIL, sent, seen))
+            if not ok:
+                continue
+            wager = samples[-1][1]
+            if amount is not None and chip is None:
+                self.add(Check(f"operator: chip amount at {where}", Outcome.SKIP, sent,
+                               f"read {wager} cents, not compared with the chip's value (word order, scale)",
+                               needs="--amount"))
+            await self._ask(Instruction("lift", f"lift the chip from {where}", present.seat, present.spot))
+            samples = await self._watch(read, lambda s: not s[0])
+            # the wager the placing ended with must read until presence goes off
+            ok, seen = chip_order(samples, False, amount is not None, wager if amount is not None else None)
+            self.add(Check(f"operator: chip lifted at {where}", Outcome.PASS if ok else Outcome.FAIL, sent, seen))
 
     async def press_operator(self) -> None:
         if self.map.kind is not Kind.LOCKOUT:
@@ -637,6 +724,9 @@ class _Run:
 
         times = 3
         sent = f"{button.describe()} ({button.mode.value if button.mode else 'counter'})"
+        if self.operator is None:
+            self.skip_for_operator("operator: presses counted", sent, f"press the lock-out button {times} times")
+            return
         first = await read()
         if first is None:
             self.add(Check("operator: presses counted", Outcome.FAIL, sent, "no answer"))
