@@ -159,6 +159,7 @@ async def test_read_back_false_is_up_while_writes_are_acknowledged_and_resends_e
 
 @run_async
 async def test_a_seat_without_read_back_has_its_lights_written_again_every_second():
+    # the driver keeps the option; a table's configuration refuses it for a seat (only a sign may be write-only)
     async with serial_rig(SEAT3) as rig:
         sim = rig.sims["seat-3"]
         sim.read_back = False
