@@ -18,7 +18,10 @@ waiting read (bus.BusLock), between two reads. Reads go in this order:
 On a bus with a `max_rate` (a Modbus TCP gateway: transactions a second), no read goes before the transactions
 since the last one was given the line (its own, retries, the writes between) have had their share of time at
 that rate (`free_at`): the reads are spread, and the lock-out still comes first when its turn is due, so it is
-read every `lockout_every / max_rate` seconds while betting and the seats share the rest.
+read every `lockout_every / max_rate` seconds while betting and the seats share the rest. Writes are not
+paced (a sign update is up to 11 requests at once): the time they owe is paid by the other reads, while the
+lock-out goes ahead of it once `lockout_every / max_rate` seconds have passed since its last read and the reads
+alone have had their time (`reads_free_at`), so its cadence holds through a burst of writes.
 """
 
 from __future__ import annotations
@@ -72,6 +75,18 @@ class State:
     since_lockout: int = 0  # reads since the lock-out was last read
     phase: Phase = Phase.BETTING
     free_at: float = 0.0  # the rate cap: no read before this (the clock's seconds)
+    reads_free_at: float = 0.0  # the same counting reads only: a due lock-out may go then (ahead of writes' time)
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """The rate cap's account when a read was last given the line: from `at`, every transaction of the bus
+    (its count then: `transactions`) takes 1 / max_rate; from `reads_at`, every read transaction (`reads`)."""
+
+    at: float
+    transactions: int
+    reads_at: float
+    reads: int
 
 
 @dataclass(frozen=True)
@@ -100,22 +115,58 @@ def choose(policy: Policy, state: State, reads: Sequence[Read], now: float) -> C
     in the order they asked: each device in turn)."""
     if not reads:
         return Choice(None)
+    lockout = None
+    if state.phase is Phase.BETTING:
+        lockout = next((r for r in reads if r.role is Role.LOCKOUT and r.not_before <= now), None)
+    cadence = None if lockout is None else lockout_due(policy, state, lockout)
+    if lockout is not None and cadence is not None and cadence <= now + 1e-9:  # sums of slots: rounding
+        return Choice(lockout.device)
     if now < state.free_at:
-        return Choice(None, state.free_at - now)
-    if state.phase is Phase.BETTING and state.since_lockout >= policy.lockout_every - 1:
-        for r in reads:
-            if r.role is Role.LOCKOUT and r.not_before <= now:
-                return Choice(r.device)
+        return Choice(None, min(state.free_at, cadence if cadence is not None else state.free_at) - now)
+    if lockout is not None and state.since_lockout >= policy.lockout_every - 1:
+        return Choice(lockout.device)
     best = min(reads, key=lambda r: due_at(policy, r, state.phase))
     when = due_at(policy, best, state.phase)
     if when <= now:
         return Choice(best.device)
-    return Choice(None, when - now)
+    return Choice(None, min(when, cadence if cadence is not None else when) - now)
+
+
+def lockout_due(policy: Policy, state: State, lockout: Read) -> float | None:
+    """Under a rate cap, while betting: when the lock-out goes ahead of the others and of the writes' time,
+    `lockout_every` slots of the cap after its last read (once the reads alone have had their time)."""
+    if policy.max_rate is None:
+        return None
+    if lockout.last is None:
+        return state.reads_free_at
+    return max(state.reads_free_at, lockout.last + policy.lockout_every / policy.max_rate)
 
 
 def after(state: State, role: Role) -> State:
     """The state once a read of `role` was given the line."""
-    return State(0 if role is Role.LOCKOUT else state.since_lockout + 1, state.phase, state.free_at)
+    return State(0 if role is Role.LOCKOUT else state.since_lockout + 1, state.phase, state.free_at,
+                 state.reads_free_at)
+
+
+def owed(policy: Policy, ledger: Ledger | None, transactions: int, reads: int) -> tuple[float, float]:
+    """(`free_at`, `reads_free_at`) given the bus's counts of transactions and of read transactions now."""
+    if ledger is None:
+        return 0.0, 0.0
+    return (free_at(policy, ledger.at, transactions - ledger.transactions),
+            free_at(policy, ledger.reads_at, reads - ledger.reads))
+
+
+def granted(policy: Policy, state: State, now: float, transactions: int, reads: int) -> Ledger:
+    """The ledger once a read is given the line at `now`. Counted from the slot the cap gave, not from a timer's
+    late wake-up (the loop's timers wake on whole milliseconds: ~10% of a slot at 100 a second); from now after
+    an idle spell, so no burst follows. A lock-out gone ahead of the writes' time leaves that time owed."""
+    rate = policy.max_rate
+
+    def base(slot: float) -> float:
+        return slot if rate is not None and 0 <= now - slot < 1 / rate else now
+
+    at = state.free_at if now < state.free_at else base(state.free_at)
+    return Ledger(at, transactions, base(state.reads_free_at), reads)
 
 
 def free_at(policy: Policy, granted_at: float | None, transactions: int) -> float:
@@ -126,4 +177,5 @@ def free_at(policy: Policy, granted_at: float | None, transactions: int) -> floa
     return granted_at + max(1, transactions) / policy.max_rate
 
 
-__all__ = ["Choice", "Phase", "Policy", "Read", "Role", "State", "after", "choose", "due_at", "free_at", "interval"]
+__all__ = ["Choice", "Ledger", "Phase", "Policy", "Read", "Role", "State", "after", "choose", "due_at", "free_at",
+           "granted", "interval", "lockout_due", "owed"]
