@@ -63,7 +63,7 @@ async def test_auto_falls_back_to_single_writes_once_without_going_down(rig_of):
         # one refused 16 in the run, then register by register; the WIN's code (register 16) after its details
         fcs = _fcs(rig, 9)
         assert fcs.count(frames.WRITE_MULTIPLE_REGISTERS) == 1
-        assert order[:3] == [0, 1, 16]  # the amount, then the code 0
+        assert order[:3] == [0, 1, 16]  # the amount (high word, then low word: shown once 1 is written), the code 0
         win = order[3:order.index(16, 3) + 1]
         assert win[0] == 17 and win[-1] == 16 and {17, 18, 19, 20} <= set(win)
         assert frames.WRITE_MULTIPLE_REGISTERS not in _fcs(rig, 9, n)
