@@ -5,7 +5,8 @@ accepted and win lights, the lock-out lamp, the sign) are not chosen here: they 
 waiting read (bus.BusLock), between two reads. Reads go in this order:
 
 1. While betting, the lock-out button after at most `lockout_every - 1` other reads: the dealer's "no more
-   bets" is seen within `lockout_every` transactions, whatever the number of seats, so a chip placed after
+   bets" is seen within `lockout_every` reads (reads, not transactions: writes and a turn's second request
+   come between), whatever the number of seats, so a chip placed after
    the press has little time to be taken for a wager (after lock-out nothing is recognized: § 639a.8(b),
    § 641a.8(b), § 667a.8(b)).
 2. Otherwise the read most overdue. Each read is due `interval` after the previous one: its device's own
@@ -46,7 +47,7 @@ class Phase(StrEnum):
 
 @dataclass(frozen=True)
 class Policy:
-    lockout_every: int = 2  # while betting, the lock-out read at least every this many transactions
+    lockout_every: int = 2  # while betting, the lock-out read at least every this many reads
     health_interval: float = 2.0  # seconds between reads that no phase needs fast
     max_rate: float | None = None  # transactions a second at most (a TCP bus); None: as fast as the line goes
 
@@ -54,7 +55,7 @@ class Policy:
         if self.max_rate is not None and not 0 < self.max_rate <= 10_000:
             raise ValueError("max_rate must be more than 0 and at most 10000 transactions a second")
         if not 2 <= self.lockout_every <= 100:  # 1 would read the lock-out and nothing else
-            raise ValueError("lockout_every must be 2..100 transactions")
+            raise ValueError("lockout_every must be 2..100 reads")
         if not 0.0 < self.health_interval <= 60.0:
             raise ValueError("health_interval must be more than 0 and at most 60 seconds")
 
