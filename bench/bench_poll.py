@@ -281,8 +281,8 @@ async def _measure_tcp(port: int, max_rate: float | None, seconds: float, warmup
         try:
             await asyncio.sleep(warmup)
             t0 = time.monotonic()
-            while time.monotonic() < t0 + seconds:
-                await asyncio.sleep(BURST_EVERY_S)
+            while time.monotonic() < t0 + seconds - BURST_EVERY_S / 2:
+                await asyncio.sleep(BURST_EVERY_S / 2)  # mid-way: the reads have paid its time back by the end
                 # once a second: new meter amounts on the sign and a seat's accepted light, all at once
                 n, k = bus.writes, len(bursts)
                 await asyncio.gather(sign.send(ShowAmounts((("grand", 1_000_00 + k), ("major", 500_00 + k),
@@ -290,6 +290,7 @@ async def _measure_tcp(port: int, max_rate: float | None, seconds: float, warmup
                                      devices[0].send(SetAcceptedLight(1, "progressive", k % 2 == 0)))
                 burst_writes = bus.writes - n
                 bursts.append(time.monotonic())
+                await asyncio.sleep(max(0.0, min(BURST_EVERY_S / 2, t0 + seconds - time.monotonic())))
             t1 = time.monotonic()
         finally:
             for t in tasks:
