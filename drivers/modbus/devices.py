@@ -17,7 +17,8 @@ events; ``send`` turns commands into writes. Faults, per the policy in docs/regi
   a device that rebooted between two polls comes back with its power-on outputs;
 - a device whose map has an identity block is asked its model (one read) at first contact and on every
   reconnect attempt, before anything is written to it or polled: another model, or an exception, keeps it
-  down with the reason (``identity_status``) and nothing is written to it until the right model answers.
+  down with the reason (``identity_status``) and nothing is written to it until the right model answers; busy
+  (5, 6) or a gateway's 10 or 11 says nothing about the model: "not checked yet", counted under the exception.
 
 What a device can do (docs/configuration.md, the devices' ``writes`` and ``read_back``):
 
