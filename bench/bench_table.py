@@ -733,8 +733,9 @@ def render_latency(results: list[dict], rounds_arg: str) -> str:
         "Where the time goes: " + "; ".join(parts) + ".",
         "",
         "A press waits for the lock-out's next read. The bus's scheduler (docs/register-maps.md, \"Buses\") reads "
-        "the lock-out after every other transaction while betting (`lockout_every` = 2), so that wait is at "
-        "most about two transactions, where it was up to a whole cycle before; after the read the daemon "
+        "the lock-out after every other device's read while betting (`lockout_every` = 2 counts reads, not "
+        "transactions), so that wait is usually about two transactions and at times a few more (a device's turn "
+        "of two requests, writes between), where it was up to a whole cycle before; after the read the daemon "
         "itself, the round machine and one fsynced commit, takes the smallest share. The sign's write goes "
         "before any read waiting for the line.",
         "",

@@ -148,6 +148,10 @@ class DeviceChecks(Checker):
             ids = "1-247" if transport == "rtu" else "1-247, or 255 for a device reached directly"
             self.add(join(at, "unit"), f"{unit} is not a Modbus {transport.upper()} unit id ({ids})",
                      "the unit id set on the device (its Modbus address)")
+        if not fields.read_back and kind != "sign":
+            ok = False  # an accepted light is the player's acknowledgement of a wager (docs/rounds.md)
+            self.add(join(at, "read_back"), "only a sign may be write-only: a seat's accepted light and the "
+                     "lock-out's lamp are read back", "read_back = true (the default), or remove it")
         map_path = self._register_map_path(fields.register_map, join(at, "register_map"))
         rmap = None if map_path is None else self._register_map(map_path, fields.register_map, join(at, "register_map"))
         if rmap is not None:

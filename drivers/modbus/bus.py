@@ -214,7 +214,7 @@ class ModbusBus:
         self._lock = BusLock()
         max_rate = None if isinstance(settings, SerialBusSettings) else settings.max_rate  # serial: its baud rate
         self.scheduler = BusScheduler(Policy(settings.lockout_every, settings.health_interval, max_rate),
-                                      transactions=lambda: self.transactions)
+                                      transactions=lambda: self.transactions, writes=lambda: self.writes)
         self._client: AsyncModbusSerialClient | AsyncModbusTcpClient | None = None
         self._backoff = Backoff(settings.backoff_initial, settings.backoff_cap)
         self._next_connect_at = 0.0
@@ -231,6 +231,7 @@ class ModbusBus:
         self._closed = False
         self.errors: Counter[str] = Counter()  # faults not attributable to one device
         self.transactions = 0
+        self.writes = 0  # of the transactions: writes (the rate cap lets a due lock-out go ahead of their time)
         self.connects = 0
         self.log: collections.deque[Transaction] = collections.deque(maxlen=log_size)
         self._loud: set[str] = set()
@@ -411,6 +412,8 @@ class ModbusBus:
 
     def _record(self, att: _Attempt, outcome: str) -> None:
         self.transactions += 1
+        if att.fc not in frames.READ_FC.values():
+            self.writes += 1
         end = att.last_rx if att.frame else time.monotonic()
         self.log.append(Transaction(att.unit, att.fc, att.tx_len, len(att.frame) if att.frame else 0,
                                     att.started, end, outcome))

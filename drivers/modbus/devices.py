@@ -17,7 +17,8 @@ events; ``send`` turns commands into writes. Faults, per the policy in docs/regi
   a device that rebooted between two polls comes back with its power-on outputs;
 - a device whose map has an identity block is asked its model (one read) at first contact and on every
   reconnect attempt, before anything is written to it or polled: another model, or an exception, keeps it
-  down with the reason (``identity_status``) and nothing is written to it until the right model answers.
+  down with the reason (``identity_status``) and nothing is written to it until the right model answers; busy
+  (5, 6) or a gateway's 10 or 11 says nothing about the model: "not checked yet", counted under the exception.
 
 What a device can do (docs/configuration.md, the devices' ``writes`` and ``read_back``):
 
@@ -32,6 +33,7 @@ What a device can do (docs/configuration.md, the devices' ``writes`` and ``read_
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -75,6 +77,8 @@ Raw = list[int] | list[bool]
 CHECKED = "checked"
 NO_IDENTITY = "not checked: the map has no identity block"
 NOT_YET_CHECKED = "not checked yet: the device has not answered"
+# Exceptions that say nothing about the model: busy (5, 6), or a gateway that did not reach the device (10, 11).
+NOT_AN_ANSWER = frozenset({*frames.BUSY_CODES, 10, 11})
 
 
 class EmitError(RuntimeError):
@@ -165,6 +169,9 @@ class ModbusDevice:
         self.health = DeviceHealth(name, self._forward)
         self._commanded: dict[Point, Raw] = {}
         self._writing: dict[Point, Raw] = {}  # outputs being written now (a write may take several requests)
+        # One write of outputs at a time (a send, a resend, a re-assert): a resend of several requests never
+        # writes an older value over a send made meanwhile.
+        self._output_lock = asyncio.Lock()
         self._busy_streak = 0
         self._since_verify = 0
         self.polls = 0
@@ -218,7 +225,8 @@ class ModbusDevice:
         self._refuse_unidentified()
         self._writing.update(writes)
         try:
-            await self._write(writes)
+            async with self._output_lock:
+                await self._write(writes)
         except BusError as exc:
             # Not acknowledged: forget these outputs rather than re-assert a value the caller was told failed.
             for p in writes:
@@ -299,6 +307,11 @@ class ModbusDevice:
         except DeviceException as exc:
             self.health.errors[exc.kind] += 1
             said = f"answered its identity block ({where}) with exception {exc.code} ({exc.name})"
+            if exc.code in NOT_AN_ANSWER:
+                # busy, or not reached behind a gateway: the model is still unknown, asked again at the next probe
+                self.identity_status = f"not checked yet: exception {exc.code} ({exc.name})"
+                self.health.down(f"{self.name} (bus {self.bus.name}, unit {self.unit}) {said}: model not checked yet")
+                return False
         else:
             model = ident.decode(raw)
             if model == self.map.model:
@@ -397,14 +410,16 @@ class ModbusDevice:
     async def _resend(self, retries: int | None) -> None:
         """A device without read-back: every output commanded written again (RESEND_S)."""
         self._resent_at = time.monotonic()
-        if self._commanded:
-            await self._write(dict(self._commanded), retries)
+        async with self._output_lock:  # what is commanded once no send is writing: never an older value
+            if self._commanded:
+                await self._write(dict(self._commanded), retries)
 
     async def _reassert(self) -> None:
-        if not self._commanded:
-            return
-        log.info("re-asserting outputs", device=self.name, points=len(self._commanded))
-        await self._write(dict(self._commanded))
+        async with self._output_lock:
+            if not self._commanded:
+                return
+            log.info("re-asserting outputs", device=self.name, points=len(self._commanded))
+            await self._write(dict(self._commanded))
 
     async def _verify(self) -> None:
         """Read back what was commanded; write again whatever differs."""
@@ -421,7 +436,10 @@ class ModbusDevice:
         if lost:
             self.health.error("outputs_lost", f"{len(lost)} output(s) not as commanded (device restarted?): "
                               + ", ".join(p.path for p in lost))
-            await self._write(lost)
+            async with self._output_lock:  # a send made while waiting for it is newer: not written back over
+                lost = {p: v for p, v in lost.items() if self._commanded.get(p) == v and p not in self._writing}
+                if lost:
+                    await self._write(lost)
 
     async def _after_contact(self, recovered: bool) -> None:
         if recovered:
@@ -601,10 +619,12 @@ class ModbusMeterSign(ModbusDevice):
         if not self.read_back:
             # nothing to read: the writes are the poll, up once one is acknowledged; while down, what it last
             # acknowledged is the probe (what was refused since waits for the sender's resend at DeviceUp)
-            probe = dict(self._commanded or self._acked)
+            async with self._output_lock:  # taken once no send is writing: never older than a send
+                probe = dict(self._commanded or self._acked)
+                if probe:
+                    self._resent_at = time.monotonic()
+                    await self._write(probe, retries)
             if probe:
-                self._resent_at = time.monotonic()
-                await self._write(probe, retries)
                 self._contact()
             elif self.health.up is not True and self.map.identity is not None:
                 self._contact()  # its identity block just answered (poll_once): up, and the first writes may go

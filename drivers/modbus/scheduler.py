@@ -18,16 +18,17 @@ import dataclasses
 import time
 from collections.abc import AsyncIterator, Callable
 
-from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose, free_at
+from drivers.modbus.core.schedule import Ledger, Phase, Policy, Read, Role, State, after, choose, granted, owed
 
 
 class BusScheduler:
     def __init__(self, policy: Policy | None = None, *, clock: Callable[[], float] = time.monotonic,
-                 transactions: Callable[[], int] = lambda: 0) -> None:
+                 transactions: Callable[[], int] = lambda: 0, writes: Callable[[], int] = lambda: 0) -> None:
         self.policy = policy or Policy()
         self._clock = clock
         self._transactions = transactions  # the bus's count, for the rate cap (Policy.max_rate)
-        self._granted: tuple[float, int] | None = None  # when a read was last given the line, and the count then
+        self._writes = writes  # of which writes (not paced: a due lock-out goes ahead of their time)
+        self._ledger: Ledger | None = None  # the rate cap's account when a read was last given the line
         self._state = State()
         self._waiting: dict[str, tuple[Read, asyncio.Future[None]]] = {}  # in the order they asked
         self._last: dict[str, float] = {}
@@ -79,10 +80,10 @@ class BusScheduler:
         if self._busy or not self._waiting:
             return
         now = self._clock()
-        if self._granted is not None and self.policy.max_rate is not None:
-            at, count = self._granted
-            self._state = dataclasses.replace(self._state,
-                                              free_at=free_at(self.policy, at, self._transactions() - count))
+        if self.policy.max_rate is not None:
+            total = self._transactions()
+            due, reads_due = owed(self.policy, self._ledger, total, total - self._writes())
+            self._state = dataclasses.replace(self._state, free_at=due, reads_free_at=reads_due)
         reads = [dataclasses.replace(r, last=self._last.get(r.device)) for r, _ in self._waiting.values()]
         choice = choose(self.policy, self._state, reads, now)
         if choice.device is None:
@@ -91,11 +92,8 @@ class BusScheduler:
             return
         read, fut = self._waiting.pop(choice.device)
         self._busy = True
-        # counted from the slot the cap gave, not from a timer's late wake-up (the loop's timers wake on whole
-        # milliseconds: ~10% of a slot at 100 a second); from now after an idle spell, so no burst follows
-        rate = self.policy.max_rate
-        slot = self._state.free_at
-        self._granted = (slot if rate is not None and 0 <= now - slot < 1 / rate else now, self._transactions())
+        total = self._transactions()
+        self._ledger = granted(self.policy, self._state, now, total, total - self._writes())
         self._last[read.device] = now
         self._state = after(self._state, read.role)
         self.reads[read.role.value] += 1

@@ -33,8 +33,8 @@ class _Common(BaseModel):
                     "port or connection is closed and opened again")
     lockout_every: int = Field(
         2, ge=2, le=100,
-        description="while betting, the lock-out button is read at least every this many transactions "
-                    "(drivers/modbus/core/schedule.py): 2, after every other read")
+        description="while betting, the lock-out button is read at least every this many reads (devices' "
+                    "turns, not transactions; drivers/modbus/core/schedule.py): 2, after every other read")
     health_interval: float = Field(
         2.0, gt=0, le=60,
         description="seconds between the reads no phase needs fast: seats and the lock-out while dealing")

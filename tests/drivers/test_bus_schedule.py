@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import collections
 import itertools
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose, free_at
+from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose, free_at, granted, owed
 from drivers.modbus.scheduler import BusScheduler
 
 
@@ -32,7 +33,8 @@ def simulate(policy: Policy, reads: list[Read], phase: Phase, txn_s: list[float]
     down = down or {}
     while now < seconds:
         if out:  # the rate cap, if any: one transaction a read here
-            state = State(state.since_lockout, state.phase, free_at(policy, out[-1][0], 1))
+            due = free_at(policy, out[-1][0], 1)  # no writes: the reads' time is all the time
+            state = State(state.since_lockout, state.phase, due, due)
         waiting = [Read(r.device, r.role, r.interval, last.get(r.device), down.get(r.device, 0.0)) for r in reads]
         c = choose(policy, state, waiting, now)
         if c.device is None:
@@ -114,13 +116,66 @@ def test_a_rate_cap_spreads_the_reads_and_keeps_the_lock_out_first(n, every, rat
     assert max(gaps, default=0) <= every - 1
 
 
+def simulate_writes(policy: Policy, reads: list[Read], txn_s: list[float], bursts: dict[int, int],
+                    seconds: float) -> tuple[list[tuple[float, str]], int]:
+    """As `simulate`, betting, with the rate cap's ledger as the scheduler keeps it, and after the i-th read
+    `bursts[i]` writes at once (a sign update: up to 11 requests). The reads given the line, and the writes."""
+    state, now, last, out, i = State(), 0.0, {}, [], 0
+    ledger, total, done_reads, writes = None, 0, 0, 0
+    while now < seconds:
+        due, reads_due = owed(policy, ledger, total, done_reads)
+        state = State(state.since_lockout, state.phase, due, reads_due)
+        waiting = [Read(r.device, r.role, r.interval, last.get(r.device)) for r in reads]
+        c = choose(policy, state, waiting, now)
+        if c.device is None:
+            assert c.wait is not None and c.wait > 0
+            now += c.wait
+            continue
+        r = next(r for r in waiting if r.device == c.device)
+        assert r.role is Role.LOCKOUT or now >= due - 1e-9, "a read other than the lock-out before the writes' time"
+        out.append((now, c.device))
+        last[c.device] = now
+        ledger = granted(policy, state, now, total, done_reads)
+        total, done_reads = total + 1, done_reads + 1
+        state = after(state, r.role)
+        now += txn_s[i % len(txn_s)]
+        total += bursts.get(i, 0)
+        writes += bursts.get(i, 0)
+        i += 1
+    return out, writes
+
+
+@settings(max_examples=200, deadline=None)
+@given(n=st.integers(1, 16), every=st.integers(2, 6), rate=st.floats(20.0, 400.0), txn_s=txns,
+       bursts=st.dictionaries(st.integers(0, 200), st.integers(1, 11), max_size=20))
+def test_a_burst_of_writes_does_not_hold_up_the_lock_out(n, every, rate, txn_s, bursts):
+    policy = Policy(lockout_every=every, max_rate=rate)
+    out, writes = simulate_writes(policy, [*seats(n, interval=0.0), LOCKOUT, SIGN], txn_s, bursts, seconds=2.0)
+    lockouts = [t for t, d in out if d == "lockout"]
+    # its cadence: `lockout_every` slots of the cap, writes or not, late at most by a read that began just before
+    # (its transaction or its slot, whichever is longer); without going ahead: up to 11 writes' time more
+    late = max(1 / rate, max(txn_s))
+    assert all(b - a <= every / rate + late + 1e-9 for a, b in itertools.pairwise(lockouts))
+    # the writes' time is still paid, by the other reads
+    others = sum(1 for _, d in out if d != "lockout")
+    assert others + writes <= 2.0 * rate + 11 + 1
+
+
 def test_the_rate_cap_counts_every_transaction_since_the_last_read():
     policy = Policy(max_rate=100.0)
     assert free_at(policy, 10.0, 0) == free_at(policy, 10.0, 1) == pytest.approx(10.01)
     assert free_at(policy, 10.0, 3) == pytest.approx(10.03)  # a read, its retry and a write between
     assert free_at(Policy(), 10.0, 3) == 0.0 and free_at(policy, None, 3) == 0.0
-    c = choose(policy, State(free_at=10.03), [LOCKOUT], 10.0)
+    c = choose(policy, State(free_at=10.03, reads_free_at=10.03), [LOCKOUT], 10.0)
     assert c.device is None and c.wait == pytest.approx(0.03)
+    # two of those three were writes: the lock-out, due by its cadence, goes ahead of their time; a seat waits
+    lockout = replace(LOCKOUT, last=9.98)
+    state = State(free_at=10.03, reads_free_at=9.99)
+    assert choose(policy, state, [seats(1)[0], lockout], 9.995).wait == pytest.approx(0.005)
+    assert choose(policy, state, [seats(1)[0], lockout], 10.0).device == "lockout"
+    assert choose(policy, state, [seats(1)[0]], 10.0).wait == pytest.approx(0.03)
+    assert choose(policy, replace(state, phase=Phase.DEALING), [lockout], 10.0).device is None
+    assert choose(policy, state, [replace(lockout, last=9.99)], 10.0).wait == pytest.approx(0.01)  # cadence: 20 ms
 
 
 @pytest.mark.parametrize("bad", [dict(lockout_every=1), dict(health_interval=0.0), dict(health_interval=61.0),

@@ -4,6 +4,7 @@ its outputs answered with exception 1), played by the rig's devices, over TCP an
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
@@ -62,7 +63,7 @@ async def test_auto_falls_back_to_single_writes_once_without_going_down(rig_of):
         # one refused 16 in the run, then register by register; the WIN's code (register 16) after its details
         fcs = _fcs(rig, 9)
         assert fcs.count(frames.WRITE_MULTIPLE_REGISTERS) == 1
-        assert order[:3] == [0, 1, 16]  # the amount, then the code 0
+        assert order[:3] == [0, 1, 16]  # the amount (high word, then low word: shown once 1 is written), the code 0
         win = order[3:order.index(16, 3) + 1]
         assert win[0] == 17 and win[-1] == 16 and {17, 18, 19, 20} <= set(win)
         assert frames.WRITE_MULTIPLE_REGISTERS not in _fcs(rig, 9, n)
@@ -158,6 +159,7 @@ async def test_read_back_false_is_up_while_writes_are_acknowledged_and_resends_e
 
 @run_async
 async def test_a_seat_without_read_back_has_its_lights_written_again_every_second():
+    # the driver keeps the option; a table's configuration refuses it for a seat (only a sign may be write-only)
     async with serial_rig(SEAT3) as rig:
         sim = rig.sims["seat-3"]
         sim.read_back = False
@@ -169,3 +171,71 @@ async def test_a_seat_without_read_back_has_its_lights_written_again_every_secon
         await sim.wait_until(lambda: sim.lights()["accepted"] == {(3, SPOT): True}, timeout=2.5)
         assert not {frames.READ_COILS} & set(_fcs(rig, 3))
         assert kinds(rig.seen + rig.drain()) == ["DeviceUp"]
+
+
+def _hold_the_resend(rig, dev, ours: set, *, before: bool):
+    """Hold the device's own resend at its first request (before or after it is written) until `release` is set;
+    `resent` is set once that resend's writes are all done. Requests of the tasks in `ours` pass."""
+    held, release, resent = asyncio.Event(), asyncio.Event(), asyncio.Event()
+    write, resend = rig.bus.write, dev._write
+
+    async def bus_write(unit, table, address, values, **kw):
+        hold = asyncio.current_task() not in ours and not held.is_set()
+        if hold and before:
+            held.set()
+            await release.wait()
+        await write(unit, table, address, values, **kw)
+        if hold and not before:
+            held.set()
+            await release.wait()
+
+    async def dev_write(writes, retries=None):
+        await resend(writes, retries)
+        if held.is_set() and asyncio.current_task() not in ours:
+            resent.set()
+
+    rig.bus.write, dev._write = bus_write, dev_write
+    return held, release, resent
+
+
+@pytest.mark.parametrize("before", [True, False], ids=["held-before-a-request", "held-after-a-request"])
+@run_async
+async def test_a_write_only_signs_resend_never_writes_over_a_newer_send(before):
+    async with tcp_rig(SIGN) as rig:
+        rig.sims["sign"].read_back = False
+        sign = rig.device("sign", poll_interval=None, read_back=False)
+        rig.start(sign)
+        await rig.expect_up("sign")
+        await sign.send(ShowAmounts((("grand", 111_11),)))
+        await sign.send(WIN)
+        ours = {asyncio.current_task()}
+        held, release, resent = _hold_the_resend(rig, sign, ours, before=before)
+        await asyncio.wait_for(held.wait(), 3)  # the resend of WIN and 111.11 is half-way
+        cleared = asyncio.create_task(sign.send(ShowAmounts((("grand", 222_22),))))  # clears the message
+        ours.add(cleared)
+        await asyncio.sleep(0.05)  # the send has had every chance to go
+        release.set()
+        await asyncio.wait_for(resent.wait(), 3)
+        await cleared
+        assert rig.sims["sign"].sign()["amounts"][0] == (1, 222_22)
+        assert rig.sims["sign"].sign()["message"] is None  # no WIN written back over a cleared sign
+
+
+@run_async
+async def test_a_write_only_seats_resend_never_writes_over_a_newer_send():
+    async with tcp_rig(SEAT3) as rig:
+        rig.sims["seat-3"].read_back = False
+        seat = rig.device("seat-3", read_back=False)
+        rig.start(seat)
+        await rig.expect_up("seat-3")
+        await seat.send(SetAcceptedLight(3, SPOT, True))
+        ours = {asyncio.current_task()}
+        held, release, resent = _hold_the_resend(rig, seat, ours, before=True)
+        await asyncio.wait_for(held.wait(), 3)  # the resend has the light on in hand
+        off = asyncio.create_task(seat.send(SetAcceptedLight(3, SPOT, False)))
+        ours.add(off)
+        await asyncio.sleep(0.05)
+        release.set()
+        await asyncio.wait_for(resent.wait(), 3)
+        await off
+        assert rig.sims["seat-3"].lights()["accepted"] == {(3, SPOT): False}

@@ -138,3 +138,25 @@ async def test_a_map_without_identity_is_up_and_not_checked():
         assert all(fc != frames.READ_INPUT_REGISTERS for _, fc, _ in seen)
         assert dev.identity_status == NO_IDENTITY
         assert await rig.bus.read(1, Table.DISCRETE_INPUT, 0, 1) == [False]
+
+
+@pytest.mark.parametrize("code", [5, 6, 10, 11])
+@run_async
+async def test_busy_or_a_gateway_without_the_device_is_not_a_wrong_identity(code):
+    async with tcp_rig(SEAT3) as rig:
+        sim = rig.sims["seat-3"]
+        sim.set_exception(code)
+        dev = rig.device("seat-3")
+        with capture_logs() as logs:
+            assert not await dev.poll_once()
+            assert not await dev.poll_once()  # probed again, still not checked
+        (down,) = rig.drain()
+        assert isinstance(down, DeviceDown) and f"with exception {code}" in down.reason
+        name = frames.EXCEPTION_NAMES[code]
+        assert dev.identity_status == f"not checked yet: exception {code} ({name})"
+        assert dev.health.errors["identity"] == 0 and dev.health.errors[f"exception_{name}"] == 2
+        assert not any("model" in str(e.get("detail", "")) and "expected" in str(e.get("detail", ""))
+                       for e in logs if e["log_level"] == "error")
+        sim.set_exception(None)
+        assert await dev.poll_once()
+        assert rig.drain() == [DeviceUp("seat-3")] and dev.identity_status == CHECKED

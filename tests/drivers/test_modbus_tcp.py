@@ -224,3 +224,25 @@ async def test_a_tcp_bus_is_capped_at_max_rate_with_the_lock_out_read_first():
         reads = list(lock.request_times)[-40:]
         period = (reads[-1] - reads[0]) / 39
         assert 0.019 <= period <= 0.030, period
+
+
+@run_async
+async def test_a_burst_of_writes_does_not_hold_up_the_lock_out_under_the_rate_cap():
+    """A sign update written register by register and a light: 11 writes at once. They are not paced; the
+    lock-out goes ahead of their time and keeps its cadence (before: its next read came 121 ms later)."""
+    async with tcp_rig(SEAT3, SIGN, LOCKOUT, max_rate=100) as rig:
+        rig.sims["sign"].writes_single = True
+        seat, sign, lockout = rig.device("seat-3"), rig.device("sign"), rig.device("lockout")
+        rig.start(seat, sign, lockout)
+        await rig.expect_up("seat-3", "sign", "lockout")
+        lock = rig.sims["lockout"]
+        await lock.wait_until(lambda: lock.requests >= 10)
+        writes, before = rig.bus.writes, lock.request_times[-1]
+        await asyncio.gather(sign.send(ShowAmounts((("grand", 1234), ("major", 99), ("minor", 5)))),
+                             seat.send(SetAcceptedLight(3, "progressive", True)))
+        assert rig.bus.writes - writes >= 9  # the sign's single writes and the light
+        n = lock.requests
+        await lock.wait_until(lambda: lock.requests >= n + 10)
+        reads = [t for t in lock.request_times if t >= before]
+        gaps = [b - a for a, b in zip(reads, reads[1:], strict=False)]
+        assert max(gaps) <= 0.045, [round(g * 1000) for g in gaps]  # 20-30 ms as without writes

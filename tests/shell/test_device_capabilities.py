@@ -39,6 +39,14 @@ def test_a_bad_capability_is_one_problem_naming_its_field(tmp_path, key, value):
     one(problems(tmp_path, doc), f"devices.sign.{key}")
 
 
+@pytest.mark.parametrize("device", ["seat-2", "lockout"])
+def test_only_a_sign_may_be_write_only(tmp_path, device):
+    doc = base()
+    doc["devices"][device]["read_back"] = False  # an accepted light acknowledges a wager: it must be proved
+    p = one(problems(tmp_path, doc), f"devices.{device}.read_back")
+    assert "only a sign may be write-only" in p.message
+
+
 def test_a_line_device_has_no_writes(tmp_path):
     doc = base()
     doc["devices"]["shoe"]["writes"] = "single"
