@@ -498,6 +498,8 @@ class _Run:
         every = mapped(self.map)
         outs = mapped(self.map, outputs_only=True)
         for table, addrs in every.items():
+            if not self.opts.read_back and table.writable:
+                continue  # a write-only device answers these reads with exception 1: probed by writing, below
             fc = READ_FC[table]
             for start, end in blocks(addrs):
                 if end > 0xFFFF:
@@ -522,6 +524,13 @@ class _Run:
                 if end <= 0xFFFF and end not in every[table]:
                     self.add(check_exception(f"exception 2 writing unmapped {table.value} {end} (function {fc})",
                                              request(fc, end, values=[0]), await self.link.write(fc, end, [0]), 2))
+            if not self.opts.read_back:  # the gaps, as the reads above would have probed them
+                for (_, end), (nxt, _) in zip(blocks(every[table]), blocks(every[table])[1:], strict=False):
+                    inside = (end + nxt) // 2
+                    if inside != end:
+                        self.add(check_exception(f"exception 2 writing inside the gap {table.value} {end}-{nxt - 1} "
+                                                 f"(function {fc})", request(fc, inside, values=[0]),
+                                                 await self.link.write(fc, inside, [0]), 2))
 
     async def function(self) -> None:
         self.add(check_exception(f"exception 1 for function {UNSUPPORTED_FC} (not in the contract)",

@@ -206,6 +206,19 @@ async def test_a_device_that_does_not_read_back_fails_read_back_unless_declared_
 
 
 @run_async
+async def test_a_write_only_sign_passes_its_addresses_probed_by_writing():
+    """A write-only sign answers every read of its holding registers with exception 1 (it has no function 3): the
+    kit probes its unmapped addresses and gaps by writing, where exception 2 is what it must answer."""
+    async with tcp_bus() as bus:
+        bus.devices[SIGN].read_back = False
+        report = await kit(bus, SIGN, read_back=False)
+    assert report.passed, conform.render_text(report)
+    names = [c.name for c in report.checks]
+    assert "exception 2 writing inside the gap holding_register 6-15 (function 6)" in names, names
+    assert not [n for n in names if n.startswith("exception 2") and "(function 3)" in n], names
+
+
+@run_async
 async def test_a_seat_reporting_presence_before_its_amount_fails_the_order():
     async with tcp_bus() as bus:
         report = await kit(bus, SEAT, op={"presence_first": True})
