@@ -250,14 +250,19 @@ def run_baud(baud: int, cycles: int, warmup: int) -> dict:
             load=max(load, os.getloadavg()[0]))
         return result
     finally:
-        if child.stdin:
-            child.stdin.close()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        _stop(child)
 
+
+
+def _stop(child: subprocess.Popen[str]) -> None:
+    """End the rig's child process: its stdin closed is its signal to stop; killed if it does not within 10 s."""
+    if child.stdin:
+        child.stdin.close()
+    try:
+        child.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
 
 # --- the rate cap on TCP ----------------------------------------------------------------------------
 
@@ -329,13 +334,7 @@ def run_tcp(seconds: float, warmup: float) -> list[dict]:
             r["load"] = max(load, os.getloadavg()[0])
         return out
     finally:
-        if child.stdin:
-            child.stdin.close()
-        try:
-            child.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+        _stop(child)
 
 
 def render_tcp(results: list[dict], seconds: float) -> str:
