@@ -37,6 +37,8 @@ from controller.meter.journal import FULL_CHECK_EVERY, MetersReducer, define_met
 from controller.meter.pmap import MIN_OVERLAY, PersistentMap
 from controller.meter.state import OpenRounds, step_failures, sum_totals, with_maps
 
+import soak
+
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 PARAMS = MeterParams("m", 1_000_000, Fraction("0.15"), (100, 500), Fraction("0.05"))
 
@@ -53,6 +55,9 @@ def _with_open(n: int):
 
 
 # --- the persistent mapping ------------------------------------------------------------------------------------
+
+# a soak (PROGRESSIVE_SOAK=1) draws many more operation sequences than the default run
+TOTALS_EXAMPLES = soak.cycles("METER_FLAT_EXAMPLES", default=60, soak=2000)
 
 KEYS = st.sampled_from([f"k{i}" for i in range(12)])
 CHANGES = st.lists(st.tuples(st.sampled_from(("set", "delete", "back")), KEYS, st.integers(0, 99)), max_size=120)
@@ -111,7 +116,7 @@ def _touched(state, op) -> str:
     return getattr(op, "round_id", "")
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=TOTALS_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st_params(), st.data())
 def test_the_running_totals_are_always_the_sum_recomputed(p, data):
     """Over random operations (refused ones among them): the running totals equal the sum over the open rounds

@@ -29,7 +29,7 @@ def _writes(rig, name: str) -> dict[int, int]:
     return {fc: n for fc, n in rig.node(name).sim.requests_by_function.items() if fc in WRITES}
 
 
-async def _polled_again(rig, times: int = 25) -> None:
+async def _polled_again(rig, times: int = 21) -> None:
     """Every seat device read `times` more times: past its read-back of the lights (every 20 polls), so a write that
     was still to come has come."""
     sims = [rig.node(n).sim for n in SEATS]
