@@ -10,7 +10,7 @@ import itertools
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from drivers.modbus.core.schedule import Phase, Policy, Read, Role, State, after, choose, free_at, granted, owed
@@ -148,6 +148,9 @@ def simulate_writes(policy: Policy, reads: list[Read], txn_s: list[float], burst
 @settings(max_examples=200, deadline=None)
 @given(n=st.integers(1, 16), every=st.integers(2, 6), rate=st.floats(20.0, 400.0), txn_s=txns,
        bursts=st.dictionaries(st.integers(0, 200), st.integers(1, 11), max_size=20))
+# found once in a full run: after an idle spell the reads' account restarted from now while the whole account kept
+# its slot, and the lock-out waited behind the sign's long read (85.9 ms against 85.2 allowed)
+@example(n=1, every=3, rate=65.0, txn_s=[0.0390625, 0.0078125], bursts={0: 1})
 def test_a_burst_of_writes_does_not_hold_up_the_lock_out(n, every, rate, txn_s, bursts):
     policy = Policy(lockout_every=every, max_rate=rate)
     out, writes = simulate_writes(policy, [*seats(n, interval=0.0), LOCKOUT, SIGN], txn_s, bursts, seconds=2.0)

@@ -138,9 +138,12 @@ def lockout_due(policy: Policy, state: State, lockout: Read) -> float | None:
     `lockout_every` slots of the cap after its last read (once the reads alone have had their time)."""
     if policy.max_rate is None:
         return None
+    # never later than any other read may go: the reads' account restarts from now after an idle spell where the
+    # whole account keeps its slot, so either may be the earlier
+    free = min(state.reads_free_at, state.free_at)
     if lockout.last is None:
-        return state.reads_free_at
-    return max(state.reads_free_at, lockout.last + policy.lockout_every / policy.max_rate)
+        return free
+    return max(free, lockout.last + policy.lockout_every / policy.max_rate)
 
 
 def after(state: State, role: Role) -> State:
