@@ -34,7 +34,6 @@ import os
 import platform
 import select
 import statistics
-import subprocess
 import sys
 import time
 import tty
@@ -43,6 +42,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests" / "support"))
+sys.path.insert(0, str(ROOT / "bench"))
 
 import pymodbus
 from pymodbus.framer.rtu import FramerRTU
@@ -52,6 +53,8 @@ from drivers.modbus import ModbusBus, SerialBusSettings, TcpSettings, load_regis
 from drivers.modbus import frames as mb_frames
 from drivers.modbus.core.schedule import Policy
 from hil.wire import frame_silence
+
+from harness import ready_child
 
 SECTION = "## Poll cycle"
 TCP_SECTION = "## Rate cap on TCP"
@@ -218,13 +221,7 @@ async def _measure(port: str, baud: int, cycles: int, warmup: int) -> dict:
 
 
 def run_baud(baud: int, cycles: int, warmup: int) -> dict:
-    child = subprocess.Popen([sys.executable, __file__, "--child", str(baud)], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert child.stdout is not None and child.stdin is not None
-        line = child.stdout.readline().split()
-        if not line or line[0] != "READY":
-            raise RuntimeError(f"simulator did not start: {line}")
+    with ready_child([__file__, "--child", str(baud)]) as (_child, line):
         # bare client and driver take turns on the same rig, so both see the same load
         load = os.getloadavg()[0]
         floor: list[float] = []
@@ -249,20 +246,8 @@ def run_baud(baud: int, cycles: int, warmup: int) -> dict:
             floor_p50_ms=percentile(floor, 0.5) * 1e3, floor_p99_ms=percentile(floor, 0.99) * 1e3,
             load=max(load, os.getloadavg()[0]))
         return result
-    finally:
-        _stop(child)
 
 
-
-def _stop(child: subprocess.Popen[str]) -> None:
-    """End the rig's child process: its stdin closed is its signal to stop; killed if it does not within 10 s."""
-    if child.stdin:
-        child.stdin.close()
-    try:
-        child.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
 
 # --- the rate cap on TCP ----------------------------------------------------------------------------
 
@@ -319,13 +304,7 @@ async def _measure_tcp(port: int, max_rate: float | None, seconds: float, warmup
 
 
 def run_tcp(seconds: float, warmup: float) -> list[dict]:
-    child = subprocess.Popen([sys.executable, __file__, "--child-tcp"], stdin=subprocess.PIPE,
-                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
-    try:
-        assert child.stdout is not None and child.stdin is not None
-        line = child.stdout.readline().split()
-        if not line or line[0] != "READY":
-            raise RuntimeError(f"simulator did not start: {line}")
+    with ready_child([__file__, "--child-tcp"]) as (_child, line):
         port = int(line[1])
         load = os.getloadavg()[0]
         default = TcpSettings.model_fields["max_rate"].default
@@ -333,8 +312,6 @@ def run_tcp(seconds: float, warmup: float) -> list[dict]:
         for r in out:
             r["load"] = max(load, os.getloadavg()[0])
         return out
-    finally:
-        _stop(child)
 
 
 def render_tcp(results: list[dict], seconds: float) -> str:

@@ -55,7 +55,6 @@ import contextlib
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -87,7 +86,7 @@ from hil.wire import Direction, frame_silence
 
 import harness
 from bench_poll import CHAR_BITS, _cycle_frames, percentile
-from harness import SEATS, TABLE, Log, load, sign_amounts, sign_matches, table_on, versions
+from harness import SEATS, TABLE, Log, load, ready_child, sign_amounts, sign_matches, table_on, versions
 from rigtable import lit, until
 from tableproc import TableProcess
 
@@ -474,14 +473,7 @@ async def resources_run(baud: int, idle_s: float, play_s: float, seed: int, work
     code = ("import sys\n" + "".join(f"import {m}\n" for m in BASELINE_IMPORTS) +
             "print('READY', flush=True)\nsys.stdin.read()\n")
     bare_code = "import sys\nprint('READY', flush=True)\nsys.stdin.read()\n"
-    procs = [subprocess.Popen([sys.executable, "-c", c], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                              text=True, cwd=ROOT) for c in (code, bare_code)]
-    base, bare = procs
-    try:
-        for p in procs:
-            assert p.stdout is not None
-            if p.stdout.readline().strip() != "READY":
-                raise RuntimeError("a baseline process did not start")
+    with ready_child(["-c", code]) as (base, _), ready_child(["-c", bare_code]) as (bare, _):
         async with table_on(baud, work / "resources") as (rig, t):
             assert t.pid is not None
             log = Log(t.log_path)
@@ -511,15 +503,6 @@ async def resources_run(baud: int, idle_s: float, play_s: float, seed: int, work
             mix = await mix_run(rig, t, log, rng, rounds=mix_rounds, betting_s=betting_s, dealing_s=dealing_s,
                                 baud=baud)
             end_mem = proc_mem_kib(t.pid)
-    finally:
-        for p in procs:
-            if p.stdin:
-                p.stdin.close()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
     return {"bare_rss": mb(bare_mem["VmRSS"]), "baud": baud, "idle": idle, "play": play, "rounds": rounds_in_window,
             "mix": mix, "betting_s": betting_s, "dealing_s": dealing_s,
             "baseline_rss": mb(base_mem["VmRSS"]), "baseline_hwm": mb(base_mem["VmHWM"]),

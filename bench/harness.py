@@ -15,8 +15,10 @@ import json
 import logging
 import os
 import platform
+import subprocess
+import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,29 @@ TABLE = ROOT / "config" / "tables" / "caribbean-stud.toml"
 RIG = ROOT / "config" / "hil" / "caribbean-stud-7.toml"
 SEATS = 7
 STARTED_S = 15.0  # at most, for the daemon to show its meters on the sign after start-up
+
+
+@contextlib.contextmanager
+def ready_child(args: list[str]) -> Iterator[tuple[subprocess.Popen[str], list[str]]]:
+    """A benchmark's helper process (`python ARGS`: a rig, or a bare interpreter to measure against), yielded once
+    its first line says READY (with the words after it); at the end its stdin is closed, which is its signal to
+    stop, and it is killed if it has not stopped within 10 s."""
+    child = subprocess.Popen([sys.executable, *args], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             cwd=ROOT)
+    try:
+        assert child.stdout is not None and child.stdin is not None
+        line = child.stdout.readline().split()
+        if not line or line[0] != "READY":
+            raise RuntimeError(f"{' '.join(args)[:60]}: did not start: {line}")
+        yield child, line
+    finally:
+        if child.stdin:
+            child.stdin.close()
+        try:
+            child.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
 
 
 def versions() -> str:

@@ -417,13 +417,22 @@ class TableProcess:
                          every: float = 0.05) -> dict[str, Any]:
         """Ask the daemon for its round every `every` seconds until `pred` holds (it raises no event a client
         could wait on); the round."""
+        return await self._wait_answer("round", pred, what, timeout, every)
+
+    async def wait_status(self, pred: Callable[[dict[str, Any]], bool], what: str, timeout: float = 15.0,
+                          every: float = 0.05) -> dict[str, Any]:
+        """The same for the daemon's status; the status."""
+        return await self._wait_answer("status", pred, what, timeout, every)
+
+    async def _wait_answer(self, op: str, pred: Callable[[dict[str, Any]], bool], what: str, timeout: float,
+                           every: float) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         while True:
-            info = await self.control("round")
+            info = await self.control(op)
             if pred(info):
                 return info
             if time.monotonic() > deadline:
-                raise AssertionError(f"{self.name}: {what}: the daemon's round is {info}")
+                raise AssertionError(f"{self.name}: {what}: the daemon's {op} is {info}")
             await asyncio.sleep(every)
 
     async def ctl(self, *args: str, timeout: float = 120.0) -> subprocess.CompletedProcess:

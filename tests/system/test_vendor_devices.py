@@ -453,6 +453,16 @@ async def test_a_round_books_against_the_vendors_devices(devices, tmp_path):
         assert sample(metrics, "progressive_device_read_back", device="sign") == 0
         assert sample(metrics, "progressive_device_read_back", device="seat-2") == 1
         assert sample(metrics, "progressive_device_writes_info", device="seat-1", mode="multiple") == 1
+        # the drivers' state is copied into the metrics every 5 s (DEVICE_METRICS_S): seat 2's mode within that
+        deadline = asyncio.get_running_loop().time() + 15.0
+        while True:
+            modes = {ls.get("mode"): v for n, ls, v in metrics
+                     if n == "progressive_device_writes_info" and ls.get("device") == "seat-2"}
+            if modes == {"single (detected)": 1}:  # and no longer "multiple"
+                break
+            assert asyncio.get_running_loop().time() < deadline, f"the metric says {modes}, not single (detected)"
+            await asyncio.sleep(0.5)  # polling the metrics endpoint, which has no event to wait on
+            metrics = await asyncio.to_thread(scrape, t.metrics_url)
         # seat 2 answered function 15 with exception 1 and was written coil by coil from then on; the sign
         # was never read back
         single = d.unit(SINGLE_SEAT)
@@ -471,35 +481,13 @@ async def test_a_write_only_sign_unplugged_blocks_the_table_and_shows_the_meters
         await t.control("stub_count", stub=52, dealt=0)
         await d.wait(lambda s: s[str(SIGN)]["slots"] == [1_000_000, 0, 0], "the sign shows the meter")
         d.act(f"unplug {SIGN}")
-        await until_status(t, lambda s: any(b["block"] == "device" for b in s["blocks"]), "the table blocked")
+        await t.wait_status(lambda s: any(b["block"] == "device" for b in s["blocks"]), "the table blocked")
         d.act(f"plug {SIGN}")  # from power-on: slots 0 until the table writes them again
-        await until_status(t, lambda s: s["blocks"] == [] and all(x["up"] for x in s["devices"]),
+        await t.wait_status(lambda s: s["blocks"] == [] and all(x["up"] for x in s["devices"]),
                            "the sign back, the table open")
         state = await d.wait(lambda s: s[str(SIGN)]["slots"] == [1_000_000, 0, 0], "the sign shows the meter again")
         assert state[str(SIGN)]["message"]["code"] == 0
         assert "3" not in state[str(SIGN)]["requests"], state[str(SIGN)]  # never read back, even while down
-        await t.stop()
-    finally:
-        t.close()
-
-
-async def test_the_metrics_say_a_seat_without_multiple_writes_was_detected(devices, tmp_path):
-    """The drivers' state is copied into the metrics every 5 s (DEVICE_METRICS_S): the mode follows within that."""
-    d = devices(f"seat:{SEAT}", f"seat:{SINGLE_SEAT},single-writes", f"lockout:{LOCKOUT}", f"sign:{SIGN},write-only")
-    t = TableProcess(tmp_path / "table", table_doc(tmp_path, d.port))
-    try:
-        await t.start()
-        await until_status(t, lambda s: any(x.get("writes") == "single (detected)" for x in s["devices"]),
-                           "seat 2's single writes detected")
-        deadline = asyncio.get_running_loop().time() + 15.0
-        while True:
-            metrics = await asyncio.to_thread(scrape, t.metrics_url)
-            modes = {ls.get("mode"): v for n, ls, v in metrics
-                     if n == "progressive_device_writes_info" and ls.get("device") == "seat-2"}
-            if modes == {"single (detected)": 1}:  # and no longer "multiple"
-                break
-            assert asyncio.get_running_loop().time() < deadline, f"the metric says {modes}, not single (detected)"
-            await asyncio.sleep(0.5)  # polling the metrics endpoint, which has no event to wait on
         await t.stop()
     finally:
         t.close()
@@ -516,12 +504,12 @@ async def test_a_device_that_says_another_model_stays_down_with_nothing_written_
         await t.control("stub_count", stub=52, dealt=0)
         expected = (f"seat-2 (bus gateway, unit {SINGLE_SEAT}) reports model 'PJ-SEAT-2' at input_register 4096-4103; "
                     "expected model 'PJ-SEAT-1' (map seat-single.toml)")
-        status = await until_status(t, lambda s: s["seats_disabled"], "seat 2 disabled")
+        status = await t.wait_status(lambda s: s["seats_disabled"], "seat 2 disabled")
         assert status["seats_disabled"] == [{"seat": 2, "device": "seat-2", "reason": expected}], status
         assert status["blocks"] == [], status  # the rest of the table wagers on
         assert d.unit(SINGLE_SEAT)["requests"].keys() == {"4"}  # only its identity read: nothing written
         d.act(f"swap {SINGLE_SEAT} PJ-SEAT-1")
-        await until_status(t, lambda s: not s["seats_disabled"] and all(x["up"] for x in s["devices"]),
+        await t.wait_status(lambda s: not s["seats_disabled"] and all(x["up"] for x in s["devices"]),
                            "the right device up")
         d.act(f"place {SINGLE_SEAT} 100")
         await d.wait(lambda s: s[str(SINGLE_SEAT)]["accepted"], "its wager accepted")
@@ -530,14 +518,3 @@ async def test_a_device_that_says_another_model_stays_down_with_nothing_written_
         t.close()
 
 
-async def until_status(t: TableProcess, pred: Callable[[dict[str, Any]], bool], what: str,
-                       timeout: float = 15.0) -> dict[str, Any]:
-    """Ask the daemon for its status until `pred` holds (it raises no event a test could wait on)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        status = await t.control("status")
-        if pred(status):
-            return status
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what}: {status}")
-        await asyncio.sleep(0.05)
